@@ -1,0 +1,53 @@
+# Odradek build entry points. `make up` runs a local cluster, `make test` runs the suite;
+# both install whatever is missing first.
+
+SHELL := /bin/bash
+VENV ?= .venv
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+PY := $(VENV)/bin/python
+ZOOKEEPER_JAR := /usr/share/java/zookeeper.jar
+PYTEST_ARGS ?=
+
+.PHONY: setup system-deps test unit integration lint proto bench up down status clean
+
+setup: system-deps $(VENV)/.installed
+
+# Java and ZooKeeper come from Debian packages; installed only when missing and we are root.
+system-deps:
+	@if ! command -v java >/dev/null 2>&1 || [ ! -f $(ZOOKEEPER_JAR) ]; then \
+	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Java and ZooKeeper (Debian packages)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      default-jre-headless zookeeper >/dev/null; \
+	  else \
+	    echo "Java and the Debian 'zookeeper' package are needed: run 'sudo apt-get install default-jre-headless zookeeper'" >&2; \
+	    exit 1; \
+	  fi; \
+	fi
+
+$(VENV)/.installed: pyproject.toml
+	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $@
+
+test: setup
+	$(PY) -m pytest -q --durations=15 $(PYTEST_ARGS) tests
+
+unit: setup
+	$(PY) -m pytest -q $(PYTEST_ARGS) tests/unit
+
+integration: setup
+	$(PY) -m pytest -q $(PYTEST_ARGS) tests/integration
+
+lint: setup
+	$(VENV)/bin/ruff check services tests bench
+
+proto: setup
+	$(PY) -m services.common.protogen
+
+bench: setup
+	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .hypothesis

@@ -1,0 +1,1 @@
+"""The broker service: LogManager (storage) and ReplicaManager (leaders, followers, ISR, acks)."""

@@ -1,0 +1,1 @@
+"""Python clients of Odradek: Producer, Consumer, Admin and the `odradek` command line."""

@@ -1,0 +1,1 @@
+"""The controller service: topics, replica assignment, partition and replica state machines, elections."""

@@ -1,0 +1,1 @@
+"""The coordinator service: consumer groups, committed offsets, producer ids and transactions."""

@@ -1,0 +1,1 @@
+"""The HTTP gateway: REST produce, fetch, consumer instances and admin over FastAPI."""
