@@ -1,0 +1,1 @@
+"""Generated stubs for the `odradek.broker` protobuf package."""

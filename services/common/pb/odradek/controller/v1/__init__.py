@@ -1,0 +1,1 @@
+"""Generated stubs for the `odradek.controller.v1` protobuf package."""

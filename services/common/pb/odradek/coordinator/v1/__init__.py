@@ -1,0 +1,1 @@
+"""Generated stubs for the `odradek.coordinator.v1` protobuf package."""
