@@ -240,7 +240,7 @@ class MetadataRequest(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[str]] = ..., all_topics: _Optional[bool] = ..., allow_auto_topic_creation: _Optional[bool] = ...) -> None: ...
 
 class MetadataResponse(_message.Message):
-    __slots__ = ("throttle_time_ms", "brokers", "cluster_id", "controller_id", "topics")
+    __slots__ = ("throttle_time_ms", "brokers", "cluster_id", "controller_id", "topics", "controller")
     class MetadataResponsePartition(_message.Message):
         __slots__ = ("error_code", "partition_index", "leader_id", "leader_epoch", "replica_nodes", "isr_nodes", "offline_replicas")
         ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
@@ -274,12 +274,14 @@ class MetadataResponse(_message.Message):
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_FIELD_NUMBER: _ClassVar[int]
     throttle_time_ms: int
     brokers: _containers.RepeatedCompositeFieldContainer[_common_pb2.Node]
     cluster_id: str
     controller_id: int
     topics: _containers.RepeatedCompositeFieldContainer[MetadataResponse.MetadataResponseTopic]
-    def __init__(self, throttle_time_ms: _Optional[int] = ..., brokers: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[MetadataResponse.MetadataResponseTopic, _Mapping]]] = ...) -> None: ...
+    controller: _common_pb2.Node
+    def __init__(self, throttle_time_ms: _Optional[int] = ..., brokers: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[MetadataResponse.MetadataResponseTopic, _Mapping]]] = ..., controller: _Optional[_Union[_common_pb2.Node, _Mapping]] = ...) -> None: ...
 
 class OffsetForLeaderEpochRequest(_message.Message):
     __slots__ = ("replica_id", "topics")
@@ -467,18 +469,22 @@ class LeaderAndIsrResponse(_message.Message):
     def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., partition_errors: _Optional[_Iterable[_Union[PartitionError, _Mapping]]] = ...) -> None: ...
 
 class UpdateMetadataRequest(_message.Message):
-    __slots__ = ("controller_id", "controller_epoch", "broker_epoch", "partition_states", "live_brokers")
+    __slots__ = ("controller_id", "controller_epoch", "broker_epoch", "partition_states", "live_brokers", "controller", "cluster_id")
     CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     PARTITION_STATES_FIELD_NUMBER: _ClassVar[int]
     LIVE_BROKERS_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     controller_id: int
     controller_epoch: int
     broker_epoch: int
     partition_states: _containers.RepeatedCompositeFieldContainer[_common_pb2.PartitionState]
     live_brokers: _containers.RepeatedCompositeFieldContainer[_common_pb2.Node]
-    def __init__(self, controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., partition_states: _Optional[_Iterable[_Union[_common_pb2.PartitionState, _Mapping]]] = ..., live_brokers: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ...) -> None: ...
+    controller: _common_pb2.Node
+    cluster_id: str
+    def __init__(self, controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., partition_states: _Optional[_Iterable[_Union[_common_pb2.PartitionState, _Mapping]]] = ..., live_brokers: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., controller: _Optional[_Union[_common_pb2.Node, _Mapping]] = ..., cluster_id: _Optional[str] = ...) -> None: ...
 
 class UpdateMetadataResponse(_message.Message):
     __slots__ = ("error_code", "error_message")
