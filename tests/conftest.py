@@ -1,0 +1,118 @@
+"""Fixtures every test directory shares: one real ZooKeeper per session, a chroot and a kazoo client
+per test, the ZooKeeper log tail printed for a failed test, and the `integration` marker.
+
+Nothing starts until a test asks for `zookeeper`, so unit tests never run a server. Set
+ODRADEK_TEST_ZK to a connect string to use an existing ensemble instead of starting one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from services.common.proc import log_tail
+from services.common.zookeeper_server import ZooKeeperNotInstalledError, ZooKeeperServer
+
+EXTERNAL_ZK_ENV = "ODRADEK_TEST_ZK"
+ZK_START_TIMEOUT_S = 30.0
+ZK_CONNECT_TIMEOUT_S = 15.0
+ZK_SESSION_TIMEOUT_S = 10.0
+ZK_LOG_TAIL_LINES = 80
+
+_INTEGRATION_DIR = Path(__file__).parent / "integration"
+_chroot_numbers = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class ExternalZooKeeper:
+    """An ensemble this run did not start: nothing to stop, and no log of ours to show."""
+
+    connect_string: str
+    log_path: Path | None = None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _INTEGRATION_DIR in item.path.parents:
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
+    report = yield
+    setattr(item, f"rep_{report.when}", report)  # read back by fixture teardowns
+    return report
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer | ExternalZooKeeper]:
+    """The session's ZooKeeper: `.connect_string`, and `.log_path` when this run started it."""
+    external = os.environ.get(EXTERNAL_ZK_ENV)
+    if external:
+        yield ExternalZooKeeper(external)
+        return
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
+    try:
+        server.start(ZK_START_TIMEOUT_S)
+    except ZooKeeperNotInstalledError as exc:  # a missing server fails the tests, never skips them
+        raise pytest.fail.Exception(str(exc), pytrace=False) from None
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(autouse=True)
+def _zookeeper_log_on_failure(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a failed test that used `zookeeper`, print the server's log tail; pytest shows it
+    under "Captured stdout teardown" in the failure report."""
+    yield
+    report = getattr(request.node, "rep_call", None)
+    server = request.node.funcargs.get("zookeeper") if "zookeeper" in request.fixturenames else None
+    if report is None or not report.failed or server is None or server.log_path is None:
+        return
+    print(f"--- ZooKeeper log tail ({server.log_path}) ---")
+    print(log_tail(server.log_path, ZK_LOG_TAIL_LINES))
+
+
+@pytest.fixture(scope="session")
+def _zk_root_client(zookeeper: ZooKeeperServer | ExternalZooKeeper) -> Iterator[KazooClient]:
+    """A client at the root, only for creating and deleting the per-test chroots."""
+    client = KazooClient(hosts=zookeeper.connect_string, timeout=ZK_SESSION_TIMEOUT_S)
+    client.start(timeout=ZK_CONNECT_TIMEOUT_S)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+@pytest.fixture
+def zk_chroot(request: pytest.FixtureRequest, _zk_root_client: KazooClient) -> Iterator[str]:
+    """A fresh znode path for this test alone, created before and recursively deleted after."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)[:80]
+    chroot = f"/odradek-test-{os.getpid()}-{next(_chroot_numbers)}-{name}"
+    _zk_root_client.ensure_path(chroot)
+    try:
+        yield chroot
+    finally:
+        _zk_root_client.delete(chroot, recursive=True)
+
+
+@pytest.fixture
+def zk_client(zookeeper: ZooKeeperServer | ExternalZooKeeper, zk_chroot: str) -> Iterator[KazooClient]:
+    """A started kazoo client whose root is this test's chroot."""
+    client = KazooClient(hosts=zookeeper.connect_string + zk_chroot, timeout=ZK_SESSION_TIMEOUT_S)
+    client.start(timeout=ZK_CONNECT_TIMEOUT_S)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
