@@ -1,0 +1,94 @@
+"""Process helpers and the shared service runtime: pid handling, deadlines, listeners, health."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from services.common.proc import (
+    pid_alive,
+    read_pid_file,
+    running_pid_from_file,
+    start_process,
+    stop_pid,
+    stop_process,
+    wait_until,
+    write_pid_file,
+)
+from services.common.service import ServiceRuntime, insecure_channel, parse_listener
+
+
+def test_wait_until_returns_value_or_times_out():
+    calls = []
+    assert wait_until(lambda: calls.append(1) or len(calls) >= 3 and "done", 5, 0.001) == "done"
+    with pytest.raises(TimeoutError, match="the moon"):
+        wait_until(lambda: False, 0.05, 0.01, message=lambda: "the moon")
+
+
+def test_child_stopped_by_pid_even_when_it_ignores_sigterm(tmp_path):
+    script = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('up', flush=True)\n" \
+             "while True: time.sleep(1)\n"
+    log = tmp_path / "child.log"
+    child = start_process([sys.executable, "-c", script], log)
+    try:
+        wait_until(lambda: log.exists() and "up" in log.read_text(), 10, message="child to start")
+        assert pid_alive(child.pid)
+        assert stop_pid(child.pid, timeout_s=0.3)
+        assert not pid_alive(child.pid)
+    finally:
+        assert stop_process(child) == -9
+
+
+def test_pid_files_ignore_reused_pids(tmp_path):
+    child = start_process([sys.executable, "-c", "import time; time.sleep(60)"], tmp_path / "c.log")
+    try:
+        pid_file = tmp_path / "c.pid"
+        write_pid_file(pid_file, child.pid)
+        assert read_pid_file(pid_file) == child.pid
+        assert running_pid_from_file(pid_file, expect_in_cmdline="time.sleep(60)") == child.pid
+        assert running_pid_from_file(pid_file, expect_in_cmdline="something-else") is None
+    finally:
+        stop_process(child)
+    assert running_pid_from_file(pid_file) is None
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("PLAINTEXT://127.0.0.1:9092", ("PLAINTEXT", "127.0.0.1", 9092)),
+        ("PLAINTEXT://:9093", ("PLAINTEXT", "", 9093)),
+        ("localhost:8080", ("PLAINTEXT", "localhost", 8080)),
+        ("plaintext://[::1]:9094", ("PLAINTEXT", "::1", 9094)),
+    ],
+)
+def test_parse_listener(text, expected):
+    listener = parse_listener(text)
+    assert (listener.protocol, listener.host, listener.port) == expected
+
+
+def test_parse_listener_needs_a_port():
+    with pytest.raises(ValueError):
+        parse_listener("PLAINTEXT://host")
+
+
+def test_runtime_serves_health_and_runs_shutdown_hooks_in_order():
+    runtime = ServiceRuntime("probe", "127.0.0.1:0")
+    port = runtime.start()
+    order = []
+    runtime.on_shutdown("first", lambda: order.append("first"))
+    runtime.on_shutdown("broken", lambda: 1 / 0)
+    runtime.on_shutdown("last", lambda: order.append("last"))
+    channel = insecure_channel(f"127.0.0.1:{port}")
+    try:
+        stub = health_pb2_grpc.HealthStub(channel)
+        request = health_pb2.HealthCheckRequest(service="probe")
+        assert stub.Check(request, timeout=5).status == health_pb2.HealthCheckResponse.NOT_SERVING
+        runtime.set_serving(True)
+        assert stub.Check(request, timeout=5).status == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        channel.close()
+        runtime.shutdown(grace_s=0.1)
+    assert order == ["first", "last"]
+    assert runtime.stopping
