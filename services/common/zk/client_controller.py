@@ -1,0 +1,146 @@
+"""Operations of controller election and of the controller's administrative duties: electing and
+resigning, reading the active controller and epoch, topic deletion, and the `/admin` requests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from services.common.zk import admin, configs, controller, partition_state, topics
+from services.common.zk.access import Watch, ZkAccess
+from services.common.zk.codec import TopicPartition
+from services.common.zk.controller import ControllerEpoch, ControllerInfo
+from services.common.zk.errors import ControllerMovedError
+
+
+class ControllerOps(ZkAccess):
+    # -- election -----------------------------------------------------------------------------
+    def elect_controller(self, controller_id: int, endpoint: str | None = None) -> ControllerEpoch:
+        """Kafka's registerControllerAndIncrementControllerEpoch: in one transaction, creates the
+        ephemeral `/controller` and sets `/controller_epoch` to epoch + 1 conditionally on the
+        version read (creating it at 0 first if absent). Returns the new epoch and its zk version,
+        which every fenced write of this controller checks. ControllerMovedError if another
+        controller won; `get_controller()` then names it."""
+        current = self.get_controller_epoch() or self._create_controller_epoch()
+        new_epoch = current.epoch + 1
+        info = ControllerInfo(controller_id, self.clock.time_ms(), endpoint)
+        tx = self.transaction()
+        tx.create(controller.CONTROLLER_PATH, controller.encode_controller(info), ephemeral=True)
+        tx.set_data(
+            controller.CONTROLLER_EPOCH_PATH,
+            controller.encode_controller_epoch(new_epoch),
+            current.zk_version,
+        )
+        try:
+            return ControllerEpoch(new_epoch, tx.commit()[1].version)
+        except (NodeExistsError, BadVersionError):
+            return self._check_elected(controller_id, new_epoch)
+
+    def _create_controller_epoch(self) -> ControllerEpoch:
+        initial = controller.INITIAL_CONTROLLER_EPOCH
+        try:
+            self.zk.create(controller.CONTROLLER_EPOCH_PATH, controller.encode_controller_epoch(initial))
+            return ControllerEpoch(initial, 0)
+        except NodeExistsError:
+            found = self.get_controller_epoch()
+            if found is None:
+                raise RuntimeError(f"{controller.CONTROLLER_EPOCH_PATH} vanished while being read") from None
+            return found
+
+    def _check_elected(self, controller_id: int, new_epoch: int) -> ControllerEpoch:
+        """After a failed election: this controller did win if `/controller` names it and the epoch
+        is the one it wrote (its transaction went through before a lost connection was retried)."""
+        active = self.get_controller()
+        epoch = self.get_controller_epoch()
+        if (
+            active is not None
+            and active.controller_id == controller_id
+            and epoch
+            and epoch.epoch == new_epoch
+        ):
+            return epoch
+        winner = "none" if active is None else str(active.controller_id)
+        raise ControllerMovedError(f"controller election lost: the active controller is {winner}")
+
+    def get_controller(self, watch: Watch | None = None) -> ControllerInfo | None:
+        """The active controller, or None. A watch fires when `/controller` is created, changed or
+        deleted (Kafka's ControllerChangeHandler)."""
+        found = self._get(controller.CONTROLLER_PATH, watch)
+        return None if found is None else controller.decode_controller(found[0])
+
+    def get_controller_epoch(self, watch: Watch | None = None) -> ControllerEpoch | None:
+        found = self._get(controller.CONTROLLER_EPOCH_PATH, watch)
+        return (
+            None
+            if found is None
+            else ControllerEpoch(controller.decode_controller_epoch(found[0]), found[1].version)
+        )
+
+    def delete_controller(self, *, epoch_zk_version: int) -> None:
+        """Resigns: deletes `/controller` (fenced, so a deposed controller cannot delete its
+        successor's znode). Already absent is fine."""
+        try:
+            self.fenced(epoch_zk_version).delete(controller.CONTROLLER_PATH).commit()
+        except NoNodeError:
+            pass
+
+    # -- topic deletion -----------------------------------------------------------------------
+    def request_topic_deletion(self, topic: str) -> bool:
+        """Creates `/admin/delete_topics/<topic>`; False if the deletion was already requested."""
+        try:
+            self.zk.create(admin.delete_topic_path(topic), makepath=True)
+            return True
+        except NodeExistsError:
+            return False
+
+    def get_topic_deletions(self, watch: Watch | None = None) -> list[str]:
+        return self._children(admin.DELETE_TOPICS_PATH, watch)
+
+    def delete_topic_deletions(self, names: Iterable[str], *, epoch_zk_version: int) -> None:
+        self._delete_each_fenced((admin.delete_topic_path(t) for t in names), epoch_zk_version)
+
+    def delete_topic(self, topic: str, *, epoch_zk_version: int) -> None:
+        """Deletes the topic's znodes in one fenced transaction: partition states and their parents,
+        the assignment, the config and the deletion request (those that exist)."""
+        tx = self.fenced(epoch_zk_version)
+        for name in self._children(partition_state.partitions_path(topic)):
+            tp = TopicPartition(topic, int(name))
+            for path in (partition_state.partition_state_path(tp), partition_state.partition_path(tp)):
+                if self.zk.exists(path) is not None:
+                    tx.delete(path)
+        for path in (
+            partition_state.partitions_path(topic),
+            topics.topic_path(topic),
+            configs.topic_config_path(topic),
+            admin.delete_topic_path(topic),
+        ):
+            if self.zk.exists(path) is not None:
+                tx.delete(path)
+        tx.commit()
+
+    # -- reassignment and preferred replica election ------------------------------------------
+    def get_partition_reassignment(
+        self, watch: Watch | None = None
+    ) -> dict[TopicPartition, list[int]] | None:
+        found = self._get(admin.REASSIGN_PARTITIONS_PATH, watch)
+        return None if found is None else admin.decode_reassignment(found[0])
+
+    def delete_partition_reassignment(self, *, epoch_zk_version: int) -> None:
+        self._delete_each_fenced([admin.REASSIGN_PARTITIONS_PATH], epoch_zk_version)
+
+    def request_preferred_replica_election(self, partitions: Iterable[TopicPartition]) -> bool:
+        """Creates `/admin/preferred_replica_election`; False while an earlier one is pending."""
+        data = admin.encode_preferred_replica_election(partitions)
+        try:
+            self.zk.create(admin.PREFERRED_REPLICA_ELECTION_PATH, data, makepath=True)
+            return True
+        except NodeExistsError:
+            return False
+
+    def get_preferred_replica_election(self, watch: Watch | None = None) -> set[TopicPartition] | None:
+        found = self._get(admin.PREFERRED_REPLICA_ELECTION_PATH, watch)
+        return None if found is None else admin.decode_preferred_replica_election(found[0])
+
+    def delete_preferred_replica_election(self, *, epoch_zk_version: int) -> None:
+        self._delete_each_fenced([admin.PREFERRED_REPLICA_ELECTION_PATH], epoch_zk_version)

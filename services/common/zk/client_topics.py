@@ -1,0 +1,204 @@
+"""Operations on topics: replica assignments, partition states, topic configs and their change
+notifications, and ISR change notifications. Controller writes here take `epoch_zk_version` and are
+fenced (see `fencing`); a write an admin tool may also make takes `epoch_zk_version=None` for an
+unfenced write."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from services.common.errors import KafkaError
+from services.common.zk import configs, isr_change, partition_state, topics
+from services.common.zk.access import Watch, ZkAccess
+from services.common.zk.codec import CONFLICT, ConditionalUpdate, TopicPartition, Versioned
+from services.common.zk.partition_state import PartitionState
+from services.common.zk.topics import TopicAssignment
+
+
+@dataclass
+class PartitionStateUpdates:
+    """Per-partition results of a controller's `set_partition_states`: new znode versions, the
+    partitions whose expected version was stale (reread and retry them), and other failures."""
+
+    updated: dict[TopicPartition, int] = field(default_factory=dict)
+    retry: list[TopicPartition] = field(default_factory=list)
+    failed: dict[TopicPartition, Exception] = field(default_factory=dict)
+
+
+class TopicOps(ZkAccess):
+    # -- assignments --------------------------------------------------------------------------
+    def create_topic(self, assignment: TopicAssignment, config: Mapping[str, str] | None = None) -> None:
+        """Creates the topic's config and assignment znodes in one transaction; TOPIC_ALREADY_EXISTS
+        if the assignment exists."""
+        topic = assignment.topic
+        self.zk.ensure_path(topics.TOPICS_PATH)
+        self.zk.ensure_path(configs.entity_type_path(configs.TOPIC_ENTITY_TYPE))
+        tx = self.transaction()
+        config_path = configs.topic_config_path(topic)
+        if self.zk.exists(config_path) is None:
+            tx.create(config_path, configs.encode_config(config or {}))
+        else:
+            tx.set_data(config_path, configs.encode_config(config or {}))
+        tx.create(topics.topic_path(topic), topics.encode_topic(assignment))
+        try:
+            tx.commit()
+        except NodeExistsError as exc:
+            raise KafkaError(f"topic {topic!r} already exists", error_name="TOPIC_ALREADY_EXISTS") from exc
+
+    def get_all_topics(self, watch: Watch | None = None) -> list[str]:
+        return self._children(topics.TOPICS_PATH, watch)
+
+    def get_topic_assignment(
+        self, topic: str, watch: Watch | None = None
+    ) -> Versioned[TopicAssignment] | None:
+        found = self._get(topics.topic_path(topic), watch)
+        return None if found is None else Versioned(topics.decode_topic(topic, found[0]), found[1].version)
+
+    def get_topic_assignments(self, names: Iterable[str]) -> dict[str, Versioned[TopicAssignment]]:
+        found = self._get_many((t, topics.topic_path(t)) for t in names)
+        return {t: Versioned(topics.decode_topic(t, data), stat.version) for t, (data, stat) in found.items()}
+
+    def set_topic_assignment(
+        self, assignment: TopicAssignment, *, epoch_zk_version: int | None, expected_version: int = -1
+    ) -> int:
+        """Rewrites an existing assignment; returns the znode's new version."""
+        tx = self._write(epoch_zk_version)
+        tx.set_data(topics.topic_path(assignment.topic), topics.encode_topic(assignment), expected_version)
+        return tx.commit()[-1].version
+
+    # -- partition states ---------------------------------------------------------------------
+    def get_partitions(self, topic: str) -> list[int]:
+        """Partition numbers that have a state znode parent under the topic."""
+        return sorted(int(p) for p in self._children(partition_state.partitions_path(topic)))
+
+    def get_partition_state(
+        self, tp: TopicPartition, watch: Watch | None = None
+    ) -> Versioned[PartitionState] | None:
+        found = self._get(partition_state.partition_state_path(tp), watch)
+        if found is None:
+            return None
+        return Versioned(partition_state.decode_partition_state(tp, found[0]), found[1].version)
+
+    def get_partition_states(
+        self, tps: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, Versioned[PartitionState]]:
+        found = self._get_many((tp, partition_state.partition_state_path(tp)) for tp in tps)
+        return {
+            tp: Versioned(partition_state.decode_partition_state(tp, data), stat.version)
+            for tp, (data, stat) in found.items()
+        }
+
+    def create_partition_states(
+        self, states: Mapping[TopicPartition, PartitionState], *, epoch_zk_version: int
+    ) -> None:
+        """Creates the state znodes (version 0) of new partitions, with their missing parents, in one
+        fenced transaction: all of them or, if any exists already or the controller moved, none."""
+        tx = self.fenced(epoch_zk_version)
+        parents: list[str] = []
+        for tp in sorted(states):
+            parents += [partition_state.partitions_path(tp.topic), partition_state.partition_path(tp)]
+        for path in dict.fromkeys(parents):
+            if self.zk.exists(path) is None:
+                tx.create(path)
+        for tp, state in sorted(states.items()):
+            tx.create(partition_state.partition_state_path(tp), partition_state.encode_partition_state(state))
+        tx.commit()
+
+    def set_partition_states(
+        self, updates: Mapping[TopicPartition, Versioned[PartitionState]], *, epoch_zk_version: int
+    ) -> PartitionStateUpdates:
+        """The controller's leader/ISR writes: each partition's new state, conditional on the version
+        it replaces, in its own fenced transaction (pipelined). ControllerMovedError if fenced."""
+        pending = []
+        for tp, update in updates.items():
+            tx = self.fenced(epoch_zk_version)
+            path = partition_state.partition_state_path(tp)
+            tx.set_data(path, partition_state.encode_partition_state(update.value), update.version)
+            pending.append((tp, tx, tx.commit_async()))
+        result = PartitionStateUpdates()
+        for tp, tx, raw in pending:
+            try:
+                result.updated[tp] = tx.outcome(raw.get())[0].version
+            except BadVersionError:
+                result.retry.append(tp)
+            except NoNodeError as exc:
+                result.failed[tp] = exc
+        return result
+
+    def update_leader_and_isr(
+        self, tp: TopicPartition, state: PartitionState, expected_version: int
+    ) -> ConditionalUpdate:
+        """A partition leader's ISR change: writes `state` only if the znode is still at
+        `expected_version`; returns the new version, or CONFLICT if the controller or another
+        write got there first (the leader rereads the state and reconsiders)."""
+        path = partition_state.partition_state_path(tp)
+        try:
+            stat = self.zk.set(path, partition_state.encode_partition_state(state), expected_version)
+        except (BadVersionError, NoNodeError):
+            return CONFLICT
+        return ConditionalUpdate(True, stat.version)
+
+    # -- topic configs ------------------------------------------------------------------------
+    def get_topic_config(self, topic: str) -> dict[str, str]:
+        path = configs.topic_config_path(topic)
+        found = self._get(path)
+        return {} if found is None else configs.decode_config(found[0], path)
+
+    def set_topic_config(self, topic: str, config: Mapping[str, str], *, notify: bool = True) -> None:
+        """Writes the topic's config overrides and, with `notify`, a change notification for
+        brokers, in one transaction."""
+        path = configs.topic_config_path(topic)
+        self.zk.ensure_path(configs.CONFIG_CHANGES_PATH)
+        self.zk.ensure_path(configs.entity_type_path(configs.TOPIC_ENTITY_TYPE))
+        tx = self.transaction()
+        if self.zk.exists(path) is None:
+            tx.create(path, configs.encode_config(config))
+        else:
+            tx.set_data(path, configs.encode_config(config))
+        if notify:
+            change = configs.encode_config_change(configs.topic_entity_path(topic))
+            tx.create(configs.config_change_path(), change, sequence=True)
+        tx.commit()
+
+    def get_config_change_notifications(self, watch: Watch | None = None) -> list[str]:
+        """The names (`config_change_<seq>`) of pending notifications, oldest first."""
+        return self._children(configs.CONFIG_CHANGES_PATH, watch)
+
+    def get_config_change(self, name: str) -> str | None:
+        found = self._get(f"{configs.CONFIG_CHANGES_PATH}/{name}")
+        return None if found is None else configs.decode_config_change(found[0])
+
+    def delete_config_change_notifications(self, names: Iterable[str]) -> None:
+        for name in names:
+            try:
+                self.zk.delete(f"{configs.CONFIG_CHANGES_PATH}/{name}")
+            except NoNodeError:
+                continue
+
+    # -- ISR change notifications -------------------------------------------------------------
+    def create_isr_change_notification(self, partitions: Iterable[TopicPartition]) -> str:
+        """Announces ISR changes to the controller; returns the notification's sequence number."""
+        data = isr_change.encode_isr_change(partitions)
+        try:
+            path = self.zk.create(isr_change.isr_change_path(), data, sequence=True)
+        except NoNodeError:
+            path = self.zk.create(isr_change.isr_change_path(), data, sequence=True, makepath=True)
+        return isr_change.sequence_number(path)
+
+    def get_isr_change_notifications(self, watch: Watch | None = None) -> list[str]:
+        """Sequence numbers of pending notifications, oldest first."""
+        names = self._children(isr_change.ISR_CHANGE_NOTIFICATION_PATH, watch)
+        return [isr_change.sequence_number(n) for n in names if n.startswith(isr_change.SEQUENCE_PREFIX)]
+
+    def get_isr_change_partitions(self, sequence_numbers: Iterable[str]) -> set[TopicPartition]:
+        """The partitions named by these notifications (ones already deleted are skipped)."""
+        found = self._get_many((s, isr_change.isr_change_path(s)) for s in sequence_numbers)
+        return {tp for data, _ in found.values() for tp in isr_change.decode_isr_change(data)}
+
+    def delete_isr_change_notifications(
+        self, sequence_numbers: Iterable[str], *, epoch_zk_version: int
+    ) -> None:
+        self._delete_each_fenced((isr_change.isr_change_path(s) for s in sequence_numbers), epoch_zk_version)

@@ -1,0 +1,109 @@
+"""Coordinator instances and their partition ownership (Odradek's own znodes).
+
+`/coordinators/ids/<id>` (ephemeral), written by each coordinator when its session starts; its
+`czxid` is the registration epoch, as for brokers. `timestamp` is milliseconds as a string:
+
+    {"version":1,"endpoint":"coord-1:9094","timestamp":"1620000000000"}
+
+`/coordinators/ownership` (persistent): which live coordinator owns each partition of the internal
+topics `__consumer_offsets` and `__transaction_state`, keyed by topic, then partition number as a
+string. `owner` is a coordinator id, -1 for none. `epoch` is the ownership epoch of that partition:
+it grows by one every time the partition changes owner and never goes back, so a deposed owner's
+writes (offset commits, transaction markers) are fenced by their older epoch. The whole map is
+rewritten at once, conditionally on the znode's data version:
+
+    {"version":1,"partitions":{"__consumer_offsets":{"0":{"owner":1,"epoch":4},"1":{"owner":2,"epoch":0}},
+     "__transaction_state":{"0":{"owner":2,"epoch":1}}}}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from services.common.zk.codec import TopicPartition, as_int, dumps, loads_object
+from services.common.zk.codec import field as required
+from services.common.zk.errors import ZnodeFormatError
+
+COORDINATORS_PATH = "/coordinators"
+COORDINATOR_IDS_PATH = "/coordinators/ids"
+OWNERSHIP_PATH = "/coordinators/ownership"
+NO_OWNER = -1
+
+
+def coordinator_path(coordinator_id: int) -> str:
+    return f"{COORDINATOR_IDS_PATH}/{int(coordinator_id)}"
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorInfo:
+    coordinator_id: int
+    endpoint: str
+    timestamp_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionOwner:
+    owner_id: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorOwnership:
+    partitions: dict[TopicPartition, PartitionOwner] = field(default_factory=dict)
+
+    def owned_by(self, coordinator_id: int) -> dict[TopicPartition, int]:
+        """The partitions `coordinator_id` owns, with their ownership epochs."""
+        return {tp: o.epoch for tp, o in self.partitions.items() if o.owner_id == coordinator_id}
+
+    def reassigned(self, owners: Mapping[TopicPartition, int]) -> CoordinatorOwnership:
+        """This map with `owners` applied: a partition whose owner changes gets epoch + 1, a new
+        partition starts at epoch 0, the rest are kept as they are."""
+        partitions = dict(self.partitions)
+        for tp, owner_id in owners.items():
+            current = partitions.get(tp)
+            if current is None:
+                partitions[tp] = PartitionOwner(owner_id, 0)
+            elif current.owner_id != owner_id:
+                partitions[tp] = PartitionOwner(owner_id, current.epoch + 1)
+        return CoordinatorOwnership(partitions)
+
+
+def encode_coordinator(info: CoordinatorInfo) -> bytes:
+    return dumps({"version": 1, "endpoint": info.endpoint, "timestamp": str(info.timestamp_ms)})
+
+
+def decode_coordinator(coordinator_id: int, data: bytes | None) -> CoordinatorInfo:
+    what = coordinator_path(coordinator_id)
+    obj = loads_object(data, what)
+    timestamp = obj.get("timestamp")
+    return CoordinatorInfo(
+        coordinator_id=coordinator_id,
+        endpoint=str(required(obj, "endpoint", what)),
+        timestamp_ms=as_int(timestamp, what) if timestamp is not None else 0,
+    )
+
+
+def encode_ownership(ownership: CoordinatorOwnership) -> bytes:
+    topics: dict[str, dict[str, dict[str, int]]] = {}
+    for tp, owner in sorted(ownership.partitions.items()):
+        topics.setdefault(tp.topic, {})[str(tp.partition)] = {"owner": owner.owner_id, "epoch": owner.epoch}
+    return dumps({"version": 1, "partitions": topics})
+
+
+def decode_ownership(data: bytes | None) -> CoordinatorOwnership:
+    what = OWNERSHIP_PATH
+    topics = required(loads_object(data, what), "partitions", what)
+    if not isinstance(topics, dict):
+        raise ZnodeFormatError(f"{what}: partitions must be an object, got {topics!r}")
+    partitions: dict[TopicPartition, PartitionOwner] = {}
+    for topic, by_partition in topics.items():
+        if not isinstance(by_partition, dict):
+            raise ZnodeFormatError(f"{what}: {topic} must map partitions to owners, got {by_partition!r}")
+        for partition, owner in by_partition.items():
+            if not isinstance(owner, dict):
+                raise ZnodeFormatError(f"{what}: expected owner and epoch, got {owner!r}")
+            partitions[TopicPartition(topic, as_int(partition, what))] = PartitionOwner(
+                as_int(required(owner, "owner", what), what), as_int(required(owner, "epoch", what), what)
+            )
+    return CoordinatorOwnership(partitions)
