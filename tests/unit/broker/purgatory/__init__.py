@@ -1,0 +1,1 @@
+"""Unit tests of services.broker.purgatory: timing wheel, timer, delayed operations, purgatory."""
