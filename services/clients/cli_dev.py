@@ -1,0 +1,178 @@
+"""`odradek dev up|down|status`: a local cluster under one directory, through `LocalCluster`.
+
+`up` starts ZooKeeper, the controllers and the brokers on the launcher's default ports (ZooKeeper
+2181, brokers 9092/9192/9292..., controllers 9093/9193...), creates the `demo` topic (3
+partitions, replication factor min(3, brokers)) unless asked not to, and prints the endpoints and
+how to use them. A cluster already running from the directory is reported, not started twice.
+`down` stops whatever `<dir>/cluster.json` records; `status` prints each service and exits with 1
+when any is down.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TextIO
+
+from services.clients.admin import Admin
+from services.clients.admin_types import NewTopic
+from services.clients.launcher import LocalCluster
+from services.common.errors import KafkaError
+from services.common.proc import log_tail
+from services.common.zookeeper_server import running_pid as zookeeper_pid
+
+DEMO_TOPIC = "demo"
+DEMO_PARTITIONS = 3
+LOG_TAIL_LINES = 40
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("dev", help="run a local development cluster",
+                                   description="Run a local cluster (ZooKeeper, controllers, brokers).")
+    commands = parser.add_subparsers(dest="dev_command", required=True, metavar="{up,down,status}")
+    up = commands.add_parser("up", help="start the cluster and create the demo topic")
+    up.add_argument("--brokers", type=_positive, default=3, help="number of brokers (default 3)")
+    up.add_argument("--controllers", type=_positive, default=2, help="number of controllers (default 2)")
+    up.add_argument("--no-demo-topic", action="store_true", help=f"do not create the {DEMO_TOPIC!r} topic")
+    up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for each service")
+    up.set_defaults(run=run_up)
+    down = commands.add_parser("down", help="stop the cluster")
+    down.set_defaults(run=run_down)
+    status = commands.add_parser("status", help="show each service; exit 1 if any is down")
+    status.set_defaults(run=run_status)
+    for sub in (up, down, status):
+        sub.add_argument("--dir", default="./var", help="the cluster's directory (default ./var)")
+    return parser
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _layout_exists(base: Path) -> bool:
+    return (base / "cluster.json").is_file()
+
+
+def run_up(args: argparse.Namespace, out: TextIO) -> int:
+    base = Path(args.dir)
+    if _layout_exists(base):
+        existing = LocalCluster.load(base)
+        rows = existing.status()
+        if any(row["pid"] is not None for row in rows.values()):
+            print(f"An Odradek cluster is already running in {existing.base_dir}.", file=out)
+            healthy = print_status(existing, rows, out)
+            if not healthy:
+                print(f"Some services are down; restart with `odradek dev down --dir {args.dir}` "
+                      f"then `odradek dev up --dir {args.dir}`.", file=out)
+            return 0 if healthy else 1
+    cluster = LocalCluster(base, brokers=args.brokers, controllers=args.controllers)
+    print(f"Starting ZooKeeper, {args.controllers} controller(s) and {args.brokers} broker(s) "
+          f"in {cluster.base_dir} ...", file=out, flush=True)
+    try:
+        cluster.start(timeout_s=args.timeout)
+    except (RuntimeError, TimeoutError, OSError) as error:
+        print(f"Failed to start the cluster: {failure_report(cluster, error)}", file=out)
+        return 1
+    code = 0
+    if not args.no_demo_topic:
+        code = create_demo_topic(cluster, min(3, args.brokers), args.timeout, out)
+    print_endpoints(cluster, out)
+    return code
+
+
+def create_demo_topic(cluster: LocalCluster, replication_factor: int, timeout_s: float, out: TextIO) -> int:
+    try:
+        with Admin(bootstrap_servers=cluster.bootstrap_servers,
+                   default_api_timeout_ms=int(timeout_s * 1000)) as admin:
+            try:
+                admin.create_topics([NewTopic(DEMO_TOPIC, DEMO_PARTITIONS, replication_factor)])
+            except KafkaError as error:
+                if error.error_name != "TOPIC_ALREADY_EXISTS":
+                    raise
+            admin.wait_for_topic(DEMO_TOPIC, timeout_s)
+    except (KafkaError, TimeoutError) as error:
+        print(f"Could not create the {DEMO_TOPIC!r} topic: {error}", file=out)
+        return 1
+    print(f"Topic {DEMO_TOPIC!r} is ready ({DEMO_PARTITIONS} partitions, replication factor "
+          f"{replication_factor}).", file=out)
+    return 0
+
+
+def failure_report(cluster: LocalCluster, error: BaseException) -> str:
+    """The error, plus the failing service's log tail when the error does not carry it already."""
+    text = str(error)
+    if "\n" in text:
+        return text
+    for name in cluster.services:
+        if name in text:
+            path = cluster.log_path(name)
+            return f"{text}\n--- {path} ---\n{log_tail(path, LOG_TAIL_LINES)}"
+    zookeeper_log = cluster.base_dir / "zookeeper" / "zookeeper.log"
+    if "zookeeper" in text.lower() and zookeeper_log.exists():
+        return f"{text}\n--- {zookeeper_log} ---\n{log_tail(zookeeper_log, LOG_TAIL_LINES)}"
+    return f"{text}\n{cluster.dump_logs(LOG_TAIL_LINES)}"
+
+
+def print_endpoints(cluster: LocalCluster, out: TextIO) -> None:
+    print(f"\nOdradek cluster running in {cluster.base_dir}", file=out)
+    print_status(cluster, cluster.status(), out)
+    bootstrap = cluster.bootstrap_servers
+    first = bootstrap.split(",")[0]
+    print(f"\nBootstrap servers: {bootstrap}", file=out)
+    print("\nTry:", file=out)
+    print(f"  odradek topics --bootstrap-server {first} --create --topic my-topic --partitions 3 "
+          f"--replication-factor {min(3, len(cluster.broker_names))}", file=out)
+    print(f"  odradek topics --bootstrap-server {first} --describe --topic my-topic", file=out)
+    print(f"  printf 'hello\\nworld\\n' | odradek produce --bootstrap-server {first} --topic my-topic "
+          f"--partition 0", file=out)
+    print(f"  odradek fetch --bootstrap-server {first} --topic my-topic --partition 0 --offset earliest",
+          file=out)
+    print(f"\nStop it with: odradek dev down --dir {cluster.base_dir}", file=out)
+
+
+def print_status(cluster: LocalCluster, rows: dict[str, dict[str, object]], out: TextIO) -> bool:
+    """Prints ZooKeeper and every service; True when all of them serve."""
+    healthy = True
+    width = max([len(n) for n in rows] + [len("zookeeper")])
+    if cluster.external_zookeeper is None:
+        pid = zookeeper_pid(cluster.base_dir / "zookeeper")
+        healthy &= pid is not None
+        state = "running" if pid is not None else "down"
+        print(f"  {'zookeeper':<{width}}  {cluster.zookeeper_connect:<21} pid {_pid(pid):<8} {state}",
+              file=out)
+    else:
+        print(f"  {'zookeeper':<{width}}  {cluster.zookeeper_connect:<21} (external)", file=out)
+    for name, row in rows.items():
+        serving = bool(row["serving"])
+        healthy &= serving
+        state = "serving" if serving else f"down (log: {row['log']})"
+        print(f"  {name:<{width}}  {row['endpoint']!s:<21} pid {_pid(row['pid']):<8} {state}", file=out)
+    return healthy
+
+
+def _pid(pid: object) -> str:
+    return "-" if pid is None else str(pid)
+
+
+def run_down(args: argparse.Namespace, out: TextIO) -> int:
+    base = Path(args.dir)
+    if not _layout_exists(base):
+        print(f"No cluster in {base.resolve()} (no cluster.json); nothing to stop.", file=out)
+        return 0
+    cluster = LocalCluster.load(base)
+    cluster.stop()
+    print(f"Stopped the cluster in {cluster.base_dir}.", file=out)
+    return 0
+
+
+def run_status(args: argparse.Namespace, out: TextIO) -> int:
+    base = Path(args.dir)
+    if not _layout_exists(base):
+        print(f"No cluster in {base.resolve()} (no cluster.json).", file=out)
+        return 1
+    cluster = LocalCluster.load(base)
+    print(f"Cluster in {cluster.base_dir}:", file=out)
+    return 0 if print_status(cluster, cluster.status(), out) else 1

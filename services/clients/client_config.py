@@ -1,0 +1,85 @@
+"""Configuration keys shared by the Python clients, with Kafka's names and defaults.
+
+`CommonClientConfig` holds the keys every client has (Kafka's CommonClientConfigs);
+`AdminConfig` adds `default.api.timeout.ms`, the bound on a whole admin operation including its
+retries. Clients take these as snake_case keywords (`request_timeout_ms=5000`) or as a mapping of
+dotted keys (`{"request.timeout.ms": 5000}`); the environment is not consulted, so a service's
+`ODRADEK_*` variables never change a client's behaviour.
+
+`parse_bootstrap_servers("h1:9092,h2:9092")` checks and splits the address list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
+
+from services.common.config import (
+    REQUIRED,
+    Config,
+    ConfigError,
+    ConfigType,
+    at_least,
+    non_empty,
+    setting,
+)
+from services.common.service import parse_listener
+
+C = TypeVar("C", bound=Config)
+KEY = "bootstrap.servers"
+
+
+def parse_bootstrap_servers(servers: str | Iterable[str]) -> list[tuple[str, int]]:
+    """`"h1:9092, h2:9092"` (or a list of "host:port") -> [(host, port), ...], order kept."""
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    addresses = []
+    for item in items:
+        text = item.strip()
+        if not text:
+            continue
+        try:
+            listener = parse_listener(text)
+        except ValueError:
+            raise ConfigError(KEY, servers, f"Invalid url in bootstrap.servers: {text}") from None
+        if not listener.host or not 0 < listener.port < 65536:
+            raise ConfigError(KEY, servers, f"Invalid url in bootstrap.servers: {text}")
+        addresses.append((listener.host, listener.port))
+    if not addresses:
+        raise ConfigError(KEY, servers, "No resolvable bootstrap urls given in bootstrap.servers")
+    return addresses
+
+
+def _valid_bootstrap(key: str, value: Any) -> None:
+    parse_bootstrap_servers(value)
+
+
+class CommonClientConfig(Config):
+    """Keys every client has."""
+
+    bootstrap_servers: tuple[str, ...] = setting(
+        ConfigType.LIST, REQUIRED, non_empty, _valid_bootstrap,
+        doc="host:port pairs used to find the cluster; any subset of the brokers will do.")
+    client_id: str = setting(ConfigType.STRING, "", doc="Name of the client, for server logs.")
+    request_timeout_ms: int = setting(ConfigType.INT, 30000, at_least(0),
+                                      doc="Deadline of one request to a server.")
+    retry_backoff_ms: int = setting(ConfigType.LONG, 100, at_least(0),
+                                    doc="Wait before retrying a failed request; also the minimum "
+                                        "time between two metadata refreshes.")
+    reconnect_backoff_ms: int = setting(ConfigType.LONG, 50, at_least(0),
+                                        doc="Wait before reconnecting to a node after a connection failure.")
+    reconnect_backoff_max_ms: int = setting(ConfigType.LONG, 1000, at_least(0),
+                                            doc="Upper bound of the growing wait between reconnections.")
+    metadata_max_age_ms: int = setting(ConfigType.LONG, 300000, at_least(0),
+                                       doc="Metadata older than this is refreshed even without a change.")
+
+
+class AdminConfig(CommonClientConfig):
+    """Keys of the admin client (and of the low-level data client, which shares its bounds)."""
+
+    default_api_timeout_ms: int = setting(ConfigType.INT, 60000, at_least(0),
+                                          doc="Bound on a whole client operation, retries included.")
+
+
+def load_client_config(cls: type[C], config: Mapping[str, Any] | None, overrides: Mapping[str, Any]) -> C:
+    """`cls` from a mapping of dotted keys plus snake_case keyword overrides (overrides win)."""
+    return cls.load(dict(config or {}), env={}, **overrides)

@@ -1,0 +1,300 @@
+"""The local cluster launcher behind `odradek dev up|down|status`, `make up` and the test fixtures.
+
+`LocalCluster(base_dir)` lays a whole cluster out under one directory:
+
+    <base_dir>/zookeeper/        ZooKeeper's data, zoo.cfg, zookeeper.log, zookeeper.pid
+    <base_dir>/config/<name>.properties   each service's config (Kafka's keys)
+    <base_dir>/data/<name>/      each broker's log.dirs
+    <base_dir>/logs/<name>.log   each service's stdout and stderr
+    <base_dir>/run/<name>.pid    each service's pid
+    <base_dir>/cluster.json      the layout: names, ports, endpoints (read back by down/status)
+
+Services run as `python -m services.<kind> --config <file>` in their own sessions, so they outlive
+the launcher until `stop()`; everything is stopped by its own pid. With `zookeeper_connect` the
+cluster uses an existing ensemble (the tests share one) instead of starting ZooKeeper.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from services.common.proc import (
+    free_port,
+    log_tail,
+    pid_alive,
+    running_pid_from_file,
+    start_python_module,
+    stop_pid,
+    wait_until,
+    write_pid_file,
+)
+from services.common.service import insecure_channel
+from services.common.zookeeper_server import ZooKeeperServer, running_pid, stop_detached
+
+BROKER_BASE_PORT = 9092
+CONTROLLER_BASE_PORT = 9093
+PORT_STRIDE = 100
+ZOOKEEPER_PORT = 2181
+CONTROLLER_ID_BASE = 1000
+
+
+@dataclass
+class ServiceSpec:
+    """One service process of the cluster."""
+
+    name: str
+    kind: str  # "broker" or "controller"
+    node_id: int
+    port: int
+    config: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def module(self) -> str:
+        return f"services.{self.kind}"
+
+
+class LocalCluster:
+    """ZooKeeper plus controllers and brokers as local processes under one directory."""
+
+    def __init__(
+        self,
+        base_dir: Path | str,
+        *,
+        brokers: int = 3,
+        controllers: int = 2,
+        host: str = "127.0.0.1",
+        free_ports: bool = False,
+        zookeeper_connect: str | None = None,
+        zookeeper_chroot: str = "",
+        broker_config: dict[str, object] | None = None,
+        controller_config: dict[str, object] | None = None,
+        env: dict[str, str] | None = None,
+    ):
+        self.base_dir = Path(base_dir).resolve()
+        self.host = host
+        self.external_zookeeper = zookeeper_connect
+        self.zookeeper_chroot = zookeeper_chroot
+        self.env = {**os.environ, **(env or {})}
+        self.zookeeper: ZooKeeperServer | None = None
+        self._zk_port = free_port(host) if free_ports else ZOOKEEPER_PORT
+
+        def port(base: int, index: int) -> int:
+            return free_port(host) if free_ports else base + PORT_STRIDE * index
+
+        self.services: dict[str, ServiceSpec] = {}
+        for index in range(controllers):
+            node_id = CONTROLLER_ID_BASE + index + 1
+            self._add(ServiceSpec(f"controller-{node_id}", "controller", node_id,
+                                  port(CONTROLLER_BASE_PORT, index), _stringify(controller_config)))
+        for index in range(brokers):
+            node_id = index + 1
+            self._add(ServiceSpec(f"broker-{node_id}", "broker", node_id,
+                                  port(BROKER_BASE_PORT, index), _stringify(broker_config)))
+
+    def _add(self, spec: ServiceSpec) -> None:
+        self.services[spec.name] = spec
+
+    # ------------------------------------------------------------------ layout
+
+    @property
+    def zookeeper_connect(self) -> str:
+        connect = self.external_zookeeper or f"{self.host}:{self._zk_port}"
+        return connect + self.zookeeper_chroot
+
+    def endpoint(self, name: str) -> str:
+        return f"{self.host}:{self.services[name].port}"
+
+    @property
+    def broker_names(self) -> list[str]:
+        return [n for n, s in self.services.items() if s.kind == "broker"]
+
+    @property
+    def controller_names(self) -> list[str]:
+        return [n for n, s in self.services.items() if s.kind == "controller"]
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(self.endpoint(n) for n in self.broker_names)
+
+    def broker_name(self, broker_id: int) -> str:
+        return f"broker-{broker_id}"
+
+    def log_path(self, name: str) -> Path:
+        return self.base_dir / "logs" / f"{name}.log"
+
+    def pid_path(self, name: str) -> Path:
+        return self.base_dir / "run" / f"{name}.pid"
+
+    def data_dir(self, name: str) -> Path:
+        return self.base_dir / "data" / name
+
+    def config_path(self, name: str) -> Path:
+        return self.base_dir / "config" / f"{name}.properties"
+
+    def service_config(self, name: str) -> dict[str, str]:
+        spec = self.services[name]
+        config = {
+            "listeners": f"PLAINTEXT://{self.host}:{spec.port}",
+            "zookeeper.connect": self.zookeeper_connect,
+        }
+        if spec.kind == "broker":
+            config["broker.id"] = str(spec.node_id)
+            config["log.dirs"] = str(self.data_dir(name))
+        else:
+            config["controller.id"] = str(spec.node_id)
+        config.update(spec.config)
+        return config
+
+    def write_layout(self) -> None:
+        (self.base_dir / "config").mkdir(parents=True, exist_ok=True)
+        for name in self.services:
+            lines = [f"{k}={v}" for k, v in sorted(self.service_config(name).items())]
+            self.config_path(name).write_text("\n".join(lines) + "\n")
+        layout = {
+            "host": self.host,
+            "zookeeper": {"connect": self.zookeeper_connect, "port": self._zk_port,
+                          "external": self.external_zookeeper},
+            "services": {name: asdict(spec) for name, spec in self.services.items()},
+        }
+        (self.base_dir / "cluster.json").write_text(json.dumps(layout, indent=2) + "\n")
+
+    @classmethod
+    def load(cls, base_dir: Path | str) -> LocalCluster:
+        """The cluster described by `<base_dir>/cluster.json` (to stop it or show its status)."""
+        base = Path(base_dir).resolve()
+        layout = json.loads((base / "cluster.json").read_text())
+        cluster = cls(base, brokers=0, controllers=0, host=layout["host"],
+                      zookeeper_connect=layout["zookeeper"]["external"])
+        cluster._zk_port = layout["zookeeper"]["port"]
+        if layout["zookeeper"]["external"]:
+            cluster.zookeeper_chroot = layout["zookeeper"]["connect"][len(layout["zookeeper"]["external"]):]
+        for spec in layout["services"].values():
+            cluster._add(ServiceSpec(**spec))
+        return cluster
+
+    # ------------------------------------------------------------------ processes
+
+    def start(self, timeout_s: float = 60.0) -> LocalCluster:
+        """Starts ZooKeeper (unless external), every controller, then every broker; waits until
+        each answers its gRPC health check as SERVING."""
+        self.base_dir.mkdir(parents=True, exist_ok=True)
+        self.write_layout()
+        if self.external_zookeeper is None:
+            zookeeper_dir = self.base_dir / "zookeeper"
+            if running_pid(zookeeper_dir) is None:
+                self.zookeeper = ZooKeeperServer(zookeeper_dir, self._zk_port, self.host).start(timeout_s)
+        try:
+            for name in self.controller_names + self.broker_names:
+                self.start_service(name, wait=False)
+            for name in self.controller_names + self.broker_names:
+                self.wait_serving(name, timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def start_service(self, name: str, *, wait: bool = True, timeout_s: float = 60.0) -> int:
+        if self.running_pid(name) is not None:
+            raise RuntimeError(f"{name} is already running")
+        self.data_dir(name).mkdir(parents=True, exist_ok=True)
+        process = start_python_module(
+            self.services[name].module, ["--config", str(self.config_path(name))],
+            self.log_path(name), env=self.env, cwd=Path(__file__).resolve().parents[2],
+        )
+        write_pid_file(self.pid_path(name), process.pid)
+        if wait:
+            self.wait_serving(name, timeout_s)
+        return process.pid
+
+    def running_pid(self, name: str) -> int | None:
+        return running_pid_from_file(self.pid_path(name), expect_in_cmdline=str(self.config_path(name)))
+
+    def is_serving(self, name: str) -> bool:
+        channel = insecure_channel(self.endpoint(name))
+        try:
+            reply = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=""), timeout=1.0)
+            return reply.status == health_pb2.HealthCheckResponse.SERVING
+        except grpc.RpcError:
+            return False
+        finally:
+            channel.close()
+
+    def wait_serving(self, name: str, timeout_s: float = 60.0) -> None:
+        def ready() -> bool:
+            if self.running_pid(name) is None:
+                raise RuntimeError(f"{name} exited while starting:\n{log_tail(self.log_path(name), 40)}")
+            return self.is_serving(name)
+
+        wait_until(ready, timeout_s, 0.1,
+                   message=lambda: f"{name} to serve:\n{log_tail(self.log_path(name), 40)}")
+
+    def signal_service(self, name: str, signum: int) -> int:
+        """Sends a signal (SIGKILL, SIGSTOP, SIGCONT, ...) to a service by its pid."""
+        pid = self.running_pid(name)
+        if pid is None:
+            raise RuntimeError(f"{name} is not running")
+        os.kill(pid, signum)
+        if signum == signal.SIGKILL:
+            wait_until(lambda: not pid_alive(pid), 10, message=f"{name} (pid {pid}) to die")
+        return pid
+
+    def kill_service(self, name: str) -> int:
+        return self.signal_service(name, signal.SIGKILL)
+
+    def stop_service(self, name: str, timeout_s: float = 30.0) -> bool:
+        pid = self.running_pid(name)
+        stopped = pid is not None and stop_pid(pid, timeout_s)
+        self.pid_path(name).unlink(missing_ok=True)
+        return stopped
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stops brokers (controlled shutdown), then controllers, then ZooKeeper if ours."""
+        for name in self.broker_names + self.controller_names:
+            try:
+                self.stop_service(name, timeout_s)
+            except TimeoutError:
+                pass
+        if self.zookeeper is not None:
+            self.zookeeper.stop()
+        elif self.external_zookeeper is None:
+            stop_detached(self.base_dir / "zookeeper")
+
+    def status(self) -> dict[str, dict[str, object]]:
+        rows = {}
+        for name in self.controller_names + self.broker_names:
+            pid = self.running_pid(name)
+            rows[name] = {"pid": pid, "endpoint": self.endpoint(name),
+                          "serving": pid is not None and self.is_serving(name),
+                          "log": str(self.log_path(name))}
+        return rows
+
+    def dump_logs(self, max_lines: int = 60) -> str:
+        """The tail of every service log (for failing tests)."""
+        parts = []
+        for name in self.controller_names + self.broker_names:
+            path = self.log_path(name)
+            parts.append(f"----- {name} ({path}) -----\n{log_tail(path, max_lines)}")
+        if self.zookeeper is not None:
+            parts.append(f"----- zookeeper -----\n{log_tail(self.zookeeper.log_path, 20)}")
+        return "\n".join(parts)
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def _stringify(config: dict[str, object] | None) -> dict[str, str]:
+    out = {}
+    for key, value in (config or {}).items():
+        out[key] = str(value).lower() if isinstance(value, bool) else str(value)
+    return out

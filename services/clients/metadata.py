@@ -1,0 +1,323 @@
+"""The client's cluster metadata cache, as Kafka's `Metadata`: what it knows, when to refresh it.
+
+`Metadata` holds the current `Cluster` snapshot (bootstrap nodes until the first answer) and the
+topics it tracks (every topic with `all_topics=True`, otherwise those added with `add_topics`).
+Refresh timing is Kafka's: an update is due when one was requested (`request_update()`) or the
+data is older than `metadata.max.age.ms`, and two refreshes are at least `retry.backoff.ms`
+apart, whether the previous one succeeded or failed.
+
+Applying an answer (`update`): a response listing no brokers is ignored; topics answered with
+an error (UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE while a topic is being created, ...)
+are left out of the cluster, their codes kept for `topic_error()`; an error that says metadata is
+stale, or a partition without a leader, requests another update. A partition whose leader epoch
+went backwards keeps the newer information already held (the answering broker lags), until its
+topic disappears from an answer or `forget_topics` is called.
+
+`refresh(pool)` sends the Metadata RPC to the least-loaded node (fewest calls in flight, nodes
+that just failed to connect last), trying the known brokers and then the bootstrap addresses
+until one answers. Every method is thread-safe; concurrent refreshes collapse into one.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Iterable
+
+from services.clients.channels import BROKER, ChannelPool
+from services.clients.client_config import CommonClientConfig, parse_bootstrap_servers
+from services.clients.cluster import Cluster, Node, PartitionInfo, TopicPartition
+from services.clients.retry import Deadline
+from services.common.clock import SYSTEM_CLOCK, Clock
+from services.common.errors import NONE, KafkaError, error_for_code
+from services.common.pb.odradek.broker.v1 import broker_pb2
+
+logger = logging.getLogger(__name__)
+
+FORGET_EPOCH_ERRORS = frozenset({"UNKNOWN_TOPIC_OR_PARTITION"})
+
+
+class Metadata:
+    """A thread-safe cluster metadata cache with Kafka's refresh rules."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Iterable[str],
+        *,
+        retry_backoff_ms: int = 100,
+        metadata_max_age_ms: int = 300000,
+        all_topics: bool = False,
+        topics: Iterable[str] = (),
+        clock: Clock = SYSTEM_CLOCK,
+    ):
+        self.refresh_backoff_ms = retry_backoff_ms
+        self.metadata_max_age_ms = metadata_max_age_ms
+        self.all_topics = all_topics
+        self._clock = clock
+        self._bootstrap = Cluster.bootstrap(parse_bootstrap_servers(bootstrap_servers))
+        self._cluster = self._bootstrap
+        self._changed = threading.Condition(threading.RLock())
+        self._refresh_lock = threading.Lock()
+        self._topics: set[str] = set(topics)
+        self._leader_epochs: dict[TopicPartition, int] = {}
+        self._version = 0
+        self._need_update = True
+        self._last_refresh_ms: int | None = None
+        self._last_success_ms: int | None = None
+        self._last_error: KafkaError | None = None
+
+    @classmethod
+    def from_config(cls, config: CommonClientConfig, **kwargs) -> Metadata:
+        return cls(config.bootstrap_servers, retry_backoff_ms=config.retry_backoff_ms,
+                   metadata_max_age_ms=config.metadata_max_age_ms, **kwargs)
+
+    # ------------------------------------------------------------------ what is known
+
+    @property
+    def cluster(self) -> Cluster:
+        with self._changed:
+            return self._cluster
+
+    @property
+    def version(self) -> int:
+        """Incremented by every applied update."""
+        with self._changed:
+            return self._version
+
+    @property
+    def controller(self) -> Node | None:
+        return self.cluster.controller
+
+    @property
+    def cluster_id(self) -> str | None:
+        return self.cluster.cluster_id
+
+    @property
+    def nodes(self) -> list[Node]:
+        return list(self.cluster.nodes.values())
+
+    @property
+    def last_error(self) -> KafkaError | None:
+        """Why the last refresh failed, or None after a success."""
+        with self._changed:
+            return self._last_error
+
+    def leader_for(self, topic: str, partition: int) -> Node | None:
+        return self.cluster.leader_for(topic, partition)
+
+    def partitions_for(self, topic: str) -> tuple[PartitionInfo, ...]:
+        return self.cluster.partitions_for(topic)
+
+    def partition(self, topic: str, partition: int) -> PartitionInfo | None:
+        return self.cluster.partition(topic, partition)
+
+    def topic_error(self, topic: str) -> int:
+        """The error code the last answer gave for `topic` (NONE when it was described)."""
+        return self.cluster.topic_errors.get(topic, NONE)
+
+    # ------------------------------------------------------------------ topics tracked
+
+    @property
+    def topics(self) -> frozenset[str]:
+        with self._changed:
+            return frozenset(self._topics)
+
+    def add_topics(self, *topics: str) -> bool:
+        """Tracks more topics; requests an update (and returns True) when any is new."""
+        with self._changed:
+            new = set(topics) - self._topics
+            self._topics |= new
+            if new and not self.all_topics:
+                self._need_update = True
+            return bool(new)
+
+    def forget_topics(self, topics: Iterable[str]) -> None:
+        """Drops what is known about `topics` (their leader epochs too), e.g. after deleting them."""
+        with self._changed:
+            names = set(topics)
+            self._leader_epochs = {tp: e for tp, e in self._leader_epochs.items() if tp.topic not in names}
+            self._need_update = True
+
+    def build_request(self) -> broker_pb2.MetadataRequest:
+        with self._changed:
+            if self.all_topics:
+                return broker_pb2.MetadataRequest(all_topics=True, allow_auto_topic_creation=False)
+            return broker_pb2.MetadataRequest(topics=sorted(self._topics), allow_auto_topic_creation=False)
+
+    # ------------------------------------------------------------------ when to refresh
+
+    def request_update(self) -> int:
+        """Asks for a refresh as soon as the back-off allows; returns the current version."""
+        with self._changed:
+            self._need_update = True
+            return self._version
+
+    @property
+    def update_requested(self) -> bool:
+        with self._changed:
+            return self._need_update
+
+    def time_to_next_update(self, now_ms: int | None = None) -> int:
+        """Milliseconds until a refresh is due and allowed (0 = now)."""
+        now = self._clock.monotonic_ms() if now_ms is None else now_ms
+        with self._changed:
+            if self._need_update or self._last_success_ms is None:
+                time_to_expire = 0
+            else:
+                time_to_expire = max(self._last_success_ms + self.metadata_max_age_ms - now, 0)
+            return max(time_to_expire, self._time_to_allow_update(now))
+
+    def _time_to_allow_update(self, now: int) -> int:
+        if self._last_refresh_ms is None:
+            return 0
+        return max(self._last_refresh_ms + self.refresh_backoff_ms - now, 0)
+
+    # ------------------------------------------------------------------ applying answers
+
+    def update(self, response: broker_pb2.MetadataResponse, now_ms: int | None = None) -> Cluster:
+        """Applies a Metadata answer (see the module docstring) and returns the new snapshot."""
+        now = self._clock.monotonic_ms() if now_ms is None else now_ms
+        if not response.brokers:
+            logger.debug("ignoring a metadata response that lists no brokers")
+            self.failed_update(KafkaError("metadata response lists no brokers",
+                                          error_name="LEADER_NOT_AVAILABLE"), now)
+            return self.cluster
+        fresh = Cluster.from_response(response)
+        with self._changed:
+            cluster, need_update = self._merge_epochs(fresh)
+            self._cluster = cluster
+            self._need_update = need_update
+            self._last_refresh_ms = self._last_success_ms = now
+            self._last_error = None
+            self._version += 1
+            self._changed.notify_all()
+            return cluster
+
+    def _merge_epochs(self, fresh: Cluster) -> tuple[Cluster, bool]:
+        need_update = False
+        for topic, code in fresh.topic_errors.items():
+            error = error_for_code(code)
+            need_update |= error.invalid_metadata
+            if error.name in FORGET_EPOCH_ERRORS:
+                self._forget_epochs_of(topic)
+        for topic in {tp.topic for tp in self._leader_epochs} - set(fresh.topics) - set(fresh.topic_errors):
+            self._forget_epochs_of(topic)
+        cluster = fresh
+        for topic, partitions in fresh.topics.items():
+            kept = []
+            for info in partitions:
+                known = self._leader_epochs.get(info.topic_partition, -1)
+                if info.leader_epoch < known:
+                    previous = self._cluster.partition(topic, info.partition)
+                    if previous is not None and previous.leader_epoch >= known:
+                        logger.debug("keeping %s at leader epoch %d over stale epoch %d",
+                                     info.topic_partition, known, info.leader_epoch)
+                        info = previous
+                    need_update = True
+                else:
+                    self._leader_epochs[info.topic_partition] = info.leader_epoch
+                if not info.has_leader or error_for_code(info.error_code).invalid_metadata:
+                    need_update = True
+                kept.append(info)
+            if any(a is not b for a, b in zip(kept, partitions, strict=True)):
+                cluster = cluster.with_partitions(topic, kept)
+        return cluster, need_update
+
+    def _forget_epochs_of(self, topic: str) -> None:
+        for tp in [tp for tp in self._leader_epochs if tp.topic == topic]:
+            del self._leader_epochs[tp]
+
+    def failed_update(self, error: KafkaError | None = None, now_ms: int | None = None) -> None:
+        """Records a failed refresh: the next one waits `retry.backoff.ms`."""
+        now = self._clock.monotonic_ms() if now_ms is None else now_ms
+        with self._changed:
+            self._last_refresh_ms = now
+            self._last_error = error
+            self._changed.notify_all()
+
+    def await_update(self, last_version: int, timeout_ms: float) -> bool:
+        """Blocks until an update newer than `last_version` is applied; False on timeout."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self._version > last_version, timeout_ms / 1000)
+
+    # ------------------------------------------------------------------ refreshing over the network
+
+    def least_loaded_nodes(self, pool: ChannelPool) -> list[Node]:
+        """Known brokers then unknown bootstrap addresses, least loaded first, failed ones last."""
+        cluster = self.cluster
+        known = [] if cluster.is_bootstrap else list(cluster.nodes.values())
+        addresses = {n.address for n in known}
+        fallback = [n for n in self._bootstrap.nodes.values() if n.address not in addresses]
+        candidates = [(n, False) for n in known] + [(n, True) for n in fallback]
+        random.shuffle(candidates)  # ties go to a random node, as Kafka's leastLoadedNode does
+        candidates.sort(key=lambda c: (pool.is_backing_off(c[0].address), c[1], pool.in_flight(c[0].address)))
+        return [node for node, _ in candidates]
+
+    def update_due(self, now_ms: int | None = None) -> bool:
+        """True when an update was requested, none succeeded yet, or the data is too old."""
+        now = self._clock.monotonic_ms() if now_ms is None else now_ms
+        with self._changed:
+            return (self._need_update or self._last_success_ms is None
+                    or now - self._last_success_ms >= self.metadata_max_age_ms)
+
+    def maybe_refresh(self, pool: ChannelPool, timeout_ms: float = 30000) -> Cluster:
+        """Refreshes (after any back-off) when an update is due; otherwise returns the cache."""
+        if self.update_due():
+            return self.refresh(pool, timeout_ms)
+        return self.cluster
+
+    def refresh(self, pool: ChannelPool, timeout_ms: float = 30000) -> Cluster:
+        """Fetches metadata now, once the back-off since the last refresh has passed.
+
+        If another thread applies an update while this one waits, that update is returned.
+        Raises the last node's KafkaError when no node answers before `timeout_ms`.
+        """
+        deadline = Deadline(timeout_ms, self._clock)
+        start_version = self.version
+        if not self._refresh_lock.acquire(timeout=max(deadline.remaining_ms(), 1) / 1000):
+            raise KafkaError("timed out waiting for another metadata refresh", error_name="REQUEST_TIMED_OUT")
+        try:
+            with self._changed:
+                if self._version > start_version and not self._need_update:
+                    return self._cluster
+                wait_ms = self._time_to_allow_update(self._clock.monotonic_ms())
+            if wait_ms > deadline.remaining_ms():
+                raise KafkaError("metadata refresh is backing off past the deadline",
+                                 error_name="REQUEST_TIMED_OUT")
+            self._clock.sleep_ms(wait_ms)
+            return self._fetch(pool, deadline)
+        finally:
+            self._refresh_lock.release()
+
+    def _fetch(self, pool: ChannelPool, deadline: Deadline) -> Cluster:
+        try:
+            response = self.call_any_node(pool, "Metadata", self.build_request(), deadline)
+        except KafkaError as error:
+            self.failed_update(error)
+            raise
+        return self.update(response)
+
+    def call_any_node(self, pool: ChannelPool, method: str, request, deadline: Deadline):
+        """Sends one BrokerService call to the least-loaded node, then the next, until one answers.
+
+        Each try is bounded by `request.timeout.ms`, so a hung node does not use up the whole
+        deadline. A Metadata answer listing no brokers counts as a failure of that node. Raises the last
+        node's KafkaError when none answers before `deadline`.
+        """
+        last_error: KafkaError | None = None
+        for node in self.least_loaded_nodes(pool):
+            if deadline.expired:
+                break
+            try:
+                timeout_ms = max(1, min(pool.request_timeout_ms, deadline.remaining_ms()))
+                response = pool.call(node.address, BROKER, method, request, timeout_ms)
+            except KafkaError as e:
+                last_error = e
+                continue
+            if method == "Metadata" and not response.brokers:
+                last_error = KafkaError(f"{node.address} answered metadata without brokers",
+                                        error_name="LEADER_NOT_AVAILABLE")
+                continue
+            return response
+        raise last_error or KafkaError(f"no node answered {method} in time", error_name="REQUEST_TIMED_OUT")

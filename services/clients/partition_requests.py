@@ -1,0 +1,190 @@
+"""Per-partition data-path requests (Produce, Fetch, ListOffsets): building them for many
+partitions, reading their per-partition results, the result tuples clients return, and which
+errors are worth retrying.
+
+Results carry Kafka's numeric `error_code` (0 = NONE) rather than raising, so callers can act on
+each partition. Produce is retried only on errors that prove nothing was appended (stale
+metadata, a broker never reached); reads on any retriable error. Offset specs for ListOffsets
+are "earliest" (-2), "latest" (-1) or a timestamp in ms (the first offset whose timestamp is at
+or after it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from services.clients.cluster import TopicPartition
+from services.common.errors import NONE, KafkaError, error_for_code
+from services.common.pb.odradek.broker.v1 import broker_pb2
+from services.common.pb.odradek.common.v1 import common_pb2
+
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+CONSUMER_REPLICA_ID = -1
+NO_LEADER_EPOCH = -1
+READ_UNCOMMITTED = common_pb2.READ_UNCOMMITTED
+READ_COMMITTED = common_pb2.READ_COMMITTED
+
+
+class ProduceResult(NamedTuple):
+    base_offset: int
+    error_code: int
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    error_message: str = ""
+
+
+class FetchResult(NamedTuple):
+    records: bytes
+    high_watermark: int
+    log_start_offset: int
+    error_code: int
+    last_stable_offset: int = -1
+    error_message: str = ""
+    aborted_transactions: tuple[tuple[int, int], ...] = ()
+    preferred_read_replica: int = -1
+
+
+class ListOffsetsResult(NamedTuple):
+    offset: int
+    timestamp: int
+    leader_epoch: int = NO_LEADER_EPOCH
+    error_code: int = NONE
+
+
+def offset_spec_timestamp(spec: str | int) -> int:
+    """"earliest" -> -2, "latest" -> -1, a timestamp in ms -> itself."""
+    if isinstance(spec, str):
+        text = spec.strip().lower()
+        if text == "earliest":
+            return EARLIEST_TIMESTAMP
+        if text == "latest":
+            return LATEST_TIMESTAMP
+        if text.lstrip("-").isdigit():
+            spec = int(text)
+        else:
+            raise ValueError(f"offset spec must be 'earliest', 'latest' or a timestamp in ms, not {spec!r}")
+    if isinstance(spec, bool) or not isinstance(spec, int) or spec < EARLIEST_TIMESTAMP:
+        raise ValueError(f"offset spec must be 'earliest', 'latest' or a timestamp in ms, not {spec!r}")
+    return spec
+
+
+# --------------------------------------------------------------------------------------------- retry rules
+
+def produce_retriable(code: int) -> bool:
+    """A produce error that says nothing was appended and fresh metadata may fix it."""
+    return error_for_code(code).invalid_metadata
+
+
+def produce_call_retriable(error: KafkaError) -> bool:
+    """A failed Produce call that never reached the broker."""
+    return error.error_name == "NETWORK_EXCEPTION"
+
+
+def read_retriable(code: int) -> bool:
+    """Reads (Fetch, ListOffsets) have no side effects: any retriable error may be retried."""
+    return error_for_code(code).retriable
+
+
+def read_call_retriable(error: KafkaError) -> bool:
+    return error.retriable
+
+
+def _by_topic(partitions):
+    topics: dict[str, list[TopicPartition]] = {}
+    for tp in partitions:
+        topics.setdefault(tp.topic, []).append(tp)
+    return topics
+
+
+# --------------------------------------------------------------------------------------------- produce
+
+def produce_request(batches: Mapping[TopicPartition, bytes], acks: int, timeout_ms: int,
+                    transactional_id: str | None = None) -> broker_pb2.ProduceRequest:
+    request = broker_pb2.ProduceRequest(acks=acks, timeout_ms=timeout_ms)
+    if transactional_id is not None:
+        request.transactional_id = transactional_id
+    for topic, tps in _by_topic(batches).items():
+        request.topic_data.add(name=topic, partition_data=[
+            broker_pb2.ProduceRequest.PartitionProduceData(index=tp.partition, records=batches[tp])
+            for tp in tps])
+    return request
+
+
+def parse_produce(response: broker_pb2.ProduceResponse) -> dict[TopicPartition, tuple[int, ProduceResult]]:
+    results = {}
+    for topic in response.responses:
+        for p in topic.partition_responses:
+            message = p.error_message or "; ".join(e.batch_index_error_message for e in p.record_errors)
+            result = ProduceResult(p.base_offset, p.error_code, p.log_append_time_ms, p.log_start_offset,
+                                   message)
+            results[TopicPartition(topic.name, p.index)] = (p.error_code, result)
+    return results
+
+
+def produce_failure(tp: TopicPartition, error: KafkaError) -> ProduceResult:
+    return ProduceResult(-1, error.code, -1, -1, str(error))
+
+
+# --------------------------------------------------------------------------------------------- fetch
+
+def fetch_request(positions: Mapping[TopicPartition, int], *, partition_max_bytes: int, max_wait_ms: int,
+                  min_bytes: int, max_bytes: int, isolation_level: int = READ_UNCOMMITTED,
+                  rack_id: str = "") -> broker_pb2.FetchRequest:
+    request = broker_pb2.FetchRequest(replica_id=CONSUMER_REPLICA_ID, max_wait_ms=max_wait_ms,
+                                      min_bytes=min_bytes, max_bytes=max_bytes,
+                                      isolation_level=isolation_level, rack_id=rack_id)
+    for topic, tps in _by_topic(positions).items():
+        request.topics.add(topic=topic, partitions=[
+            broker_pb2.FetchRequest.FetchPartition(
+                partition=tp.partition, current_leader_epoch=NO_LEADER_EPOCH, fetch_offset=positions[tp],
+                last_fetched_epoch=NO_LEADER_EPOCH, log_start_offset=-1,
+                partition_max_bytes=partition_max_bytes)
+            for tp in tps])
+    return request
+
+
+def parse_fetch(response: broker_pb2.FetchResponse) -> dict[TopicPartition, tuple[int, FetchResult]]:
+    if response.error_code != NONE:
+        raise KafkaError.from_code(response.error_code, response.error_message)
+    results = {}
+    for topic in response.responses:
+        for p in topic.partitions:
+            aborted = tuple((a.producer_id, a.first_offset) for a in p.aborted_transactions)
+            result = FetchResult(p.records, p.high_watermark, p.log_start_offset, p.error_code,
+                                 p.last_stable_offset, "", aborted, p.preferred_read_replica)
+            results[TopicPartition(topic.topic, p.partition_index)] = (p.error_code, result)
+    return results
+
+
+def fetch_failure(tp: TopicPartition, error: KafkaError) -> FetchResult:
+    return FetchResult(b"", -1, -1, error.code, -1, str(error))
+
+
+# --------------------------------------------------------------------------------------------- list offsets
+
+def list_offsets_request(timestamps: Mapping[TopicPartition, int],
+                         isolation_level: int = READ_UNCOMMITTED) -> broker_pb2.ListOffsetsRequest:
+    request = broker_pb2.ListOffsetsRequest(replica_id=CONSUMER_REPLICA_ID, isolation_level=isolation_level)
+    for topic, tps in _by_topic(timestamps).items():
+        request.topics.add(name=topic, partitions=[
+            broker_pb2.ListOffsetsRequest.ListOffsetsPartition(
+                partition_index=tp.partition, current_leader_epoch=NO_LEADER_EPOCH, timestamp=timestamps[tp])
+            for tp in tps])
+    return request
+
+
+def parse_list_offsets(
+    response: broker_pb2.ListOffsetsResponse,
+) -> dict[TopicPartition, tuple[int, ListOffsetsResult]]:
+    results = {}
+    for topic in response.topics:
+        for p in topic.partitions:
+            result = ListOffsetsResult(p.offset, p.timestamp, p.leader_epoch, p.error_code)
+            results[TopicPartition(topic.name, p.partition_index)] = (p.error_code, result)
+    return results
+
+
+def list_offsets_failure(tp: TopicPartition, error: KafkaError) -> ListOffsetsResult:
+    return ListOffsetsResult(-1, -1, NO_LEADER_EPOCH, error.code)

@@ -1,0 +1,141 @@
+"""Sending per-partition requests to partition leaders: group by leader, one call per broker,
+retry what failed because metadata was stale.
+
+`group_by_leader(cluster, partitions)` splits partitions into one list per leader node plus the
+ones that cannot be routed (unknown topic or partition, no leader). `send_to_leaders` runs the
+whole loop for Produce, Fetch and ListOffsets: refresh metadata when due, send one request per
+leader (all at once), keep each partition's result, and retry the partitions whose error the
+caller calls retriable (after `retry.backoff.ms` and a metadata update) until the deadline. When
+the deadline passes, each partition keeps the last result it got, error code included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from services.clients.channels import BROKER, ChannelPool
+from services.clients.cluster import Cluster, Node, TopicPartition
+from services.clients.metadata import Metadata
+from services.clients.retry import Deadline
+from services.common.errors import NONE, KafkaError, error_for_code
+
+# Builds the request for the partitions one leader gets.
+BuildRequest = Callable[[list[TopicPartition]], Any]
+# Reads a response into {partition: (error_code, result)}; raises KafkaError for a whole-response error.
+ParseResponse = Callable[[Any], Mapping[TopicPartition, tuple[int, Any]]]
+# The result recorded for a partition whose call failed as a whole (or could not be routed).
+FailureResult = Callable[[TopicPartition, KafkaError], Any]
+
+
+def group_by_leader(
+    cluster: Cluster, partitions: Iterable[TopicPartition]
+) -> tuple[dict[Node, list[TopicPartition]], dict[TopicPartition, KafkaError]]:
+    """({leader: [partitions in the given order]}, {unroutable partition: why})."""
+    groups: dict[Node, list[TopicPartition]] = {}
+    unroutable: dict[TopicPartition, KafkaError] = {}
+    for tp in partitions:
+        leader = cluster.leader_for(tp.topic, tp.partition)
+        if leader is None:
+            unroutable[tp] = unroutable_error(cluster, tp)
+        else:
+            groups.setdefault(leader, []).append(tp)
+    return groups, unroutable
+
+
+def unroutable_error(cluster: Cluster, tp: TopicPartition) -> KafkaError:
+    """Why `tp` has no leader to send to, as Kafka would name it."""
+    topic_error = cluster.topic_errors.get(tp.topic, NONE)
+    if topic_error != NONE:
+        return KafkaError.from_code(topic_error, f"metadata for topic {tp.topic}: "
+                                                 f"{error_for_code(topic_error).description}")
+    info = cluster.partition(tp.topic, tp.partition)
+    if tp.topic not in cluster.topics or info is None:
+        return KafkaError(f"{tp} is not in the cluster metadata", error_name="UNKNOWN_TOPIC_OR_PARTITION")
+    if info.has_leader:
+        return KafkaError(f"leader {info.leader} of {tp} is not a live broker",
+                          error_name="LEADER_NOT_AVAILABLE")
+    return KafkaError(f"{tp} has no leader", error_name="LEADER_NOT_AVAILABLE")
+
+
+def send_to_leaders(
+    metadata: Metadata,
+    pool: ChannelPool,
+    partitions: Iterable[TopicPartition],
+    *,
+    method: str,
+    build_request: BuildRequest,
+    parse_response: ParseResponse,
+    failure_result: FailureResult,
+    deadline: Deadline,
+    backoff_ms: float,
+    call_timeout_ms: int,
+    retry_code: Callable[[int], bool],
+    retry_call_error: Callable[[KafkaError], bool],
+) -> dict[TopicPartition, Any]:
+    """Sends `method` for every partition to its leader; see the module docstring.
+
+    `retry_code(code)` says whether a per-partition error is worth another try (with fresh
+    metadata); `retry_call_error(error)` says the same for a call that failed as a whole.
+    Partitions that cannot be routed are always retried until the deadline.
+    """
+    pending = list(dict.fromkeys(partitions))
+    metadata.add_topics(*{tp.topic for tp in pending})
+    results: dict[TopicPartition, Any] = {}
+    while pending:
+        retry = _send_round(metadata, pool, pending, results, method, build_request, parse_response,
+                            failure_result, deadline, call_timeout_ms, retry_code, retry_call_error)
+        pending = retry
+        if not pending or deadline.expired:
+            break
+        metadata.request_update()
+        deadline.clock.sleep_ms(min(backoff_ms, deadline.remaining_ms()))
+        if deadline.expired:
+            break
+    return results
+
+
+def _send_round(metadata, pool, pending, results, method, build_request, parse_response, failure_result,
+                deadline, call_timeout_ms, retry_code, retry_call_error) -> list[TopicPartition]:
+    try:
+        cluster = metadata.maybe_refresh(pool, deadline.remaining_ms())
+    except KafkaError as error:  # keep what an earlier round learned; it says more than this
+        for tp in pending:
+            results.setdefault(tp, failure_result(tp, error))
+        return list(pending) if error.retriable else []
+    groups, unroutable = group_by_leader(cluster, pending)
+    retry = []
+    for tp, error in unroutable.items():
+        results[tp] = failure_result(tp, error)
+        retry.append(tp)
+    leaders = list(groups)
+    timeout_ms = max(1, min(call_timeout_ms, deadline.remaining_ms()))
+    calls = [(leader.address, BROKER, method, build_request(groups[leader]), timeout_ms)
+             for leader in leaders]
+    for leader, response in zip(leaders, pool.call_many(calls), strict=True):
+        tps = groups[leader]
+        if isinstance(response, KafkaError):
+            for tp in tps:
+                results[tp] = failure_result(tp, response)
+            if retry_call_error(response):
+                retry.extend(tps)
+            continue
+        try:
+            parsed = parse_response(response)
+        except KafkaError as error:  # a whole-response error code
+            for tp in tps:
+                results[tp] = failure_result(tp, error)
+            if retry_call_error(error):
+                retry.extend(tps)
+            continue
+        for tp in tps:
+            if tp not in parsed:
+                missing = KafkaError(f"{leader.address} returned no result for {tp}",
+                                     error_name="UNKNOWN_SERVER_ERROR")
+                results[tp] = failure_result(tp, missing)
+                continue
+            code, result = parsed[tp]
+            results[tp] = result
+            if code != NONE and retry_code(code):
+                retry.append(tp)
+    return retry

@@ -1,0 +1,57 @@
+"""Cluster fixtures: real controller and broker processes on loopback, started by the same
+`LocalCluster` launcher as `make up`, in a temporary directory, against the session's ZooKeeper in
+the test's own chroot. Every process is stopped by its pid at teardown; on failure the tail of
+every service log is printed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from services.clients.launcher import LocalCluster
+
+# Short timeouts so failure handling shows within a test's patience.
+TEST_BROKER_CONFIG = {
+    "zookeeper.session.timeout.ms": 6000,
+    "log.segment.delete.delay.ms": 0,
+    "controlled.shutdown.retry.backoff.ms": 500,
+    "num.io.threads": 16,
+}
+TEST_CONTROLLER_CONFIG = {
+    "zookeeper.session.timeout.ms": 6000,
+}
+
+ClusterFactory = Callable[..., LocalCluster]
+
+
+@pytest.fixture
+def cluster_factory(request: pytest.FixtureRequest, zookeeper, zk_chroot: str,
+                    tmp_path) -> Iterator[ClusterFactory]:
+    clusters: list[LocalCluster] = []
+
+    def make(brokers: int = 3, controllers: int = 2, broker_config: dict | None = None,
+             controller_config: dict | None = None, start: bool = True) -> LocalCluster:
+        cluster = LocalCluster(
+            tmp_path / f"cluster-{len(clusters)}", brokers=brokers, controllers=controllers,
+            free_ports=True, zookeeper_connect=zookeeper.connect_string, zookeeper_chroot=zk_chroot,
+            broker_config={**TEST_BROKER_CONFIG, **(broker_config or {})},
+            controller_config={**TEST_CONTROLLER_CONFIG, **(controller_config or {})},
+        )
+        clusters.append(cluster)
+        if start:
+            cluster.start()
+        return cluster
+
+    yield make
+    report = getattr(request.node, "rep_call", None)
+    for cluster in clusters:
+        if report is None or report.failed:
+            print(f"\n===== service logs of {cluster.base_dir} =====\n{cluster.dump_logs()}")
+        cluster.stop(timeout_s=15)
+
+
+@pytest.fixture
+def cluster(cluster_factory: ClusterFactory) -> LocalCluster:
+    """Two controllers and three brokers."""
+    return cluster_factory()
