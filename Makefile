@@ -49,5 +49,14 @@ proto: setup
 bench: setup
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
+up: setup
+	$(VENV)/bin/odradek dev up --dir var
+
+down:
+	@if [ -x $(VENV)/bin/odradek ]; then $(VENV)/bin/odradek dev down --dir var; else echo "nothing to stop"; fi
+
+status:
+	$(VENV)/bin/odradek dev status --dir var
+
 clean:
 	rm -rf $(VENV) var .pytest_cache .hypothesis

@@ -1,0 +1,124 @@
+"""The broker's configuration: Kafka 2.8's broker keys and defaults, and the broker-wide log
+defaults that per-topic configs override (Kafka's `log.*` key → topic key mapping)."""
+
+from __future__ import annotations
+
+from services.common.config import (
+    REQUIRED,
+    Config,
+    ConfigType,
+    at_least,
+    between,
+    each_one_of,
+    one_of,
+    setting,
+)
+from services.common.service import Listener, parse_listener
+
+LONG_MAX = 2**63 - 1
+
+
+class BrokerConfig(Config):
+    broker_id: int = setting(ConfigType.INT, REQUIRED, at_least(0), doc="This broker's id.")
+    listeners: str = setting(ConfigType.STRING, "PLAINTEXT://:9092")
+    advertised_listeners: str | None = setting(ConfigType.STRING, None)
+    broker_rack: str | None = setting(ConfigType.STRING, None)
+    log_dirs: tuple[str, ...] = setting(ConfigType.LIST, "/tmp/odradek-logs")
+    zookeeper_connect: str = setting(ConfigType.STRING, REQUIRED)
+    zookeeper_session_timeout_ms: int = setting(ConfigType.INT, 18000, at_least(1000))
+    zookeeper_connection_timeout_ms: int = setting(ConfigType.INT, 18000, at_least(1000))
+    metrics_port: int = setting(ConfigType.INT, -1, doc="Prometheus endpoint port; -1 disables it.")
+    num_io_threads: int = setting(ConfigType.INT, 16, at_least(1), doc="gRPC worker threads.")
+
+    num_partitions: int = setting(ConfigType.INT, 1, at_least(1))
+    default_replication_factor: int = setting(ConfigType.INT, 1, at_least(1))
+    auto_create_topics_enable: bool = setting(ConfigType.BOOLEAN, True)
+    min_insync_replicas: int = setting(ConfigType.INT, 1, at_least(1))
+    unclean_leader_election_enable: bool = setting(ConfigType.BOOLEAN, False)
+    compression_type: str = setting(ConfigType.STRING, "producer",
+                                    one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"))
+    message_max_bytes: int = setting(ConfigType.INT, 1048588, at_least(0))
+    fetch_max_bytes: int = setting(ConfigType.INT, 57671680, at_least(1024))
+    replica_lag_time_max_ms: int = setting(ConfigType.LONG, 30000)
+    request_timeout_ms: int = setting(ConfigType.INT, 30000)
+
+    controlled_shutdown_enable: bool = setting(ConfigType.BOOLEAN, True)
+    controlled_shutdown_max_retries: int = setting(ConfigType.INT, 3)
+    controlled_shutdown_retry_backoff_ms: int = setting(ConfigType.LONG, 5000)
+
+    log_segment_bytes: int = setting(ConfigType.INT, 1073741824, at_least(14))
+    log_roll_ms: int | None = setting(ConfigType.LONG, None)
+    log_roll_hours: int = setting(ConfigType.INT, 168, at_least(1))
+    log_roll_jitter_ms: int | None = setting(ConfigType.LONG, None)
+    log_roll_jitter_hours: int = setting(ConfigType.INT, 0, at_least(0))
+    log_index_size_max_bytes: int = setting(ConfigType.INT, 10485760, at_least(4))
+    log_index_interval_bytes: int = setting(ConfigType.INT, 4096, at_least(0))
+    log_flush_interval_messages: int = setting(ConfigType.LONG, LONG_MAX, at_least(1))
+    log_flush_interval_ms: int | None = setting(ConfigType.LONG, None)
+    log_flush_scheduler_interval_ms: int = setting(ConfigType.LONG, LONG_MAX)
+    log_flush_offset_checkpoint_interval_ms: int = setting(ConfigType.INT, 60000, at_least(0))
+    log_flush_start_offset_checkpoint_interval_ms: int = setting(ConfigType.INT, 60000, at_least(0))
+    log_retention_bytes: int = setting(ConfigType.LONG, -1)
+    log_retention_ms: int | None = setting(ConfigType.LONG, None)
+    log_retention_minutes: int | None = setting(ConfigType.INT, None)
+    log_retention_hours: int = setting(ConfigType.INT, 168)
+    log_retention_check_interval_ms: int = setting(ConfigType.LONG, 300000, at_least(1))
+    log_cleanup_policy: tuple[str, ...] = setting(ConfigType.LIST, "delete", each_one_of("compact", "delete"))
+    log_cleaner_enable: bool = setting(ConfigType.BOOLEAN, True)
+    log_cleaner_backoff_ms: int = setting(ConfigType.LONG, 15000, at_least(0))
+    log_cleaner_delete_retention_ms: int = setting(ConfigType.LONG, 86400000)
+    log_cleaner_min_compaction_lag_ms: int = setting(ConfigType.LONG, 0)
+    log_cleaner_min_cleanable_ratio: float = setting(ConfigType.DOUBLE, 0.5, between(0, 1))
+    log_segment_delete_delay_ms: int = setting(ConfigType.LONG, 60000, at_least(0))
+    log_preallocate: bool = setting(ConfigType.BOOLEAN, False)
+    log_message_timestamp_type: str = setting(ConfigType.STRING, "CreateTime",
+                                              one_of("CreateTime", "LogAppendTime"))
+    log_message_timestamp_difference_max_ms: int = setting(ConfigType.LONG, LONG_MAX)
+    num_recovery_threads_per_data_dir: int = setting(ConfigType.INT, 1, at_least(1))
+
+    @property
+    def listener(self) -> Listener:
+        return parse_listener(self.listeners.split(",")[0])
+
+    @property
+    def advertised_listener(self) -> Listener:
+        """Where clients reach this broker: advertised.listeners, else listeners (with a host)."""
+        listener = parse_listener((self.advertised_listeners or self.listeners).split(",")[0])
+        if not listener.host:
+            listener = Listener(listener.protocol, "127.0.0.1", listener.port)
+        return listener
+
+    def log_defaults(self) -> dict[str, object]:
+        """Broker-wide defaults of the per-topic log configs, keyed by topic config names."""
+        retention_ms = self.log_retention_ms
+        if retention_ms is None:
+            retention_ms = (self.log_retention_minutes * 60_000 if self.log_retention_minutes is not None
+                            else self.log_retention_hours * 3_600_000)
+        flush_ms = self.log_flush_interval_ms
+        if flush_ms is None:
+            flush_ms = self.log_flush_scheduler_interval_ms
+        return {
+            "segment.bytes": self.log_segment_bytes,
+            "segment.ms": (self.log_roll_ms if self.log_roll_ms is not None
+                           else self.log_roll_hours * 3_600_000),
+            "segment.jitter.ms": (self.log_roll_jitter_ms if self.log_roll_jitter_ms is not None
+                                  else self.log_roll_jitter_hours * 3_600_000),
+            "segment.index.bytes": self.log_index_size_max_bytes,
+            "index.interval.bytes": self.log_index_interval_bytes,
+            "flush.messages": self.log_flush_interval_messages,
+            "flush.ms": flush_ms,
+            "retention.bytes": self.log_retention_bytes,
+            "retention.ms": retention_ms,
+            "max.message.bytes": self.message_max_bytes,
+            "delete.retention.ms": self.log_cleaner_delete_retention_ms,
+            "min.compaction.lag.ms": self.log_cleaner_min_compaction_lag_ms,
+            "file.delete.delay.ms": self.log_segment_delete_delay_ms,
+            "min.cleanable.dirty.ratio": self.log_cleaner_min_cleanable_ratio,
+            "cleanup.policy": ",".join(self.log_cleanup_policy),
+            "min.insync.replicas": self.min_insync_replicas,
+            "compression.type": self.compression_type,
+            "unclean.leader.election.enable": self.unclean_leader_election_enable,
+            "preallocate": self.log_preallocate,
+            "message.timestamp.type": self.log_message_timestamp_type,
+            "message.timestamp.difference.max.ms": self.log_message_timestamp_difference_max_ms,
+        }

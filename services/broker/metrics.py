@@ -1,0 +1,51 @@
+"""The broker's Prometheus metrics, read from live state at scrape time (Kafka's names where they
+exist: partition count, leader count, under-replicated and offline partitions, purgatory sizes)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import REGISTRY, CounterMetricFamily, GaugeMetricFamily
+
+if TYPE_CHECKING:
+    from services.broker.server import BrokerServer
+
+logger = logging.getLogger(__name__)
+
+
+class BrokerMetrics:
+    def __init__(self, server: BrokerServer, registry=REGISTRY) -> None:
+        self.server = server
+        try:
+            registry.register(self)
+        except ValueError:  # another broker in this process registered already (tests)
+            logger.debug("broker metrics already registered in this process")
+
+    def collect(self):
+        server = self.server
+        manager = server.replica_manager
+        partitions = manager.partitions()
+        leaders = [p for p in partitions if p.is_leader]
+        under_replicated = sum(1 for p in leaders if len(p.isr) < len(p.replicas))
+        labels = [str(server.broker_id)]
+
+        def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+            family = GaugeMetricFamily(name, doc, labels=["broker"])
+            family.add_metric(labels, value)
+            return family
+
+        yield gauge("odradek_replica_manager_partition_count", "Partitions hosted by this broker.",
+                    len(partitions))
+        yield gauge("odradek_replica_manager_leader_count", "Partitions this broker leads.", len(leaders))
+        yield gauge("odradek_replica_manager_under_replicated_partitions",
+                    "Led partitions whose ISR is smaller than their replica set.", under_replicated)
+        yield gauge("odradek_purgatory_delayed_fetches", "Fetches waiting in the purgatory.",
+                    manager.fetch_purgatory.delayed)
+        yield gauge("odradek_purgatory_delayed_produces", "Produces waiting for acks=all.",
+                    manager.produce_purgatory.delayed)
+        expired = CounterMetricFamily("odradek_purgatory_expired", "Delayed operations that timed out.",
+                                      labels=["broker", "operation"])
+        expired.add_metric(labels + ["fetch"], manager.delayed_fetch_expired)
+        expired.add_metric(labels + ["produce"], manager.delayed_produce_expired)
+        yield expired

@@ -1,0 +1,359 @@
+"""ReplicaManager: the partitions this broker hosts, and produce, fetch and list-offsets on them.
+
+It applies the controller's LeaderAndIsr and StopReplica (fenced by controller epoch), appends
+produced batches to leader logs (acks 0, 1 and all, `min.insync.replicas`), serves fetches up to
+the high watermark (long polls park in the fetch purgatory), and answers ListOffsets. Results are
+plain tuples with Kafka error codes; the gRPC servicer turns them into responses.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from services.broker.delayed import DelayedFetch, DelayedProduce
+from services.broker.metadata_cache import MetadataCache
+from services.broker.partition import LeaderAndIsrState, Partition
+from services.broker.purgatory import DelayedOperationPurgatory
+from services.common.errors import ERRORS_BY_NAME, KafkaError
+
+logger = logging.getLogger(__name__)
+
+NONE = 0
+OFFSET_OUT_OF_RANGE = ERRORS_BY_NAME["OFFSET_OUT_OF_RANGE"].code
+UNKNOWN_TOPIC_OR_PARTITION = ERRORS_BY_NAME["UNKNOWN_TOPIC_OR_PARTITION"].code
+NOT_LEADER_OR_FOLLOWER = ERRORS_BY_NAME["NOT_LEADER_OR_FOLLOWER"].code
+INVALID_REQUIRED_ACKS = ERRORS_BY_NAME["INVALID_REQUIRED_ACKS"].code
+INVALID_TOPIC = ERRORS_BY_NAME["INVALID_TOPIC_EXCEPTION"].code
+NOT_ENOUGH_REPLICAS = ERRORS_BY_NAME["NOT_ENOUGH_REPLICAS"].code
+STALE_CONTROLLER_EPOCH = ERRORS_BY_NAME["STALE_CONTROLLER_EPOCH"].code
+UNKNOWN_SERVER_ERROR = ERRORS_BY_NAME["UNKNOWN_SERVER_ERROR"].code
+REQUEST_TIMED_OUT = ERRORS_BY_NAME["REQUEST_TIMED_OUT"].code
+CONSUMER_REPLICA_ID = -1
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+
+TopicPartition = tuple[str, int]
+
+
+class ProduceResult(NamedTuple):
+    error_code: int
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    error_message: str = ""
+
+
+class FetchPartition(NamedTuple):
+    topic: str
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int
+    current_leader_epoch: int = -1
+
+
+class FetchResult(NamedTuple):
+    error_code: int
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    records: bytes = b""
+    error_message: str = ""
+
+
+class ListOffsetResult(NamedTuple):
+    error_code: int
+    timestamp: int = -1
+    offset: int = -1
+    leader_epoch: int = -1
+
+
+@dataclass(frozen=True)
+class FetchParams:
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    partitions: tuple[FetchPartition, ...]
+
+
+def is_internal_topic(topic: str) -> bool:
+    return topic.startswith("__")
+
+
+class ReplicaManager:
+    TIMED_OUT = REQUEST_TIMED_OUT
+
+    def __init__(self, broker_id: int, log_manager, metadata_cache: MetadataCache,
+                 topic_config: Callable[[str], dict[str, str]] | None = None,
+                 fetch_purgatory: DelayedOperationPurgatory | None = None,
+                 produce_purgatory: DelayedOperationPurgatory | None = None) -> None:
+        self.broker_id = broker_id
+        self.log_manager = log_manager
+        self.metadata_cache = metadata_cache
+        self.topic_config = topic_config or (lambda topic: {})
+        self.fetch_purgatory = fetch_purgatory or DelayedOperationPurgatory("Fetch", broker_id=broker_id)
+        self.produce_purgatory = (produce_purgatory
+                                  or DelayedOperationPurgatory("Produce", broker_id=broker_id))
+        self.controller_epoch = -1
+        self._lock = threading.RLock()
+        self._partitions: dict[TopicPartition, Partition] = {}
+        self.delayed_fetch_expired = 0
+        self.delayed_produce_expired = 0
+
+    # ------------------------------------------------------------------ controller requests
+
+    def become_leader_or_follower(self, controller_id: int, controller_epoch: int,
+                                  states: list[LeaderAndIsrState]) -> dict[TopicPartition, int]:
+        """Applies LeaderAndIsr; returns an error code per partition (0 when applied)."""
+        with self._lock:
+            if controller_epoch < self.controller_epoch:
+                raise KafkaError(f"controller {controller_id} epoch {controller_epoch} is older than "
+                                 f"{self.controller_epoch}", error_name="STALE_CONTROLLER_EPOCH")
+            self.controller_epoch = controller_epoch
+            errors: dict[TopicPartition, int] = {}
+            changed = []
+            for state in states:
+                key = (state.topic, state.partition)
+                if self.broker_id not in state.replicas:
+                    errors[key] = UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                try:
+                    partition = self._get_or_create_partition(state.topic, state.partition)
+                except KafkaError as exc:
+                    logger.error("cannot open log of %s-%d: %s", state.topic, state.partition, exc)
+                    errors[key] = exc.code
+                    continue
+                if partition.apply_leader_and_isr(state):
+                    changed.append(key)
+                    errors[key] = NONE
+                    logger.info("%s-%d: %s (leader %d, epoch %d, isr %s)", state.topic, state.partition,
+                                "leader" if partition.is_leader else "follower", state.leader,
+                                state.leader_epoch, list(state.isr))
+                else:
+                    errors[key] = STALE_CONTROLLER_EPOCH
+        for key in changed:
+            self._complete_delayed(key)
+        return errors
+
+    def stop_replicas(self, controller_id: int, controller_epoch: int,
+                      partitions: list[tuple[str, int, bool]]) -> dict[TopicPartition, int]:
+        """Applies StopReplica: stop serving (and with delete, remove the log) of each partition."""
+        with self._lock:
+            if controller_epoch < self.controller_epoch:
+                raise KafkaError(f"controller {controller_id} epoch {controller_epoch} is older than "
+                                 f"{self.controller_epoch}", error_name="STALE_CONTROLLER_EPOCH")
+            self.controller_epoch = controller_epoch
+            errors = {}
+            removed = []
+            for topic, index, delete in partitions:
+                key = (topic, index)
+                partition = self._partitions.get(key)
+                if partition is not None:
+                    partition.leader_id = -1
+                    removed.append(key)
+                if delete:
+                    self._partitions.pop(key, None)
+                    try:
+                        self.log_manager.async_delete((topic, index))
+                    except KafkaError as exc:
+                        errors[key] = exc.code
+                        continue
+                errors[key] = NONE
+        for key in removed:
+            self._complete_delayed(key)
+        return errors
+
+    def _get_or_create_partition(self, topic: str, index: int) -> Partition:
+        key = (topic, index)
+        partition = self._partitions.get(key)
+        if partition is None:
+            if self.log_manager.get_log((topic, index)) is None:
+                overrides = self.topic_config(topic)
+                if overrides:
+                    self.log_manager.update_topic_config(topic, overrides)
+            log = self.log_manager.get_or_create_log((topic, index))
+            partition = Partition(topic, index, self.broker_id, log)
+            self._partitions[key] = partition
+        return partition
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        return self._partitions.get((topic, index))
+
+    def partitions(self) -> list[Partition]:
+        return list(self._partitions.values())
+
+    def leader_partition(self, topic: str, index: int, leader_epoch: int = -1) -> Partition:
+        partition = self._partitions.get((topic, index))
+        if partition is None:
+            known = self.metadata_cache.partition(topic, index) is not None
+            raise KafkaError(f"{topic}-{index} is not hosted here",
+                             error_name="NOT_LEADER_OR_FOLLOWER" if known else "UNKNOWN_TOPIC_OR_PARTITION")
+        partition.require_leader(leader_epoch)
+        return partition
+
+    # ------------------------------------------------------------------ produce
+
+    def append_records(self, acks: int, timeout_ms: int, entries: dict[TopicPartition, bytes],
+                       respond: Callable[[dict[TopicPartition, ProduceResult]], None],
+                       internal_topics_allowed: bool = False) -> None:
+        """Appends to leader logs, then responds at once (acks 0/1) or when replicated (acks=-1)."""
+        if acks not in (0, 1, -1):
+            respond({key: ProduceResult(INVALID_REQUIRED_ACKS, error_message=f"acks={acks} is not 0, 1 or -1")
+                     for key in entries})
+            return
+        results: dict[TopicPartition, ProduceResult] = {}
+        pending: dict[TopicPartition, int] = {}
+        for key, records in entries.items():
+            topic, index = key
+            if is_internal_topic(topic) and not internal_topics_allowed:
+                results[key] = ProduceResult(INVALID_TOPIC,
+                                             error_message=f"cannot append to internal topic {topic}")
+                continue
+            try:
+                partition = self.leader_partition(topic, index)
+                with partition.lock:
+                    min_isr = partition.log.config.min_insync_replicas
+                    if acks == -1 and len(partition.isr) < min_isr:
+                        raise KafkaError(f"{topic}-{index}: {len(partition.isr)} in-sync replicas, "
+                                         f"{min_isr} required", error_name="NOT_ENOUGH_REPLICAS")
+                    info = partition.log.append_as_leader(records, partition.leader_epoch)
+                    partition.maybe_increment_high_watermark()
+                results[key] = ProduceResult(NONE, info.first_offset, info.log_append_time_ms,
+                                             info.log_start_offset)
+                if acks == -1:
+                    pending[key] = info.last_offset + 1
+            except KafkaError as exc:
+                results[key] = ProduceResult(exc.code, error_message=str(exc))
+            except Exception as exc:  # an I/O or programming error: never crash the request thread
+                logger.exception("append to %s-%d failed", topic, index)
+                results[key] = ProduceResult(UNKNOWN_SERVER_ERROR, error_message=str(exc))
+        for key in results:
+            if results[key].error_code == NONE:
+                self.fetch_purgatory.check_and_complete(key)
+        if not pending:
+            respond(results)
+            return
+        operation = DelayedProduce(self, timeout_ms, pending, results, respond)
+        self.produce_purgatory.try_complete_else_watch(operation, list(pending))
+
+    def produce_acked(self, key: TopicPartition, required_offset: int) -> int | None:
+        """None while still waiting; 0 once the HW reached `required_offset`; an error code otherwise."""
+        partition = self._partitions.get(key)
+        if partition is None or not partition.is_leader:
+            return NOT_LEADER_OR_FOLLOWER
+        if partition.high_watermark >= required_offset:
+            min_isr = partition.log.config.min_insync_replicas
+            return NONE if len(partition.isr) >= min_isr else \
+                ERRORS_BY_NAME["NOT_ENOUGH_REPLICAS_AFTER_APPEND"].code
+        return None
+
+    # ------------------------------------------------------------------ fetch
+
+    def fetch_messages(self, params: FetchParams, respond: Callable[[dict], None]) -> None:
+        """Reads now if `min_bytes` are there (or on error / max_wait 0), else parks the fetch."""
+        if params.max_wait_ms <= 0 or params.min_bytes <= 0 or not params.partitions:
+            respond(self.read_for_fetch(params))
+            return
+        if self.fetch_is_satisfied(params):
+            respond(self.read_for_fetch(params))
+            return
+        operation = DelayedFetch(self, params, respond)
+        keys = [(p.topic, p.partition) for p in params.partitions]
+        self.fetch_purgatory.try_complete_else_watch(operation, keys)
+
+    def _fetch_end_offset(self, partition: Partition, replica_id: int) -> int:
+        return partition.log.log_end_offset if replica_id >= 0 else partition.high_watermark
+
+    def fetch_is_satisfied(self, params: FetchParams) -> bool:
+        accumulated = 0
+        for request in params.partitions:
+            try:
+                partition = self.leader_partition(request.topic, request.partition,
+                                                  request.current_leader_epoch)
+            except KafkaError:
+                return True  # an error answers at once
+            end_offset = self._fetch_end_offset(partition, params.replica_id)
+            if request.fetch_offset > end_offset or request.fetch_offset < partition.log.log_start_offset:
+                return True  # out of range: answer now
+            if end_offset > request.fetch_offset:
+                data = partition.log.read(request.fetch_offset, params.min_bytes, max_offset=end_offset,
+                                          min_one_message=True)
+                accumulated += len(data.records)
+                if accumulated >= params.min_bytes:
+                    return True
+        return False
+
+    def read_for_fetch(self, params: FetchParams) -> dict[TopicPartition, FetchResult]:
+        results: dict[TopicPartition, FetchResult] = {}
+        remaining = params.max_bytes
+        min_one_message = True
+        for request in params.partitions:
+            key = (request.topic, request.partition)
+            try:
+                partition = self.leader_partition(request.topic, request.partition,
+                                                  request.current_leader_epoch)
+                end_offset = self._fetch_end_offset(partition, params.replica_id)
+                high_watermark = partition.high_watermark
+                log = partition.log
+                limit = min(request.partition_max_bytes, remaining)
+                if request.fetch_offset == end_offset or (limit <= 0 and not min_one_message):
+                    records = b""
+                else:
+                    data = log.read(request.fetch_offset, limit, max_offset=end_offset,
+                                    min_one_message=min_one_message)
+                    records = bytes(data.records)
+                if records:
+                    min_one_message = False
+                    remaining -= len(records)
+                results[key] = FetchResult(NONE, high_watermark, log.log_start_offset, records)
+            except KafkaError as exc:
+                partition = self._partitions.get(key)
+                hw = partition.high_watermark if partition is not None else -1
+                start = partition.log.log_start_offset if partition is not None else -1
+                results[key] = FetchResult(exc.code, hw, start, b"", str(exc))
+            except Exception as exc:
+                logger.exception("fetch from %s-%d failed", *key)
+                results[key] = FetchResult(UNKNOWN_SERVER_ERROR, error_message=str(exc))
+        return results
+
+    # ------------------------------------------------------------------ offsets
+
+    def list_offset(self, topic: str, index: int, timestamp: int, current_leader_epoch: int = -1,
+                    replica_id: int = CONSUMER_REPLICA_ID) -> ListOffsetResult:
+        try:
+            partition = self.leader_partition(topic, index, current_leader_epoch)
+            log = partition.log
+            limit = log.log_end_offset if replica_id >= 0 else partition.high_watermark
+            if timestamp == EARLIEST_TIMESTAMP:
+                return ListOffsetResult(NONE, -1, log.log_start_offset, partition.leader_epoch)
+            if timestamp == LATEST_TIMESTAMP:
+                return ListOffsetResult(NONE, -1, limit, partition.leader_epoch)
+            found = log.fetch_offset_by_timestamp(timestamp)
+            if found is None or found.offset >= limit:
+                return ListOffsetResult(NONE, -1, -1, partition.leader_epoch)
+            epoch = found.leader_epoch if found.leader_epoch is not None else partition.leader_epoch
+            return ListOffsetResult(NONE, found.timestamp, found.offset, epoch)
+        except KafkaError as exc:
+            return ListOffsetResult(exc.code)
+
+    # ------------------------------------------------------------------ housekeeping
+
+    def _complete_delayed(self, key: TopicPartition) -> None:
+        self.fetch_purgatory.check_and_complete(key)
+        self.produce_purgatory.check_and_complete(key)
+
+    def metrics_delayed_fetch_expired(self) -> None:
+        self.delayed_fetch_expired += 1
+
+    def metrics_delayed_produce_expired(self) -> None:
+        self.delayed_produce_expired += 1
+
+    def leader_partition_count(self) -> int:
+        return sum(1 for p in self._partitions.values() if p.is_leader)
+
+    def shutdown(self) -> None:
+        self.fetch_purgatory.shutdown()
+        self.produce_purgatory.shutdown()

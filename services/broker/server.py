@@ -1,0 +1,160 @@
+"""BrokerServer: assembles one broker process — LogManager, ReplicaManager, metadata cache, the gRPC
+servicer, its ZooKeeper registration — and runs its lifecycle: register on start (and again after
+a session expiry), controlled shutdown on SIGTERM, clean log shutdown last.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from kazoo.client import KazooClient, KazooState
+
+from services.broker.config import BrokerConfig
+from services.broker.log.config import LogConfig, LogManagerConfig
+from services.broker.log.manager import LogManager
+from services.broker.metadata_cache import MetadataCache
+from services.broker.metrics import BrokerMetrics
+from services.broker.replica_manager import ReplicaManager
+from services.broker.servicer import BrokerServicer
+from services.common.errors import KafkaError
+from services.common.pb.odradek.broker.v1 import broker_pb2_grpc
+from services.common.pb.odradek.controller.v1 import controller_pb2, controller_pb2_grpc
+from services.common.service import ServiceRuntime, insecure_channel
+from services.common.zk import BrokerInfo, EndPoint, OdradekZkClient
+
+logger = logging.getLogger(__name__)
+
+
+class BrokerServer:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.runtime = ServiceRuntime("broker", config.listener.address, max_workers=config.num_io_threads,
+                                      metrics_port=config.metrics_port)
+        self.zk_raw = KazooClient(hosts=config.zookeeper_connect,
+                                  timeout=config.zookeeper_session_timeout_ms / 1000)
+        self.zk = OdradekZkClient(self.zk_raw)
+        self.metadata_cache = MetadataCache()
+        self.log_defaults = LogConfig.from_props(config.log_defaults())
+        self.log_manager = LogManager(LogManagerConfig.from_mapping(config.as_dict()), self.log_defaults)
+        self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, self.metadata_cache,
+                                              topic_config=self._topic_config)
+        self.metrics = BrokerMetrics(self)
+        self.broker_epoch = -1
+        self._session_lost = threading.Event()
+        self._stopping = threading.Event()
+        self._reregister_thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> int:
+        self.log_manager.startup()
+        servicer = BrokerServicer(self.broker_id, self.replica_manager, self.metadata_cache,
+                                  fetch_max_bytes=self.config.fetch_max_bytes,
+                                  auto_create_topic=self._auto_create_topic
+                                  if self.config.auto_create_topics_enable else None)
+        self.runtime.add_servicer(broker_pb2_grpc.add_BrokerServiceServicer_to_server, servicer)
+        port = self.runtime.start()
+        self.zk_raw.add_listener(self._on_zk_state)
+        self.zk_raw.start(timeout=self.config.zookeeper_connection_timeout_ms / 1000)
+        self.zk.ensure_paths()
+        self.zk.get_or_create_cluster_id()
+        self._register()
+        self._reregister_thread = threading.Thread(target=self._reregister_loop, name="zk-reregister",
+                                                   daemon=True)
+        self._reregister_thread.start()
+        self.runtime.on_shutdown("controlled shutdown", self.controlled_shutdown)
+        self.runtime.on_shutdown("close ZooKeeper", self._close_zookeeper)
+        self.runtime.on_shutdown("replica manager", self.replica_manager.shutdown)
+        self.runtime.on_shutdown("log manager", self.log_manager.shutdown)
+        self.runtime.set_serving(True)
+        return port
+
+    def run(self) -> None:
+        self.start()
+        self.runtime.run_until_stopped()
+
+    def _register(self) -> None:
+        listener = self.config.advertised_listener
+        info = BrokerInfo(self.broker_id, (EndPoint("PLAINTEXT", listener.host, listener.port),),
+                          rack=self.config.broker_rack, timestamp_ms=int(time.time() * 1000))
+        self.broker_epoch = self.zk.register_broker(info)
+        logger.info("registered broker %d at %s:%d (epoch %d)", self.broker_id, listener.host,
+                    listener.port, self.broker_epoch)
+
+    def _on_zk_state(self, state) -> None:
+        # kazoo's callback thread: only note the event, the re-register loop acts on it
+        if state == KazooState.LOST:
+            self._session_lost.set()
+
+    def _reregister_loop(self) -> None:
+        while not self._stopping.is_set():
+            if not self._session_lost.wait(0.5):
+                continue
+            if self._stopping.is_set():
+                return
+            try:
+                if self.zk_raw.connected:
+                    self._register()
+                    self._session_lost.clear()
+            except Exception:
+                logger.exception("re-registering broker %d failed; retrying", self.broker_id)
+                self._stopping.wait(1.0)
+
+    def _close_zookeeper(self) -> None:
+        self._stopping.set()
+        self._session_lost.set()
+        try:
+            self.zk_raw.stop()
+            self.zk_raw.close()
+        except Exception:
+            logger.exception("closing ZooKeeper failed")
+
+    # ------------------------------------------------------------------ controller calls
+
+    def _controller_stub(self):
+        info = self.zk.get_controller()
+        if info is None or not info.endpoint:
+            raise KafkaError("no active controller", error_name="NOT_CONTROLLER")
+        return controller_pb2_grpc.ControllerServiceStub(insecure_channel(info.endpoint))
+
+    def controlled_shutdown(self) -> None:
+        """Asks the controller to move leadership away, as Kafka's broker does before it exits."""
+        if not self.config.controlled_shutdown_enable or not self.zk_raw.connected:
+            return
+        for attempt in range(1, self.config.controlled_shutdown_max_retries + 1):
+            try:
+                reply = self._controller_stub().ControlledShutdown(
+                    controller_pb2.ControlledShutdownRequest(broker_id=self.broker_id,
+                                                             broker_epoch=self.broker_epoch),
+                    timeout=self.config.request_timeout_ms / 1000)
+                if reply.error_code == 0 and not reply.remaining_partitions:
+                    logger.info("controlled shutdown of broker %d succeeded", self.broker_id)
+                    return
+                logger.info("controlled shutdown attempt %d: error %d, %d partitions remain", attempt,
+                            reply.error_code, len(reply.remaining_partitions))
+            except Exception as exc:
+                logger.warning("controlled shutdown attempt %d failed: %s", attempt, exc)
+            threading.Event().wait(self.config.controlled_shutdown_retry_backoff_ms / 1000)
+        logger.warning("controlled shutdown of broker %d did not complete; shutting down anyway",
+                       self.broker_id)
+
+    def _auto_create_topic(self, topic: str) -> None:
+        request = controller_pb2.CreateTopicsRequest(timeout_ms=5000)
+        request.topics.add(name=topic, num_partitions=self.config.num_partitions,
+                           replication_factor=self.config.default_replication_factor)
+        reply = self._controller_stub().CreateTopics(request, timeout=5)
+        for result in reply.topics:
+            if result.error_code:
+                raise KafkaError.from_code(result.error_code, result.error_message)
+        if reply.error_code:
+            raise KafkaError.from_code(reply.error_code, reply.error_message)
+
+    def _topic_config(self, topic: str) -> dict[str, str]:
+        try:
+            return dict(self.zk.get_topic_config(topic) or {})
+        except Exception:
+            logger.exception("reading the config of topic %s failed", topic)
+            return {}

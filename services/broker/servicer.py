@@ -1,0 +1,240 @@
+"""The broker's gRPC adapter: decodes BrokerService requests, calls the ReplicaManager and the
+metadata cache, encodes responses. Kafka errors travel as per-partition `error_code`s; a request
+that fails as a whole (a stale controller epoch) carries a top-level error code.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from services.broker.metadata_cache import BrokerNode, MetadataCache, PartitionMetadata
+from services.broker.partition import LeaderAndIsrState
+from services.broker.replica_manager import FetchParams, FetchPartition, ReplicaManager
+from services.common.errors import ERRORS_BY_NAME, KafkaError
+from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
+from services.common.pb.odradek.common.v1 import common_pb2
+
+logger = logging.getLogger(__name__)
+
+UNKNOWN_TOPIC_OR_PARTITION = ERRORS_BY_NAME["UNKNOWN_TOPIC_OR_PARTITION"].code
+LEADER_NOT_AVAILABLE = ERRORS_BY_NAME["LEADER_NOT_AVAILABLE"].code
+INVALID_TOPIC = ERRORS_BY_NAME["INVALID_TOPIC_EXCEPTION"].code
+REQUEST_TIMED_OUT = ERRORS_BY_NAME["REQUEST_TIMED_OUT"].code
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
+_WAIT_SLACK_S = 5.0
+
+
+class _Reply:
+    """A one-shot slot a delayed operation fills from another thread."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.value = None
+
+    def __call__(self, value) -> None:
+        self.value = value
+        self._event.set()
+
+    def wait(self, timeout_s: float):
+        if not self._event.wait(timeout_s):
+            return None
+        return self.value
+
+
+def node_to_proto(node: BrokerNode) -> common_pb2.Node:
+    proto = common_pb2.Node(node_id=node.node_id, host=node.host, port=node.port)
+    if node.rack is not None:
+        proto.rack = node.rack
+    return proto
+
+
+def node_from_proto(proto: common_pb2.Node) -> BrokerNode:
+    return BrokerNode(proto.node_id, proto.host, proto.port, proto.rack if proto.HasField("rack") else None)
+
+
+def state_from_proto(proto: common_pb2.PartitionState) -> LeaderAndIsrState:
+    return LeaderAndIsrState(proto.topic_name, proto.partition_index, proto.controller_epoch, proto.leader,
+                             proto.leader_epoch, tuple(proto.isr), proto.zk_version, tuple(proto.replicas),
+                             proto.is_new)
+
+
+class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
+    def __init__(self, broker_id: int, replica_manager: ReplicaManager, metadata_cache: MetadataCache,
+                 *, fetch_max_bytes: int, auto_create_topic: Callable[[str], None] | None = None,
+                 on_metadata_update: Callable[[], None] | None = None) -> None:
+        self.broker_id = broker_id
+        self.replica_manager = replica_manager
+        self.metadata_cache = metadata_cache
+        self.fetch_max_bytes = fetch_max_bytes
+        self.auto_create_topic = auto_create_topic
+        self.on_metadata_update = on_metadata_update
+
+    # ------------------------------------------------------------------ data path
+
+    def Produce(self, request, context):
+        entries = {}
+        for topic in request.topic_data:
+            for part in topic.partition_data:
+                entries[(topic.name, part.index)] = part.records
+        reply = _Reply()
+        self.replica_manager.append_records(request.acks, request.timeout_ms, entries, reply)
+        results = reply.wait(max(request.timeout_ms, 0) / 1000 + _WAIT_SLACK_S)
+        response = broker_pb2.ProduceResponse()
+        by_topic: dict[str, broker_pb2.ProduceResponse.TopicProduceResponse] = {}
+        for (topic, index) in entries:
+            result = results.get((topic, index)) if results else None
+            out = by_topic.get(topic)
+            if out is None:
+                out = by_topic[topic] = response.responses.add(name=topic)
+            if result is None:
+                out.partition_responses.add(index=index, error_code=REQUEST_TIMED_OUT, base_offset=-1,
+                                            log_append_time_ms=-1, log_start_offset=-1)
+            else:
+                out.partition_responses.add(index=index, error_code=result.error_code,
+                                            base_offset=result.base_offset,
+                                            log_append_time_ms=result.log_append_time_ms,
+                                            log_start_offset=result.log_start_offset,
+                                            error_message=result.error_message)
+        return response
+
+    def Fetch(self, request, context):
+        partitions = []
+        for topic in request.topics:
+            for part in topic.partitions:
+                partitions.append(FetchPartition(topic.topic, part.partition, part.fetch_offset,
+                                                 part.partition_max_bytes or 1048576,
+                                                 part.current_leader_epoch))
+        max_bytes = min(request.max_bytes if request.max_bytes > 0 else self.fetch_max_bytes,
+                        self.fetch_max_bytes)
+        params = FetchParams(request.replica_id, request.max_wait_ms, request.min_bytes, max_bytes,
+                             tuple(partitions))
+        reply = _Reply()
+        self.replica_manager.fetch_messages(params, reply)
+        results = reply.wait(max(request.max_wait_ms, 0) / 1000 + _WAIT_SLACK_S)
+        if results is None:
+            return broker_pb2.FetchResponse(error_code=REQUEST_TIMED_OUT,
+                                            error_message="fetch did not complete in time")
+        response = broker_pb2.FetchResponse()
+        by_topic = {}
+        for request_part in partitions:
+            key = (request_part.topic, request_part.partition)
+            result = results[key]
+            out = by_topic.get(request_part.topic)
+            if out is None:
+                out = by_topic[request_part.topic] = response.responses.add(topic=request_part.topic)
+            data = out.partitions.add(partition_index=request_part.partition, error_code=result.error_code,
+                                      high_watermark=result.high_watermark,
+                                      last_stable_offset=result.high_watermark,
+                                      log_start_offset=result.log_start_offset,
+                                      preferred_read_replica=-1, records=result.records)
+            if result.error_code:
+                self._fill_current_leader(data, *key)
+        return response
+
+    def _fill_current_leader(self, data, topic: str, index: int) -> None:
+        meta = self.metadata_cache.partition(topic, index)
+        if meta is not None:
+            data.current_leader.leader_id = meta.leader
+            data.current_leader.leader_epoch = meta.leader_epoch
+
+    def ListOffsets(self, request, context):
+        response = broker_pb2.ListOffsetsResponse()
+        for topic in request.topics:
+            out = response.topics.add(name=topic.name)
+            for part in topic.partitions:
+                result = self.replica_manager.list_offset(topic.name, part.partition_index, part.timestamp,
+                                                          part.current_leader_epoch, request.replica_id)
+                out.partitions.add(partition_index=part.partition_index, error_code=result.error_code,
+                                   timestamp=result.timestamp, offset=result.offset,
+                                   leader_epoch=result.leader_epoch)
+        return response
+
+    def Metadata(self, request, context):
+        snapshot = self.metadata_cache.snapshot()
+        response = broker_pb2.MetadataResponse(cluster_id=snapshot.cluster_id,
+                                               controller_id=snapshot.controller_id)
+        for node in sorted(snapshot.brokers.values(), key=lambda b: b.node_id):
+            response.brokers.append(node_to_proto(node))
+        if snapshot.controller is not None:
+            response.controller.CopyFrom(node_to_proto(snapshot.controller))
+        names = sorted(snapshot.partitions) if request.all_topics else list(dict.fromkeys(request.topics))
+        for name in names:
+            partitions = snapshot.partitions.get(name)
+            topic = response.topics.add(name=name, is_internal=name in INTERNAL_TOPICS)
+            if partitions is None:
+                topic.error_code = self._unknown_topic_error(name, request.allow_auto_topic_creation)
+                continue
+            for index in sorted(partitions):
+                self._add_partition(topic, partitions[index], snapshot.brokers)
+        return response
+
+    def _unknown_topic_error(self, name: str, allow_auto_create: bool) -> int:
+        if not allow_auto_create or self.auto_create_topic is None or name.startswith("__"):
+            return UNKNOWN_TOPIC_OR_PARTITION
+        try:
+            self.auto_create_topic(name)
+        except KafkaError as exc:
+            if exc.error_name == "INVALID_TOPIC_EXCEPTION":
+                return INVALID_TOPIC
+            if exc.error_name != "TOPIC_ALREADY_EXISTS":
+                logger.warning("auto-creating topic %s failed: %s", name, exc)
+                return UNKNOWN_TOPIC_OR_PARTITION
+        return LEADER_NOT_AVAILABLE
+
+    @staticmethod
+    def _add_partition(topic, meta: PartitionMetadata, live: dict[int, BrokerNode]) -> None:
+        error = 0 if meta.leader in live else LEADER_NOT_AVAILABLE
+        offline = [r for r in meta.replicas if r not in live]
+        topic.partitions.add(error_code=error, partition_index=meta.partition,
+                             leader_id=meta.leader if meta.leader in live else -1,
+                             leader_epoch=meta.leader_epoch, replica_nodes=list(meta.replicas),
+                             isr_nodes=list(meta.isr), offline_replicas=offline)
+
+    # ------------------------------------------------------------------ controller requests
+
+    def LeaderAndIsr(self, request, context):
+        states = [state_from_proto(p) for p in request.partition_states]
+        try:
+            errors = self.replica_manager.become_leader_or_follower(
+                request.controller_id, request.controller_epoch, states)
+        except KafkaError as exc:
+            return broker_pb2.LeaderAndIsrResponse(error_code=exc.code, error_message=str(exc))
+        response = broker_pb2.LeaderAndIsrResponse()
+        for (topic, index), code in errors.items():
+            response.partition_errors.add(topic_name=topic, partition_index=index, error_code=code)
+        return response
+
+    def UpdateMetadata(self, request, context):
+        states = [PartitionMetadata(p.topic_name, p.partition_index, p.leader, p.leader_epoch, tuple(p.isr),
+                                    tuple(p.replicas), tuple(p.offline_replicas), p.controller_epoch,
+                                    p.zk_version)
+                  for p in request.partition_states]
+        try:
+            self.metadata_cache.update(
+                controller_id=request.controller_id, controller_epoch=request.controller_epoch,
+                live_brokers=[node_from_proto(n) for n in request.live_brokers],
+                partition_states=states,
+                controller=node_from_proto(request.controller) if request.HasField("controller") else None,
+                cluster_id=request.cluster_id,
+            )
+        except Exception as exc:
+            code = ERRORS_BY_NAME["STALE_CONTROLLER_EPOCH"].code
+            return broker_pb2.UpdateMetadataResponse(error_code=code, error_message=str(exc))
+        if self.on_metadata_update is not None:
+            self.on_metadata_update()
+        return broker_pb2.UpdateMetadataResponse()
+
+    def StopReplica(self, request, context):
+        partitions = [(t.topic_name, p.partition_index, p.delete_partition)
+                      for t in request.topic_states for p in t.partition_states]
+        try:
+            errors = self.replica_manager.stop_replicas(request.controller_id, request.controller_epoch,
+                                                        partitions)
+        except KafkaError as exc:
+            return broker_pb2.StopReplicaResponse(error_code=exc.code, error_message=str(exc))
+        response = broker_pb2.StopReplicaResponse()
+        for (topic, index), code in errors.items():
+            response.partition_errors.add(topic_name=topic, partition_index=index, error_code=code)
+        return response
