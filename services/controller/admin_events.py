@@ -1,0 +1,227 @@
+"""`AdminEventHandlers`: requests that callers wait for (CreateTopics, DeleteTopics,
+CreatePartitions, ControlledShutdown, AlterIsr, leader elections) and the periodic leader
+imbalance check, on the event thread. It extends `ClusterEventHandlers`, whose handlers of topic,
+partition and deletion changes it runs right after its own writes.
+
+Topic administration follows Kafka's plans (`state.topic_admin`): checks against the context,
+then the ZooKeeper write, then (unlike Kafka, which waits for the watch) the resulting topic,
+partition or deletion change is processed at once, so by the time the caller is answered new
+partitions have leaders and deletions have started. Each callback gets the result, or a
+`KafkaError` for the whole request.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from services.common.errors import KafkaError
+from services.controller.cluster_events import ClusterEventHandlers
+from services.controller.executor import Retry
+from services.controller.state.effects import Outcome, PartitionStateChangeOutcome
+from services.controller.state.election import (
+    ControlledShutdownPartitionLeaderElectionStrategy,
+    ElectionStrategy,
+    OfflinePartitionLeaderElectionStrategy,
+    PreferredReplicaPartitionLeaderElectionStrategy,
+)
+from services.controller.state.events import (
+    AlterIsrReceived,
+    AutoPreferredReplicaLeaderElection,
+    ControlledShutdown,
+    CreatePartitions,
+    CreateTopics,
+    DeleteTopics,
+    ElectionTrigger,
+    ElectionType,
+    PartitionModifications,
+    ReplicaLeaderElection,
+    TopicChange,
+    TopicDeletion,
+)
+from services.controller.state.isr_changes import AlterIsrOutcome
+from services.controller.state.model import LeaderAndIsr, PartitionAndReplica, TopicPartition
+from services.controller.state.states import PartitionState, ReplicaState
+from services.controller.state.topic_admin import (
+    PartitionCreation,
+    TopicCreation,
+    plan_partition_creations,
+    plan_topic_creations,
+    plan_topic_deletions,
+)
+
+logger = logging.getLogger(__name__)
+
+AUTO_REBALANCE_KEY = "auto-leader-rebalance"
+FIRST_REBALANCE_DELAY_S = 5.0
+
+
+class AdminEventHandlers(ClusterEventHandlers):
+    # --- topics ------------------------------------------------------------------------------
+
+    def _on_create_topics(self, event: CreateTopics) -> None:
+        results: dict[str, TopicCreation | KafkaError] = plan_topic_creations(
+            event.topics, self.context, self.config
+        )
+        if not event.validate_only:
+            created = []
+            for name, plan in results.items():
+                if isinstance(plan, TopicCreation):
+                    try:
+                        self.executor.create_topic(plan.effect())
+                        created.append(name)
+                    except KafkaError as e:
+                        results[name] = e
+            if created:
+                logger.info("Created topics %s", created)
+                self._on_topic_change(TopicChange())
+        self._answer(event, results)
+
+    def _on_delete_topics(self, event: DeleteTopics) -> None:
+        results: dict[str, None | KafkaError] = {}
+        marked = False
+        for topic, plan in plan_topic_deletions(event.topics, self.context, self.config).items():
+            if isinstance(plan, KafkaError):
+                results[topic] = plan
+                continue
+            self.zk.request_topic_deletion(topic)
+            results[topic] = None
+            marked = True
+        if marked:
+            self._on_topic_deletion(TopicDeletion())
+        self._answer(event, results)
+
+    def _on_create_partitions(self, event: CreatePartitions) -> None:
+        results: dict[str, PartitionCreation | KafkaError] = plan_partition_creations(
+            event.topics, self.context
+        )
+        if not event.validate_only:
+            for name, plan in results.items():
+                if not isinstance(plan, PartitionCreation):
+                    continue
+                try:
+                    self.executor.update_topic_assignment(plan.effect())
+                except KafkaError as e:
+                    results[name] = e
+                    continue
+                logger.info("Added partitions %s to topic %s", sorted(plan.new_assignment), name)
+                self._on_partition_modifications(PartitionModifications(name))
+        self._answer(event, results)
+
+    # --- brokers and ISRs --------------------------------------------------------------------
+
+    def _on_controlled_shutdown(self, event: ControlledShutdown) -> None:
+        try:
+            outcome = self.core.on_controlled_shutdown(event.broker_id, event.broker_epoch)
+        except KafkaError as e:
+            self._answer(event, e)
+            return
+        self._execute(outcome, self._controlled_shutdown_retry(event.broker_id))
+        remaining = self.context.partition_leaders_on_broker(event.broker_id)
+        logger.info("Controlled shutdown of broker %d: %d partitions remain", event.broker_id, len(remaining))
+        self._answer(event, remaining)
+
+    def _controlled_shutdown_retry(self, broker_id: int) -> Retry:
+        def retry(partitions: list[TopicPartition]) -> Outcome:
+            led, followed = [], []
+            for partition in partitions:
+                leadership = self.context.partition_leadership(partition)
+                if leadership is None:
+                    continue
+                (led if leadership.leader_and_isr.leader == broker_id else followed).append(partition)
+            outcome = Outcome().extend(
+                self.core.partition_state_machine.handle_state_changes(
+                    led, PartitionState.ONLINE_PARTITION, ControlledShutdownPartitionLeaderElectionStrategy()
+                )
+            )
+            replicas = [PartitionAndReplica(p, broker_id) for p in followed]
+            return outcome.extend(
+                self.core.replica_state_machine.handle_state_changes(replicas, ReplicaState.OFFLINE_REPLICA)
+            )
+
+        return retry
+
+    def _on_alter_isr(self, event: AlterIsrReceived) -> None:
+        try:
+            outcome = self.core.on_alter_isr(event.broker_id, event.broker_epoch, event.isrs_to_alter)
+        except KafkaError as e:
+            self._answer(event, e)
+            return
+
+        def retry(partitions: list[TopicPartition]) -> Outcome:
+            requested = {p: event.isrs_to_alter[p] for p in partitions if p in event.isrs_to_alter}
+            try:
+                return self.core.on_alter_isr(event.broker_id, event.broker_epoch, requested)
+            except KafkaError as e:
+                return AlterIsrOutcome(results=dict.fromkeys(partitions, e))
+
+        execution = self._execute(outcome, retry)
+        results: dict[TopicPartition, LeaderAndIsr | KafkaError] = dict(outcome.results)
+        for later in execution.retries:
+            if isinstance(later, AlterIsrOutcome):
+                results.update(later.results)
+        for partition in execution.missing:
+            results[partition] = KafkaError(error_name="UNKNOWN_TOPIC_OR_PARTITION")
+        for partition in execution.conflicted:
+            results[partition] = KafkaError(error_name="INVALID_UPDATE_VERSION")
+        self._answer(event, results)
+
+    # --- leader elections --------------------------------------------------------------------
+
+    def _on_replica_leader_election(self, event: ReplicaLeaderElection) -> None:
+        """Elect for `event.partitions`; None means those of `/admin/preferred_replica_election`
+        when ZooKeeper triggered the event, and every partition when an admin asked."""
+        partitions = event.partitions
+        from_znode = partitions is None and event.trigger == ElectionTrigger.ZK_TRIGGERED
+        if from_znode:
+            requested = self.reader.preferred_replica_election()
+            if requested is None:
+                return
+            partitions = frozenset(requested)
+        elif partitions is None:
+            partitions = frozenset(self.context.all_partitions())
+        outcome = self.core.on_elect_leaders(partitions, event.election_type, event.trigger)
+        strategy, failure = _election_strategy(event.election_type, event.trigger)
+        execution = self._execute(outcome, self._election_retry(strategy))
+        leaders: dict[TopicPartition, int | KafkaError] = dict(outcome.leaders)
+        for later in execution.retries:
+            if isinstance(later, PartitionStateChangeOutcome):
+                for partition, result in later.results.items():
+                    leaders[partition] = (
+                        result.leader
+                        if isinstance(result, LeaderAndIsr)
+                        else KafkaError(str(result), error_name=failure)
+                    )
+        for partition in execution.missing | execution.conflicted:
+            leaders[partition] = KafkaError(f"Could not elect a leader for {partition}", error_name=failure)
+        if from_znode:
+            self.zk.delete_preferred_replica_election(epoch_zk_version=self.context.epoch_zk_version)
+        self._answer(event, leaders)
+
+    def _on_auto_rebalance(self, _event: AutoPreferredReplicaLeaderElection) -> None:
+        """Kafka's checkAndTriggerAutoLeaderRebalance, then the next check is scheduled."""
+        if not self.config.auto_leader_rebalance_enable:
+            return
+        try:
+            outcome = self.core.on_auto_leader_rebalance()
+            moved = (
+                sorted(map(str, outcome.successes()))
+                if isinstance(outcome, PartitionStateChangeOutcome)
+                else []
+            )
+            if moved:
+                logger.info("Moved leadership back to preferred replicas of %s", moved)
+            self._execute(outcome, self._election_retry(PreferredReplicaPartitionLeaderElectionStrategy()))
+        finally:
+            self._schedule_auto_rebalance(self.config.leader_imbalance_check_interval_seconds)
+
+    def _schedule_auto_rebalance(self, delay_s: float) -> None:
+        if self.config.auto_leader_rebalance_enable:
+            self.scheduler.schedule(AUTO_REBALANCE_KEY, delay_s, AutoPreferredReplicaLeaderElection())
+
+
+def _election_strategy(election_type: ElectionType, trigger: ElectionTrigger) -> tuple[ElectionStrategy, str]:
+    """The strategy the core used for an election request, and its failure's error name."""
+    if election_type == ElectionType.PREFERRED:
+        return PreferredReplicaPartitionLeaderElectionStrategy(), "PREFERRED_LEADER_NOT_AVAILABLE"
+    allow_unclean = trigger == ElectionTrigger.ADMIN_CLIENT_TRIGGERED
+    return OfflinePartitionLeaderElectionStrategy(allow_unclean), "ELIGIBLE_LEADERS_NOT_AVAILABLE"

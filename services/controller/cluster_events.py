@@ -1,0 +1,138 @@
+"""`ClusterEventHandlers`: the active controller's reactions to what ZooKeeper reports (Kafka's
+BrokerChange, BrokerModifications, TopicChange, PartitionModifications, TopicDeletion,
+IsrChangeNotification processing, plus topic config changes) and to brokers' answers.
+
+Each handler rereads the znodes its event is about (re-registering the one-shot watch), hands
+what it read to the core and executes the outcome. Handlers run on the event thread only while
+this instance is active.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from services.common.zk.configs import TOPIC_ENTITY_TYPE
+from services.controller.handler_base import HandlerBase
+from services.controller.service_events import ConfigChangeNotification
+from services.controller.state.events import (
+    BrokerChange,
+    BrokerModifications,
+    IsrChangeNotification,
+    LeaderAndIsrResponseReceived,
+    PartitionModifications,
+    TopicChange,
+    TopicDeletion,
+    TopicDeletionStopReplicaResponseReceived,
+    TopicUncleanLeaderElectionEnable,
+    UncleanLeaderElectionEnable,
+    UpdateMetadataResponseReceived,
+)
+
+logger = logging.getLogger(__name__)
+
+TOPIC_ENTITY_PREFIX = f"{TOPIC_ENTITY_TYPE}/"
+
+
+class ClusterEventHandlers(HandlerBase):
+    last_config_change: str
+
+    # --- brokers -----------------------------------------------------------------------------
+
+    def _on_broker_change(self, _event: BrokerChange) -> None:
+        brokers = self.reader.brokers()
+        before = self.context.live_or_shutting_down_broker_ids
+        outcome = self.core.on_broker_change(brokers)
+        after = self.context.live_or_shutting_down_broker_ids
+        if before != after:
+            logger.info(
+                "Broker change: new %s, dead %s, live %s",
+                sorted(after - before),
+                sorted(before - after),
+                sorted(after),
+            )
+        self._execute(outcome)
+
+    def _on_broker_modifications(self, event: BrokerModifications) -> None:
+        if event.broker_id not in self.context.live_or_shutting_down_broker_ids:
+            return
+        broker = self.reader.broker(event.broker_id)
+        if broker is not None:
+            self._execute(self.core.on_broker_modification(broker))
+
+    # --- topics ------------------------------------------------------------------------------
+
+    def _on_topic_change(self, _event: TopicChange) -> None:
+        topics = self.reader.topics()
+        new_topics = self.reader.topic_descriptions(set(topics) - self.context.all_topics)
+        if new_topics:
+            logger.info("New topics: %s", sorted(new_topics))
+        self._execute(self.core.on_topic_change(topics, new_topics))
+
+    def _on_partition_modifications(self, event: PartitionModifications) -> None:
+        if event.topic not in self.context.all_topics:
+            return
+        assignment = self.reader.topic_assignment(event.topic)
+        if assignment is not None:
+            self._execute(self.core.on_partition_modifications(event.topic, assignment))
+
+    def _on_topic_deletion(self, _event: TopicDeletion) -> None:
+        marked = self.reader.topic_deletions()
+        if marked:
+            logger.info("Topics marked for deletion: %s", marked)
+        self._execute(self.core.on_topic_deletion(marked))
+
+    def _on_stop_replica_response(self, event: TopicDeletionStopReplicaResponseReceived) -> None:
+        outcome = self.core.on_stop_replica_deletion_response(
+            event.replica_id, event.request_error_code, event.partition_error_codes
+        )
+        self._execute(outcome)
+
+    # --- ISR and configs ---------------------------------------------------------------------
+
+    def _on_isr_change_notification(self, _event: IsrChangeNotification) -> None:
+        sequence_numbers = self.reader.isr_change_notifications()
+        if not sequence_numbers:
+            return
+        known = set(self.context.all_partitions())
+        partitions = sorted(p for p in self.reader.isr_change_partitions(sequence_numbers) if p in known)
+        leaderships = self.reader.partition_leaderships(partitions)
+        self._execute(self.core.on_isr_change_notification(leaderships))
+        self.zk.delete_isr_change_notifications(
+            sequence_numbers, epoch_zk_version=self.context.epoch_zk_version
+        )
+
+    def _on_config_change_notification(self, _event: ConfigChangeNotification) -> None:
+        """Topic config overrides changed: give the core each changed topic's new overrides."""
+        names = [n for n in self.reader.config_changes() if n > self.last_config_change]
+        for name in names:
+            entity = self.reader.config_change_entity(name)
+            self.last_config_change = name
+            if entity is None or not entity.startswith(TOPIC_ENTITY_PREFIX):
+                continue
+            topic = entity[len(TOPIC_ENTITY_PREFIX) :]
+            if topic in self.context.all_topics:
+                configs = self.reader.topic_config(topic)
+                self._execute(self.core.on_topic_config_change(topic, configs))
+
+    def _on_unclean_leader_election_enable(self, _event: UncleanLeaderElectionEnable) -> None:
+        self._execute(self.core.on_unclean_leader_election_enable())
+
+    def _on_topic_unclean_leader_election_enable(self, event: TopicUncleanLeaderElectionEnable) -> None:
+        if event.topic in self.context.all_topics:
+            self._execute(self.core.on_unclean_leader_election_enable(event.topic))
+
+    # --- broker answers ----------------------------------------------------------------------
+
+    def _on_leader_and_isr_response(self, event: LeaderAndIsrResponseReceived) -> None:
+        errors = {str(p): c for p, c in event.partition_error_codes.items() if c}
+        if event.error_code or errors:
+            logger.warning(
+                "LeaderAndIsr to broker %d failed: error %d, partitions %s",
+                event.broker_id,
+                event.error_code,
+                errors,
+            )
+
+    def _on_update_metadata_response(self, event: UpdateMetadataResponseReceived) -> None:
+        if event.error_code:
+            logger.warning("UpdateMetadata to broker %d failed: error %d", event.broker_id, event.error_code)

@@ -1,0 +1,285 @@
+"""`EffectsExecutor`: carries out a decision's effects, ZooKeeper writes first, then requests.
+
+Writes go in list order through the fenced `OdradekZkClient` operations (consecutive partition
+state writes of distinct partitions are pipelined, or created in one transaction). The core has
+already applied every effect to its context as if it succeeded, so a write that fails needs
+repair (Kafka's retry loop in electLeaderForPartitions and removeReplicasFromIsr):
+
+  - a conditional write that finds another version (or a create that finds the znode) is a
+    conflict: later writes of that partition in the same decision are skipped, its requests are
+    dropped (`without_partitions`), its state znode is reloaded into the context (a
+    `PartitionLeadershipChanged` record) and `retry` runs the same change again for those
+    partitions; the new decision is executed the same way, at most `max_attempts` times in all;
+  - a state znode that is gone (its topic was deleted) drops that partition's requests;
+  - `ControllerMovedError` (the controller-epoch check failed) propagates at once, before any
+    request is sent: the controller resigns.
+
+Requests left go to `send`, in order.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+from services.common.errors import KafkaError
+from services.common.zk import PartitionState, PartitionStateUpdates, TopicAssignment, Versioned
+from services.common.zk import TopicPartition as ZkTopicPartition
+from services.common.zk.topics import new_topic_id
+from services.controller.state.context import ControllerContext
+from services.controller.state.effects import (
+    BrokerRequest,
+    CreatePartitionState,
+    CreateTopic,
+    CreateTopicDeletionMarker,
+    DeleteTopic,
+    DeleteTopicDeletionMarkers,
+    Effect,
+    Outcome,
+    SendLeaderAndIsr,
+    SendStopReplica,
+    SendUpdateMetadata,
+    UpdatePartitionState,
+    UpdateTopicAssignment,
+    without_partitions,
+)
+from services.controller.state.model import TopicPartition
+from services.controller.state.records import PartitionLeadershipChanged, Record
+from services.controller.zk_convert import (
+    leadership_from_zk,
+    partition_state_to_zk,
+    topic_assignment_to_zk,
+    tp_from_zk,
+    tp_to_zk,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_ATTEMPTS = 5
+REQUEST_TYPES = (SendLeaderAndIsr, SendUpdateMetadata, SendStopReplica)
+
+Retry = Callable[[list[TopicPartition]], Outcome]
+PartitionWrite = CreatePartitionState | UpdatePartitionState
+
+
+class ZkWriter(Protocol):
+    """The `OdradekZkClient` operations the executor uses."""
+
+    def create_partition_states(
+        self, states: Mapping[ZkTopicPartition, PartitionState], *, epoch_zk_version: int
+    ) -> None: ...
+
+    def set_partition_states(
+        self, updates: Mapping[ZkTopicPartition, Versioned[PartitionState]], *, epoch_zk_version: int
+    ) -> PartitionStateUpdates: ...
+
+    def get_partition_states(
+        self, tps: Iterable[ZkTopicPartition]
+    ) -> dict[ZkTopicPartition, Versioned[PartitionState]]: ...
+
+    def create_topic(self, assignment: TopicAssignment, config: Mapping[str, str] | None = None) -> None: ...
+
+    def set_topic_assignment(
+        self, assignment: TopicAssignment, *, epoch_zk_version: int | None, expected_version: int = -1
+    ) -> int: ...
+
+    def request_topic_deletion(self, topic: str) -> bool: ...
+
+    def delete_topic_deletions(self, names: Iterable[str], *, epoch_zk_version: int) -> None: ...
+
+    def delete_topic(self, topic: str, *, epoch_zk_version: int) -> None: ...
+
+
+@dataclass
+class Execution:
+    """What carrying out one decision took: the first outcome and those of its retries, the
+    partitions whose state znode vanished, those still conflicting after the last attempt, and
+    the records that reloaded conflicting state znodes into the context."""
+
+    outcomes: list[Outcome]
+    missing: set[TopicPartition] = field(default_factory=set)
+    conflicted: set[TopicPartition] = field(default_factory=set)
+    reloads: list[Record] = field(default_factory=list)
+
+    @property
+    def retries(self) -> list[Outcome]:
+        return self.outcomes[1:]
+
+
+@dataclass
+class _Writes:
+    conflicts: set[TopicPartition] = field(default_factory=set)
+    missing: set[TopicPartition] = field(default_factory=set)
+
+    @property
+    def skipped(self) -> set[TopicPartition]:
+        return self.conflicts | self.missing
+
+
+class EffectsExecutor:
+    def __init__(
+        self,
+        zk: ZkWriter,
+        context: ControllerContext,
+        send: Callable[[list[BrokerRequest]], None],
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    ) -> None:
+        self._zk = zk
+        self._context = context
+        self._send = send
+        self._max_attempts = max(1, max_attempts)
+
+    def execute(self, outcome: Outcome, retry: Retry | None = None) -> Execution:
+        execution = Execution([outcome])
+        current = outcome
+        for attempt in range(1, self._max_attempts + 1):
+            writes = self._write(current.effects)
+            execution.missing |= writes.missing
+            requests = [
+                e for e in without_partitions(current.effects, writes.skipped) if isinstance(e, REQUEST_TYPES)
+            ]
+            if requests:
+                self._send(requests)
+            if not writes.conflicts:
+                return execution
+            reloaded = self._reload(writes.conflicts, execution)
+            execution.missing |= writes.conflicts - reloaded
+            if retry is None or not reloaded or attempt == self._max_attempts:
+                if reloaded:
+                    logger.warning(
+                        "Giving up on partitions %s after %d attempts", sorted(map(str, reloaded)), attempt
+                    )
+                execution.conflicted |= reloaded
+                return execution
+            logger.info("Retrying the state change of %s after version conflicts", sorted(map(str, reloaded)))
+            current = retry(sorted(reloaded))
+            execution.outcomes.append(current)
+        return execution
+
+    # --- single writes the admin requests make -----------------------------------------------
+
+    def create_topic(self, effect: CreateTopic) -> None:
+        """Create the topic's znodes with a new topic id; TOPIC_ALREADY_EXISTS if it exists."""
+        assignment = TopicAssignment.of(effect.topic, effect.assignment, new_topic_id())
+        self._zk.create_topic(assignment, dict(effect.configs))
+
+    def update_topic_assignment(self, effect: UpdateTopicAssignment) -> None:
+        """Rewrite a topic's assignment (fenced); UNKNOWN_TOPIC_OR_PARTITION if it is gone."""
+        assignment = topic_assignment_to_zk(effect.topic, effect.assignment, self._context)
+        try:
+            self._zk.set_topic_assignment(assignment, epoch_zk_version=self._context.epoch_zk_version)
+        except NoNodeError as e:
+            raise KafkaError(
+                f"Topic {effect.topic} no longer exists", error_name="UNKNOWN_TOPIC_OR_PARTITION"
+            ) from e
+
+    # -----------------------------------------------------------------------------------------
+
+    def _write(self, effects: Iterable[Effect]) -> _Writes:
+        writes = _Writes()
+        group: list[PartitionWrite] = []
+        for effect in effects:
+            if isinstance(effect, REQUEST_TYPES):
+                continue
+            if not isinstance(effect, CreatePartitionState | UpdatePartitionState):
+                self._flush(group, writes)
+                group = []
+                self._write_one(effect)
+                continue
+            if group and not _joins(group, effect):
+                self._flush(group, writes)
+                group = []
+            if effect.partition not in writes.skipped:
+                group.append(effect)
+        self._flush(group, writes)
+        return writes
+
+    def _flush(self, group: list[PartitionWrite], writes: _Writes) -> None:
+        group = [e for e in group if e.partition not in writes.skipped]
+        if not group:
+            return
+        epoch_zk_version = group[0].controller_epoch_zk_version
+        if isinstance(group[0], CreatePartitionState):
+            self._create_states(group, epoch_zk_version, writes)
+            return
+        updates = {
+            tp_to_zk(e.partition): Versioned(
+                partition_state_to_zk(e.leader_and_isr, e.controller_epoch), e.expected_zk_version
+            )
+            for e in group
+            if isinstance(e, UpdatePartitionState)
+        }
+        result = self._zk.set_partition_states(updates, epoch_zk_version=epoch_zk_version)
+        writes.conflicts |= {tp_from_zk(tp) for tp in result.retry}
+        writes.missing |= {tp_from_zk(tp) for tp in result.failed}
+        for tp, error in result.failed.items():
+            logger.warning("Could not write the state of partition %s: %r", tp, error)
+
+    def _create_states(self, group: list[PartitionWrite], epoch_zk_version: int, writes: _Writes) -> None:
+        states = {
+            tp_to_zk(e.partition): partition_state_to_zk(e.leader_and_isr, e.controller_epoch) for e in group
+        }
+        try:
+            self._zk.create_partition_states(states, epoch_zk_version=epoch_zk_version)
+            return
+        except (NodeExistsError, NoNodeError) as e:
+            if len(group) > 1:  # one transaction for all: find out which one failed
+                for effect in group:
+                    self._create_states([effect], epoch_zk_version, writes)
+                return
+            partition = group[0].partition
+            if isinstance(e, NodeExistsError):
+                logger.warning("State znode of new partition %s already exists", partition)
+                writes.conflicts.add(partition)
+            else:
+                logger.warning("Topic of new partition %s no longer exists", partition)
+                writes.missing.add(partition)
+
+    def _write_one(self, effect: Effect) -> None:
+        match effect:
+            case CreateTopic():
+                try:
+                    self.create_topic(effect)
+                except KafkaError as e:
+                    logger.warning("Could not create topic %s: %s", effect.topic, e)
+            case UpdateTopicAssignment():
+                try:
+                    self.update_topic_assignment(effect)
+                except KafkaError as e:
+                    logger.warning("Could not update the assignment of %s: %s", effect.topic, e)
+            case CreateTopicDeletionMarker():
+                self._zk.request_topic_deletion(effect.topic)
+            case DeleteTopicDeletionMarkers():
+                self._zk.delete_topic_deletions(
+                    effect.topics, epoch_zk_version=effect.controller_epoch_zk_version
+                )
+            case DeleteTopic():
+                try:
+                    self._zk.delete_topic(effect.topic, epoch_zk_version=effect.controller_epoch_zk_version)
+                except NoNodeError:
+                    logger.warning("Znodes of topic %s vanished while it was being deleted", effect.topic)
+            case _:
+                raise TypeError(f"not a ZooKeeper write: {effect!r}")
+
+    def _reload(self, partitions: set[TopicPartition], execution: Execution) -> set[TopicPartition]:
+        """Read the conflicting state znodes into the context; the partitions that still have one."""
+        found = self._zk.get_partition_states(tp_to_zk(p) for p in sorted(partitions))
+        for tp, versioned in sorted(found.items()):
+            record = PartitionLeadershipChanged(tp_from_zk(tp), leadership_from_zk(versioned))
+            self._context.apply(record)
+            execution.reloads.append(record)
+        return {tp_from_zk(tp) for tp in found}
+
+
+def _joins(group: list[PartitionWrite], effect: PartitionWrite) -> bool:
+    """Whether `effect` can be written together with `group` (same kind and fencing, new partition)."""
+    first = group[0]
+    return (
+        type(effect) is type(first)
+        and effect.controller_epoch_zk_version == first.controller_epoch_zk_version
+        and all(e.partition != effect.partition for e in group)
+    )

@@ -1,0 +1,81 @@
+"""The controller's Prometheus metrics, read at scrape time from the published `ControllerView`
+and the event queue (Kafka's KafkaController gauges: ActiveControllerCount,
+OfflinePartitionsCount, PreferredReplicaImbalanceCount, GlobalTopicCount, GlobalPartitionCount,
+TopicsToDeleteCount, and the ControllerEventManager's EventQueueSize)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+
+from prometheus_client.core import REGISTRY, GaugeMetricFamily
+
+from services.controller.view import ControllerView
+
+logger = logging.getLogger(__name__)
+
+
+class ControllerMetrics:
+    def __init__(
+        self,
+        controller_id: int,
+        view: Callable[[], ControllerView],
+        event_queue_size: Callable[[], int],
+        registry=REGISTRY,
+    ) -> None:
+        self._labels = [str(controller_id)]
+        self._view = view
+        self._event_queue_size = event_queue_size
+        self._registry = registry
+        try:
+            registry.register(self)
+        except ValueError:  # another controller in this process registered already (tests)
+            self._registry = None
+            logger.debug("controller metrics already registered in this process")
+
+    def close(self) -> None:
+        if self._registry is not None:
+            self._registry.unregister(self)
+            self._registry = None
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        view = self._view()
+
+        def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+            family = GaugeMetricFamily(name, doc, labels=["controller"])
+            family.add_metric(self._labels, value)
+            return family
+
+        yield gauge(
+            "odradek_controller_active_controller_count",
+            "1 on the active controller, else 0.",
+            1 if view.active else 0,
+        )
+        yield gauge(
+            "odradek_controller_offline_partitions_count",
+            "Partitions without a live leader.",
+            view.offline_partition_count,
+        )
+        yield gauge(
+            "odradek_controller_preferred_replica_imbalance_count",
+            "Partitions not led by their preferred replica.",
+            view.preferred_replica_imbalance_count,
+        )
+        yield gauge(
+            "odradek_controller_global_topic_count", "Topics in the cluster.", view.global_topic_count
+        )
+        yield gauge(
+            "odradek_controller_global_partition_count",
+            "Partitions in the cluster.",
+            view.global_partition_count,
+        )
+        yield gauge(
+            "odradek_controller_topics_to_delete_count",
+            "Topics queued for deletion.",
+            view.topics_to_delete_count,
+        )
+        yield gauge(
+            "odradek_controller_event_queue_size",
+            "Events waiting for the controller event thread.",
+            self._event_queue_size(),
+        )

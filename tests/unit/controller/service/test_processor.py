@@ -1,0 +1,188 @@
+"""ControllerEventProcessor over in-memory ZooKeeper fakes and the real core: election and
+failover, standby answers, resignation when fenced, the retry after a version conflict, and
+topic administration."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.common.errors import KafkaError
+from services.common.zk import ControllerInfo
+from services.common.zk import TopicPartition as ZkTopicPartition
+from services.controller.admin_events import AUTO_REBALANCE_KEY
+from services.controller.processor import REELECT_KEY, ControllerEventProcessor
+from services.controller.state.config import ControllerConfig
+from services.controller.state.core import ControllerCore
+from services.controller.state.effects import SendLeaderAndIsr, SendUpdateMetadata
+from services.controller.state.events import (
+    BrokerChange,
+    ControlledShutdown,
+    ControllerChange,
+    CreateTopics,
+    DeleteTopics,
+    Expire,
+    Startup,
+)
+from services.controller.state.model import TopicPartition
+from services.controller.state.topic_admin import NewTopic, TopicCreation
+from tests.unit.controller.service.fakes import (
+    SESSION_ID,
+    FakeChannels,
+    FakeReader,
+    FakeScheduler,
+    FakeZooKeeper,
+    broker,
+)
+
+CONTROLLER_ID = 1001
+T0 = TopicPartition("t", 0)
+
+
+class Answers(list):
+    def __call__(self, result):
+        self.append(result)
+
+
+@pytest.fixture
+def zk() -> FakeZooKeeper:
+    zk = FakeZooKeeper()
+    zk.brokers = {1: broker(1), 2: broker(2)}
+    zk.add_topic("t", {0: (1, 2)})
+    return zk
+
+
+@pytest.fixture
+def channels() -> FakeChannels:
+    return FakeChannels()
+
+
+@pytest.fixture
+def scheduler() -> FakeScheduler:
+    return FakeScheduler()
+
+
+@pytest.fixture
+def processor(zk, channels, scheduler) -> ControllerEventProcessor:
+    config = ControllerConfig(leader_imbalance_check_interval_seconds=2)
+    return ControllerEventProcessor(
+        controller_id=CONTROLLER_ID,
+        endpoint="127.0.0.1:9093",
+        cluster_id="cluster",
+        config=config,
+        core=ControllerCore(config, CONTROLLER_ID),
+        zk=zk,
+        reader=FakeReader(zk),
+        channels=channels,
+        scheduler=scheduler,
+        session_id=lambda: SESSION_ID,
+    )
+
+
+def test_the_winner_fails_over_and_brings_new_partitions_online(processor, zk, channels, scheduler):
+    processor.process(Startup())
+
+    assert processor.active and processor.view.active
+    assert zk.controller.controller_id == CONTROLLER_ID
+    assert processor.context.epoch == zk.epoch.epoch == 1
+    assert zk.states[ZkTopicPartition("t", 0)].value.leader == 1
+    assert channels.broker_ids == {1, 2}
+    assert {e.broker_id for e in channels.sent if isinstance(e, SendLeaderAndIsr)} == {1, 2}
+    assert {e.broker_id for e in channels.sent if isinstance(e, SendUpdateMetadata)} == {1, 2}
+    assert scheduler.scheduled[AUTO_REBALANCE_KEY][0] == 2
+    assert processor.view.global_partition_count == 1 and processor.view.active_controller_id == CONTROLLER_ID
+
+
+def test_a_standby_answers_not_controller(processor, zk, channels):
+    zk.controller = ControllerInfo(2000, 0, "elsewhere:9093")
+    zk.controller_owner = SESSION_ID + 1
+    processor.process(Startup())
+    assert not processor.active and processor.view.active_controller_id == 2000
+
+    answers = Answers()
+    processor.process(CreateTopics((NewTopic("x", 1, 1),), callback=answers))
+    processor.process(BrokerChange())
+    assert isinstance(answers[0], KafkaError) and answers[0].error_name == "NOT_CONTROLLER"
+    assert "x" not in zk.topics and channels.sent == []
+
+
+def test_it_takes_up_again_a_controller_znode_of_its_own_session(processor, zk):
+    zk.elect_controller(CONTROLLER_ID, "127.0.0.1:9093")
+    processor.process(Startup())
+    assert processor.active and processor.context.epoch == zk.epoch.epoch
+
+
+def test_another_controller_elected_means_resignation(processor, zk, channels):
+    processor.process(Startup())
+    zk.elect_other(2000)
+    processor.process(ControllerChange())
+    assert not processor.active and channels.shutdowns == 1
+    assert processor.context.all_topics == frozenset()
+    assert processor.view.active_controller_id == 2000
+
+
+def test_expiry_resigns(processor):
+    processor.process(Startup())
+    processor.process(Expire())
+    assert not processor.active and not processor.view.active
+
+
+def test_a_fenced_write_resigns_answers_not_controller_and_schedules_reelection(processor, zk, scheduler):
+    processor.process(Startup())
+    zk.elect_other(2000)
+    answers = Answers()
+    processor.process(ControlledShutdown(2, 102, callback=answers))  # moves nothing: writes t-0's ISR
+    assert not processor.active
+    assert answers[0].error_name == "NOT_CONTROLLER"
+    assert REELECT_KEY in scheduler.scheduled
+
+
+def test_a_conflicting_isr_write_is_reloaded_and_done_again(processor, zk, channels):
+    processor.process(Startup())
+    zk.bump("t", 0, isr=(1, 2))  # the leader rewrote its state znode meanwhile
+    version_before = zk.states[ZkTopicPartition("t", 0)].version
+    channels.sent.clear()
+    del zk.brokers[1]
+    processor.process(BrokerChange())
+
+    state = zk.states[ZkTopicPartition("t", 0)]
+    writes = [c for c in zk.calls if c == ("set_partition_states", [ZkTopicPartition("t", 0)])]
+    assert len(writes) == 2  # the stale one, then the one after reloading
+    assert state.value.leader == 2 and state.value.isr == (2,)
+    assert state.version > version_before
+    leadership = processor.context.partition_leadership(T0).leader_and_isr
+    assert (leadership.leader, leadership.isr, leadership.zk_version) == (2, (2,), state.version)
+    announced = [s for e in channels.sent if isinstance(e, SendLeaderAndIsr) for s in e.partition_states]
+    assert announced and all(s.zk_version == state.version for s in announced)
+
+
+def test_create_topics_validates_writes_and_elects_at_once(processor, zk):
+    processor.process(Startup())
+    answers = Answers()
+    topics = (NewTopic("new", 2, 2), NewTopic("wide", 1, 3), NewTopic("t", 1, 1))
+    processor.process(CreateTopics(topics, validate_only=False, callback=answers))
+
+    results = answers[0]
+    assert isinstance(results["new"], TopicCreation) and results["new"].num_partitions == 2
+    assert results["wide"].error_name == "INVALID_REPLICATION_FACTOR"
+    assert results["t"].error_name == "TOPIC_ALREADY_EXISTS"
+    assert "new" in zk.topics and zk.topics["new"].topic_id
+    assert {ZkTopicPartition("new", 0), ZkTopicPartition("new", 1)} <= set(zk.states)
+    assert "new" in processor.context.all_topics
+
+
+def test_validate_only_writes_nothing(processor, zk):
+    processor.process(Startup())
+    answers = Answers()
+    processor.process(CreateTopics((NewTopic("new", 1, 1),), validate_only=True, callback=answers))
+    assert isinstance(answers[0]["new"], TopicCreation)
+    assert "new" not in zk.topics
+
+
+def test_delete_topics_marks_and_starts_deletion(processor, zk):
+    processor.process(Startup())
+    answers = Answers()
+    processor.process(DeleteTopics(("t", "missing"), callback=answers))
+    assert answers[0]["t"] is None
+    assert answers[0]["missing"].error_name == "UNKNOWN_TOPIC_OR_PARTITION"
+    assert "t" in zk.deletions
+    assert processor.context.is_topic_queued_for_deletion("t")
