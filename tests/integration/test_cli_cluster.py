@@ -1,18 +1,12 @@
 """The command line and the admin / low-level clients against a real cluster (the `cluster`
 fixture: two controllers and three brokers): kafka-topics.sh behaviour, produce and fetch, and
 admin calls that outlive a controller failover.
-
-Skipped when the controller service has no entry point (`services.controller.__main__`); run them
-alone with `pytest tests/integration/test_cli_cluster.py`.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import sys
-
-import pytest
 
 from services.clients import cli
 from services.clients.admin import Admin
@@ -21,9 +15,6 @@ from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
 from services.common.proc import wait_until
 from services.common.records import build_batch
-
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("services.controller.__main__") is None,
-                                reason="the controller service has no entry point")
 
 READY_TIMEOUT_S = 30.0
 ERROR_PREFIX = "Error while executing topic command : "
@@ -75,7 +66,7 @@ def test_topics_command_creates_describes_alters_and_deletes(cluster: LocalClust
 
 def test_produce_and_fetch_commands_round_trip(cluster: LocalCluster, capsys, monkeypatch):
     with Admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
-        admin.create_topics([NewTopic("lines", 2, 3)])
+        admin.create_topics([NewTopic("lines", 2, 1)])
         admin.wait_for_topic("lines", READY_TIMEOUT_S)
     monkeypatch.setattr(sys, "stdin", LinesOnStdin(b"one\ntwo\nthree\n"))
     assert run(["produce", "--bootstrap-server", cluster.bootstrap_servers, "--topic", "lines",

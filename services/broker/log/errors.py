@@ -1,0 +1,72 @@
+"""Errors the storage engine raises, each carrying Kafka's error name and code.
+
+Batch-level problems reuse the record format's own errors (`CorruptRecordError` = CORRUPT_MESSAGE,
+`InvalidRecordError` = INVALID_RECORD, `UnsupportedMagicError`); the rest are defined here.
+"""
+
+from __future__ import annotations
+
+from services.common.errors import KafkaError
+from services.common.records.batch import (
+    CorruptRecordError,
+    InvalidRecordError,
+    UnsupportedMagicError,
+)
+
+__all__ = [
+    "CorruptIndexError", "CorruptRecordError", "InvalidRecordError", "InvalidTimestampError",
+    "KafkaStorageError", "LogSegmentOffsetOverflowError", "OffsetOutOfRangeError",
+    "OffsetsOutOfOrderError", "RecordBatchTooLargeError", "RecordTooLargeError",
+    "UnexpectedAppendOffsetError", "UnsupportedMagicError",
+]
+
+
+class OffsetOutOfRangeError(KafkaError):
+    """A read or offset change outside [log start offset, log end offset] (OFFSET_OUT_OF_RANGE, 1)."""
+
+    error_name = "OFFSET_OUT_OF_RANGE"
+
+
+class RecordTooLargeError(KafkaError):
+    """A batch larger than `max.message.bytes` (MESSAGE_TOO_LARGE, 10)."""
+
+    error_name = "MESSAGE_TOO_LARGE"
+
+
+class RecordBatchTooLargeError(KafkaError):
+    """An append larger than `segment.bytes` (RECORD_LIST_TOO_LARGE, 18)."""
+
+    error_name = "RECORD_LIST_TOO_LARGE"
+
+
+class InvalidTimestampError(KafkaError):
+    """A timestamp outside `message.timestamp.difference.max.ms`, or a client-set LogAppendTime (32)."""
+
+    error_name = "INVALID_TIMESTAMP"
+
+
+class KafkaStorageError(KafkaError):
+    """An I/O failure, or use of a closed log (KAFKA_STORAGE_ERROR, 56)."""
+
+    error_name = "KAFKA_STORAGE_ERROR"
+
+
+class OffsetsOutOfOrderError(KafkaError):
+    """A follower append whose batches do not have strictly increasing offsets."""
+
+
+class UnexpectedAppendOffsetError(KafkaError):
+    """A follower append starting below the log end offset."""
+
+    def __init__(self, message: str, first_offset: int, last_offset: int):
+        super().__init__(message)
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+
+
+class LogSegmentOffsetOverflowError(KafkaError):
+    """An offset that cannot be stored relative to a segment's base offset (more than 2^31 - 1 away)."""
+
+
+class CorruptIndexError(Exception):
+    """An index file that fails its sanity check; the segment's indexes are then rebuilt."""

@@ -1,0 +1,221 @@
+"""`FileRecords`: one segment's `.log` file — record batches back to back, exactly as produced.
+
+Byte layout: a concatenation of RecordBatch v2 batches (see `services.common.records.batch`), each
+with its final baseOffset and partitionLeaderEpoch; nothing else. With `preallocate` the file is
+created at `segment.bytes` and trailing zeros follow the data until the segment is trimmed.
+
+Writes are positional (`os.pwritev` at the current size) of whole batches in one call. Reads are
+`os.pread` of byte ranges; searches walk batch headers only (the first 43 bytes of each batch:
+baseOffset, batchLength, partitionLeaderEpoch, ..., lastOffsetDelta, baseTimestamp,
+maxTimestamp), never records — except `search_for_timestamp`, which decodes the one batch that
+holds the answer (as Kafka's ListOffsets does).
+
+The file descriptor is closed by `close()`, or, for files deleted while readers may still hold
+them, when the last reference goes away (so an in-flight read never sees a recycled descriptor).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import weakref
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from services.broker.log.files import unlink_if_exists
+from services.broker.log.info import NO_TIMESTAMP, TimestampAndOffset
+from services.common.records.batch import HEADER_SIZE
+from services.common.records.reader import decode_batch
+
+_HEAD = struct.Struct(">qiibIhiqq")  # baseOffset .. maxTimestamp
+HEAD_SIZE = _HEAD.size  # 43
+FIRST_SCAN_BYTES = 8 * 1024
+SCAN_CHUNK_BYTES = 64 * 1024
+try:
+    IOV_MAX = os.sysconf("SC_IOV_MAX")
+except (AttributeError, ValueError, OSError):  # pragma: no cover - every Linux has it
+    IOV_MAX = 1024
+
+
+class BatchHead(NamedTuple):
+    """Where one batch sits in the file and what its header says."""
+
+    position: int
+    size: int
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    partition_leader_epoch: int
+
+
+def _write_rest(fd: int, records, written: int, position: int) -> None:
+    """Finishes a write the kernel took only part of."""
+    rest = memoryview(b"".join(records) if type(records) is list else records)[written:]
+    position += written
+    while rest:
+        n = os.pwrite(fd, rest, position)
+        if n <= 0:
+            raise OSError(f"short write of {len(rest)} bytes at position {position}")
+        rest = rest[n:]
+        position += n
+
+
+class FileRecords:
+    def __init__(self, path: str, fd: int, size: int) -> None:
+        self.path = path
+        self.size = size
+        self._fd = fd
+        self._close_fd = weakref.finalize(self, os.close, fd)
+
+    @classmethod
+    def open(cls, path: str, *, file_already_exists: bool = False, init_file_size: int = 0,
+             preallocate: bool = False) -> FileRecords:
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(path, flags, 0o644)
+        try:
+            if not file_already_exists and preallocate and init_file_size > 0:
+                os.ftruncate(fd, init_file_size)
+                size = 0
+            else:
+                size = os.fstat(fd).st_size
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(path, fd, size)
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def append(self, records, size: int) -> None:
+        """Writes `records` (bytes-like, or a list of bytes-like pieces) at the end in one call."""
+        position = self.size
+        try:
+            if type(records) is list and len(records) <= IOV_MAX:
+                written = os.pwritev(self._fd, records, position)
+            else:
+                written = os.pwrite(self._fd, b"".join(records) if type(records) is list else records,
+                                    position)
+            if written != size:
+                _write_rest(self._fd, records, written, position)
+        except BaseException:
+            self._discard_tail(position)
+            raise
+        self.size = position + size
+
+    def _discard_tail(self, size: int) -> None:
+        try:
+            os.ftruncate(self._fd, size)
+        except OSError:
+            pass
+
+    def truncate_to(self, target_size: int) -> int:
+        """Cuts the file to `target_size` bytes; returns how many were removed."""
+        if target_size > self.size or target_size < 0:
+            raise ValueError(f"cannot truncate {self.path} of {self.size} bytes to {target_size}")
+        removed = self.size - target_size
+        os.ftruncate(self._fd, target_size)
+        self.size = target_size
+        return removed
+
+    def trim(self) -> None:
+        """Drops preallocated space after the data."""
+        if os.fstat(self._fd).st_size != self.size:
+            os.ftruncate(self._fd, self.size)
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def read(self, position: int, size: int) -> bytes:
+        return os.pread(self._fd, size, position)
+
+    def heads(self, start: int = 0, end: int | None = None) -> Iterator[BatchHead]:
+        """Yields the header of every whole batch in [start, end), stopping at anything shorter."""
+        end = self.size if end is None else end
+        fd = self._fd
+        unpack = _HEAD.unpack_from
+        buf = b""
+        buf_start = start
+        want = FIRST_SCAN_BYTES
+        pos = start
+        while end - pos >= HEADER_SIZE:
+            off = pos - buf_start
+            if off + HEAD_SIZE > len(buf):
+                buf = os.pread(fd, min(want, end - pos), pos)
+                buf_start, off = pos, 0
+                if len(buf) < HEAD_SIZE:
+                    return
+            base, length, epoch, _magic, _crc, _attr, delta, _first, max_ts = unpack(buf, off)
+            size = length + 12
+            if size < HEADER_SIZE or pos + size > end:
+                return
+            yield BatchHead(pos, size, base, base + delta, max_ts, epoch)
+            pos += size
+            want = HEAD_SIZE if size >= SCAN_CHUNK_BYTES // 2 else SCAN_CHUNK_BYTES
+
+    def search_for_offset_with_size(self, target_offset: int, start: int,
+                                    end: int | None = None) -> tuple[int, int] | None:
+        """(position, size) of the first batch from `start` whose last offset is >= target."""
+        for head in self.heads(start, end):
+            if head.last_offset >= target_offset:
+                return head.position, head.size
+        return None
+
+    def search_for_timestamp(self, target_timestamp: int, start: int,
+                             starting_offset: int) -> TimestampAndOffset | None:
+        """The first record at or after `start` with timestamp >= target and offset >= starting_offset."""
+        for head in self.heads(start):
+            if head.max_timestamp < target_timestamp or head.last_offset < starting_offset:
+                continue
+            _, records = decode_batch(self.read(head.position, head.size))
+            for record in records:
+                if record.timestamp >= target_timestamp and record.offset >= starting_offset:
+                    epoch = head.partition_leader_epoch
+                    return TimestampAndOffset(record.timestamp, record.offset, epoch if epoch >= 0 else None)
+        return None
+
+    def largest_timestamp_after(self, start: int) -> tuple[int, int]:
+        """(max timestamp, last offset of its batch) over batches from `start`, or (-1, -1)."""
+        best = (NO_TIMESTAMP, -1)
+        for head in self.heads(start):
+            if head.max_timestamp > best[0]:
+                best = (head.max_timestamp, head.last_offset)
+        return best
+
+    # -- files ---------------------------------------------------------------------------------
+
+    @property
+    def last_modified_ms(self) -> int:
+        return os.fstat(self._fd).st_mtime_ns // 1_000_000
+
+    def set_last_modified_ms(self, ms: int) -> None:
+        os.utime(self.path, ns=(ms * 1_000_000, ms * 1_000_000))
+
+    def close(self) -> None:
+        if self._close_fd.alive:
+            try:
+                self.trim()
+            finally:
+                self._close_fd()
+
+    def close_handler(self) -> None:
+        self._close_fd()
+
+    @property
+    def closed(self) -> bool:
+        return not self._close_fd.alive
+
+    def delete_if_exists(self) -> bool:
+        """Unlinks the file; the descriptor stays open until close() or the last reference goes."""
+        return unlink_if_exists(self.path)
+
+    def rename_to(self, path: str) -> None:
+        try:
+            os.rename(self.path, path)
+        except FileNotFoundError:
+            if not os.path.exists(path):
+                raise
+        self.path = path
+
+    def update_dir(self, new_dir: str) -> None:
+        self.path = os.path.join(new_dir, os.path.basename(self.path))

@@ -1,0 +1,276 @@
+"""`MmapIndex`: what the offset and time indexes share — a memory-mapped file of fixed-size entries.
+
+A new index file is preallocated to `segment.index.bytes` rounded down to a whole number of
+entries; `trim_to_valid_size` cuts it back to its valid entries when the segment stops being active
+or is closed. An existing file is assumed full of valid entries (its length / entry size);
+`sanity_check` verifies that, and the owning segment rebuilds both indexes when it fails.
+
+Lookups read a read-only shared mapping of the file. An existing index is mapped on its first
+lookup (as Kafka's lazy indexes), so opening many segments costs neither mappings nor descriptors.
+New entries first collect in a short in-memory tail (at most `PENDING_ENTRIES`), which lookups
+search too, and are then written with one `pwrite` through a descriptor kept open while the index
+grows; anything that needs the file (flush, trim, truncation, sanity check) writes the tail first.
+The page cache is shared, so the mapping sees written entries at once, and appends never take the
+page fault a store into a mapping takes whenever writeback has cleaned the page (which made such
+stores the dominant cost of large appends). A crash may lose the tail: the active segment's
+indexes are rebuilt by recovery anyway.
+
+Readers never lock: they take the (entries in the file, tail) pair in one read; the writer appends
+to the tail in place and replaces the pair only after writing it out. A resize maps the file again;
+a reader still holding the previous mapping keeps a valid view of the slots it knew. Entry
+layouts are documented by the subclasses (`offset_index`, `time_index`).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from typing import ClassVar
+
+from services.broker.log.errors import CorruptIndexError
+from services.broker.log.files import fsync_path, unlink_if_exists
+
+
+class InvalidOffsetError(ValueError):
+    """An index append that would break the index's ordering."""
+
+
+class IndexFullError(ValueError):
+    """An append to an index with no free slot."""
+
+
+PENDING_ENTRIES = 64
+
+
+def round_down(value: int, multiple: int) -> int:
+    return value - value % multiple
+
+
+def _map(fd: int, length: int) -> mmap.mmap | None:
+    return mmap.mmap(fd, length, prot=mmap.PROT_READ) if length else None
+
+
+class _Unmapped:
+    """Marks an index whose file has not been mapped yet (existing indexes map on first lookup)."""
+
+
+UNMAPPED = _Unmapped()
+
+
+class MmapIndex:
+    ENTRY_SIZE: ClassVar[int]
+    ENTRY: ClassVar[struct.Struct]
+
+    def __init__(self, path: str, base_offset: int, max_index_size: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.max_index_size = max_index_size
+        newly_created = not os.path.exists(path)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            if newly_created:
+                if max_index_size < self.ENTRY_SIZE:
+                    raise ValueError(f"invalid max index size {max_index_size}")
+                os.ftruncate(fd, round_down(max_index_size, self.ENTRY_SIZE))
+            length = os.fstat(fd).st_size
+            # an index about to be written is mapped now; an existing one on its first lookup,
+            # so opening a log with many segments costs no mapping (and no descriptor) per index
+            self._mm: mmap.mmap | _Unmapped | None = _map(fd, length) if newly_created else UNMAPPED
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd: int | None = fd  # kept while entries are appended; closed once trimmed
+        self._length = length
+        self._max_entries = length // self.ENTRY_SIZE
+        self._entries = 0 if newly_created else self._max_entries
+        self._tail: tuple[int, list[tuple[int, int]]] = (self._entries, [])  # (in the file, not yet)
+        self._on_entries_changed()
+        if not newly_created:
+            self._close_fd()
+
+    def _mapping(self) -> mmap.mmap | None:
+        """The mapping of the file's entries, made on first use; None if empty or gone."""
+        mm = self._mm
+        if mm is not UNMAPPED:
+            return mm
+        try:
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            return None  # deleted under a late reader: lookups fall back to scanning the log
+        try:
+            mm = _map(fd, min(self._length, os.fstat(fd).st_size))
+        finally:
+            os.close(fd)
+        self._mm = mm
+        return mm
+
+    def _write_fd(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+        return self._fd
+
+    def _close_fd(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def _append(self, entry: tuple[int, int]) -> None:
+        """Adds an entry the subclass checked; it reaches the file with the next group or flush."""
+        pending = self._tail[1]
+        pending.append(entry)
+        self._entries += 1
+        if len(pending) >= PENDING_ENTRIES:
+            self.write_pending()
+
+    def write_pending(self) -> None:
+        """Writes the in-memory tail of entries to the file."""
+        written, pending = self._tail
+        if not pending:
+            return
+        pack = self.ENTRY.pack
+        data = b"".join([pack(*entry) for entry in pending])
+        fd = self._fd if self._fd is not None else self._write_fd()
+        if os.pwrite(fd, data, written * self.ENTRY_SIZE) != len(data):
+            raise OSError(f"short write of index entries to {self.path}")
+        self._tail = (written + len(pending), [])
+
+    def _entry_at(self, slot: int) -> tuple[int, int]:
+        """The raw entry (key, value) of `slot`, from the file or the tail."""
+        written, pending = self._tail
+        if slot >= written:
+            return pending[slot - written]
+        mm = self._mm
+        if mm is UNMAPPED:
+            if self._fd is not None:  # while opening: read it without mapping the file
+                return self.ENTRY.unpack(os.pread(self._fd, self.ENTRY_SIZE, slot * self.ENTRY_SIZE))
+            mm = self._mapping()
+        return self.ENTRY.unpack_from(mm, slot * self.ENTRY_SIZE)
+
+    # -- state ---------------------------------------------------------------------------------
+
+    @property
+    def entries(self) -> int:
+        return self._entries
+
+    @property
+    def max_entries(self) -> int:
+        return self._max_entries
+
+    @property
+    def is_full(self) -> bool:
+        return self._entries >= self._max_entries
+
+    @property
+    def length(self) -> int:
+        """The file's current length in bytes (preallocated or trimmed)."""
+        return self._length
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self._entries * self.ENTRY_SIZE
+
+    def _on_entries_changed(self) -> None:
+        """Subclasses refresh their cached last entry here."""
+
+    def relative_offset(self, offset: int) -> int:
+        relative = offset - self.base_offset
+        if relative < 0 or relative > 0x7FFFFFFF:
+            raise InvalidOffsetError(f"offset {offset} is not storable relative to base {self.base_offset}")
+        return relative
+
+    def can_append_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= 0x7FFFFFFF
+
+    def raw_entries(self) -> bytes:
+        """The file's valid entries as bytes (read without mapping the file if not mapped yet)."""
+        self.write_pending()
+        size = self._entries * self.ENTRY_SIZE
+        mm = self._mm
+        if mm is UNMAPPED:
+            with open(self.path, "rb") as f:
+                return f.read(size)
+        return mm[:size] if mm is not None else b""
+
+    # -- size changes --------------------------------------------------------------------------
+
+    def resize(self, new_size: int) -> bool:
+        """Sets the file length (rounded down to whole entries); True if it changed."""
+        rounded = round_down(max(new_size, 0), self.ENTRY_SIZE)
+        if rounded == self._length:
+            return False
+        self.write_pending()
+        if rounded < self._entries * self.ENTRY_SIZE:
+            self._entries = rounded // self.ENTRY_SIZE
+            self._tail = (self._entries, [])
+            self._on_entries_changed()
+        fd = self._write_fd()
+        os.ftruncate(fd, rounded)
+        self._mm = _map(fd, rounded)  # the previous mapping closes when its last reader drops it
+        self._length = rounded
+        self._max_entries = rounded // self.ENTRY_SIZE
+        return True
+
+    def trim_to_valid_size(self) -> None:
+        """Cuts the file to its entries; appends are not expected until the next resize."""
+        self.write_pending()
+        self.resize(self._entries * self.ENTRY_SIZE)
+        self._close_fd()
+
+    def truncate_to_entries(self, entries: int) -> None:
+        self.write_pending()
+        self._entries = min(entries, self._entries)
+        self._tail = (self._entries, [])
+        self._on_entries_changed()
+
+    def reset(self) -> None:
+        """Drops every entry and preallocates again (used before rebuilding)."""
+        self._entries = 0
+        self._tail = (0, [])
+        self._on_entries_changed()
+        self.resize(self.max_index_size)
+
+    # -- files ---------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        self.write_pending()
+        if self._fd is not None:
+            os.fsync(self._fd)
+        else:
+            try:
+                fsync_path(self.path)
+            except FileNotFoundError:
+                pass  # deleted meanwhile: nothing left to make durable
+
+    def close(self) -> None:
+        if not os.path.exists(self.path):
+            self.close_handler()
+            return
+        self.trim_to_valid_size()
+        self.close_handler()
+
+    def close_handler(self) -> None:
+        if isinstance(self._mm, mmap.mmap):
+            self._mm.close()
+        self._mm = None
+        self._close_fd()
+
+    def delete_if_exists(self) -> bool:
+        """Unlinks the file; the mapping stays valid for readers that still hold this index."""
+        return unlink_if_exists(self.path)
+
+    def rename_to(self, path: str) -> None:
+        try:
+            os.rename(self.path, path)
+        except FileNotFoundError:
+            if not os.path.exists(path):
+                raise
+        self.path = path
+
+    def update_dir(self, new_dir: str) -> None:
+        self.path = os.path.join(new_dir, os.path.basename(self.path))
+
+    def _check_length(self) -> None:
+        if self._length % self.ENTRY_SIZE:
+            raise CorruptIndexError(
+                f"index file {self.path} has {self._length} bytes, not a multiple of {self.ENTRY_SIZE}")

@@ -1,0 +1,624 @@
+"""`Log`: one partition's log — an ordered run of segments in a `<topic>-<partition>` directory.
+
+Appends go to the last (active) segment, which rolls to a new one on `segment.bytes`, `segment.ms`
+(minus a per-segment jitter; age measured from the first batch's timestamp, or the creation time
+when batches carry none), a full index, or an offset too far from the base offset. A leader append
+validates every batch first (see `validation`), then assigns offsets by writing freshly stamped
+header bytes next to the unmodified batch bodies, one `pwritev` for the whole append (see
+`assignment`): the producer's bytes are never copied or modified, so an immutable `bytes` from the
+network costs no copy and a refused append leaves the caller's buffer as it was. A follower append
+keeps the offsets it is given.
+
+Offsets: [log_start_offset, log_end_offset) are readable; `high_watermark` (set by replication) is
+the usual upper bound for consumers and the limit for retention; `recovery_point` is the offset
+below which everything has been fsynced, so a restart after a crash re-validates only from there.
+
+Concurrency: one lock per Log serialises appends, rolls, truncation, retention and swaps. Reads
+take no lock: they use immutable snapshots of the segment list and of the end offset metadata
+(offset, segment, byte position) published after each append, and never read past that position.
+
+Files are described in `files`; crash-safe replacement of segments by the cleaner is
+`replace_segments` (completed or rolled back by `loader` after a crash).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import shutil
+import threading
+
+from services.broker.log import retention
+from services.broker.log.assignment import HEADER_PREFIX, PREFIX_SIZE, assign_offsets
+from services.broker.log.checkpoints import LeaderEpochCheckpointFile
+from services.broker.log.config import LogConfig
+from services.broker.log.errors import (
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    OffsetsOutOfOrderError,
+    RecordBatchTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+from services.broker.log.files import (
+    CLEANED_FILE_SUFFIX,
+    DELETED_FILE_SUFFIX,
+    FUTURE_DIR_SUFFIX,
+    LEADER_EPOCH_CHECKPOINT_FILE,
+    SWAP_FILE_SUFFIX,
+    fsync_dir,
+    log_file,
+    offset_index_file,
+    parse_topic_partition_name,
+    time_index_file,
+    unlink_if_exists,
+)
+from services.broker.log.info import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    NO_TIMESTAMP,
+    FetchDataInfo,
+    LogAppendInfo,
+    LogOffsetMetadata,
+    TimestampAndOffset,
+)
+from services.broker.log.leader_epoch import LeaderEpochFileCache
+from services.broker.log.loader import load_segments
+from services.broker.log.segment import LogSegment
+from services.broker.log.validation import (
+    AppendOrigin,
+    validate_follower_batches,
+    validate_leader_batches,
+)
+from services.common.clock import SYSTEM_CLOCK, Clock
+
+logger = logging.getLogger(__name__)
+
+_EMPTY = b""
+_new_tuple = tuple.__new__
+
+
+class Log:
+    def __init__(self, log_dir: str, config: LogConfig, *, log_start_offset: int = 0, recovery_point: int = 0,
+                 clock: Clock = SYSTEM_CLOCK, scheduler=None, had_clean_shutdown: bool = False) -> None:
+        self.dir = os.path.abspath(log_dir)
+        self.topic_partition = parse_topic_partition_name(self.dir)
+        self.config = config
+        self._clock = clock
+        self._scheduler = scheduler
+        self._lock = threading.RLock()
+        self._closed = False
+        os.makedirs(self.dir, exist_ok=True)
+        checkpoint = LeaderEpochCheckpointFile(os.path.join(self.dir, LEADER_EPOCH_CHECKPOINT_FILE))
+        self.leader_epoch_cache = LeaderEpochFileCache(self.topic_partition, checkpoint)
+        loaded = load_segments(self.dir, config, clock, log_start_offset=log_start_offset,
+                               recovery_point=recovery_point, had_clean_shutdown=had_clean_shutdown,
+                               leader_epoch_cache=self.leader_epoch_cache)
+        self._segments = {segment.base_offset: segment for segment in loaded.segments}
+        self._publish_segments()
+        self._recovery_point = loaded.recovery_point
+        self._high_watermark = 0
+        self._log_start_offset = 0
+        self._end = LogOffsetMetadata(0)
+        self._update_log_end_offset(loaded.next_offset)
+        self.leader_epoch_cache.truncate_from_end(loaded.next_offset)
+        self._update_log_start_offset(max(log_start_offset, loaded.segments[0].base_offset))
+        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+        self._high_watermark = self._log_start_offset
+        self._last_flush_ms = clock.time_ms()
+
+    def __repr__(self) -> str:
+        return (f"Log(dir={self.dir!r}, log_start_offset={self._log_start_offset}, "
+                f"log_end_offset={self.log_end_offset})")
+
+    # -- state ---------------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.dir)
+
+    @property
+    def parent_dir(self) -> str:
+        return os.path.dirname(self.dir)
+
+    @property
+    def is_future(self) -> bool:
+        return self.dir.endswith(FUTURE_DIR_SUFFIX)
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._end.message_offset
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        return self._end
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def last_flush_time_ms(self) -> int:
+        return self._last_flush_ms
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._view[1][-1]
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._view[1])
+
+    @property
+    def num_segments(self) -> int:
+        return len(self._view[1])
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(segment.size for segment in self._view[1])
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def update_config(self, config: LogConfig) -> None:
+        """New settings apply to the next append, roll or retention run."""
+        self.config = config
+
+    def _publish_segments(self) -> None:
+        ordered = tuple(self._segments[base] for base in sorted(self._segments))
+        self._view = (tuple(segment.base_offset for segment in ordered), ordered)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaStorageError(f"the log of {self.topic_partition} is closed")
+
+    def _schedule(self, name: str, fn, delay_ms: int = 0) -> None:
+        if self._scheduler is None:
+            fn()
+        else:
+            self._scheduler.schedule(name, fn, delay_ms)
+
+    # -- appends -------------------------------------------------------------------------------
+
+    def append_as_leader(self, records, leader_epoch: int,
+                         origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
+        """Validates, assigns offsets from the log end offset and appends; all or nothing."""
+        config = self.config
+        now = self._clock.time_ms()
+        view, batches, total = validate_leader_batches(records, config, origin, now)
+        log_append_time = config.log_append_time
+        with self._lock:
+            if self._closed:
+                self._check_open()
+            first = self._end[0]
+            if len(batches) == 1 and not log_append_time:  # the common case, without a loop
+                header = batches[0][1]
+                last = first + header.last_offset_delta
+                max_timestamp = header.max_timestamp
+                offset_of_max = last if max_timestamp > NO_TIMESTAMP else -1
+                prefix = HEADER_PREFIX.pack(first, header.batch_length, leader_epoch)
+                pieces = [prefix, view[PREFIX_SIZE:total]]
+                marks, count = None, header.records_count
+            else:
+                pieces, marks, last, max_timestamp, offset_of_max, count = assign_offsets(
+                    view, batches, first, leader_epoch, now if log_append_time else None)
+            self._write(pieces, total, first, last, max_timestamp, offset_of_max, marks, now)
+            if self.leader_epoch_cache.latest_epoch != leader_epoch:
+                self.leader_epoch_cache.assign(leader_epoch, first)
+            return _new_tuple(LogAppendInfo, (first, last, max_timestamp, offset_of_max,
+                                              now if log_append_time else NO_TIMESTAMP,
+                                              self._log_start_offset, len(batches), count, total))
+
+    def append_as_follower(self, records) -> LogAppendInfo:
+        """Appends batches with the offsets the leader gave them (which must follow the log end)."""
+        view, batches, valid = validate_follower_batches(records)
+        if not batches:
+            return LogAppendInfo(-1, -1, NO_TIMESTAMP, -1, NO_TIMESTAMP, self._log_start_offset, 0, 0, 0)
+        marks = []
+        max_timestamp, offset_of_max, count, previous_last = NO_TIMESTAMP, -1, 0, -1
+        for pos, header in batches:
+            last = header.base_offset + header.last_offset_delta
+            if header.base_offset <= previous_last:
+                raise OffsetsOutOfOrderError(
+                    f"out of order offsets in append to {self.topic_partition}: batch at "
+                    f"{header.base_offset} follows one ending at {previous_last}")
+            if header.max_timestamp > max_timestamp:
+                max_timestamp, offset_of_max = header.max_timestamp, last
+            marks.append((pos, last, header.batch_length + 12))
+            count += header.records_count
+            previous_last = last
+        first = batches[0][1].base_offset
+        with self._lock:
+            self._check_open()
+            if first < self._end.message_offset:
+                raise UnexpectedAppendOffsetError(
+                    f"first offset {first} of an append to {self.topic_partition} is below the log end "
+                    f"offset {self._end.message_offset}", first, previous_last)
+            self._write(view[:valid], valid, first, previous_last, max_timestamp, offset_of_max,
+                        marks if len(marks) > 1 else None, self._clock.time_ms())
+            for _, header in batches:
+                self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+            return LogAppendInfo(first, previous_last, max_timestamp, offset_of_max, NO_TIMESTAMP,
+                                 self._log_start_offset, len(batches), count, valid)
+
+    def _write(self, records, size: int, first_offset: int, last_offset: int, max_timestamp: int,
+               offset_of_max: int, marks, now: int) -> None:
+        """Rolls if needed, writes, publishes the new end. Called with the lock held."""
+        config = self.config
+        if size > config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"an append of {size} bytes exceeds the segment size {config.segment_bytes}")
+        try:
+            segment = self._view[1][-1]
+            if segment.should_roll(config.segment_bytes, size, config.segment_ms, max_timestamp,
+                                   last_offset, now):
+                segment = self.roll(first_offset)
+            segment.append(last_offset, max_timestamp, offset_of_max, records, size, marks)
+        except OSError as e:
+            raise KafkaStorageError(f"error appending to {self.topic_partition} in {self.dir}: {e}") from e
+        self._end = _new_tuple(LogOffsetMetadata, (last_offset + 1, segment.base_offset, segment.log.size))
+        if last_offset + 1 - self._recovery_point >= config.flush_messages:
+            self.flush()
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def read(self, start_offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_message: bool = True) -> FetchDataInfo:
+        """Whole batches from the one holding `start_offset`, up to `max_bytes` and below `max_offset`.
+
+        `max_offset` (exclusive, e.g. the high watermark) defaults to the log end offset. Raises
+        OffsetOutOfRangeError unless log_start_offset <= start_offset <= log_end_offset.
+        """
+        if self._closed:
+            self._check_open()
+        end = self._end
+        bases, segments = self._view
+        end_offset = end.message_offset
+        if start_offset > end_offset or start_offset < self._log_start_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} requested from {self.topic_partition}, which has offsets "
+                f"[{self._log_start_offset}, {end_offset})")
+        limit = end_offset if max_offset is None or max_offset > end_offset else max_offset
+        if start_offset >= limit:
+            metadata = end if start_offset == end_offset else LogOffsetMetadata(start_offset)
+            return FetchDataInfo(metadata, _EMPTY)
+        i = max(bisect.bisect_right(bases, start_offset) - 1, 0)
+        end_base = end.segment_base_offset
+        try:
+            while i < len(segments):
+                segment = segments[i]
+                if segment.base_offset == end_base:
+                    max_position = end.relative_position_in_segment
+                else:
+                    max_position = segment.size
+                info = segment.read(start_offset, max_bytes, max_position, min_one_message, limit)
+                if info is not None:
+                    return info
+                i += 1
+        except OSError as e:
+            raise KafkaStorageError(f"error reading {self.topic_partition} in {self.dir}: {e}") from e
+        return FetchDataInfo(end, _EMPTY)
+
+    def convert_to_offset_metadata(self, offset: int) -> LogOffsetMetadata:
+        """The segment and byte position of `offset` (which must be in [log start, log end])."""
+        end = self._end
+        if offset == end.message_offset:
+            return end
+        info = self.read(offset, 1, None, False)
+        return info.fetch_offset_metadata
+
+    def fetch_offset_by_timestamp(self, target_timestamp: int) -> TimestampAndOffset | None:
+        """ListOffsets: -2 earliest, -1 latest, else the first record with timestamp >= target."""
+        cache = self.leader_epoch_cache
+        if target_timestamp == EARLIEST_TIMESTAMP:
+            earliest = cache.earliest_entry
+            epoch = None
+            if earliest is not None and earliest.start_offset <= self._log_start_offset:
+                epoch = earliest.epoch
+            return TimestampAndOffset(NO_TIMESTAMP, self._log_start_offset, epoch)
+        if target_timestamp == LATEST_TIMESTAMP:
+            return TimestampAndOffset(NO_TIMESTAMP, self.log_end_offset, cache.latest_epoch)
+        start = self._log_start_offset
+        for segment in self._view[1]:  # segments wholly below the log start offset yield nothing
+            if segment.largest_timestamp >= target_timestamp:
+                found = segment.find_offset_by_timestamp(target_timestamp, start)
+                if found is not None:
+                    return found
+        return None
+
+    # -- segments ------------------------------------------------------------------------------
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Starts a new active segment at max(expected_next_offset, log end offset)."""
+        with self._lock:
+            self._check_open()
+            new_offset = max(expected_next_offset or 0, self._end.message_offset)
+            active = self._view[1][-1]
+            if new_offset in self._segments:
+                if active.base_offset != new_offset or active.size != 0:
+                    raise KafkaStorageError(
+                        f"cannot roll {self.topic_partition} at {new_offset}: a segment already starts there")
+                logger.warning("%s: replacing the empty active segment at %d",
+                               self.topic_partition, new_offset)
+                self._remove_and_delete_segments([active], async_delete=True)
+            elif new_offset < active.base_offset:
+                raise KafkaStorageError(
+                    f"cannot roll {self.topic_partition} at {new_offset}, below the active segment "
+                    f"{active.base_offset}")
+            else:
+                for path in (log_file(self.dir, new_offset), offset_index_file(self.dir, new_offset),
+                             time_index_file(self.dir, new_offset)):
+                    if unlink_if_exists(path):
+                        logger.warning("%s: removed stale file %s before rolling", self.topic_partition, path)
+                active.on_become_inactive_segment()
+            segment = LogSegment.open(self.dir, new_offset, self.config, self._clock,
+                                      init_file_size=self.config.initial_file_size(),
+                                      preallocate=self.config.preallocate)
+            self._segments[new_offset] = segment
+            self._publish_segments()
+            self._update_log_end_offset(self._end.message_offset)
+            self._schedule("flush-log", lambda: self.flush(new_offset))
+            logger.info("%s: rolled new log segment at offset %d", self.topic_partition, new_offset)
+            return segment
+
+    def flush(self, offset: int | None = None) -> None:
+        """Fsyncs every segment holding offsets below `offset` (default: all) and moves the recovery point."""
+        offset = self._end.message_offset if offset is None else offset
+        if offset <= self._recovery_point or self._closed:
+            return
+        bases, segments = self._view
+        start = max(bisect.bisect_right(bases, self._recovery_point) - 1, 0)
+        try:
+            for segment in segments[start:]:
+                if segment.base_offset >= offset:
+                    break
+                segment.flush()
+        except OSError as e:
+            if self._closed:
+                return
+            raise KafkaStorageError(f"error flushing {self.topic_partition}: {e}") from e
+        with self._lock:
+            if offset > self._recovery_point:
+                self._recovery_point = offset
+                self._last_flush_ms = self._clock.time_ms()
+
+    def _update_log_end_offset(self, offset: int) -> None:
+        active = self._view[1][-1]
+        self._end = LogOffsetMetadata(offset, active.base_offset, active.size)
+        if self._high_watermark >= offset:
+            self._high_watermark = offset
+        if self._recovery_point > offset:
+            self._recovery_point = offset
+
+    def _update_log_start_offset(self, offset: int) -> None:
+        self._log_start_offset = offset
+        if self._high_watermark < offset:
+            self._high_watermark = offset
+        if self._recovery_point < offset:
+            self._recovery_point = offset
+
+    def _remove_and_delete_segments(self, doomed, async_delete: bool) -> None:
+        for segment in doomed:
+            if self._segments.get(segment.base_offset) is segment:
+                del self._segments[segment.base_offset]
+        self._publish_segments()
+        self._delete_segment_files(list(doomed), async_delete)
+
+    def _delete_segment_files(self, doomed, async_delete: bool) -> None:
+        for segment in doomed:
+            segment.change_file_suffixes("", DELETED_FILE_SUFFIX)
+
+        def delete() -> None:
+            for segment in doomed:
+                segment.delete_if_exists()
+
+        if async_delete:
+            self._schedule("delete-file", delete, self.config.file_delete_delay_ms)
+        else:
+            delete()
+
+    # -- high watermark and log start offset ---------------------------------------------------
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Sets the high watermark, bounded by [log start offset, log end offset]; returns it."""
+        with self._lock:
+            self._high_watermark = min(max(offset, self._log_start_offset), self._end.message_offset)
+            return self._high_watermark
+
+    def maybe_increment_high_watermark(self, offset: int) -> int | None:
+        """Raises the high watermark to `offset` (<= log end offset); returns the old one if it moved."""
+        with self._lock:
+            if offset > self._end.message_offset:
+                raise ValueError(
+                    f"high watermark {offset} is beyond the log end offset {self.log_end_offset}")
+            old = self._high_watermark
+            if offset > old:
+                self._high_watermark = offset
+                return old
+            return None
+
+    def maybe_increment_log_start_offset(self, new_log_start_offset: int) -> bool:
+        """DeleteRecords: moves the log start offset forward (never past the high watermark)."""
+        with self._lock:
+            self._check_open()
+            if new_log_start_offset > self._high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"cannot move the log start offset of {self.topic_partition} to {new_log_start_offset}, "
+                    f"beyond the high watermark {self._high_watermark}")
+            if new_log_start_offset <= self._log_start_offset:
+                return False
+            self._update_log_start_offset(new_log_start_offset)
+            self.leader_epoch_cache.truncate_from_start(new_log_start_offset)
+            return True
+
+    # -- truncation ----------------------------------------------------------------------------
+
+    def truncate_to(self, target_offset: int) -> bool:
+        """Removes every batch whose last offset is >= target_offset (whole batches only).
+
+        The log end offset becomes the end of what remains (target_offset when it falls between
+        batches), but never less than the log start offset. Returns False when there was nothing
+        to remove. `LogManager.truncate_to` also
+        writes the lowered recovery point, which a restart needs.
+        """
+        if target_offset < 0:
+            raise ValueError(f"cannot truncate {self.topic_partition} to a negative offset {target_offset}")
+        with self._lock:
+            self._check_open()
+            if target_offset >= self._end.message_offset:
+                self.leader_epoch_cache.truncate_from_end(self._end.message_offset)
+                return False
+            if self._view[0][0] > target_offset:
+                self.truncate_fully_and_start_at(target_offset)
+                return True
+            self._remove_and_delete_segments(
+                [s for s in self._view[1] if s.base_offset > target_offset], async_delete=True)
+            active = self._view[1][-1]
+            try:
+                active.truncate_to(target_offset)
+            except OSError as e:
+                raise KafkaStorageError(f"error truncating {self.topic_partition}: {e}") from e
+            new_start = min(target_offset, self._log_start_offset)
+            new_end = max(active.read_next_offset(), new_start)  # a cut batch may straddle the start
+            self.leader_epoch_cache.truncate_from_end(new_end)
+            self._complete_truncation(new_start, new_end)
+            return True
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Deletes all data; the log restarts empty at `new_offset` (start and end)."""
+        with self._lock:
+            self._check_open()
+            self._remove_and_delete_segments(list(self._view[1]), async_delete=True)
+            self._segments[new_offset] = LogSegment.open(
+                self.dir, new_offset, self.config, self._clock,
+                init_file_size=self.config.initial_file_size(), preallocate=self.config.preallocate)
+            self._publish_segments()
+            self.leader_epoch_cache.clear_and_flush()
+            self._complete_truncation(new_offset, new_offset)
+
+    def _complete_truncation(self, start_offset: int, end_offset: int) -> None:
+        self._log_start_offset = start_offset
+        active = self._view[1][-1]
+        self._end = LogOffsetMetadata(end_offset, active.base_offset, active.size)
+        self._recovery_point = min(self._recovery_point, end_offset)
+        self._high_watermark = min(max(self._high_watermark, start_offset), end_offset)
+
+    # -- retention -----------------------------------------------------------------------------
+
+    def delete_old_segments(self) -> int:
+        """Applies retention (see `retention`); returns the number of segments deleted."""
+        config = self.config
+        deleted = 0
+        if config.delete:
+            if config.retention_ms >= 0:
+                deleted += self._delete_old_segments(
+                    retention.retention_ms_breached(self._clock.time_ms(), config.retention_ms))
+            size = self.size_in_bytes
+            if config.retention_bytes >= 0 and size >= config.retention_bytes:
+                deleted += self._delete_old_segments(
+                    retention.retention_size_breached(size, config.retention_bytes))
+        deleted += self._delete_old_segments(retention.log_start_offset_breached(self._log_start_offset))
+        return deleted
+
+    def _delete_old_segments(self, predicate) -> int:
+        with self._lock:
+            self._check_open()
+            doomed = retention.deletable_segments(self._view[1], self._end.message_offset,
+                                                  self._high_watermark, predicate)
+            if not doomed:
+                return 0
+            if len(doomed) == len(self._view[1]):
+                self.roll()
+            self._remove_and_delete_segments(doomed, async_delete=True)
+            first = self._view[0][0]
+            if first > self._log_start_offset:
+                self.maybe_increment_log_start_offset(first)
+            logger.info("%s: retention deleted segments %s",
+                        self.topic_partition, [s.base_offset for s in doomed])
+            return len(doomed)
+
+    # -- segment replacement (compaction) ------------------------------------------------------
+
+    def replace_segments(self, new_segments, old_segments) -> None:
+        """Swaps `new_segments` (written with suffix `.cleaned`) in for `old_segments`, crash-safely.
+
+        Steps, each made durable before the next: flush the new segments; rename them `.cleaned` ->
+        `.swap`, highest base offset first (a crash before the last of these renames rolls the whole
+        replacement back at load); move the old segments out of the log and rename them `.deleted`
+        (deleted after `file.delete.delay.ms`); rename the new ones `.swap` -> final name. A crash
+        after the first step that completes the `.swap` renames is completed at load. The active
+        segment cannot be replaced.
+        """
+        with self._lock:
+            self._check_open()
+            new_sorted = sorted(new_segments, key=lambda s: s.base_offset)
+            old_sorted = sorted((s for s in old_segments if self._segments.get(s.base_offset) is s),
+                                key=lambda s: s.base_offset)
+            active = self._view[1][-1]
+            if (any(s is active for s in old_sorted)
+                    or any(s.base_offset >= active.base_offset for s in new_sorted)):
+                raise ValueError("the active segment cannot be replaced")
+            for segment in new_sorted:
+                segment.on_become_inactive_segment()
+                segment.flush()
+            for segment in reversed(new_sorted):
+                if segment.log.path.endswith(CLEANED_FILE_SUFFIX):
+                    segment.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
+            fsync_dir(self.dir)
+            new_bases = {s.base_offset for s in new_sorted}
+            for segment in old_sorted:
+                if segment.base_offset not in new_bases:
+                    del self._segments[segment.base_offset]
+            for segment in new_sorted:
+                self._segments[segment.base_offset] = segment
+            self._publish_segments()
+            self._delete_segment_files(old_sorted, async_delete=True)
+            fsync_dir(self.dir)
+            for segment in new_sorted:
+                segment.change_file_suffixes(SWAP_FILE_SUFFIX, "")
+            fsync_dir(self.dir)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Closes every segment (trimming indexes); call flush() first to keep the recovery point."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for segment in self._view[1]:
+                segment.close()
+
+    def close_handlers(self) -> None:
+        """Closes file handles without writing anything (for a failed log dir)."""
+        with self._lock:
+            self._closed = True
+            for segment in self._view[1]:
+                segment.close_handlers()
+
+    def rename_dir(self, name: str) -> None:
+        with self._lock:
+            new_dir = os.path.join(self.parent_dir, name)
+            os.rename(self.dir, new_dir)
+            fsync_dir(self.parent_dir)
+            self.dir = new_dir
+            for segment in self._view[1]:
+                segment.update_dir(new_dir)
+            self.leader_epoch_cache.update_dir(new_dir)
+
+    def delete(self) -> None:
+        """Deletes every file and the directory now."""
+        with self._lock:
+            self._remove_and_delete_segments(list(self._view[1]), async_delete=False)
+            self.leader_epoch_cache.clear()
+            self._closed = True
+            shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,390 @@
+"""`LogManager`: every partition log of a broker, across its log directories, and their background work.
+
+At `startup()` each log directory is locked (`.lock`), its clean-shutdown marker is read and removed
+(so a crash while loading counts as unclean), the recovery-point and log-start-offset checkpoints
+are read, and every `<topic>-<partition>` directory is loaded as a `Log`, with
+`num.recovery.threads.per.data.dir` threads per directory. Directories left as `...-delete` are
+removed later. Then these tasks are scheduled, each first after `initial_task_delay_ms`:
+
+    kafka-log-retention                retention of non-compacted logs
+                                       (every log.retention.check.interval.ms)
+    kafka-log-flusher                  flush logs idle for their flush.ms
+                                       (every log.flush.scheduler.interval.ms)
+    kafka-recovery-point-checkpoint    write recovery-point-offset-checkpoint
+                                       (every log.flush.offset.checkpoint.interval.ms)
+    kafka-log-start-offset-checkpoint  write log-start-offset-checkpoint
+                                       (every log.flush.start.offset.checkpoint.interval.ms)
+    kafka-delete-logs                  remove logs deleted file.delete.delay.ms ago
+                                       (scheduled again while any are waiting)
+
+`shutdown()` flushes and closes every log, writes both checkpoints and then the clean-shutdown
+marker in each directory. New logs go to the directory holding the fewest. Deleting a log renames
+its directory to `<topic>-<partition>.<uuid>-delete` at once and removes it after `file.delete.delay.ms`.
+"""
+
+from __future__ import annotations
+
+import collections
+import fcntl
+import logging
+import os
+import shutil
+import threading
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from services.broker.log.checkpoints import CheckpointError, OffsetCheckpointFile
+from services.broker.log.config import INITIAL_TASK_DELAY_MS, LogConfig, LogManagerConfig
+from services.broker.log.errors import KafkaStorageError
+from services.broker.log.files import (
+    CLEAN_SHUTDOWN_FILE,
+    LOCK_FILE,
+    LOG_START_OFFSET_CHECKPOINT_FILE,
+    RECOVERY_POINT_CHECKPOINT_FILE,
+    TopicPartition,
+    fsync_dir,
+    is_delete_dir,
+    log_delete_dir_name,
+    log_dir_name,
+    parse_topic_partition_name,
+    unlink_if_exists,
+)
+from services.broker.log.log import Log
+from services.broker.log.scheduler import ScheduledTask, Scheduler
+from services.common.clock import SYSTEM_CLOCK, Clock
+
+logger = logging.getLogger(__name__)
+
+
+class LogManager:
+    def __init__(self, config: LogManagerConfig, default_config: LogConfig | None = None, *,
+                 topic_configs: Mapping[str, Mapping[str, Any]] | None = None,
+                 clock: Clock = SYSTEM_CLOCK, scheduler: Scheduler | None = None,
+                 initial_task_delay_ms: int = INITIAL_TASK_DELAY_MS) -> None:
+        self.config = config
+        self.default_config = default_config or LogConfig()
+        self._topic_overrides = {topic: dict(props) for topic, props in (topic_configs or {}).items()}
+        self._clock = clock
+        self._owns_scheduler = scheduler is None
+        self.scheduler = scheduler if scheduler is not None else Scheduler(clock)
+        self._initial_task_delay_ms = initial_task_delay_ms
+        self.log_dirs = _create_and_validate_log_dirs(config.log_dirs)
+        self._dir_locks = {d: _lock_dir(d) for d in self.log_dirs}
+        self._logs: dict[TopicPartition, Log] = {}
+        self._lock = threading.RLock()
+        self._to_delete: collections.deque[tuple[int, Log | str]] = collections.deque()
+        self._tasks: list[ScheduledTask] = []
+        self._delete_task: ScheduledTask | None = None
+        self._started = self._stopped = False
+        self.had_clean_shutdown: dict[str, bool] = {}
+        self._recovery_checkpoints = {
+            d: OffsetCheckpointFile(os.path.join(d, RECOVERY_POINT_CHECKPOINT_FILE)) for d in self.log_dirs}
+        self._start_offset_checkpoints = {
+            d: OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT_FILE)) for d in self.log_dirs}
+
+    # -- startup and shutdown ------------------------------------------------------------------
+
+    def startup(self) -> None:
+        self.load_logs()
+        delay, config = self._initial_task_delay_ms, self.config
+        for name, fn, period in (
+            ("kafka-log-retention", self.cleanup_logs, config.log_retention_check_interval_ms),
+            ("kafka-log-flusher", self.flush_dirty_logs, config.log_flush_scheduler_interval_ms),
+            ("kafka-recovery-point-checkpoint", self.checkpoint_log_recovery_offsets,
+             config.log_flush_offset_checkpoint_interval_ms),
+            ("kafka-log-start-offset-checkpoint", self.checkpoint_log_start_offsets,
+             config.log_flush_start_offset_checkpoint_interval_ms),
+        ):
+            self._tasks.append(self.scheduler.schedule(name, fn, delay, period))
+        self._delete_task = self.scheduler.schedule("kafka-delete-logs", self.delete_logs, delay)
+        self._started = True
+        if self._owns_scheduler:
+            self.scheduler.startup()
+
+    def load_logs(self) -> None:
+        """Loads every partition directory of every log dir (in parallel per dir)."""
+        pools, jobs = [], []
+        try:
+            for log_dir in self.log_dirs:
+                marker = os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)
+                clean = os.path.exists(marker)
+                if clean:
+                    unlink_if_exists(marker)
+                    fsync_dir(log_dir)
+                self.had_clean_shutdown[log_dir] = clean
+                logger.info("%s recovery for the logs in %s", "skipping" if clean else "attempting", log_dir)
+                recovery_points = _read_checkpoint(self._recovery_checkpoints[log_dir])
+                start_offsets = _read_checkpoint(self._start_offset_checkpoints[log_dir])
+                pool = ThreadPoolExecutor(self.config.num_recovery_threads_per_data_dir,
+                                          thread_name_prefix="log-recovery")
+                pools.append(pool)
+                for name in sorted(os.listdir(log_dir)):
+                    path = os.path.join(log_dir, name)
+                    if not os.path.isdir(path):
+                        continue
+                    if is_delete_dir(path):
+                        self._to_delete.append((self._clock.monotonic_ms(), path))
+                        continue
+                    try:
+                        tp = parse_topic_partition_name(path)
+                    except ValueError as e:
+                        logger.warning("ignoring %s", e)
+                        continue
+                    jobs.append(pool.submit(self._load_log, path, tp, clean, recovery_points, start_offsets))
+            for job in jobs:
+                log = job.result()
+                previous = self._logs.setdefault(log.topic_partition, log)
+                if previous is not log:
+                    raise KafkaStorageError(
+                        f"duplicate log directories for {log.topic_partition}: {previous.dir} and {log.dir}")
+        finally:
+            for pool in pools:
+                pool.shutdown(wait=True)
+
+    def _load_log(self, path: str, tp: TopicPartition, clean: bool, recovery_points, start_offsets) -> Log:
+        return Log(path, self.log_config_for(tp.topic), log_start_offset=start_offsets.get(tp, 0),
+                   recovery_point=recovery_points.get(tp, 0), clock=self._clock, scheduler=self.scheduler,
+                   had_clean_shutdown=clean)
+
+    def shutdown(self) -> None:
+        """Flushes and closes every log; then checkpoints and the clean-shutdown marker per dir."""
+        self._stopped = True
+        for task in self._tasks + [self._delete_task]:
+            if task is not None:
+                task.cancel()
+        if self._owns_scheduler:
+            self.scheduler.shutdown()
+        by_dir = self.logs_by_dir()
+        try:
+            for log_dir in self.log_dirs:
+                logs = by_dir.get(log_dir, {})
+                with ThreadPoolExecutor(self.config.num_recovery_threads_per_data_dir) as pool:
+                    results = [pool.submit(_flush_and_close, log) for log in logs.values()]
+                failures = [r.exception() for r in results if r.exception() is not None]
+                if failures:
+                    logger.error("not marking %s clean: %d logs failed to close: %s", log_dir, len(failures),
+                                 failures[0])
+                    continue
+                self._write_recovery_points(log_dir, logs)
+                self._write_log_start_offsets(log_dir, logs)
+                open(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), "wb").close()
+                fsync_dir(log_dir)
+        finally:
+            self.release_locks()
+
+    def release_locks(self) -> None:
+        for fd in self._dir_locks.values():
+            os.close(fd)
+        self._dir_locks.clear()
+
+    # -- logs ----------------------------------------------------------------------------------
+
+    def get_log(self, tp: TopicPartition) -> Log | None:
+        return self._logs.get(tp)
+
+    def all_logs(self) -> list[Log]:
+        return list(self._logs.values())
+
+    def logs_by_topic(self, topic: str) -> list[Log]:
+        return [log for tp, log in list(self._logs.items()) if tp.topic == topic]
+
+    def logs_by_dir(self) -> dict[str, dict[TopicPartition, Log]]:
+        by_dir: dict[str, dict[TopicPartition, Log]] = {}
+        for tp, log in list(self._logs.items()):
+            by_dir.setdefault(log.parent_dir, {})[tp] = log
+        return by_dir
+
+    def get_or_create_log(self, tp: TopicPartition) -> Log:
+        """The partition's log, created empty in the log dir holding the fewest logs if missing."""
+        tp = TopicPartition(*tp)
+        with self._lock:
+            log = self._logs.get(tp)
+            if log is not None:
+                return log
+            errors = []
+            for log_dir in self._next_log_dirs():
+                path = os.path.join(log_dir, log_dir_name(tp))
+                try:
+                    os.makedirs(path, exist_ok=True)
+                except OSError as e:
+                    errors.append(e)
+                    continue
+                log = Log(path, self.log_config_for(tp.topic), clock=self._clock, scheduler=self.scheduler)
+                self._logs[tp] = log
+                logger.info("created log for %s in %s", tp, path)
+                return log
+            raise KafkaStorageError(f"no log directory could hold {tp}: {errors}")
+
+    def _next_log_dirs(self) -> list[str]:
+        counts = dict.fromkeys(self.log_dirs, 0)
+        for log in list(self._logs.values()):
+            if log.parent_dir in counts:
+                counts[log.parent_dir] += 1
+        return sorted(self.log_dirs, key=lambda d: counts[d])
+
+    def async_delete(self, tp: TopicPartition) -> Log | None:
+        """Removes the log now (directory renamed `...-delete`); its files go after file.delete.delay.ms."""
+        with self._lock:
+            log = self._logs.pop(TopicPartition(*tp), None)
+        if log is None:
+            return None
+        log.rename_dir(log_delete_dir_name(log.topic_partition))
+        self._checkpoint_dir(log.parent_dir)
+        self._to_delete.append((self._clock.monotonic_ms(), log))
+        if self._started:
+            self._schedule_delete_logs(self.default_config.file_delete_delay_ms)
+        logger.info("log for %s renamed to %s and scheduled for deletion", tp, log.dir)
+        return log
+
+    def delete_logs(self) -> None:
+        """Removes logs whose deletion delay has passed; runs again when the next one is due."""
+        delay = self.default_config.file_delete_delay_ms
+        now = self._clock.monotonic_ms()
+        self._delete_task = None  # this run is the scheduled one
+        while self._to_delete and self._to_delete[0][0] + delay <= now:
+            _, doomed = self._to_delete.popleft()
+            try:
+                if isinstance(doomed, Log):
+                    doomed.delete()
+                else:
+                    shutil.rmtree(doomed, ignore_errors=True)
+            except OSError:
+                logger.exception("failed to delete %s", doomed)
+        if self._to_delete:
+            self._schedule_delete_logs(self._to_delete[0][0] + delay - now)
+
+    def _schedule_delete_logs(self, delay_ms: int) -> None:
+        if self._stopped:
+            return
+        task = self._delete_task
+        if task is not None and not task.cancelled and task.due_ms <= self._clock.monotonic_ms() + delay_ms:
+            return  # an earlier run will look again
+        if task is not None:
+            task.cancel()
+        self._delete_task = self.scheduler.schedule("kafka-delete-logs", self.delete_logs, max(delay_ms, 0))
+
+    def truncate_to(self, partition_offsets: Mapping[TopicPartition, int]) -> None:
+        """Truncates logs (followers) and writes the lowered recovery points at once."""
+        affected = set()
+        for tp, offset in partition_offsets.items():
+            log = self._logs.get(TopicPartition(*tp))
+            if log is not None and log.truncate_to(offset):
+                affected.add(log.parent_dir)
+        for log_dir in affected:
+            self._checkpoint_recovery_points(log_dir)
+
+    def truncate_fully_and_start_at(self, tp: TopicPartition, new_offset: int) -> None:
+        log = self._logs.get(TopicPartition(*tp))
+        if log is not None:
+            log.truncate_fully_and_start_at(new_offset)
+            self._checkpoint_recovery_points(log.parent_dir)
+
+    # -- configs -------------------------------------------------------------------------------
+
+    def log_config_for(self, topic: str) -> LogConfig:
+        overrides = self._topic_overrides.get(topic)
+        return LogConfig.from_props(overrides, self.default_config) if overrides else self.default_config
+
+    def update_topic_config(self, topic: str, overrides: Mapping[str, Any]) -> None:
+        """Replaces the topic's overrides and applies them to its logs."""
+        self._topic_overrides[topic] = dict(overrides)
+        config = self.log_config_for(topic)
+        for log in self.logs_by_topic(topic):
+            log.update_config(config)
+
+    def reconfigure_default_log_config(self, default_config: LogConfig) -> None:
+        self.default_config = default_config
+        for tp, log in list(self._logs.items()):
+            log.update_config(self.log_config_for(tp.topic))
+
+    # -- periodic tasks ------------------------------------------------------------------------
+
+    def cleanup_logs(self) -> int:
+        """Retention for every log that is not compacted; returns the segments deleted."""
+        total = 0
+        for log in self.all_logs():
+            if log.config.compact:
+                continue
+            try:
+                total += log.delete_old_segments()
+            except Exception:
+                logger.exception("retention failed for %s", log.topic_partition)
+        return total
+
+    def flush_dirty_logs(self) -> None:
+        now = self._clock.time_ms()
+        for log in self.all_logs():
+            try:
+                if now - log.last_flush_time_ms >= log.config.flush_ms:
+                    log.flush()
+            except Exception:
+                logger.exception("flush failed for %s", log.topic_partition)
+
+    def checkpoint_log_recovery_offsets(self) -> None:
+        for log_dir in self.log_dirs:
+            self._checkpoint_recovery_points(log_dir)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        by_dir = self.logs_by_dir()
+        for log_dir in self.log_dirs:
+            self._write_log_start_offsets(log_dir, by_dir.get(log_dir, {}))
+
+    def _checkpoint_recovery_points(self, log_dir: str) -> None:
+        self._write_recovery_points(log_dir, self.logs_by_dir().get(log_dir, {}))
+
+    def _write_recovery_points(self, log_dir: str, logs: Mapping[TopicPartition, Log]) -> None:
+        self._recovery_checkpoints[log_dir].write({tp: log.recovery_point for tp, log in logs.items()})
+
+    def _write_log_start_offsets(self, log_dir: str, logs: Mapping[TopicPartition, Log]) -> None:
+        self._start_offset_checkpoints[log_dir].write(
+            {tp: log.log_start_offset for tp, log in logs.items()
+             if log.log_start_offset > log.segments[0].base_offset})
+
+    def _checkpoint_dir(self, log_dir: str) -> None:
+        self._checkpoint_recovery_points(log_dir)
+        self._write_log_start_offsets(log_dir, self.logs_by_dir().get(log_dir, {}))
+
+
+def _flush_and_close(log: Log) -> None:
+    log.flush()
+    log.close()
+
+
+def _read_checkpoint(checkpoint: OffsetCheckpointFile) -> dict[TopicPartition, int]:
+    try:
+        return checkpoint.read()
+    except (CheckpointError, OSError) as e:
+        logger.warning("cannot read %s (%s); starting from offset 0 for its logs", checkpoint.path, e)
+        return {}
+
+
+def _create_and_validate_log_dirs(dirs) -> list[str]:
+    result: list[str] = []
+    seen = set()
+    for log_dir in dirs:
+        path = os.path.abspath(log_dir)
+        os.makedirs(path, exist_ok=True)
+        canonical = os.path.realpath(path)
+        if canonical in seen:
+            raise KafkaStorageError(f"duplicate log directory found: {', '.join(dirs)}")
+        seen.add(canonical)
+        if not os.access(path, os.R_OK | os.W_OK):
+            raise KafkaStorageError(f"{path} is not a readable and writable log directory")
+        result.append(path)
+    if not result:
+        raise KafkaStorageError("no log directories configured")
+    return result
+
+
+def _lock_dir(log_dir: str) -> int:
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(os.path.join(log_dir, LOCK_FILE), flags, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise KafkaStorageError(
+            f"failed to acquire the lock on {LOCK_FILE} in {log_dir}: another process or thread is using "
+            "this directory") from None
+    return fd

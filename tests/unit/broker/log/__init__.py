@@ -1,0 +1,1 @@
+"""Unit tests of the storage engine (services.broker.log)."""

@@ -1,0 +1,154 @@
+"""Opening a log directory: clean and unclean shutdowns, damaged data and indexes, leftovers."""
+
+from __future__ import annotations
+
+import os
+
+from services.broker.log.files import log_file, offset_index_file, time_index_file
+
+from .support import batch, config, open_log, read_all, segment_files
+
+ONE = len(batch(2))
+
+
+def write_log(path, segments=3, per_segment=4, epoch=0):
+    cfg = config(segment_bytes=per_segment * ONE, index_interval_bytes=1)
+    log = open_log(path, cfg)
+    for _ in range(segments * per_segment):
+        log.append_as_leader(batch(2), epoch)
+    return log, cfg
+
+
+def test_reopen_after_close_keeps_offsets_and_contents(tmp_path):
+    log, cfg = write_log(tmp_path / "t-0")
+    log.append_as_leader(batch(2), 1)
+    end, contents = log.log_end_offset, read_all(log)
+    log.flush()
+    log.close()
+    files = segment_files(log.dir)
+    reopened = open_log(log.dir, cfg, recovery_point=end, had_clean_shutdown=True)
+    assert reopened.log_end_offset == end and read_all(reopened) == contents
+    assert reopened.recovery_point == end
+    assert segment_files(log.dir) == files
+    assert reopened.leader_epoch_cache.epoch_entries == [(0, 0), (1, 24)]
+    reopened.append_as_leader(batch(1), 1)
+    assert read_all(reopened) == contents + [end]
+
+
+def test_unclean_shutdown_recovers_from_the_recovery_point(tmp_path):
+    log, cfg = write_log(tmp_path / "t-0")
+    log.close_handlers()  # a crash: nothing trimmed or flushed
+    reopened = open_log(log.dir, cfg, recovery_point=8)
+    assert reopened.log_end_offset == 24 and read_all(reopened) == list(range(24))
+    assert reopened.recovery_point == 8  # only a flush moves it forward
+
+
+def test_torn_tail_is_cut_and_appends_continue(tmp_path):
+    log, cfg = write_log(tmp_path / "t-0")
+    path = log.active_segment.log.path
+    log.close_handlers()
+    with open(path, "r+b") as f:
+        f.truncate(os.path.getsize(path) - 10)
+    reopened = open_log(log.dir, cfg)
+    assert reopened.log_end_offset == 22 and read_all(reopened) == list(range(22))
+    assert reopened.append_as_leader(batch(2), 0).first_offset == 22
+
+
+def test_corruption_in_a_middle_segment_drops_everything_after_it(tmp_path):
+    log, cfg = write_log(tmp_path / "t-0")
+    log.close_handlers()
+    path = log_file(log.dir, 8)
+    with open(path, "r+b") as f:
+        f.seek(ONE + 40)
+        byte = f.read(1)
+        f.seek(ONE + 40)
+        f.write(bytes([byte[0] ^ 0x55]))
+    reopened = open_log(log.dir, cfg, recovery_point=4)
+    assert reopened.log_end_offset == 10 and read_all(reopened) == list(range(10))
+    assert [s.base_offset for s in reopened.segments] == [0, 8]
+    assert not os.path.exists(log_file(log.dir, 16))
+
+
+def test_segments_below_the_recovery_point_are_trusted(tmp_path):
+    log, cfg = write_log(tmp_path / "t-0")
+    log.flush()
+    log.close()
+    with open(log_file(log.dir, 0), "r+b") as f:  # corrupt a record body in a flushed segment
+        f.seek(ONE + 70)
+        f.write(b"\xff")
+    reopened = open_log(log.dir, cfg, recovery_point=24)
+    assert reopened.log_end_offset == 24 and reopened.num_segments == 3
+
+
+def test_a_malformed_or_missing_index_is_rebuilt(tmp_path):
+    log, cfg = write_log(tmp_path / "t-0")
+    log.flush()
+    log.close()
+    entries = os.path.getsize(offset_index_file(log.dir, 0))
+    with open(offset_index_file(log.dir, 0), "r+b") as f:
+        f.write(b"\x00\x00\x00\x09\x00\x00\x00\x00")  # offsets no longer increase
+    os.unlink(time_index_file(log.dir, 8))
+    reopened = open_log(log.dir, cfg, recovery_point=24, had_clean_shutdown=True)
+    assert os.path.getsize(offset_index_file(log.dir, 0)) == entries
+    assert reopened.segments[1].time_index.entries > 0
+    assert read_all(reopened) == list(range(24))
+    assert reopened.fetch_offset_by_timestamp(0).offset == 0
+
+
+def test_leftovers_are_removed(tmp_path):
+    log, cfg = write_log(tmp_path / "t-0", segments=2)
+    log.flush()
+    log.close()
+    d = log.dir
+    open(os.path.join(d, "00000000000000000100.log.deleted"), "wb").close()
+    open(os.path.join(d, "00000000000000000100.index.cleaned"), "wb").close()
+    open(os.path.join(d, "leader-epoch-checkpoint.tmp"), "wb").close()
+    open(os.path.join(d, "00000000000000000200.index"), "wb").close()  # orphan
+    open(os.path.join(d, "00000000000000000200.timeindex"), "wb").close()
+    reopened = open_log(d, cfg, recovery_point=16, had_clean_shutdown=True)
+    assert sorted(os.listdir(d)) == sorted(segment_files(d) + ["leader-epoch-checkpoint"])
+    assert [s.base_offset for s in reopened.segments] == [0, 8]
+
+
+def test_a_log_start_offset_beyond_the_data_empties_the_log(tmp_path):
+    log, cfg = write_log(tmp_path / "t-0")
+    log.flush()
+    log.close()
+    reopened = open_log(log.dir, cfg, log_start_offset=100, recovery_point=24, had_clean_shutdown=True)
+    assert (reopened.log_start_offset, reopened.log_end_offset, reopened.num_segments) == (100, 100, 1)
+    assert reopened.leader_epoch_cache.epoch_entries == []
+
+
+def test_log_start_offset_from_a_checkpoint(tmp_path):
+    log, cfg = write_log(tmp_path / "t-0")
+    log.flush()
+    log.close()
+    reopened = open_log(log.dir, cfg, log_start_offset=10, recovery_point=24, had_clean_shutdown=True)
+    assert reopened.log_start_offset == 10 and read_all(reopened) == list(range(10, 24))
+
+
+def test_recovery_rebuilds_the_leader_epoch_cache(tmp_path):
+    log, cfg = write_log(tmp_path / "t-0", segments=1)
+    log.append_as_leader(batch(2), 3)
+    log.close_handlers()
+    os.unlink(os.path.join(log.dir, "leader-epoch-checkpoint"))
+    reopened = open_log(log.dir, cfg)
+    assert reopened.leader_epoch_cache.epoch_entries == [(0, 0), (3, 8)]
+
+
+def test_an_empty_directory_starts_at_the_log_start_offset(tmp_path):
+    log = open_log(tmp_path / "t-3", log_start_offset=42)
+    assert (log.log_start_offset, log.log_end_offset, log.active_segment.base_offset) == (42, 42, 42)
+    assert log.topic_partition == ("t", 3)
+
+
+def test_preallocated_segments_recover_to_their_data(tmp_path):
+    cfg = config(preallocate=True, segment_bytes=10_000)
+    log = open_log(tmp_path / "t-0", cfg)
+    log.append_as_leader(batch(2), 0)
+    path = log.active_segment.log.path
+    assert os.path.getsize(path) == 10_000
+    log.close_handlers()
+    reopened = open_log(log.dir, cfg)
+    assert reopened.log_end_offset == 2 and os.path.getsize(path) == ONE
+    reopened.close()

@@ -1,0 +1,150 @@
+"""LogManager: loading, clean-shutdown marker, checkpoints, placement, deletion, periodic tasks."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from services.broker.log import KafkaStorageError, LogConfig, LogManager, LogManagerConfig, Scheduler
+from services.broker.log.checkpoints import OffsetCheckpointFile
+from services.broker.log.files import CLEAN_SHUTDOWN_FILE, TopicPartition
+
+from .support import START_MS, batch, manual_clock, read_all
+
+TP0, TP1, TP2 = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("u", 0)
+
+
+def manager(tmp_path, dirs=("d1",), clock=None, default=None, **kwargs):
+    clock = clock or manual_clock()
+    config = LogManagerConfig(log_dirs=tuple(os.fspath(tmp_path / d) for d in dirs),
+                              log_retention_check_interval_ms=1000,
+                              log_flush_offset_checkpoint_interval_ms=500)
+    logs = LogManager(config, default or LogConfig(), clock=clock, scheduler=Scheduler(clock),
+                      initial_task_delay_ms=100, **kwargs)
+    logs.startup()
+    return logs, clock
+
+
+def test_logs_go_to_the_directory_with_fewest_logs(tmp_path):
+    logs, _ = manager(tmp_path, dirs=("d1", "d2"))
+    first = logs.get_or_create_log(TP0)
+    second = logs.get_or_create_log(TP1)
+    assert {first.parent_dir, second.parent_dir} == {os.fspath(tmp_path / "d1"), os.fspath(tmp_path / "d2")}
+    assert logs.get_or_create_log(("t", 0)) is first
+    assert logs.get_log(TP2) is None
+    logs.shutdown()
+
+
+def test_clean_shutdown_and_restart(tmp_path):
+    logs, clock = manager(tmp_path)
+    log = logs.get_or_create_log(TP0)
+    for _ in range(5):
+        log.append_as_leader(batch(2), 0)
+    log.update_high_watermark(10)
+    log.maybe_increment_log_start_offset(4)
+    logs.shutdown()
+    d1 = tmp_path / "d1"
+    assert (d1 / CLEAN_SHUTDOWN_FILE).exists()
+    assert (d1 / "recovery-point-offset-checkpoint").read_text() == "0\n1\nt 0 10\n"
+    assert (d1 / "log-start-offset-checkpoint").read_text() == "0\n1\nt 0 4\n"
+    again, _ = manager(tmp_path, clock=clock)
+    assert again.had_clean_shutdown == {os.fspath(d1): True}
+    assert not (d1 / CLEAN_SHUTDOWN_FILE).exists()  # a crash from now on counts as unclean
+    reloaded = again.get_log(TP0)
+    assert (reloaded.log_start_offset, reloaded.log_end_offset) == (4, 10)
+    assert read_all(reloaded) == list(range(4, 10))
+    again.shutdown()
+
+
+def test_unclean_shutdown_recovers(tmp_path):
+    logs, clock = manager(tmp_path)
+    log = logs.get_or_create_log(TP0)
+    for _ in range(5):
+        log.append_as_leader(batch(2), 0)
+    path = log.active_segment.log.path
+    for each in logs.all_logs():
+        each.close_handlers()
+    logs.release_locks()  # the process is gone: no marker, no checkpoints
+    with open(path, "r+b") as f:
+        f.truncate(os.path.getsize(path) - 5)
+    again, _ = manager(tmp_path, clock=clock)
+    assert again.had_clean_shutdown == {os.fspath(tmp_path / "d1"): False}
+    assert again.get_log(TP0).log_end_offset == 8
+    again.shutdown()
+
+
+def test_a_directory_is_locked_by_one_manager(tmp_path):
+    logs, _ = manager(tmp_path)
+    with pytest.raises(KafkaStorageError):
+        manager(tmp_path)
+    logs.shutdown()
+    manager(tmp_path)[0].shutdown()
+
+
+def test_async_delete_renames_then_removes_after_the_delay(tmp_path):
+    logs, clock = manager(tmp_path, default=LogConfig(file_delete_delay_ms=5000))
+    log = logs.get_or_create_log(TP0)
+    log.append_as_leader(batch(1), 0)
+    logs.async_delete(TP0)
+    assert logs.get_log(TP0) is None
+    names = os.listdir(tmp_path / "d1")
+    deleted = [n for n in names if n.endswith("-delete")]
+    assert len(deleted) == 1 and deleted[0].startswith("t-0.") and "t-0" not in names
+    clock.advance(100)
+    logs.scheduler.run_due()
+    assert deleted[0] in os.listdir(tmp_path / "d1")
+    clock.advance(5000)
+    logs.scheduler.run_due()
+    assert not [n for n in os.listdir(tmp_path / "d1") if n.endswith("-delete")]
+    logs.shutdown()
+
+
+def test_leftover_delete_directories_are_removed(tmp_path):
+    os.makedirs(tmp_path / "d1" / "t-0.0123456789abcdef0123456789abcdef-delete")
+    os.makedirs(tmp_path / "d1" / "not a log")
+    logs, clock = manager(tmp_path, default=LogConfig(file_delete_delay_ms=0))
+    assert logs.all_logs() == []
+    clock.advance(100)
+    logs.scheduler.run_due()
+    assert not [n for n in os.listdir(tmp_path / "d1") if n.endswith("-delete")]
+    assert os.path.isdir(tmp_path / "d1" / "not a log")
+    logs.shutdown()
+
+
+def test_periodic_tasks(tmp_path):
+    logs, clock = manager(tmp_path, topic_configs={"t": {"retention.ms": "1000", "segment.bytes": "200"}})
+    log = logs.get_or_create_log(TP0)
+    assert log.config.retention_ms == 1000
+    other = logs.get_or_create_log(TP2)
+    assert other.config.retention_ms == 604800000
+    for i in range(6):
+        log.append_as_leader(batch(1, timestamp=START_MS + i), 0)
+    log.update_high_watermark(log.log_end_offset)
+    log.flush()
+    clock.advance(100)
+    logs.scheduler.run_due()  # first run of every task
+    checkpoint = OffsetCheckpointFile(os.fspath(tmp_path / "d1" / "recovery-point-offset-checkpoint"))
+    assert checkpoint.read() == {TP0: 6, TP2: 0}
+    segments_before = log.num_segments
+    clock.advance(2000)
+    logs.scheduler.run_due()  # retention now finds expired segments
+    assert log.num_segments < segments_before and log.log_start_offset > 0
+    logs.update_topic_config("t", {"retention.ms": "-1"})
+    assert log.config.retention_ms == -1
+    logs.shutdown()
+
+
+def test_manager_truncation_writes_the_recovery_point(tmp_path):
+    logs, _ = manager(tmp_path)
+    log = logs.get_or_create_log(TP0)
+    for _ in range(4):
+        log.append_as_leader(batch(2), 0)
+    log.flush()
+    logs.checkpoint_log_recovery_offsets()
+    logs.truncate_to({TP0: 3})
+    checkpoint = OffsetCheckpointFile(os.fspath(tmp_path / "d1" / "recovery-point-offset-checkpoint"))
+    assert checkpoint.read() == {TP0: 2}
+    logs.truncate_fully_and_start_at(TP0, 40)
+    assert checkpoint.read() == {TP0: 2} and log.log_end_offset == 40
+    logs.shutdown()

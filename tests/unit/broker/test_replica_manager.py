@@ -1,0 +1,150 @@
+"""ReplicaManager over real logs in a temp dir: leadership, produce, fetch, offsets, errors."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from services.broker.log.config import LogConfig, LogManagerConfig
+from services.broker.log.manager import LogManager
+from services.broker.metadata_cache import MetadataCache, PartitionMetadata
+from services.broker.partition import LeaderAndIsrState
+from services.broker.replica_manager import FetchParams, FetchPartition, ReplicaManager
+from services.common.errors import KafkaError, code_of
+from services.common.records import build_batch, iter_records
+
+
+@pytest.fixture
+def manager(tmp_path):
+    logs = LogManager(LogManagerConfig(log_dirs=(str(tmp_path / "logs"),)), LogConfig())
+    logs.startup()
+    configs = {"strict": {"min.insync.replicas": "2"}}
+    rm = ReplicaManager(1, logs, MetadataCache(), topic_config=lambda t: configs.get(t, {}))
+    yield rm
+    rm.shutdown()
+    logs.shutdown()
+
+
+def lead(rm, topic="t", partition=0, epoch=0, isr=(1,), replicas=(1,), controller_epoch=1):
+    state = LeaderAndIsrState(topic, partition, controller_epoch, 1, epoch, isr, 0, replicas, True)
+    return rm.become_leader_or_follower(1001, controller_epoch, [state])
+
+
+def produce(rm, entries, acks=1, timeout_ms=1000):
+    done = threading.Event()
+    box = {}
+
+    def respond(results):
+        box.update(results)
+        done.set()
+
+    rm.append_records(acks, timeout_ms, entries, respond)
+    assert done.wait(10)
+    return box
+
+
+def fetch(rm, offset, max_wait_ms=0, min_bytes=1, topic="t", epoch=-1):
+    done = threading.Event()
+    box = {}
+    params = FetchParams(-1, max_wait_ms, min_bytes, 1 << 20,
+                         (FetchPartition(topic, 0, offset, 1 << 20, epoch),))
+
+    def respond(results):
+        box.update(results)
+        done.set()
+
+    rm.fetch_messages(params, respond)
+    return done, box
+
+
+def test_leader_produce_fetch_and_offsets(manager):
+    assert lead(manager) == {("t", 0): 0}
+    result = produce(manager, {("t", 0): build_batch([b"a", b"b"], timestamps=1000)})[("t", 0)]
+    assert (result.error_code, result.base_offset) == (0, 0)
+    result = produce(manager, {("t", 0): build_batch([b"c"], timestamps=2000)}, acks=-1)[("t", 0)]
+    assert (result.error_code, result.base_offset) == (0, 2)
+    done, box = fetch(manager, 0)
+    assert done.wait(5)
+    assert [r.value for r in iter_records(box[("t", 0)].records)] == [b"a", b"b", b"c"]
+    assert box[("t", 0)].high_watermark == 3
+    assert manager.list_offset("t", 0, -2).offset == 0
+    assert manager.list_offset("t", 0, -1).offset == 3
+    assert manager.list_offset("t", 0, 1500).offset == 2
+    assert manager.list_offset("t", 0, 9999).offset == -1
+
+
+def test_long_poll_completes_when_data_arrives(manager):
+    lead(manager)
+    done, box = fetch(manager, 0, max_wait_ms=30_000)
+    assert not done.is_set()
+    produce(manager, {("t", 0): build_batch([b"late"])})
+    assert done.wait(5)
+    assert [r.value for r in iter_records(box[("t", 0)].records)] == [b"late"]
+
+
+def test_long_poll_expires_empty(manager):
+    lead(manager)
+    done, box = fetch(manager, 0, max_wait_ms=50)
+    assert done.wait(5)
+    assert box[("t", 0)].error_code == 0 and box[("t", 0)].records == b""
+
+
+def test_errors_carry_kafka_codes(manager):
+    lead(manager)
+    batch = build_batch([b"x"])
+    bad_acks = produce(manager, {("t", 0): batch}, acks=2)[("t", 0)]
+    assert bad_acks.error_code == code_of("INVALID_REQUIRED_ACKS")
+    unknown = produce(manager, {("nope", 0): batch})[("nope", 0)]
+    assert unknown.error_code == code_of("UNKNOWN_TOPIC_OR_PARTITION")
+    internal = produce(manager, {("__consumer_offsets", 0): batch})
+    assert internal[("__consumer_offsets", 0)].error_code == code_of("INVALID_TOPIC_EXCEPTION")
+    damaged = bytearray(batch)
+    damaged[-1] ^= 0xFF
+    assert produce(manager, {("t", 0): bytes(damaged)})[("t", 0)].error_code == code_of("CORRUPT_MESSAGE")
+    assert produce(manager, {("t", 0): b"\x00" * 10})[("t", 0)].error_code == code_of("CORRUPT_MESSAGE")
+    big = build_batch([b"z" * 2_000_000])
+    assert produce(manager, {("t", 0): big})[("t", 0)].error_code == code_of("MESSAGE_TOO_LARGE")
+    done, box = fetch(manager, 5)
+    assert done.wait(5) and box[("t", 0)].error_code == code_of("OFFSET_OUT_OF_RANGE")
+    done, box = fetch(manager, 0, epoch=7)
+    assert done.wait(5) and box[("t", 0)].error_code == code_of("UNKNOWN_LEADER_EPOCH")
+    # nothing bad reached the log
+    assert manager.partition("t", 0).log.log_end_offset == 0
+
+
+def test_min_insync_replicas(manager):
+    lead(manager, topic="strict")
+    result = produce(manager, {("strict", 0): build_batch([b"x"])}, acks=-1)[("strict", 0)]
+    assert result.error_code == code_of("NOT_ENOUGH_REPLICAS")
+    assert manager.partition("strict", 0).log.log_end_offset == 0
+    assert produce(manager, {("strict", 0): build_batch([b"x"])}, acks=1)[("strict", 0)].error_code == 0
+
+
+def test_not_leader_when_follower_and_fencing(manager):
+    state = LeaderAndIsrState("t", 0, 1, 2, 0, (2, 1), 0, (2, 1), True)
+    manager.metadata_cache.update(controller_id=1001, controller_epoch=1, live_brokers=[],
+                                  partition_states=[PartitionMetadata("t", 0, 2, 0, (2, 1), (2, 1))])
+    assert manager.become_leader_or_follower(1001, 1, [state]) == {("t", 0): 0}
+    result = produce(manager, {("t", 0): build_batch([b"x"])})[("t", 0)]
+    assert result.error_code == code_of("NOT_LEADER_OR_FOLLOWER")
+    # the same leader epoch again is stale; an older controller epoch is refused whole
+    again = LeaderAndIsrState("t", 0, 1, 1, 0, (1,), 0, (2, 1), False)
+    stale = manager.become_leader_or_follower(1001, 1, [again])
+    assert stale == {("t", 0): code_of("STALE_CONTROLLER_EPOCH")}
+    with pytest.raises(KafkaError) as caught:
+        manager.become_leader_or_follower(1001, 0, [again])
+    assert caught.value.error_name == "STALE_CONTROLLER_EPOCH"
+    # not a replica at all
+    other = LeaderAndIsrState("u", 0, 1, 3, 0, (3,), 0, (3,), True)
+    not_replica = manager.become_leader_or_follower(1001, 1, [other])
+    assert not_replica == {("u", 0): code_of("UNKNOWN_TOPIC_OR_PARTITION")}
+
+
+def test_stop_replica_with_delete_removes_the_log(manager, tmp_path):
+    lead(manager)
+    produce(manager, {("t", 0): build_batch([b"x"])})
+    assert (tmp_path / "logs" / "t-0").exists()
+    assert manager.stop_replicas(1001, 1, [("t", 0, True)]) == {("t", 0): 0}
+    assert manager.partition("t", 0) is None
+    assert not (tmp_path / "logs" / "t-0").exists()
