@@ -115,7 +115,7 @@ def test_delete_topic_removes_every_directory(cluster: LocalCluster):
 
         assert len(partition_dirs()) == 12
         admin.delete_topics(["doomed"])
-        wait_until(lambda: not any(cluster.data_dir(n).glob("doomed-*") for n in cluster.broker_names),
+        wait_until(lambda: not any(any(cluster.data_dir(n).glob("doomed-*")) for n in cluster.broker_names),
                    30, 0.2, message="every broker to remove the topic's directories")
         wait_until(lambda: "doomed" not in admin.list_topics(), 30, 0.2, message="the topic to vanish")
 
