@@ -1,17 +1,22 @@
 """One partition hosted by this broker: its log, its leadership as the controller last set it, and
-the high watermark it serves consumers up to.
+on the leader the state of every follower (log end offset, last time it was caught up), from which
+the high watermark and the ISR follow.
 
-The leader tracks each in-sync replica's log end offset; the high watermark is the smallest of
-them (the leader's own included) and never moves backwards. A partition whose ISR is only its
-leader therefore exposes everything it appended.
+High watermark (leader): the smallest log end offset over the ISR, the leader's own included; it
+never moves backwards. A follower counts as caught up at time T when a fetch at T asked for the
+leader's log end offset as of T, or as of its previous fetch (Kafka's rule). A follower that has
+not been caught up for `replica.lag.time.max.ms` leaves the ISR; one whose log end offset reached
+the high watermark and the start of the current leader epoch rejoins it.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from services.common.errors import KafkaError
+
+UNKNOWN_OFFSET = -1
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,17 @@ class LeaderAndIsrState:
     is_new: bool = False
 
 
+@dataclass
+class FollowerState:
+    """What the leader knows of one follower."""
+
+    log_end_offset: int = UNKNOWN_OFFSET
+    last_caught_up_ms: int = 0
+    last_fetch_leader_end_offset: int = UNKNOWN_OFFSET
+    last_fetch_ms: int = 0
+    extra: dict = field(default_factory=dict)
+
+
 class Partition:
     """Leadership, ISR and high watermark of one partition around its `Log`."""
 
@@ -40,11 +56,13 @@ class Partition:
         self.lock = threading.RLock()
         self.leader_id = -1
         self.leader_epoch = -1
+        self.leader_epoch_start_offset = 0
         self.controller_epoch = -1
         self.zk_version = 0
         self.isr: tuple[int, ...] = ()
         self.replicas: tuple[int, ...] = ()
-        self.follower_end_offsets: dict[int, int] = {}
+        self.followers: dict[int, FollowerState] = {}
+        self.isr_update_in_flight = False
 
     @property
     def key(self) -> tuple[str, int]:
@@ -58,21 +76,32 @@ class Partition:
     def is_leader(self) -> bool:
         return self.leader_id == self.local_broker_id
 
-    def apply_leader_and_isr(self, state: LeaderAndIsrState) -> bool:
+    def apply_leader_and_isr(self, state: LeaderAndIsrState, now_ms: int) -> bool:
         """Takes the controller's state if its leader epoch is newer; returns whether it did."""
         with self.lock:
             if state.leader_epoch <= self.leader_epoch and not state.is_new:
                 return False
+            was_leader = self.is_leader
             self.leader_id = state.leader
             self.leader_epoch = state.leader_epoch
             self.controller_epoch = state.controller_epoch
             self.zk_version = state.zk_version
             self.isr = tuple(state.isr)
             self.replicas = tuple(state.replicas)
-            self.follower_end_offsets = {r: self.follower_end_offsets.get(r, 0)
-                                         for r in self.replicas if r != self.local_broker_id}
+            self.isr_update_in_flight = False
             if self.is_leader:
+                self.leader_epoch_start_offset = self.log.log_end_offset
+                if not was_leader:
+                    # a new leader knows nothing of its followers yet: ISR members count as caught
+                    # up now, so they are not dropped before their first fetch
+                    self.followers = {r: FollowerState(last_caught_up_ms=now_ms if r in self.isr else 0)
+                                      for r in self.replicas if r != self.local_broker_id}
+                else:
+                    self.followers = {r: self.followers.get(r) or FollowerState(last_caught_up_ms=now_ms)
+                                      for r in self.replicas if r != self.local_broker_id}
                 self.maybe_increment_high_watermark()
+            else:
+                self.followers = {}
             return True
 
     def check_leader_epoch(self, requested_epoch: int) -> None:
@@ -92,13 +121,61 @@ class Partition:
                              f"{self.topic}-{self.partition}", error_name="NOT_LEADER_OR_FOLLOWER")
         self.check_leader_epoch(requested_epoch)
 
+    # ------------------------------------------------------------------ leader: followers
+
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+        """Records a follower's fetch; returns whether the high watermark moved."""
+        with self.lock:
+            follower = self.followers.get(replica_id)
+            if follower is None:
+                return False
+            leader_end = self.log.log_end_offset
+            if fetch_offset >= leader_end:
+                follower.last_caught_up_ms = now_ms
+            elif fetch_offset >= follower.last_fetch_leader_end_offset >= 0:
+                follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
+            follower.log_end_offset = fetch_offset
+            follower.last_fetch_leader_end_offset = leader_end
+            follower.last_fetch_ms = now_ms
+            return self.maybe_increment_high_watermark()
+
     def maybe_increment_high_watermark(self) -> bool:
         """HW = min log end offset over the ISR; it only moves forward. Returns whether it moved."""
         with self.lock:
-            end_offsets = [self.log.log_end_offset]
-            end_offsets += [self.follower_end_offsets.get(r, 0) for r in self.isr
-                            if r != self.local_broker_id]
-            return self.log.maybe_increment_high_watermark(min(end_offsets)) is not None
+            candidate = self.log.log_end_offset
+            for replica in self.isr:
+                if replica != self.local_broker_id:
+                    follower = self.followers.get(replica)
+                    offset = follower.log_end_offset if follower is not None else UNKNOWN_OFFSET
+                    if offset < candidate:
+                        candidate = offset
+            if candidate < 0:
+                return False
+            return self.log.maybe_increment_high_watermark(candidate) is not None
+
+    def isr_to_expand(self) -> tuple[int, ...] | None:
+        """The ISR with every caught-up follower added, or None when nobody qualifies."""
+        with self.lock:
+            joining = [r for r, f in self.followers.items()
+                       if r not in self.isr and f.log_end_offset >= self.high_watermark
+                       and f.log_end_offset >= self.leader_epoch_start_offset]
+            return tuple(self.isr) + tuple(sorted(joining)) if joining else None
+
+    def isr_to_shrink(self, now_ms: int, lag_max_ms: int) -> tuple[int, ...] | None:
+        """The ISR without followers not caught up for `lag_max_ms`, or None when all are."""
+        with self.lock:
+            lagging = {r for r in self.isr if r != self.local_broker_id and r in self.followers
+                       and now_ms - self.followers[r].last_caught_up_ms > lag_max_ms}
+            if not lagging:
+                return None
+            return tuple(r for r in self.isr if r not in lagging)
+
+    def apply_isr(self, isr: tuple[int, ...], zk_version: int) -> None:
+        """The leader's own ISR change, once written to ZooKeeper."""
+        with self.lock:
+            self.isr = tuple(isr)
+            self.zk_version = zk_version
+            self.maybe_increment_high_watermark()
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.partition}, leader={self.leader_id}, "

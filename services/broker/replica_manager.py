@@ -2,8 +2,11 @@
 
 It applies the controller's LeaderAndIsr and StopReplica (fenced by controller epoch), appends
 produced batches to leader logs (acks 0, 1 and all, `min.insync.replicas`), serves fetches up to
-the high watermark (long polls park in the fetch purgatory), and answers ListOffsets. Results are
-plain tuples with Kafka error codes; the gRPC servicer turns them into responses.
+the high watermark to consumers and up to the log end to followers (whose fetches move the high
+watermark and may grow the ISR; long polls park in the fetch purgatory), drives the follower side
+of replication for the fetcher threads (truncation to the divergence point, appends with the
+leader's offsets), checkpoints high watermarks, and answers ListOffsets and OffsetForLeaderEpoch.
+Results are plain tuples with Kafka error codes; the gRPC servicer turns them into responses.
 """
 
 from __future__ import annotations
@@ -15,9 +18,12 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from services.broker.delayed import DelayedFetch, DelayedProduce
+from services.broker.log.checkpoints import OffsetCheckpointFile
+from services.broker.log.files import TopicPartition as LogTopicPartition
 from services.broker.metadata_cache import MetadataCache
 from services.broker.partition import LeaderAndIsrState, Partition
 from services.broker.purgatory import DelayedOperationPurgatory
+from services.common.clock import SYSTEM_CLOCK
 from services.common.errors import ERRORS_BY_NAME, KafkaError
 
 logger = logging.getLogger(__name__)
@@ -35,6 +41,8 @@ REQUEST_TIMED_OUT = ERRORS_BY_NAME["REQUEST_TIMED_OUT"].code
 CONSUMER_REPLICA_ID = -1
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
+UNDEFINED_EPOCH = -1
+HIGH_WATERMARK_CHECKPOINT_FILE = "replication-offset-checkpoint"
 
 TopicPartition = tuple[str, int]
 
@@ -89,10 +97,21 @@ class ReplicaManager:
     def __init__(self, broker_id: int, log_manager, metadata_cache: MetadataCache,
                  topic_config: Callable[[str], dict[str, str]] | None = None,
                  fetch_purgatory: DelayedOperationPurgatory | None = None,
-                 produce_purgatory: DelayedOperationPurgatory | None = None) -> None:
+                 produce_purgatory: DelayedOperationPurgatory | None = None, clock=SYSTEM_CLOCK) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.metadata_cache = metadata_cache
+        self.clock = clock
+        self.fetcher_manager = None  # set by the server: follower replication
+        self.isr_manager = None  # set by the server: leader-side ISR changes
+        self._hw_checkpoints = {d: OffsetCheckpointFile(f"{d}/{HIGH_WATERMARK_CHECKPOINT_FILE}")
+                                for d in getattr(log_manager, "log_dirs", [])}
+        self._checkpointed_hw: dict[TopicPartition, int] = {}
+        for checkpoint in self._hw_checkpoints.values():
+            try:
+                self._checkpointed_hw.update({tuple(tp): offset for tp, offset in checkpoint.read().items()})
+            except OSError:
+                logger.exception("cannot read %s; high watermarks start at the log start", checkpoint)
         self.topic_config = topic_config or (lambda topic: {})
         self.fetch_purgatory = fetch_purgatory or DelayedOperationPurgatory("Fetch", broker_id=broker_id)
         self.produce_purgatory = (produce_purgatory
@@ -115,6 +134,7 @@ class ReplicaManager:
             self.controller_epoch = controller_epoch
             errors: dict[TopicPartition, int] = {}
             changed = []
+            now = self.clock.monotonic_ms()
             for state in states:
                 key = (state.topic, state.partition)
                 if self.broker_id not in state.replicas:
@@ -126,7 +146,7 @@ class ReplicaManager:
                     logger.error("cannot open log of %s-%d: %s", state.topic, state.partition, exc)
                     errors[key] = exc.code
                     continue
-                if partition.apply_leader_and_isr(state):
+                if partition.apply_leader_and_isr(state, now):
                     changed.append(key)
                     errors[key] = NONE
                     logger.info("%s-%d: %s (leader %d, epoch %d, isr %s)", state.topic, state.partition,
@@ -134,9 +154,21 @@ class ReplicaManager:
                                 state.leader_epoch, list(state.isr))
                 else:
                     errors[key] = STALE_CONTROLLER_EPOCH
+            self._update_fetchers([self._partitions[key] for key in changed])
         for key in changed:
             self._complete_delayed(key)
         return errors
+
+    def _update_fetchers(self, partitions: list[Partition]) -> None:
+        if self.fetcher_manager is None:
+            return
+        leaders = [p.key for p in partitions if p.is_leader or p.leader_id < 0]
+        followers = {p.key: (p.leader_id, p.leader_epoch) for p in partitions
+                     if not p.is_leader and p.leader_id >= 0}
+        if leaders:
+            self.fetcher_manager.remove_fetchers(leaders)
+        if followers:
+            self.fetcher_manager.add_fetchers(followers)
 
     def stop_replicas(self, controller_id: int, controller_epoch: int,
                       partitions: list[tuple[str, int, bool]]) -> dict[TopicPartition, int]:
@@ -148,6 +180,8 @@ class ReplicaManager:
             self.controller_epoch = controller_epoch
             errors = {}
             removed = []
+            if self.fetcher_manager is not None:
+                self.fetcher_manager.remove_fetchers([(t, i) for t, i, _ in partitions])
             for topic, index, delete in partitions:
                 key = (topic, index)
                 partition = self._partitions.get(key)
@@ -175,6 +209,9 @@ class ReplicaManager:
                 if overrides:
                     self.log_manager.update_topic_config(topic, overrides)
             log = self.log_manager.get_or_create_log((topic, index))
+            checkpointed = self._checkpointed_hw.pop(key, None)
+            if checkpointed is not None:
+                log.update_high_watermark(min(max(checkpointed, log.log_start_offset), log.log_end_offset))
             partition = Partition(topic, index, self.broker_id, log)
             self._partitions[key] = partition
         return partition
@@ -220,11 +257,13 @@ class ReplicaManager:
                         raise KafkaError(f"{topic}-{index}: {len(partition.isr)} in-sync replicas, "
                                          f"{min_isr} required", error_name="NOT_ENOUGH_REPLICAS")
                     info = partition.log.append_as_leader(records, partition.leader_epoch)
-                    partition.maybe_increment_high_watermark()
+                    hw_moved = partition.maybe_increment_high_watermark()
                 results[key] = ProduceResult(NONE, info.first_offset, info.log_append_time_ms,
                                              info.log_start_offset)
                 if acks == -1:
                     pending[key] = info.last_offset + 1
+                if hw_moved:
+                    self.produce_purgatory.check_and_complete(key)
             except KafkaError as exc:
                 results[key] = ProduceResult(exc.code, error_message=str(exc))
             except Exception as exc:  # an I/O or programming error: never crash the request thread
@@ -254,6 +293,8 @@ class ReplicaManager:
 
     def fetch_messages(self, params: FetchParams, respond: Callable[[dict], None]) -> None:
         """Reads now if `min_bytes` are there (or on error / max_wait 0), else parks the fetch."""
+        if params.replica_id >= 0:
+            self._update_follower_fetch_states(params)
         if params.max_wait_ms <= 0 or params.min_bytes <= 0 or not params.partitions:
             respond(self.read_for_fetch(params))
             return
@@ -263,6 +304,22 @@ class ReplicaManager:
         operation = DelayedFetch(self, params, respond)
         keys = [(p.topic, p.partition) for p in params.partitions]
         self.fetch_purgatory.try_complete_else_watch(operation, keys)
+
+    def _update_follower_fetch_states(self, params: FetchParams) -> None:
+        now = self.clock.monotonic_ms()
+        for request in params.partitions:
+            partition = self._partitions.get((request.topic, request.partition))
+            if partition is None or not partition.is_leader:
+                continue
+            if partition.update_follower_fetch_state(params.replica_id, request.fetch_offset, now):
+                self.high_watermark_maybe_moved(partition.key)
+            if params.replica_id not in partition.isr and self.isr_manager is not None:
+                self.isr_manager.request_expand(partition.key)
+
+    def high_watermark_maybe_moved(self, key: TopicPartition) -> None:
+        """Acks=all produces and consumer fetches waiting on `key` may complete now."""
+        self.produce_purgatory.check_and_complete(key)
+        self.fetch_purgatory.check_and_complete(key)
 
     def _fetch_end_offset(self, partition: Partition, replica_id: int) -> int:
         return partition.log.log_end_offset if replica_id >= 0 else partition.high_watermark
@@ -319,6 +376,101 @@ class ReplicaManager:
                 results[key] = FetchResult(UNKNOWN_SERVER_ERROR, error_message=str(exc))
         return results
 
+    # ------------------------------------------------------------------ follower side
+
+    def _follower(self, tp: TopicPartition) -> Partition | None:
+        partition = self._partitions.get(tp)
+        if partition is None or partition.is_leader:
+            return None
+        return partition
+
+    def latest_local_epoch(self, tp: TopicPartition) -> int | None:
+        partition = self._partitions.get(tp)
+        return None if partition is None else partition.log.leader_epoch_cache.latest_epoch
+
+    def divergence_offset(self, tp: TopicPartition, requested_epoch: int, leader_epoch: int,
+                          leader_end_offset: int) -> int | None:
+        """Where the local log stops agreeing with the leader's, from the leader's answer to
+        OffsetForLeaderEpoch(requested_epoch); None means "fall back to the high watermark"."""
+        partition = self._partitions.get(tp)
+        if partition is None or leader_epoch == UNDEFINED_EPOCH or leader_end_offset < 0:
+            return None
+        log = partition.log
+        if leader_epoch == requested_epoch:
+            return min(leader_end_offset, log.log_end_offset)
+        _epoch, local_end = log.leader_epoch_cache.end_offset_for(leader_epoch, log.log_end_offset)
+        return min(leader_end_offset, local_end if local_end >= 0 else log.log_end_offset)
+
+    def truncate_follower(self, tp: TopicPartition, offset: int | None) -> int | None:
+        """Truncates a follower's log to `offset` (its high watermark when None); returns the next
+        offset to fetch, or None when the partition is no longer followed here."""
+        with self._lock:
+            partition = self._follower(tp)
+            if partition is None:
+                return None
+            log = partition.log
+            target = log.high_watermark if offset is None else offset
+            if target < log.log_end_offset:
+                logger.info("%s-%d: truncating follower log from %d to %d", tp[0], tp[1],
+                            log.log_end_offset, target)
+                self.log_manager.truncate_to({tp: target})
+            return log.log_end_offset
+
+    def restart_follower_at(self, tp: TopicPartition, offset: int) -> int | None:
+        """The leader's log starts after ours ends: start over empty at the leader's log start."""
+        with self._lock:
+            partition = self._follower(tp)
+            if partition is None:
+                return None
+            logger.info("%s-%d: follower restarts empty at the leader's log start %d", tp[0], tp[1], offset)
+            self.log_manager.truncate_fully_and_start_at(tp, offset)
+            return partition.log.log_end_offset
+
+    def append_as_follower(self, tp: TopicPartition, records: bytes, leader_high_watermark: int) -> int | None:
+        """Appends replicated batches and takes the leader's high watermark (capped at the local
+        end); returns the next offset to fetch, or None when the partition is not followed here."""
+        partition = self._follower(tp)
+        if partition is None:
+            return None
+        log = partition.log
+        with partition.lock:
+            if records:
+                log.append_as_follower(records)
+            high_watermark = min(leader_high_watermark, log.log_end_offset)
+            if high_watermark > log.high_watermark:
+                log.update_high_watermark(high_watermark)
+            end = log.log_end_offset
+        if records:
+            self.fetch_purgatory.check_and_complete(tp)
+        return end
+
+    def offset_for_leader_epoch(self, topic: str, index: int, current_leader_epoch: int,
+                                leader_epoch: int) -> tuple[int, int, int]:
+        """(error code, epoch, end offset): the end of `leader_epoch` (or of the largest epoch
+        below it) in the leader's log, used by followers to find where to truncate."""
+        try:
+            partition = self.leader_partition(topic, index, current_leader_epoch)
+            log = partition.log
+            epoch, end_offset = log.leader_epoch_cache.end_offset_for(leader_epoch, log.log_end_offset)
+            return NONE, epoch, end_offset
+        except KafkaError as exc:
+            return exc.code, UNDEFINED_EPOCH, -1
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Writes `replication-offset-checkpoint` in every log dir (Kafka's offset checkpoint format)."""
+        by_dir: dict[str, dict] = {d: {} for d in self._hw_checkpoints}
+        for partition in list(self._partitions.values()):
+            log = partition.log
+            by_dir.setdefault(log.parent_dir, {})[LogTopicPartition(*partition.key)] = log.high_watermark
+        for log_dir, offsets in by_dir.items():
+            checkpoint = self._hw_checkpoints.get(log_dir)
+            if checkpoint is None:
+                continue
+            try:
+                checkpoint.write(offsets)
+            except OSError:
+                logger.exception("writing %s failed", checkpoint)
+
     # ------------------------------------------------------------------ offsets
 
     def list_offset(self, topic: str, index: int, timestamp: int, current_leader_epoch: int = -1,
@@ -355,5 +507,10 @@ class ReplicaManager:
         return sum(1 for p in self._partitions.values() if p.is_leader)
 
     def shutdown(self) -> None:
+        if self.fetcher_manager is not None:
+            self.fetcher_manager.shutdown()
+        if self.isr_manager is not None:
+            self.isr_manager.shutdown()
+        self.checkpoint_high_watermarks()
         self.fetch_purgatory.shutdown()
         self.produce_purgatory.shutdown()

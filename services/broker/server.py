@@ -17,12 +17,16 @@ from services.broker.log.manager import LogManager
 from services.broker.metadata_cache import MetadataCache
 from services.broker.metrics import BrokerMetrics
 from services.broker.replica_manager import ReplicaManager
+from services.broker.replication.fetcher import FetcherConfig, ReplicaFetcherManager
+from services.broker.replication.isr import IsrManager
+from services.broker.replication.leader_endpoint import GrpcLeaderEndpoint
 from services.broker.servicer import BrokerServicer
+from services.common.clock import SYSTEM_CLOCK
 from services.common.errors import KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2_grpc
 from services.common.pb.odradek.controller.v1 import controller_pb2, controller_pb2_grpc
 from services.common.service import ServiceRuntime, insecure_channel
-from services.common.zk import BrokerInfo, EndPoint, OdradekZkClient
+from services.common.zk import BrokerInfo, EndPoint, OdradekZkClient, PartitionState, TopicPartition
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +45,19 @@ class BrokerServer:
         self.log_manager = LogManager(LogManagerConfig.from_mapping(config.as_dict()), self.log_defaults)
         self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, self.metadata_cache,
                                               topic_config=self._topic_config)
+        self._leader_endpoints: dict[int, str] = {}
+        self.replica_manager.fetcher_manager = ReplicaFetcherManager(
+            self.replica_manager,
+            FetcherConfig(replica_id=self.broker_id, max_wait_ms=config.replica_fetch_wait_max_ms,
+                          min_bytes=config.replica_fetch_min_bytes,
+                          max_bytes=config.replica_fetch_response_max_bytes,
+                          partition_max_bytes=config.replica_fetch_max_bytes,
+                          backoff_ms=config.replica_fetch_backoff_ms,
+                          request_timeout_ms=config.request_timeout_ms),
+            self._leader_endpoint, SYSTEM_CLOCK)
+        self.replica_manager.isr_manager = IsrManager(self.replica_manager, self._write_isr,
+                                                      self._announce_isr_changes, SYSTEM_CLOCK,
+                                                      config.replica_lag_time_max_ms)
         self.metrics = BrokerMetrics(self)
         self.broker_epoch = -1
         self._session_lost = threading.Event()
@@ -54,7 +71,8 @@ class BrokerServer:
         servicer = BrokerServicer(self.broker_id, self.replica_manager, self.metadata_cache,
                                   fetch_max_bytes=self.config.fetch_max_bytes,
                                   auto_create_topic=self._auto_create_topic
-                                  if self.config.auto_create_topics_enable else None)
+                                  if self.config.auto_create_topics_enable else None,
+                                  on_live_leaders=self._remember_leaders)
         self.runtime.add_servicer(broker_pb2_grpc.add_BrokerServiceServicer_to_server, servicer)
         port = self.runtime.start()
         self.zk_raw.add_listener(self._on_zk_state)
@@ -65,6 +83,8 @@ class BrokerServer:
         self._reregister_thread = threading.Thread(target=self._reregister_loop, name="zk-reregister",
                                                    daemon=True)
         self._reregister_thread.start()
+        self.replica_manager.isr_manager.start()
+        threading.Thread(target=self._checkpoint_high_watermarks_loop, name="hw-checkpoint", daemon=True).start()
         self.runtime.on_shutdown("controlled shutdown", self.controlled_shutdown)
         self.runtime.on_shutdown("close ZooKeeper", self._close_zookeeper)
         self.runtime.on_shutdown("replica manager", self.replica_manager.shutdown)
@@ -111,6 +131,42 @@ class BrokerServer:
             self.zk_raw.close()
         except Exception:
             logger.exception("closing ZooKeeper failed")
+
+    # ------------------------------------------------------------------ replication
+
+    def _remember_leaders(self, nodes) -> None:
+        for node in nodes:
+            self._leader_endpoints[node.node_id] = f"{node.host}:{node.port}"
+
+    def _leader_endpoint(self, leader_id: int) -> GrpcLeaderEndpoint:
+        target = self._leader_endpoints.get(leader_id)
+        if target is None:
+            node = self.metadata_cache.snapshot().brokers.get(leader_id)
+            if node is not None:
+                target = f"{node.host}:{node.port}"
+        if target is None:
+            registered = self.zk.get_broker(leader_id)
+            endpoint = registered.broker.endpoint() if registered is not None else None
+            if endpoint is None:
+                raise KafkaError(f"leader {leader_id} has no known endpoint", error_name="LEADER_NOT_AVAILABLE")
+            target = f"{endpoint.host or '127.0.0.1'}:{endpoint.port}"
+        return GrpcLeaderEndpoint(target, self.config.request_timeout_ms)
+
+    def _write_isr(self, partition, new_isr: tuple[int, ...]) -> int | None:
+        """The leader's ISR change, conditional on the partition state znode's version."""
+        state = PartitionState(leader=self.broker_id, leader_epoch=partition.leader_epoch, isr=tuple(new_isr),
+                               controller_epoch=partition.controller_epoch)
+        result = self.zk.update_leader_and_isr(TopicPartition(partition.topic, partition.partition), state,
+                                               partition.zk_version)
+        return result.version if result.succeeded else None
+
+    def _announce_isr_changes(self, partitions) -> None:
+        self.zk.create_isr_change_notification([TopicPartition(t, p) for t, p in sorted(partitions)])
+
+    def _checkpoint_high_watermarks_loop(self) -> None:
+        interval_s = self.config.replica_high_watermark_checkpoint_interval_ms / 1000
+        while not self._stopping.wait(interval_s):
+            self.replica_manager.checkpoint_high_watermarks()
 
     # ------------------------------------------------------------------ controller calls
 

@@ -63,13 +63,15 @@ def state_from_proto(proto: common_pb2.PartitionState) -> LeaderAndIsrState:
 class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
     def __init__(self, broker_id: int, replica_manager: ReplicaManager, metadata_cache: MetadataCache,
                  *, fetch_max_bytes: int, auto_create_topic: Callable[[str], None] | None = None,
-                 on_metadata_update: Callable[[], None] | None = None) -> None:
+                 on_metadata_update: Callable[[], None] | None = None,
+                 on_live_leaders: Callable[[list[BrokerNode]], None] | None = None) -> None:
         self.broker_id = broker_id
         self.replica_manager = replica_manager
         self.metadata_cache = metadata_cache
         self.fetch_max_bytes = fetch_max_bytes
         self.auto_create_topic = auto_create_topic
         self.on_metadata_update = on_metadata_update
+        self.on_live_leaders = on_live_leaders
 
     # ------------------------------------------------------------------ data path
 
@@ -194,8 +196,21 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
 
     # ------------------------------------------------------------------ controller requests
 
+    def OffsetForLeaderEpoch(self, request, context):
+        response = broker_pb2.OffsetForLeaderEpochResponse()
+        for topic in request.topics:
+            out = response.topics.add(topic=topic.topic)
+            for part in topic.partitions:
+                error, epoch, end_offset = self.replica_manager.offset_for_leader_epoch(
+                    topic.topic, part.partition, part.current_leader_epoch, part.leader_epoch)
+                out.partitions.add(error_code=error, partition=part.partition, leader_epoch=epoch,
+                                   end_offset=end_offset)
+        return response
+
     def LeaderAndIsr(self, request, context):
         states = [state_from_proto(p) for p in request.partition_states]
+        if self.on_live_leaders is not None:
+            self.on_live_leaders([node_from_proto(n) for n in request.live_leaders])
         try:
             errors = self.replica_manager.become_leader_or_follower(
                 request.controller_id, request.controller_epoch, states)

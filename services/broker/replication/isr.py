@@ -1,0 +1,126 @@
+"""Leader-side ISR maintenance on one thread: shrink partitions whose followers lag for longer than
+`replica.lag.time.max.ms` (checked every half of it), expand them when a follower catches up, write
+each change to the partition state znode conditionally on its version (a lost race is dropped: the
+controller's next LeaderAndIsr carries the truth), and announce changed partitions to the
+controller through `/isr_change_notification` in batches (every 2.5 s, as Kafka does)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from services.broker.partition import Partition
+    from services.broker.replica_manager import ReplicaManager
+
+logger = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+ISR_NOTIFICATION_INTERVAL_MS = 2500
+
+# (partition, new isr) -> new znode version, or None when the conditional write lost
+IsrWriter = Callable[["Partition", tuple[int, ...]], "int | None"]
+
+
+class IsrManager:
+    def __init__(self, replica_manager: ReplicaManager, writer: IsrWriter,
+                 notifier: Callable[[set[TopicPartition]], None], clock, lag_max_ms: int) -> None:
+        self.replica_manager = replica_manager
+        self.writer = writer
+        self.notifier = notifier
+        self.clock = clock
+        self.lag_max_ms = lag_max_ms
+        self.shrinks = 0
+        self.expands = 0
+        self._lock = threading.Lock()
+        self._expand_requests: set[TopicPartition] = set()
+        self._changed: set[TopicPartition] = set()
+        self._wakeup = threading.Event()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="isr-manager", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def shutdown(self) -> None:
+        self._stopping.set()
+        self._wakeup.set()
+        if self._thread.is_alive():
+            self._thread.join(10)
+        self._propagate()
+
+    def request_expand(self, tp: TopicPartition) -> None:
+        """A follower of `tp` may have caught up (called on the fetch path: only enqueues)."""
+        with self._lock:
+            self._expand_requests.add(tp)
+        self._wakeup.set()
+
+    # ------------------------------------------------------------------ loop
+
+    def _run(self) -> None:
+        check_every_ms = max(self.lag_max_ms // 2, 10)
+        next_shrink = self.clock.monotonic_ms() + check_every_ms
+        next_notify = self.clock.monotonic_ms() + ISR_NOTIFICATION_INTERVAL_MS
+        while not self._stopping.is_set():
+            now = self.clock.monotonic_ms()
+            wait_ms = max(0, min(next_shrink, next_notify) - now)
+            self._wakeup.wait(wait_ms / 1000)
+            self._wakeup.clear()
+            try:
+                self._expand_requested()
+                now = self.clock.monotonic_ms()
+                if now >= next_shrink:
+                    self.maybe_shrink_isr(now)
+                    next_shrink = now + check_every_ms
+                if now >= next_notify:
+                    self._propagate()
+                    next_notify = now + ISR_NOTIFICATION_INTERVAL_MS
+            except Exception:
+                logger.exception("ISR maintenance failed; retrying")
+
+    def _expand_requested(self) -> None:
+        with self._lock:
+            requests, self._expand_requests = self._expand_requests, set()
+        for tp in requests:
+            partition = self.replica_manager.partition(*tp)
+            if partition is None or not partition.is_leader:
+                continue
+            new_isr = partition.isr_to_expand()
+            if new_isr is not None and self._write(partition, new_isr):
+                self.expands += 1
+                logger.info("%s-%d: ISR expanded to %s", tp[0], tp[1], list(new_isr))
+
+    def maybe_shrink_isr(self, now_ms: int) -> None:
+        for partition in self.replica_manager.partitions():
+            if not partition.is_leader:
+                continue
+            new_isr = partition.isr_to_shrink(now_ms, self.lag_max_ms)
+            if new_isr is not None and self._write(partition, new_isr):
+                self.shrinks += 1
+                logger.info("%s-%d: ISR shrunk to %s", partition.topic, partition.partition, list(new_isr))
+
+    def _write(self, partition: Partition, new_isr: tuple[int, ...]) -> bool:
+        version = self.writer(partition, new_isr)
+        if version is None:
+            logger.info("%s-%d: ISR change to %s lost to a newer state; waiting for the controller",
+                        partition.topic, partition.partition, list(new_isr))
+            return False
+        partition.apply_isr(new_isr, version)
+        self.replica_manager.high_watermark_maybe_moved(partition.key)
+        with self._lock:
+            self._changed.add(partition.key)
+        return True
+
+    def _propagate(self) -> None:
+        with self._lock:
+            changed, self._changed = self._changed, set()
+        if not changed:
+            return
+        try:
+            self.notifier(changed)
+        except Exception:
+            logger.exception("announcing ISR changes failed; will retry")
+            with self._lock:
+                self._changed |= changed

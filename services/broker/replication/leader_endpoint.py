@@ -1,0 +1,84 @@
+"""The follower's gRPC view of one leader broker: Fetch (as replica `replica_id`) and
+OffsetForLeaderEpoch, with deadlines; a failed call answers every partition with a retriable error
+so the fetcher backs off rather than dies."""
+
+from __future__ import annotations
+
+import logging
+from typing import NamedTuple
+
+import grpc
+
+from services.common.errors import ERRORS_BY_NAME
+from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
+from services.common.service import insecure_channel
+
+logger = logging.getLogger(__name__)
+
+NETWORK_EXCEPTION = ERRORS_BY_NAME["NETWORK_EXCEPTION"].code
+TopicPartition = tuple[str, int]
+
+
+class FetchedData(NamedTuple):
+    error_code: int
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    records: bytes = b""
+
+
+class GrpcLeaderEndpoint:
+    def __init__(self, target: str, request_timeout_ms: int = 30000) -> None:
+        self.target = target
+        self.timeout_s = request_timeout_ms / 1000
+        self._channel = insecure_channel(target)
+        self._stub = broker_pb2_grpc.BrokerServiceStub(self._channel)
+
+    def fetch(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
+              partitions: dict[TopicPartition, tuple[int, int, int]]) -> dict[TopicPartition, FetchedData]:
+        request = broker_pb2.FetchRequest(replica_id=replica_id, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
+                                          max_bytes=max_bytes)
+        by_topic: dict[str, broker_pb2.FetchRequest.FetchTopic] = {}
+        for (topic, index), (offset, epoch, partition_max) in partitions.items():
+            entry = by_topic.get(topic)
+            if entry is None:
+                entry = by_topic[topic] = request.topics.add(topic=topic)
+            entry.partitions.add(partition=index, fetch_offset=offset, current_leader_epoch=epoch,
+                                 last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=partition_max)
+        try:
+            response = self._stub.Fetch(request, timeout=self.timeout_s + max_wait_ms / 1000)
+        except grpc.RpcError as exc:
+            logger.debug("fetch from %s failed: %s", self.target, exc)
+            return {tp: FetchedData(NETWORK_EXCEPTION) for tp in partitions}
+        if response.error_code:
+            return {tp: FetchedData(response.error_code) for tp in partitions}
+        out = {}
+        for topic in response.responses:
+            for data in topic.partitions:
+                out[(topic.topic, data.partition_index)] = FetchedData(
+                    data.error_code, data.high_watermark, data.log_start_offset, data.records)
+        return out
+
+    def offsets_for_leader_epoch(self, partitions: dict[TopicPartition, tuple[int, int]]
+                                 ) -> dict[TopicPartition, tuple[int, int, int]]:
+        request = broker_pb2.OffsetForLeaderEpochRequest(replica_id=-1)
+        by_topic = {}
+        for (topic, index), (current_epoch, epoch) in partitions.items():
+            entry = by_topic.get(topic)
+            if entry is None:
+                entry = by_topic[topic] = request.topics.add(topic=topic)
+            entry.partitions.add(partition=index, current_leader_epoch=current_epoch, leader_epoch=epoch)
+        try:
+            response = self._stub.OffsetForLeaderEpoch(request, timeout=self.timeout_s)
+        except grpc.RpcError as exc:
+            logger.debug("OffsetForLeaderEpoch to %s failed: %s", self.target, exc)
+            return {tp: (NETWORK_EXCEPTION, -1, -1) for tp in partitions}
+        out = {}
+        for topic in response.topics:
+            for data in topic.partitions:
+                out[(topic.topic, data.partition)] = (data.error_code, data.leader_epoch, data.end_offset)
+        for tp in partitions:
+            out.setdefault(tp, (NETWORK_EXCEPTION, -1, -1))
+        return out
+
+    def close(self) -> None:
+        self._channel.close()
