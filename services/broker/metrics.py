@@ -44,6 +44,14 @@ class BrokerMetrics:
                     manager.fetch_purgatory.delayed)
         yield gauge("odradek_purgatory_delayed_produces", "Produces waiting for acks=all.",
                     manager.produce_purgatory.delayed)
+        isr = manager.isr_manager
+        changes = CounterMetricFamily("odradek_replica_manager_isr_changes", "ISR changes made by this leader.",
+                                      labels=["broker", "change"])
+        changes.add_metric(labels + ["shrink"], isr.shrinks if isr is not None else 0)
+        changes.add_metric(labels + ["expand"], isr.expands if isr is not None else 0)
+        yield changes
+        offline = sum(1 for p in partitions if p.leader_id < 0)
+        yield gauge("odradek_replica_manager_offline_partitions", "Hosted partitions without a leader.", offline)
         expired = CounterMetricFamily("odradek_purgatory_expired", "Delayed operations that timed out.",
                                       labels=["broker", "operation"])
         expired.add_metric(labels + ["fetch"], manager.delayed_fetch_expired)
