@@ -72,6 +72,11 @@ class BrokerConfig(Config):
     log_cleanup_policy: tuple[str, ...] = setting(ConfigType.LIST, "delete", each_one_of("compact", "delete"))
     log_cleaner_enable: bool = setting(ConfigType.BOOLEAN, True)
     log_cleaner_backoff_ms: int = setting(ConfigType.LONG, 15000, at_least(0))
+    log_cleaner_threads: int = setting(ConfigType.INT, 1, at_least(1))
+    log_cleaner_dedupe_buffer_size: int = setting(ConfigType.LONG, 134217728, at_least(0))
+    log_cleaner_io_buffer_load_factor: float = setting(ConfigType.DOUBLE, 0.9, between(0, 1))
+    log_cleaner_io_buffer_size: int = setting(ConfigType.INT, 524288, at_least(0))
+    log_cleaner_max_compaction_lag_ms: int = setting(ConfigType.LONG, LONG_MAX, at_least(1))
     log_cleaner_delete_retention_ms: int = setting(ConfigType.LONG, 86400000)
     log_cleaner_min_compaction_lag_ms: int = setting(ConfigType.LONG, 0)
     log_cleaner_min_cleanable_ratio: float = setting(ConfigType.DOUBLE, 0.5, between(0, 1))
@@ -118,6 +123,7 @@ class BrokerConfig(Config):
             "max.message.bytes": self.message_max_bytes,
             "delete.retention.ms": self.log_cleaner_delete_retention_ms,
             "min.compaction.lag.ms": self.log_cleaner_min_compaction_lag_ms,
+            "max.compaction.lag.ms": self.log_cleaner_max_compaction_lag_ms,
             "file.delete.delay.ms": self.log_segment_delete_delay_ms,
             "min.cleanable.dirty.ratio": self.log_cleaner_min_cleanable_ratio,
             "cleanup.policy": ",".join(self.log_cleanup_policy),
