@@ -171,3 +171,25 @@ def test_bad_requests_get_kafka_error_codes(cluster: LocalCluster):
     assert caught.value.code() in (grpc.StatusCode.INTERNAL, grpc.StatusCode.INVALID_ARGUMENT,
                                    grpc.StatusCode.UNKNOWN)
     assert produce_to(leader_name, "strict", good) == 0
+
+
+def test_sigterm_moves_leadership_away_before_the_broker_exits(cluster: LocalCluster):
+    with Admin(bootstrap_servers=cluster.bootstrap_servers) as admin, \
+            LowLevelClient(bootstrap_servers=cluster.bootstrap_servers) as client:
+        admin.create_topics([NewTopic("moving", 3, 3)])
+        admin.wait_for_topic("moving", 30)
+        placement = leaders(admin, "moving")
+        leaving = placement[0]
+        led = [p for p, leader in placement.items() if leader == leaving]
+        for partition in range(3):
+            assert client.produce("moving", partition, build_batch([b"before"]), acks=-1).error_code == 0
+        assert cluster.stop_service(cluster.broker_name(leaving))  # SIGTERM, waits for the exit
+        log = cluster.log_path(cluster.broker_name(leaving)).read_text()
+        assert f"controlled shutdown of broker {leaving} succeeded" in log
+        moved = leaders(admin, "moving")
+        assert all(moved[p] not in (leaving, -1) for p in led), moved
+        (description,) = admin.describe_topics(["moving"]).values()
+        assert all(leaving not in p.isr for p in description.partitions)
+        for partition in range(3):
+            result = client.produce("moving", partition, build_batch([b"after"]), acks=-1)
+            assert result.error_code == 0 and result.base_offset == 1
