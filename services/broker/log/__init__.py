@@ -17,13 +17,20 @@ It knows files, paths, config dataclasses and an injected clock; it never touche
     loader            opening a partition dir: leftovers, swaps, recovery
     log               Log: one partition
     leader_epoch      LeaderEpochFileCache
+    producer_state    ProducerStateManager: producers' last batches, dedupe, producer snapshots
     checkpoints       the checkpoint files
     meta_properties   meta.properties
     scheduler         Scheduler: background tasks on the injected clock
+    offset_map        OffsetMap: the cleaner's key -> latest offset map, in bounded memory
+    cleaner_txn       what compaction must know about transactions and producers
+    cleaner_manager   LogCleanerManager: which log to clean, cleaning states, cleaner checkpoint
+    compactor         Cleaner: one compaction of one log
+    cleaner           LogCleaner: compaction threads and the manager's handle on them
     manager           LogManager: all logs of a broker
 """
 
 from services.broker.log.checkpoints import EpochEntry, LeaderEpochCheckpointFile, OffsetCheckpointFile
+from services.broker.log.cleaner import CleanerConfig, LogCleaner
 from services.broker.log.config import LogConfig, LogManagerConfig
 from services.broker.log.errors import (
     CorruptRecordError,
@@ -61,9 +68,9 @@ from services.broker.log.time_index import TimeIndex
 from services.broker.log.validation import AppendOrigin
 
 __all__ = [
-    "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "AppendOrigin", "CorruptRecordError", "EpochEntry",
+    "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "AppendOrigin", "CleanerConfig", "CorruptRecordError", "EpochEntry",
     "FetchDataInfo", "InvalidRecordError", "InvalidTimestampError", "KafkaStorageError",
-    "LeaderEpochCheckpointFile", "LeaderEpochFileCache", "Log", "LogAppendInfo", "LogConfig",
+    "LeaderEpochCheckpointFile", "LeaderEpochFileCache", "Log", "LogAppendInfo", "LogCleaner", "LogConfig",
     "LogManager", "LogManagerConfig", "LogOffsetMetadata", "LogSegment", "MetaProperties",
     "OffsetCheckpointFile", "OffsetIndex", "OffsetOutOfRangeError", "OffsetsOutOfOrderError",
     "RecordBatchTooLargeError", "RecordTooLargeError", "Scheduler", "TimeIndex", "TimestampAndOffset",

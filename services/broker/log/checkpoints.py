@@ -13,6 +13,8 @@ Entry formats:
     recovery-point-offset-checkpoint   `topic partition offset`   per log dir (LogManager): offsets
     log-start-offset-checkpoint        `topic partition offset`   below which a log needs no recovery,
     replication-offset-checkpoint      `topic partition offset`   log start offsets, high watermarks
+    cleaner-offset-checkpoint          `topic partition offset`   per log dir (LogCleanerManager):
+                                                                  where each dirty section starts
     leader-epoch-checkpoint            `epoch startOffset`        per partition dir (LeaderEpochFileCache)
 
 Writes are atomic: `<file>.tmp` is written and fsynced, renamed over the file and the directory

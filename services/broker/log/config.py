@@ -8,7 +8,8 @@ mapped to topic keys, see `BrokerConfig.log_defaults`) overlaid with that topic'
     LogConfig.from_props({"retention.ms": "3600000"}, defaults=broker_defaults)
 
 `LogManagerConfig` holds the broker keys the LogManager itself uses (log dirs, recovery threads,
-task intervals); `LogManagerConfig.from_mapping(broker_config.as_dict())` picks them out.
+task intervals, the `log.cleaner.*` keys); `LogManagerConfig.from_mapping(broker_config.as_dict())`
+picks them out.
 """
 
 from __future__ import annotations
@@ -110,6 +111,17 @@ class LogManagerConfig(Config):
     log_flush_scheduler_interval_ms: int = setting(ConfigType.LONG, LONG_MAX, at_least(1))
     log_flush_offset_checkpoint_interval_ms: int = setting(ConfigType.INT, 60000, at_least(1))
     log_flush_start_offset_checkpoint_interval_ms: int = setting(ConfigType.INT, 60000, at_least(1))
+    log_cleaner_enable: bool = setting(ConfigType.BOOLEAN, True,
+                                       doc="Compact the logs whose cleanup.policy has compact.")
+    log_cleaner_threads: int = setting(ConfigType.INT, 1, at_least(1))
+    log_cleaner_dedupe_buffer_size: int = setting(ConfigType.LONG, 134217728, at_least(0),
+                                                  doc="Memory for the offset maps of all cleaner threads.")
+    log_cleaner_io_buffer_load_factor: float = setting(ConfigType.DOUBLE, 0.9, between(0, 1),
+                                                       doc="How full an offset map may get.")
+    log_cleaner_io_buffer_size: int = setting(ConfigType.INT, 524288, at_least(0),
+                                              doc="Read size of all cleaner threads together.")
+    log_cleaner_backoff_ms: int = setting(ConfigType.LONG, 15000, at_least(0),
+                                          doc="How long a cleaner thread waits when no log needs cleaning.")
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> LogManagerConfig:

@@ -14,10 +14,11 @@ from services.common.records.batch import (
 )
 
 __all__ = [
-    "CorruptIndexError", "CorruptRecordError", "InvalidRecordError", "InvalidTimestampError",
-    "KafkaStorageError", "LogSegmentOffsetOverflowError", "OffsetOutOfRangeError",
-    "OffsetsOutOfOrderError", "RecordBatchTooLargeError", "RecordTooLargeError",
-    "UnexpectedAppendOffsetError", "UnsupportedMagicError",
+    "CorruptIndexError", "CorruptRecordError", "CorruptSnapshotError", "InvalidProducerEpochError",
+    "InvalidRecordError", "InvalidTimestampError", "InvalidTxnStateError", "KafkaStorageError",
+    "LogSegmentOffsetOverflowError", "OffsetOutOfRangeError", "OffsetsOutOfOrderError",
+    "OutOfOrderSequenceError", "RecordBatchTooLargeError", "RecordTooLargeError",
+    "TransactionCoordinatorFencedError", "UnexpectedAppendOffsetError", "UnsupportedMagicError",
 ]
 
 
@@ -66,6 +67,34 @@ class UnexpectedAppendOffsetError(KafkaError):
 
 class LogSegmentOffsetOverflowError(KafkaError):
     """An offset that cannot be stored relative to a segment's base offset (more than 2^31 - 1 away)."""
+
+
+class OutOfOrderSequenceError(KafkaError):
+    """A producer's batch whose sequence does not follow its last one (OUT_OF_ORDER_SEQUENCE_NUMBER, 45)."""
+
+    error_name = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+
+
+class InvalidProducerEpochError(KafkaError):
+    """A producer's batch with an epoch older than the one the log knows (INVALID_PRODUCER_EPOCH, 47)."""
+
+    error_name = "INVALID_PRODUCER_EPOCH"
+
+
+class InvalidTxnStateError(KafkaError):
+    """Non-transactional data from a producer with an open transaction (INVALID_TXN_STATE, 48)."""
+
+    error_name = "INVALID_TXN_STATE"
+
+
+class TransactionCoordinatorFencedError(KafkaError):
+    """A transaction marker with an older coordinator epoch (TRANSACTION_COORDINATOR_FENCED, 52)."""
+
+    error_name = "TRANSACTION_COORDINATOR_FENCED"
+
+
+class CorruptSnapshotError(Exception):
+    """A producer state snapshot that fails its checks; it is deleted and the log replayed instead."""
 
 
 class CorruptIndexError(Exception):

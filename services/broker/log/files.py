@@ -7,12 +7,14 @@ Layout (Kafka's, byte for byte in the names):
         recovery-point-offset-checkpoint        see `checkpoints`
         log-start-offset-checkpoint
         replication-offset-checkpoint
+        cleaner-offset-checkpoint               where each compacted log's dirty section starts
         .kafka_cleanshutdown                    empty marker: the last shutdown flushed and closed all logs
         .lock                                   held (flock) by the broker that owns the directory
         <topic>-<partition>/                    one partition log
             00000000000000000000.log            segment data, named by its 20-digit base offset
             00000000000000000000.index          sparse offset index, see `offset_index`
             00000000000000000000.timeindex      sparse time index, see `time_index`
+            00000000000000000000.snapshot       producer state as of that offset, see `producer_state`
             leader-epoch-checkpoint             see `checkpoints`
         <topic>-<partition>.<32 hex>-delete/    a log renamed for asynchronous deletion
 
@@ -36,6 +38,7 @@ DELETED_FILE_SUFFIX = ".deleted"
 CLEANED_FILE_SUFFIX = ".cleaned"
 SWAP_FILE_SUFFIX = ".swap"
 TEMP_FILE_SUFFIX = ".tmp"
+PRODUCER_SNAPSHOT_FILE_SUFFIX = ".snapshot"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
@@ -44,6 +47,7 @@ LEADER_EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
 RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT_FILE = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT_FILE = "replication-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 META_PROPERTIES_FILE = "meta.properties"
 
 INDEX_SUFFIXES = (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX)
@@ -77,6 +81,10 @@ def offset_index_file(log_dir: str, base_offset: int, extra_suffix: str = "") ->
 
 def time_index_file(log_dir: str, base_offset: int, extra_suffix: str = "") -> str:
     return segment_file(log_dir, base_offset, TIME_INDEX_FILE_SUFFIX, extra_suffix)
+
+
+def producer_snapshot_file(log_dir: str, offset: int) -> str:
+    return os.path.join(log_dir, filename_prefix(offset) + PRODUCER_SNAPSHOT_FILE_SUFFIX)
 
 
 def offset_from_file_name(name: str) -> int:

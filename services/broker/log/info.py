@@ -59,7 +59,11 @@ class TimestampAndOffset(NamedTuple):
 
 
 class LogAppendInfo(NamedTuple):
-    """What an append wrote: offsets, timestamps and sizes, for the produce response and metrics."""
+    """What an append wrote: offsets, timestamps and sizes, for the produce response and metrics.
+
+    `duplicate` marks a producer's retry of a batch already in the log: nothing was written and
+    the offsets are those of the original batch.
+    """
 
     first_offset: int
     last_offset: int
@@ -70,3 +74,4 @@ class LogAppendInfo(NamedTuple):
     num_batches: int
     num_records: int
     valid_bytes: int
+    duplicate: bool = False

@@ -18,6 +18,10 @@ This is Kafka 2.8's Log.loadSegments / recoverLog, in order:
 5. The log end offset is the next offset after the last batch; if it is below the log start offset
    (files removed by hand) all segments go. An empty directory gets one empty segment at the log
    start offset.
+
+Then the Log rebuilds its producer state (`rebuild_producer_state`): from the newest valid snapshot
+at or below the recovery point (the log end offset after a clean shutdown), replaying the headers
+of the batches after it; truncation rebuilds the same way up to its new end.
 """
 
 from __future__ import annotations
@@ -44,8 +48,12 @@ from services.broker.log.files import (
 )
 from services.broker.log.segment import LogSegment
 from services.common.clock import Clock
+from services.common.records.batch import HEADER_SIZE, HEADER_STRUCT, LOG_OVERHEAD, BatchHeader
 
 logger = logging.getLogger(__name__)
+
+REPLAY_CHUNK_BYTES = 1 << 20
+_unpack_header = HEADER_STRUCT.unpack_from
 
 
 @dataclass
@@ -205,3 +213,70 @@ def _delete(doomed: list[LogSegment], segments: dict[int, LogSegment]) -> None:
         segment.change_file_suffixes("", DELETED_FILE_SUFFIX)
         segment.delete_if_exists()
         segment.close_handlers()
+
+
+def rebuild_producer_state(state, segments: list[LogSegment], log_start_offset: int, end_offset: int,
+                           max_snapshot_offset: int, now_ms: int) -> None:
+    """Rebuilds `state` (a ProducerStateManager) for the batches below `end_offset`.
+
+    Loads the newest valid snapshot at or below `max_snapshot_offset` and replays the headers from
+    there. Without one the replay starts at the log start offset, unless the log never had a
+    snapshot, which means it holds no producer batch. Ends with a snapshot at `end_offset`.
+    """
+    had_snapshots = state.latest_snapshot_offset is not None
+    loaded = state.truncate_and_reload(min(max_snapshot_offset, end_offset), now_ms)
+    if loaded is not None:
+        start = max(loaded, log_start_offset)
+    else:
+        start = log_start_offset if had_snapshots else end_offset
+    if start < end_offset:
+        replayed = replay_producer_batches(state, segments, start, end_offset)
+        logger.info("%s: rebuilt producer state from offset %d to %d (%d batches with a producer id)",
+                    state.topic_partition, start, end_offset, replayed)
+    state.take_snapshot(end_offset)
+
+
+def replay_producer_batches(state, segments: list[LogSegment], start_offset: int, end_offset: int) -> int:
+    """Feeds every batch with a producer id in [start_offset, end_offset) to `state.replay`,
+    reading headers only (and a control batch's one record); returns how many."""
+    count = 0
+    for i, segment in enumerate(segments):
+        if segment.base_offset >= end_offset:
+            break
+        if i + 1 < len(segments) and segments[i + 1].base_offset <= start_offset:
+            continue
+        position = 0
+        if start_offset > segment.base_offset:
+            found = segment.translate_offset(start_offset)
+            if found is None:
+                continue
+            position = found[0]
+        for view, pos, header in _producer_batches(segment, position, end_offset):
+            state.replay(view, pos, header)
+            count += 1
+    return count
+
+
+def _producer_batches(segment: LogSegment, position: int, end_offset: int):
+    """(buffer, position in it, header) of each batch with a producer id from byte `position`
+    on, below `end_offset`; the buffer holds the whole batch when it is a control batch."""
+    log = segment.log
+    limit = log.size
+    while limit - position >= HEADER_SIZE:
+        chunk = log.read(position, min(REPLAY_CHUNK_BYTES, limit - position))
+        n, pos = len(chunk), 0
+        while n - pos >= HEADER_SIZE:
+            fields = _unpack_header(chunk, pos)
+            size = fields[1] + LOG_OVERHEAD
+            if size < HEADER_SIZE or fields[0] >= end_offset:
+                return
+            if fields[9] >= 0:  # producer id
+                header = BatchHeader._make(fields)
+                if header.is_control and pos + size > n:
+                    yield log.read(position + pos, size), 0, header
+                else:
+                    yield chunk, pos, header
+            pos += size
+        if pos == 0:
+            return
+        position += pos

@@ -17,6 +17,14 @@ Concurrency: one lock per Log serialises appends, rolls, truncation, retention a
 take no lock: they use immutable snapshots of the segment list and of the end offset metadata
 (offset, segment, byte position) published after each append, and never read past that position.
 
+Producer state (`producer_state`): appends of batches with a producer id are checked against it
+under the lock before anything is written (a leader's fully: duplicates, epochs, sequences; a
+follower's as replication: nothing refused) and it is updated once they are written. A duplicate
+writes nothing and returns the original batch's offsets with `duplicate` set. It is snapshotted on
+roll and close, rebuilt at open and after truncation (see `loader.rebuild_producer_state`), and
+producers idle for `producer_id_expiration_ms` are dropped every
+`producer_id_expiration_check_interval_ms` (when a scheduler is given).
+
 Files are described in `files`; crash-safe replacement of segments by the cleaner is
 `replace_segments` (completed or rolled back by `loader` after a crash).
 """
@@ -63,7 +71,13 @@ from services.broker.log.info import (
     TimestampAndOffset,
 )
 from services.broker.log.leader_epoch import LeaderEpochFileCache
-from services.broker.log.loader import load_segments
+from services.broker.log.loader import load_segments, rebuild_producer_state
+from services.broker.log.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    BatchMetadata,
+    ProducerStateManager,
+)
 from services.broker.log.segment import LogSegment
 from services.broker.log.validation import (
     AppendOrigin,
@@ -80,7 +94,10 @@ _new_tuple = tuple.__new__
 
 class Log:
     def __init__(self, log_dir: str, config: LogConfig, *, log_start_offset: int = 0, recovery_point: int = 0,
-                 clock: Clock = SYSTEM_CLOCK, scheduler=None, had_clean_shutdown: bool = False) -> None:
+                 clock: Clock = SYSTEM_CLOCK, scheduler=None, had_clean_shutdown: bool = False,
+                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+                 producer_id_expiration_check_interval_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
+                 ) -> None:
         self.dir = os.path.abspath(log_dir)
         self.topic_partition = parse_topic_partition_name(self.dir)
         self.config = config
@@ -106,6 +123,11 @@ class Log:
         self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
         self._high_watermark = self._log_start_offset
         self._last_flush_ms = clock.time_ms()
+        self._producer_state = ProducerStateManager(self.topic_partition, self.dir, producer_id_expiration_ms)
+        self._rebuild_producer_state(self._recovery_point)
+        interval = producer_id_expiration_check_interval_ms
+        self._producer_expiration = None if scheduler is None else scheduler.schedule(
+            "PeriodicProducerExpirationCheck", self.remove_expired_producers, interval, interval)
 
     def __repr__(self) -> str:
         return (f"Log(dir={self.dir!r}, log_start_offset={self._log_start_offset}, "
@@ -169,6 +191,10 @@ class Log:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        return self._producer_state
+
     def update_config(self, config: LogConfig) -> None:
         """New settings apply to the next append, roll or retention run."""
         self.config = config
@@ -202,6 +228,8 @@ class Log:
             first = self._end[0]
             if len(batches) == 1 and not log_append_time:  # the common case, without a loop
                 header = batches[0][1]
+                producers = None if header.producer_id < 0 else self._producer_state.analyze(
+                    view, batches, first, origin)
                 last = first + header.last_offset_delta
                 max_timestamp = header.max_timestamp
                 offset_of_max = last if max_timestamp > NO_TIMESTAMP else -1
@@ -209,14 +237,27 @@ class Log:
                 pieces = [prefix, view[PREFIX_SIZE:total]]
                 marks, count = None, header.records_count
             else:
+                producers = self._producer_state.analyze(view, batches, first, origin,
+                                                         now if log_append_time else None)
                 pieces, marks, last, max_timestamp, offset_of_max, count = assign_offsets(
                     view, batches, first, leader_epoch, now if log_append_time else None)
+            if producers is not None:
+                if producers[1] is not None:
+                    return self._duplicate_append_info(producers[1])
+                self._producer_state.before_write(first)
             self._write(pieces, total, first, last, max_timestamp, offset_of_max, marks, now)
+            if producers is not None:
+                self._producer_state.update(producers)
             if self.leader_epoch_cache.latest_epoch != leader_epoch:
                 self.leader_epoch_cache.assign(leader_epoch, first)
             return _new_tuple(LogAppendInfo, (first, last, max_timestamp, offset_of_max,
                                               now if log_append_time else NO_TIMESTAMP,
-                                              self._log_start_offset, len(batches), count, total))
+                                              self._log_start_offset, len(batches), count, total, False))
+
+    def _duplicate_append_info(self, original: BatchMetadata) -> LogAppendInfo:
+        append_time = original.timestamp if self.config.log_append_time else NO_TIMESTAMP
+        return LogAppendInfo(original.first_offset, original.last_offset, original.timestamp,
+                             original.last_offset, append_time, self._log_start_offset, 0, 0, 0, True)
 
     def append_as_follower(self, records) -> LogAppendInfo:
         """Appends batches with the offsets the leader gave them (which must follow the log end)."""
@@ -225,6 +266,7 @@ class Log:
             return LogAppendInfo(-1, -1, NO_TIMESTAMP, -1, NO_TIMESTAMP, self._log_start_offset, 0, 0, 0)
         marks = []
         max_timestamp, offset_of_max, count, previous_last = NO_TIMESTAMP, -1, 0, -1
+        with_producers = False
         for pos, header in batches:
             last = header.base_offset + header.last_offset_delta
             if header.base_offset <= previous_last:
@@ -236,6 +278,8 @@ class Log:
             marks.append((pos, last, header.batch_length + 12))
             count += header.records_count
             previous_last = last
+            if header.producer_id >= 0:
+                with_producers = True
         first = batches[0][1].base_offset
         with self._lock:
             self._check_open()
@@ -243,8 +287,14 @@ class Log:
                 raise UnexpectedAppendOffsetError(
                     f"first offset {first} of an append to {self.topic_partition} is below the log end "
                     f"offset {self._end.message_offset}", first, previous_last)
+            producers = None
+            if with_producers:
+                producers = self._producer_state.analyze(view, batches, None, AppendOrigin.REPLICATION)
+                self._producer_state.before_write(first)
             self._write(view[:valid], valid, first, previous_last, max_timestamp, offset_of_max,
                         marks if len(marks) > 1 else None, self._clock.time_ms())
+            if producers is not None:
+                self._producer_state.update(producers)
             for _, header in batches:
                 self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
             return LogAppendInfo(first, previous_last, max_timestamp, offset_of_max, NO_TIMESTAMP,
@@ -360,6 +410,8 @@ class Log:
                     if unlink_if_exists(path):
                         logger.warning("%s: removed stale file %s before rolling", self.topic_partition, path)
                 active.on_become_inactive_segment()
+            self._producer_state.take_snapshot(new_offset)
+            self._producer_state.retain_snapshots(self._recovery_point)
             segment = LogSegment.open(self.dir, new_offset, self.config, self._clock,
                                       init_file_size=self.config.initial_file_size(),
                                       preallocate=self.config.preallocate)
@@ -458,6 +510,7 @@ class Log:
                 return False
             self._update_log_start_offset(new_log_start_offset)
             self.leader_epoch_cache.truncate_from_start(new_log_start_offset)
+            self._producer_state.on_log_start_offset_incremented(new_log_start_offset)
             return True
 
     # -- truncation ----------------------------------------------------------------------------
@@ -491,6 +544,7 @@ class Log:
             new_end = max(active.read_next_offset(), new_start)  # a cut batch may straddle the start
             self.leader_epoch_cache.truncate_from_end(new_end)
             self._complete_truncation(new_start, new_end)
+            self._rebuild_producer_state(new_end)
             return True
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
@@ -503,7 +557,20 @@ class Log:
                 init_file_size=self.config.initial_file_size(), preallocate=self.config.preallocate)
             self._publish_segments()
             self.leader_epoch_cache.clear_and_flush()
+            self._producer_state.truncate_fully()
             self._complete_truncation(new_offset, new_offset)
+
+    def _rebuild_producer_state(self, max_snapshot_offset: int) -> None:
+        rebuild_producer_state(self._producer_state, list(self._view[1]), self._log_start_offset,
+                               self._end.message_offset, max_snapshot_offset, self._clock.time_ms())
+        self._producer_state.retain_snapshots(self._recovery_point)
+
+    def remove_expired_producers(self) -> list[int]:
+        """Drops producers idle for longer than the producer id expiration; returns their ids."""
+        with self._lock:
+            if self._closed:
+                return []
+            return self._producer_state.remove_expired_producers(self._clock.time_ms())
 
     def _complete_truncation(self, start_offset: int, end_offset: int) -> None:
         self._log_start_offset = start_offset
@@ -590,18 +657,29 @@ class Log:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Closes every segment (trimming indexes); call flush() first to keep the recovery point."""
+        """Snapshots the producer state and closes every segment (trimming indexes); call flush()
+        first to keep the recovery point."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            for segment in self._view[1]:
-                segment.close()
+            self._cancel_producer_expiration()
+            try:
+                self._producer_state.take_snapshot(self._end.message_offset)
+                self._producer_state.retain_snapshots(self._recovery_point)
+            finally:
+                for segment in self._view[1]:
+                    segment.close()
+
+    def _cancel_producer_expiration(self) -> None:
+        if self._producer_expiration is not None:
+            self._producer_expiration.cancel()
 
     def close_handlers(self) -> None:
         """Closes file handles without writing anything (for a failed log dir)."""
         with self._lock:
             self._closed = True
+            self._cancel_producer_expiration()
             for segment in self._view[1]:
                 segment.close_handlers()
 
@@ -614,10 +692,12 @@ class Log:
             for segment in self._view[1]:
                 segment.update_dir(new_dir)
             self.leader_epoch_cache.update_dir(new_dir)
+            self._producer_state.update_dir(new_dir)
 
     def delete(self) -> None:
         """Deletes every file and the directory now."""
         with self._lock:
+            self._cancel_producer_expiration()
             self._remove_and_delete_segments(list(self._view[1]), async_delete=False)
             self.leader_epoch_cache.clear()
             self._closed = True

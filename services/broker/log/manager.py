@@ -17,6 +17,13 @@ removed later. Then these tasks are scheduled, each first after `initial_task_de
     kafka-delete-logs                  remove logs deleted file.delete.delay.ms ago
                                        (scheduled again while any are waiting)
 
+With `log.cleaner.enable`, `cleaner` is a `LogCleaner` that compacts the logs whose cleanup.policy
+includes `compact` and applies their retention; its threads start with the manager's own
+scheduler threads (with an injected scheduler the caller drives it: `cleaner.clean_once()`). The
+retention task above skips compacted logs and pauses the cleaner for the logs it works on.
+Truncation pauses the cleaner for the partition (aborting a clean under way) and lowers its
+cleaner checkpoint; deletion aborts any clean and drops the partition from the checkpoint.
+
 `shutdown()` flushes and closes every log, writes both checkpoints and then the clean-shutdown
 marker in each directory. New logs go to the directory holding the fewest. Deleting a log renames
 its directory to `<topic>-<partition>.<uuid>-delete` at once and removes it after `file.delete.delay.ms`.
@@ -25,6 +32,7 @@ its directory to `<topic>-<partition>.<uuid>-delete` at once and removes it afte
 from __future__ import annotations
 
 import collections
+import contextlib
 import fcntl
 import logging
 import os
@@ -35,6 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from services.broker.log.checkpoints import CheckpointError, OffsetCheckpointFile
+from services.broker.log.cleaner import CleanerConfig, LogCleaner
 from services.broker.log.config import INITIAL_TASK_DELAY_MS, LogConfig, LogManagerConfig
 from services.broker.log.errors import KafkaStorageError
 from services.broker.log.files import (
@@ -82,6 +91,10 @@ class LogManager:
             d: OffsetCheckpointFile(os.path.join(d, RECOVERY_POINT_CHECKPOINT_FILE)) for d in self.log_dirs}
         self._start_offset_checkpoints = {
             d: OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT_FILE)) for d in self.log_dirs}
+        cleaner_config = CleanerConfig.from_manager_config(config)
+        self.cleaner: LogCleaner | None = (
+            LogCleaner(cleaner_config, self.log_dirs, lambda: dict(self._logs), clock)
+            if cleaner_config.enable_cleaner else None)
 
     # -- startup and shutdown ------------------------------------------------------------------
 
@@ -101,6 +114,8 @@ class LogManager:
         self._started = True
         if self._owns_scheduler:
             self.scheduler.startup()
+            if self.cleaner is not None:
+                self.cleaner.startup()
 
     def load_logs(self) -> None:
         """Loads every partition directory of every log dir (in parallel per dir)."""
@@ -150,6 +165,8 @@ class LogManager:
     def shutdown(self) -> None:
         """Flushes and closes every log; then checkpoints and the clean-shutdown marker per dir."""
         self._stopped = True
+        if self.cleaner is not None:
+            self.cleaner.shutdown()
         for task in self._tasks + [self._delete_task]:
             if task is not None:
                 task.cancel()
@@ -229,6 +246,9 @@ class LogManager:
             log = self._logs.pop(TopicPartition(*tp), None)
         if log is None:
             return None
+        if self.cleaner is not None:
+            self.cleaner.abort_cleaning(log.topic_partition)
+            self.cleaner.update_checkpoints(log.parent_dir, remove=log.topic_partition)
         log.rename_dir(log_delete_dir_name(log.topic_partition))
         self._checkpoint_dir(log.parent_dir)
         self._to_delete.append((self._clock.monotonic_ms(), log))
@@ -269,16 +289,35 @@ class LogManager:
         affected = set()
         for tp, offset in partition_offsets.items():
             log = self._logs.get(TopicPartition(*tp))
-            if log is not None and log.truncate_to(offset):
-                affected.add(log.parent_dir)
+            if log is None:
+                continue
+            pause = self.cleaner is not None and offset < log.active_segment.base_offset
+            with self._cleaning_paused(log, pause):
+                if log.truncate_to(offset):
+                    affected.add(log.parent_dir)
         for log_dir in affected:
             self._checkpoint_recovery_points(log_dir)
 
     def truncate_fully_and_start_at(self, tp: TopicPartition, new_offset: int) -> None:
         log = self._logs.get(TopicPartition(*tp))
         if log is not None:
-            log.truncate_fully_and_start_at(new_offset)
+            with self._cleaning_paused(log, self.cleaner is not None):
+                log.truncate_fully_and_start_at(new_offset)
             self._checkpoint_recovery_points(log.parent_dir)
+
+    @contextlib.contextmanager
+    def _cleaning_paused(self, log: Log, pause: bool):
+        """Stops and pauses the cleaner for the log; afterwards lowers its checkpoint and resumes."""
+        if not pause:
+            yield
+            return
+        tp = log.topic_partition
+        self.cleaner.abort_and_pause_cleaning(tp)
+        try:
+            yield
+            self.cleaner.maybe_truncate_checkpoint(log.parent_dir, tp, log.active_segment.base_offset)
+        finally:
+            self.cleaner.resume_cleaning([tp])
 
     # -- configs -------------------------------------------------------------------------------
 
@@ -303,13 +342,19 @@ class LogManager:
     def cleanup_logs(self) -> int:
         """Retention for every log that is not compacted; returns the segments deleted."""
         total = 0
-        for log in self.all_logs():
-            if log.config.compact:
-                continue
-            try:
-                total += log.delete_old_segments()
-            except Exception:
-                logger.exception("retention failed for %s", log.topic_partition)
+        if self.cleaner is not None:  # keeps the cleaner off logs whose policy changes meanwhile
+            deletable = self.cleaner.pause_cleaning_for_non_compacted_partitions()
+        else:
+            deletable = [(tp, log) for tp, log in list(self._logs.items()) if not log.config.compact]
+        try:
+            for tp, log in deletable:
+                try:
+                    total += log.delete_old_segments()
+                except Exception:
+                    logger.exception("retention failed for %s", tp)
+        finally:
+            if self.cleaner is not None:
+                self.cleaner.resume_cleaning([tp for tp, _ in deletable])
         return total
 
     def flush_dirty_logs(self) -> None:

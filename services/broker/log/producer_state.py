@@ -1,0 +1,499 @@
+"""Producer state of one partition (Kafka 2.8's ProducerStateManager) and its snapshot files.
+
+For every producer id seen in the log it keeps the epoch, the metadata of its last 5 data batches
+(sequence range, offset range, max timestamp), the coordinator epoch of the last transaction
+marker and the first offset of the transaction in progress. Everything comes from batch headers;
+only a control batch's one record is decoded (for the marker's coordinator epoch), and control
+batches never come from producers.
+
+Checks of a batch with a producer id, in Kafka 2.8's order (`ProducerAppendInfo`):
+
+    duplicate   (producer appends only) same epoch as the producer's and the same first and last
+                sequence as one of its 5 cached batches: the append writes nothing and answers
+                with that batch's offsets; other batches of the append are not looked at
+    epoch       older than the producer's: INVALID_PRODUCER_EPOCH (47); replication only warns
+    sequence    (producer appends only) a new epoch must start at sequence 0, unless the producer
+                is unknown; with the same epoch the first sequence must follow the last one
+                (last + 1, or 0 after 2^31 - 1), unless the producer is unknown (then any
+                sequence is taken: Kafka 2.8 never answers UNKNOWN_PRODUCER_ID): otherwise
+                OUT_OF_ORDER_SEQUENCE_NUMBER (45)
+    transaction non-transactional data while a transaction is open: INVALID_TXN_STATE (48); a
+                marker with an older coordinator epoch: TRANSACTION_COORDINATOR_FENCED (52);
+                replication only warns
+
+State changes only when the append was written (`update`). Producers idle for
+`producer_id_expiration_ms` (by their last batch's timestamp) without an open transaction are
+dropped by `remove_expired_producers`.
+
+Snapshot file `<20-digit offset>.snapshot` in the partition directory: the state of every producer
+after all batches below that offset. Kafka's ProducerSnapshot version 1, big-endian:
+
+    offset  size  field
+    0       2     version                   int16, 1
+    2       4     crc                       uint32, CRC-32C of bytes 6..end of file
+    6       4     entry count               int32 (>= 0)
+    10      46*n  entries, each 46 bytes:
+      +0    8       producer_id             int64
+      +8    2       epoch                   int16
+      +10   4       last_sequence           int32, -1 when the producer has no data batch
+      +14   8       last_offset             int64, -1 when the producer has no data batch
+      +22   4       offset_delta            int32, last_offset - first offset of that batch
+      +26   8       timestamp               int64, max timestamp of that batch
+      +34   4       coordinator_epoch       int32, -1 when no marker was seen
+      +38   8       current_txn_first_offset int64, -1 when no transaction is open
+
+A producer with several cached batches has one entry per batch, oldest first; the fields other
+than last_sequence, last_offset, offset_delta and timestamp repeat, and the last entry's timestamp
+is the producer's last timestamp. A reader keeping only the last entry per producer id, as Kafka's
+does, gets Kafka's state; this one gets all 5 batches back. A file with another version, a wrong
+length or a CRC mismatch is corrupt: it is deleted and ignored.
+
+Snapshots are written (to `<name>.tmp`, fsynced, renamed) on roll, on clean close and after
+loading, only by logs that ever held a producer id: before the first batch with a producer id goes
+into a log with no snapshot, a snapshot at that batch's offset is written, so a log without any
+snapshot file holds no producer batch. The two newest snapshots are kept, and the newest one at
+or below the recovery point.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from collections import deque
+from typing import NamedTuple
+
+from crc32c import crc32c
+
+from services.broker.log.errors import (
+    CorruptSnapshotError,
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    KafkaStorageError,
+    OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
+)
+from services.broker.log.files import (
+    PRODUCER_SNAPSHOT_FILE_SUFFIX,
+    atomic_write,
+    offset_from_file_name,
+    producer_snapshot_file,
+    unlink_if_exists,
+)
+from services.broker.log.validation import AppendOrigin
+from services.common.records import decode_batch, parse_control_record
+from services.common.records.batch import CONTROL_MASK, TRANSACTIONAL_MASK
+
+logger = logging.getLogger(__name__)
+
+NUM_BATCHES_TO_RETAIN = 5
+SNAPSHOTS_TO_KEEP = 2
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_OFFSET = -1
+NO_TIMESTAMP = -1
+NO_COORDINATOR_EPOCH = -1
+MAX_SEQUENCE = 0x7FFFFFFF
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 604800000  # transactional.id.expiration.ms, as Kafka 2.8 uses
+DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS = 600000
+SNAPSHOT_VERSION = 1
+SNAPSHOT_HEADER = struct.Struct(">hIi")  # version, crc, entry count
+SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
+CRC_START = 6
+
+_CLIENT = AppendOrigin.CLIENT
+_REPLICATION = AppendOrigin.REPLICATION
+
+
+class BatchMetadata(NamedTuple):
+    """One appended data batch of a producer."""
+
+    last_seq: int
+    last_offset: int
+    offset_delta: int
+    timestamp: int
+
+    @property
+    def first_seq(self) -> int:
+        return (self.last_seq - self.offset_delta) & MAX_SEQUENCE
+
+    @property
+    def first_offset(self) -> int:
+        return self.last_offset - self.offset_delta
+
+
+def in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == MAX_SEQUENCE)
+
+
+class ProducerStateEntry:
+    """What the log knows of one producer id."""
+
+    __slots__ = ("producer_id", "producer_epoch", "batches", "coordinator_epoch", "last_timestamp",
+                 "current_txn_first_offset")
+
+    def __init__(self, producer_id: int, producer_epoch: int = NO_PRODUCER_EPOCH, batches=(),
+                 coordinator_epoch: int = NO_COORDINATOR_EPOCH, last_timestamp: int = NO_TIMESTAMP,
+                 current_txn_first_offset: int | None = None) -> None:
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.batches: deque[BatchMetadata] = deque(batches, NUM_BATCHES_TO_RETAIN)
+        self.coordinator_epoch = coordinator_epoch
+        self.last_timestamp = last_timestamp
+        self.current_txn_first_offset = current_txn_first_offset
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    def find_batch(self, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        """The cached batch with exactly this sequence range."""
+        for batch in self.batches:
+            if batch.last_seq == last_seq and batch.first_seq == first_seq:
+                return batch
+        return None
+
+    def as_tuple(self) -> tuple:
+        return (self.producer_epoch, tuple(self.batches), self.coordinator_epoch, self.last_timestamp,
+                self.current_txn_first_offset)
+
+    def __repr__(self) -> str:
+        return f"ProducerStateEntry({self.producer_id}, {self.as_tuple()})"
+
+
+class ProducerAppendInfo:
+    """The update one append makes to one producer, checked batch by batch before anything is written."""
+
+    __slots__ = ("topic_partition", "producer_id", "origin", "current_epoch", "current_last_seq",
+                 "producer_epoch", "batches", "coordinator_epoch", "last_timestamp",
+                 "current_txn_first_offset")
+
+    def __init__(self, topic_partition, producer_id: int, current: ProducerStateEntry | None,
+                 origin: AppendOrigin) -> None:
+        self.topic_partition = topic_partition
+        self.producer_id = producer_id
+        self.origin = origin
+        self.batches: list[BatchMetadata] = []
+        current = current or ProducerStateEntry(producer_id)
+        self.current_epoch = self.producer_epoch = current.producer_epoch
+        self.current_last_seq = current.last_seq
+        self.coordinator_epoch = current.coordinator_epoch
+        self.last_timestamp = current.last_timestamp
+        self.current_txn_first_offset = current.current_txn_first_offset
+
+    def append_data_batch(self, epoch: int, first_seq: int, last_seq: int, timestamp: int,
+                          first_offset: int, last_offset: int, is_transactional: bool) -> None:
+        self._check_epoch(epoch, first_offset)
+        if self.origin is _CLIENT:
+            self._check_sequence(epoch, first_seq, first_offset)
+        self._set_epoch(epoch)
+        self.batches.append(BatchMetadata(last_seq, last_offset, last_offset - first_offset, timestamp))
+        self.last_timestamp = timestamp
+        if self.current_txn_first_offset is None:
+            if is_transactional:
+                self.current_txn_first_offset = first_offset
+        elif not is_transactional:
+            self._refuse(InvalidTxnStateError(
+                f"expected a transactional write from producer {self.producer_id} at offset "
+                f"{first_offset} in {self.topic_partition}"))
+
+    def append_end_txn_marker(self, epoch: int, coordinator_epoch: int, offset: int, timestamp: int) -> None:
+        self._check_epoch(epoch, offset)
+        if self.coordinator_epoch > coordinator_epoch:
+            self._refuse(TransactionCoordinatorFencedError(
+                f"coordinator epoch {coordinator_epoch} of the marker of producer {self.producer_id} at "
+                f"offset {offset} in {self.topic_partition} is older than {self.coordinator_epoch}"))
+        self._set_epoch(epoch)
+        self.current_txn_first_offset = None
+        self.coordinator_epoch = coordinator_epoch
+        self.last_timestamp = timestamp
+
+    def _set_epoch(self, epoch: int) -> None:
+        if epoch != self.producer_epoch:  # a new epoch starts with no batches
+            self.batches.clear()
+            self.producer_epoch = epoch
+
+    def _check_epoch(self, epoch: int, offset: int) -> None:
+        if epoch < self.producer_epoch:
+            self._refuse(InvalidProducerEpochError(
+                f"epoch {epoch} of producer {self.producer_id} at offset {offset} in "
+                f"{self.topic_partition} is older than the last seen epoch {self.producer_epoch}"))
+
+    def _check_sequence(self, epoch: int, first_seq: int, offset: int) -> None:
+        if epoch != self.producer_epoch:
+            if first_seq != 0 and self.producer_epoch != NO_PRODUCER_EPOCH:
+                raise OutOfOrderSequenceError(
+                    f"sequence {first_seq} for the new epoch {epoch} of producer {self.producer_id} at "
+                    f"offset {offset} in {self.topic_partition} is not 0 (current epoch "
+                    f"{self.producer_epoch})")
+            return
+        last_seq = (self.batches[-1].last_seq if self.batches
+                    else self.current_last_seq if epoch == self.current_epoch else NO_SEQUENCE)
+        if self.current_epoch != NO_PRODUCER_EPOCH and not in_sequence(last_seq, first_seq):
+            raise OutOfOrderSequenceError(
+                f"out of order sequence number for producer {self.producer_id} at offset {offset} in "
+                f"{self.topic_partition}: {first_seq} (incoming), {last_seq} (last appended)")
+
+    def _refuse(self, error: Exception) -> None:
+        if self.origin is _REPLICATION:
+            logger.warning("%s", error)
+        else:
+            raise error
+
+
+# from `analyze`: pending updates per producer, and the batch a duplicate repeats (nothing is written)
+PendingProducers = tuple[dict[int, ProducerAppendInfo], BatchMetadata | None]
+
+
+class ProducerStateManager:
+    """The producers of one partition log; not thread-safe (the Log's lock guards it)."""
+
+    def __init__(self, topic_partition, log_dir: str,
+                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> None:
+        self.topic_partition = topic_partition
+        self.log_dir = log_dir
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self._producers: dict[int, ProducerStateEntry] = {}
+        self._snapshots: dict[int, str] = list_snapshot_files(log_dir)
+
+    # -- state ---------------------------------------------------------------------------------
+
+    def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
+        return self._producers.get(producer_id)
+
+    @property
+    def active_producers(self) -> dict[int, ProducerStateEntry]:
+        return dict(self._producers)
+
+    def state(self) -> dict[int, tuple]:
+        """Every producer's state as plain tuples (for comparisons)."""
+        return {pid: entry.as_tuple() for pid, entry in sorted(self._producers.items())}
+
+    # -- appends -------------------------------------------------------------------------------
+
+    def analyze(self, view, batches, first_offset: int | None, origin: AppendOrigin,
+                append_time_ms: int | None = None) -> PendingProducers | None:
+        """Checks the batches with a producer id of an append; None when there is none.
+
+        `batches` is [(position in view, header)]; offsets are assigned from `first_offset` as a
+        leader does, or taken from the headers when it is None. `append_time_ms` replaces the
+        batches' max timestamps (LogAppendTime). Raises the first error found.
+        """
+        infos: dict[int, ProducerAppendInfo] = {}
+        offset = first_offset
+        check_duplicates = origin is _CLIENT
+        producers = self._producers
+        for pos, header in batches:
+            _, _, _, _, _, attributes, delta, _, max_timestamp, producer_id, epoch, first_seq, _ = header
+            base = header.base_offset if first_offset is None else offset
+            last = base + delta
+            offset = last + 1
+            if producer_id < 0:
+                continue
+            last_seq = NO_SEQUENCE if first_seq == NO_SEQUENCE else (first_seq + delta) & MAX_SEQUENCE
+            if check_duplicates:
+                entry = producers.get(producer_id)
+                if entry is not None and entry.producer_epoch == epoch:
+                    duplicate = entry.find_batch(first_seq, last_seq)
+                    if duplicate is not None:
+                        return infos, duplicate
+            is_control = attributes & CONTROL_MASK
+            marker = control_marker(view, pos) if is_control else None
+            if marker is None and is_control:  # emptied by the cleaner
+                continue
+            timestamp = max_timestamp if append_time_ms is None else append_time_ms
+            info = infos.get(producer_id)
+            if info is None:
+                info = infos[producer_id] = self.prepare_update(producer_id, origin)
+            if marker is not None:
+                info.append_end_txn_marker(epoch, marker.coordinator_epoch, base, timestamp)
+            else:
+                info.append_data_batch(epoch, first_seq, last_seq, timestamp, base, last,
+                                       attributes & TRANSACTIONAL_MASK)
+        return (infos, None) if infos else None
+
+    def prepare_update(self, producer_id: int, origin: AppendOrigin) -> ProducerAppendInfo:
+        return ProducerAppendInfo(self.topic_partition, producer_id, self._producers.get(producer_id), origin)
+
+    def before_write(self, offset: int) -> None:
+        """Called before producer batches are written at `offset`: see the module doc."""
+        if not self._snapshots:
+            self.take_snapshot(offset, force=True)
+
+    def update(self, pending: PendingProducers) -> None:
+        """Applies checked updates once their batches were written."""
+        producers = self._producers
+        for producer_id, info in pending[0].items():
+            entry = producers.get(producer_id)
+            if entry is None:
+                entry = producers[producer_id] = ProducerStateEntry(producer_id)
+            if entry.producer_epoch != info.producer_epoch:
+                entry.batches.clear()
+                entry.producer_epoch = info.producer_epoch
+            entry.batches.extend(info.batches)
+            entry.coordinator_epoch = info.coordinator_epoch
+            entry.last_timestamp = info.last_timestamp
+            entry.current_txn_first_offset = info.current_txn_first_offset
+
+    def replay(self, view, pos: int, header) -> None:
+        """Applies one batch read back from the log (as replication does: nothing is refused)."""
+        pending = self.analyze(view, ((pos, header),), None, _REPLICATION)
+        if pending is not None:
+            self.update(pending)
+
+    def remove_expired_producers(self, now_ms: int) -> list[int]:
+        expired = [pid for pid, entry in self._producers.items() if self._is_expired(entry, now_ms)]
+        for producer_id in expired:
+            del self._producers[producer_id]
+        return expired
+
+    def _is_expired(self, entry: ProducerStateEntry, now_ms: int) -> bool:
+        return (entry.current_txn_first_offset is None
+                and now_ms - entry.last_timestamp >= self.producer_id_expiration_ms)
+
+    # -- snapshots -----------------------------------------------------------------------------
+
+    @property
+    def snapshot_offsets(self) -> list[int]:
+        return sorted(self._snapshots)
+
+    @property
+    def latest_snapshot_offset(self) -> int | None:
+        return max(self._snapshots) if self._snapshots else None
+
+    def take_snapshot(self, offset: int, force: bool = False) -> bool:
+        """Writes the state as of `offset` unless a snapshot at or after it exists, or (without
+        `force`) the log never held a producer id. Returns whether it wrote."""
+        latest = self.latest_snapshot_offset
+        if latest is not None and offset <= latest:
+            return False
+        if latest is None and not self._producers and not force:
+            return False
+        path = producer_snapshot_file(self.log_dir, offset)
+        try:
+            atomic_write(path, encode_snapshot(self._producers.values()))
+        except OSError as e:
+            raise KafkaStorageError(f"error writing the producer snapshot {path}: {e}") from e
+        self._snapshots[offset] = path
+        return True
+
+    def retain_snapshots(self, recovery_point: int) -> None:
+        """Keeps the two newest snapshots and the newest at or below `recovery_point`."""
+        offsets = sorted(self._snapshots)
+        if len(offsets) <= SNAPSHOTS_TO_KEEP:
+            return
+        keep = set(offsets[-SNAPSHOTS_TO_KEEP:])
+        below = [o for o in offsets if o <= recovery_point]
+        if below:
+            keep.add(below[-1])
+        for offset in offsets:
+            if offset not in keep:
+                self._delete_snapshot(offset)
+
+    def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        """Deletes the snapshots older than the newest one at or below the new log start offset
+        (state is kept, as Kafka 2.8 keeps it, until the producers expire)."""
+        below = sorted(o for o in self._snapshots if o <= log_start_offset)
+        for offset in below[:-1]:
+            self._delete_snapshot(offset)
+
+    def truncate_and_reload(self, max_offset: int, now_ms: int) -> int | None:
+        """Drops snapshots above `max_offset` and loads the newest valid one left (corrupt ones
+        are deleted); producers expired by `now_ms` are left out. Returns its offset, or None
+        (state empty) when there is none."""
+        for offset in [o for o in self._snapshots if o > max_offset]:
+            self._delete_snapshot(offset)
+        self._producers = {}
+        for offset in sorted(self._snapshots, reverse=True):
+            path = self._snapshots[offset]
+            try:
+                entries = read_snapshot(path)
+            except (CorruptSnapshotError, OSError) as e:
+                logger.warning("%s: ignoring producer snapshot %s: %s", self.topic_partition, path, e)
+                self._delete_snapshot(offset)
+                continue
+            self._producers = {e.producer_id: e for e in entries if not self._is_expired(e, now_ms)}
+            return offset
+        return None
+
+    def truncate_fully(self) -> None:
+        """Forgets every producer and deletes every snapshot (the log restarts empty)."""
+        self._producers = {}
+        for offset in list(self._snapshots):
+            self._delete_snapshot(offset)
+
+    def update_dir(self, log_dir: str) -> None:
+        self.log_dir = log_dir
+        self._snapshots = {o: producer_snapshot_file(log_dir, o) for o in self._snapshots}
+
+    def _delete_snapshot(self, offset: int) -> None:
+        path = self._snapshots.pop(offset, None)
+        if path is not None:
+            unlink_if_exists(path)
+
+
+def control_marker(view, pos: int):
+    """The COMMIT/ABORT record of the control batch at `pos`, or None if the batch is empty."""
+    _, records = decode_batch(view, pos, check_crc=False)
+    if not records:
+        return None
+    return parse_control_record(records[0].key, records[0].value)
+
+
+def list_snapshot_files(log_dir: str) -> dict[int, str]:
+    suffix = PRODUCER_SNAPSHOT_FILE_SUFFIX
+    return {offset_from_file_name(name): os.path.join(log_dir, name) for name in os.listdir(log_dir)
+            if name.endswith(suffix) and len(name) == 20 + len(suffix) and name[:20].isdigit()}
+
+
+def encode_snapshot(entries) -> bytes:
+    """The snapshot file bytes for these producers (see the module doc)."""
+    body = []
+    pack = SNAPSHOT_ENTRY.pack
+    for entry in entries:
+        txn = -1 if entry.current_txn_first_offset is None else entry.current_txn_first_offset
+        head = (entry.producer_id, entry.producer_epoch)
+        tail = (entry.coordinator_epoch, txn)
+        batches = entry.batches
+        if not batches:
+            body.append(pack(*head, NO_SEQUENCE, NO_OFFSET, 0, entry.last_timestamp, *tail))
+            continue
+        last = len(batches) - 1
+        for i, batch in enumerate(batches):
+            timestamp = entry.last_timestamp if i == last else batch.timestamp
+            body.append(pack(*head, batch.last_seq, batch.last_offset, batch.offset_delta, timestamp, *tail))
+    data = bytearray(SNAPSHOT_HEADER.pack(SNAPSHOT_VERSION, 0, len(body)))
+    data += b"".join(body)
+    struct.pack_into(">I", data, 2, crc32c(memoryview(data)[CRC_START:]))
+    return bytes(data)
+
+
+def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
+    """The producers of a snapshot file's bytes; raises CorruptSnapshotError."""
+    if len(data) < SNAPSHOT_HEADER.size:
+        raise CorruptSnapshotError(f"snapshot of {len(data)} bytes is shorter than its header")
+    version, crc, count = SNAPSHOT_HEADER.unpack_from(data)
+    if version != SNAPSHOT_VERSION:
+        raise CorruptSnapshotError(f"unknown snapshot version {version}")
+    if count < 0 or len(data) != SNAPSHOT_HEADER.size + count * SNAPSHOT_ENTRY.size:
+        raise CorruptSnapshotError(f"{len(data)} bytes do not hold {count} snapshot entries")
+    computed = crc32c(memoryview(data)[CRC_START:])
+    if computed != crc:
+        raise CorruptSnapshotError(f"snapshot CRC {crc:#010x} does not match the computed {computed:#010x}")
+    entries: dict[int, ProducerStateEntry] = {}
+    for fields in SNAPSHOT_ENTRY.iter_unpack(memoryview(data)[SNAPSHOT_HEADER.size:]):
+        producer_id, epoch, last_seq, last_offset, delta, timestamp, coordinator_epoch, txn = fields
+        entry = entries.get(producer_id)
+        if entry is None or entry.producer_epoch != epoch:
+            entry = entries[producer_id] = ProducerStateEntry(producer_id, epoch)
+        if last_offset >= 0:
+            entry.batches.append(BatchMetadata(last_seq, last_offset, delta, timestamp))
+        entry.coordinator_epoch = coordinator_epoch
+        entry.last_timestamp = timestamp
+        entry.current_txn_first_offset = txn if txn >= 0 else None
+    return list(entries.values())
+
+
+def read_snapshot(path: str) -> list[ProducerStateEntry]:
+    with open(path, "rb") as f:
+        return decode_snapshot(f.read())
