@@ -257,7 +257,9 @@ class ReplicaManager:
                         raise KafkaError(f"{topic}-{index}: {len(partition.isr)} in-sync replicas, "
                                          f"{min_isr} required", error_name="NOT_ENOUGH_REPLICAS")
                     info = partition.log.append_as_leader(records, partition.leader_epoch)
-                    hw_moved = partition.maybe_increment_high_watermark()
+                    # a producer's retry of a batch already in the log wrote nothing and answers
+                    # with the original batch's offsets (acks=-1 still waits for that batch)
+                    hw_moved = not info.duplicate and partition.maybe_increment_high_watermark()
                 results[key] = ProduceResult(NONE, info.first_offset, info.log_append_time_ms,
                                              info.log_start_offset)
                 if acks == -1:

@@ -16,6 +16,7 @@ from services.broker.log.config import LogConfig, LogManagerConfig
 from services.broker.log.manager import LogManager
 from services.broker.metadata_cache import MetadataCache
 from services.broker.metrics import BrokerMetrics
+from services.broker.producer_ids import ProducerIdManager
 from services.broker.replica_manager import ReplicaManager
 from services.broker.replication.fetcher import FetcherConfig, ReplicaFetcherManager
 from services.broker.replication.isr import IsrManager
@@ -58,6 +59,7 @@ class BrokerServer:
         self.replica_manager.isr_manager = IsrManager(self.replica_manager, self._write_isr,
                                                       self._announce_isr_changes, SYSTEM_CLOCK,
                                                       config.replica_lag_time_max_ms)
+        self.producer_ids = ProducerIdManager(lambda: self.zk.allocate_producer_id_block(self.broker_id))
         self.metrics = BrokerMetrics(self)
         self.broker_epoch = -1
         self._session_lost = threading.Event()
@@ -72,7 +74,8 @@ class BrokerServer:
                                   fetch_max_bytes=self.config.fetch_max_bytes,
                                   auto_create_topic=self._auto_create_topic
                                   if self.config.auto_create_topics_enable else None,
-                                  on_live_leaders=self._remember_leaders)
+                                  on_live_leaders=self._remember_leaders,
+                                  producer_ids=self.producer_ids)
         self.runtime.add_servicer(broker_pb2_grpc.add_BrokerServiceServicer_to_server, servicer)
         port = self.runtime.start()
         self.zk_raw.add_listener(self._on_zk_state)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from services.broker.metadata_cache import BrokerNode, MetadataCache, PartitionMetadata
 from services.broker.partition import LeaderAndIsrState
+from services.broker.producer_ids import ProducerIdManager
 from services.broker.replica_manager import FetchParams, FetchPartition, ReplicaManager
 from services.common.errors import ERRORS_BY_NAME, KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
@@ -64,8 +65,10 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
     def __init__(self, broker_id: int, replica_manager: ReplicaManager, metadata_cache: MetadataCache,
                  *, fetch_max_bytes: int, auto_create_topic: Callable[[str], None] | None = None,
                  on_metadata_update: Callable[[], None] | None = None,
-                 on_live_leaders: Callable[[list[BrokerNode]], None] | None = None) -> None:
+                 on_live_leaders: Callable[[list[BrokerNode]], None] | None = None,
+                 producer_ids: ProducerIdManager | None = None) -> None:
         self.broker_id = broker_id
+        self.producer_ids = producer_ids
         self.replica_manager = replica_manager
         self.metadata_cache = metadata_cache
         self.fetch_max_bytes = fetch_max_bytes
@@ -193,6 +196,18 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                              leader_id=meta.leader if meta.leader in live else -1,
                              leader_epoch=meta.leader_epoch, replica_nodes=list(meta.replicas),
                              isr_nodes=list(meta.isr), offline_replicas=offline)
+
+    def InitProducerId(self, request, context):
+        if self.producer_ids is None:
+            return common_pb2.InitProducerIdResponse(
+                error_code=ERRORS_BY_NAME["COORDINATOR_NOT_AVAILABLE"].code, producer_id=-1, producer_epoch=-1,
+                error_message="this broker does not hand out producer ids")
+        result = self.producer_ids.init_producer_id(
+            request.transactional_id if request.HasField("transactional_id") else None,
+            request.producer_id, request.producer_epoch)
+        return common_pb2.InitProducerIdResponse(error_code=result.error_code, producer_id=result.producer_id,
+                                                 producer_epoch=result.producer_epoch,
+                                                 error_message=result.error_message)
 
     # ------------------------------------------------------------------ controller requests
 
