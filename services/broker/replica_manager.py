@@ -118,6 +118,7 @@ class ReplicaManager:
                                   or DelayedOperationPurgatory("Produce", broker_id=broker_id))
         self.controller_epoch = -1
         self._lock = threading.RLock()
+        self._fetcher_update_lock = threading.Lock()
         self._partitions: dict[TopicPartition, Partition] = {}
         self.delayed_fetch_expired = 0
         self.delayed_produce_expired = 0
@@ -154,12 +155,18 @@ class ReplicaManager:
                                 state.leader_epoch, list(state.isr))
                 else:
                     errors[key] = STALE_CONTROLLER_EPOCH
-            self._update_fetchers([self._partitions[key] for key in changed])
+            changed_partitions = [self._partitions[key] for key in changed]
+        # outside the manager lock: stopping a fetcher waits for its thread, which may be in
+        # truncate_follower waiting for that lock
+        with self._fetcher_update_lock:
+            self._update_fetchers(changed_partitions)
         for key in changed:
             self._complete_delayed(key)
         return errors
 
     def _update_fetchers(self, partitions: list[Partition]) -> None:
+        """Leaders stop fetching, followers fetch from their leader; reads each partition's current
+        state, so concurrent LeaderAndIsr requests cannot leave a stale assignment behind."""
         if self.fetcher_manager is None:
             return
         leaders = [p.key for p in partitions if p.is_leader or p.leader_id < 0]
@@ -173,6 +180,12 @@ class ReplicaManager:
     def stop_replicas(self, controller_id: int, controller_epoch: int,
                       partitions: list[tuple[str, int, bool]]) -> dict[TopicPartition, int]:
         """Applies StopReplica: stop serving (and with delete, remove the log) of each partition."""
+        if controller_epoch < self.controller_epoch:
+            raise KafkaError(f"controller {controller_id} epoch {controller_epoch} is older than "
+                             f"{self.controller_epoch}", error_name="STALE_CONTROLLER_EPOCH")
+        if self.fetcher_manager is not None:
+            with self._fetcher_update_lock:
+                self.fetcher_manager.remove_fetchers([(t, i) for t, i, _ in partitions])
         with self._lock:
             if controller_epoch < self.controller_epoch:
                 raise KafkaError(f"controller {controller_id} epoch {controller_epoch} is older than "
@@ -180,8 +193,6 @@ class ReplicaManager:
             self.controller_epoch = controller_epoch
             errors = {}
             removed = []
-            if self.fetcher_manager is not None:
-                self.fetcher_manager.remove_fetchers([(t, i) for t, i, _ in partitions])
             for topic, index, delete in partitions:
                 key = (topic, index)
                 partition = self._partitions.get(key)

@@ -160,6 +160,8 @@ def running_pid_from_file(path: Path, expect_in_cmdline: str | None = None) -> i
         return None
     if expect_in_cmdline is not None:
         argv = process_cmdline(pid)
+        if argv == []:  # just forked, not yet exec'd: its command line is not there yet
+            return pid
         if argv is None or not any(expect_in_cmdline in arg for arg in argv):
             return None
     return pid

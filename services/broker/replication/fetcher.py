@@ -113,11 +113,14 @@ class ReplicaFetcherThread:
             return self._partitions.get(tp)
 
     def shutdown(self) -> None:
+        """Stops the thread. The endpoint is closed first: that ends a request in flight to a leader
+        that hangs (paused, partitioned away), which would otherwise hold the join, and the
+        LeaderAndIsr that caused it, for up to `request_timeout_ms`."""
         self._stopping.set()
         self._wakeup.set()
+        self.endpoint.close()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(self.config.request_timeout_ms / 1000 + 5)
-        self.endpoint.close()
 
     # ------------------------------------------------------------------ loop
 

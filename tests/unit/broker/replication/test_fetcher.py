@@ -1,0 +1,62 @@
+"""ReplicaFetcherThread against a leader that never answers: stopping the thread (as removing its
+last partition does, inside LeaderAndIsr) must not wait for the hung request's timeout."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from services.broker.replication.fetcher import FetcherConfig, ReplicaFetcherThread
+from services.common.clock import SYSTEM_CLOCK
+from services.common.errors import code_of
+
+TP = ("t", 0)
+
+
+class HungLeader:
+    """A leader endpoint whose fetch blocks until the endpoint is closed (a paused leader)."""
+
+    def __init__(self) -> None:
+        self.fetching = threading.Event()
+        self.closed = threading.Event()
+
+    def fetch(self, replica_id, max_wait_ms, min_bytes, max_bytes, partitions) -> dict:
+        self.fetching.set()
+        self.closed.wait(60)
+        return {tp: _Failed() for tp in partitions}
+
+    def offsets_for_leader_epoch(self, partitions) -> dict:
+        raise AssertionError("not asked: the local log has no epoch")
+
+    def close(self) -> None:
+        self.closed.set()
+
+
+class _Failed:
+    error_code = code_of("NETWORK_EXCEPTION")
+    high_watermark = -1
+    log_start_offset = -1
+    records = b""
+
+
+class FollowerWithEmptyLog:
+    def latest_local_epoch(self, tp):
+        return None
+
+    def truncate_follower(self, tp, offset):
+        return 0
+
+
+def test_shutdown_ends_a_request_hung_on_the_leader():
+    leader = HungLeader()
+    fetcher = ReplicaFetcherThread(2, leader, FollowerWithEmptyLog(),
+                                   FetcherConfig(replica_id=1, request_timeout_ms=30000), SYSTEM_CLOCK)
+    fetcher.start()
+    fetcher.add_partitions({TP: 3})
+    assert leader.fetching.wait(10)
+    fetcher.remove_partitions([TP])
+    started = time.monotonic()
+    fetcher.shutdown()
+    assert time.monotonic() - started < 5
+    assert leader.closed.is_set()
+
