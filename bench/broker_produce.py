@@ -79,7 +79,7 @@ def measure_cluster(base: Path, log_dir: Path, args, take) -> list[tuple[str, fl
     """Broker vs transport rows for one broker whose log.dirs is `log_dir`."""
     cluster = LocalCluster(base, brokers=1, controllers=1, free_ports=True,
                            broker_config={"log.dirs": str(log_dir), "log.segment.bytes": 1 << 30,
-                                          "num.io.threads": 16, "message.max.bytes": 2 << 20})
+                                          "message.max.bytes": 2 << 20})
     rows = []
     try:
         cluster.start()

@@ -28,7 +28,9 @@ class BrokerConfig(Config):
     zookeeper_session_timeout_ms: int = setting(ConfigType.INT, 18000, at_least(1000))
     zookeeper_connection_timeout_ms: int = setting(ConfigType.INT, 18000, at_least(1000))
     metrics_port: int = setting(ConfigType.INT, -1, doc="Prometheus endpoint port; -1 disables it.")
-    num_io_threads: int = setting(ConfigType.INT, 16, at_least(1), doc="gRPC worker threads.")
+    grpc_worker_threads: int = setting(
+        ConfigType.INT, 64, at_least(1),
+        doc="Threads serving gRPC calls; a parked long-poll fetch or acks=all produce holds one.")
 
     num_partitions: int = setting(ConfigType.INT, 1, at_least(1))
     default_replication_factor: int = setting(ConfigType.INT, 1, at_least(1))

@@ -36,7 +36,7 @@ class BrokerServer:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.broker_id = config.broker_id
-        self.runtime = ServiceRuntime("broker", config.listener.address, max_workers=config.num_io_threads,
+        self.runtime = ServiceRuntime("broker", config.listener.address, max_workers=config.grpc_worker_threads,
                                       metrics_port=config.metrics_port)
         self.zk_raw = KazooClient(hosts=config.zookeeper_connect,
                                   timeout=config.zookeeper_session_timeout_ms / 1000)

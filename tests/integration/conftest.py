@@ -16,7 +16,6 @@ TEST_BROKER_CONFIG = {
     "zookeeper.session.timeout.ms": 6000,
     "log.segment.delete.delay.ms": 0,
     "controlled.shutdown.retry.backoff.ms": 500,
-    "num.io.threads": 16,
 }
 TEST_CONTROLLER_CONFIG = {
     "zookeeper.session.timeout.ms": 6000,
