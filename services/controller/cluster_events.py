@@ -27,6 +27,7 @@ from services.controller.state.events import (
     UncleanLeaderElectionEnable,
     UpdateMetadataResponseReceived,
 )
+from services.controller.state.records import PartitionLeadershipChanged
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ class ClusterEventHandlers(HandlerBase):
     def _on_broker_change(self, _event: BrokerChange) -> None:
         brokers = self.reader.brokers()
         before = self.context.live_or_shutting_down_broker_ids
+        self._refresh_leaderships_on(before - set(brokers))
         outcome = self.core.on_broker_change(brokers)
         after = self.context.live_or_shutting_down_broker_ids
         if before != after:
@@ -51,6 +53,16 @@ class ClusterEventHandlers(HandlerBase):
                 sorted(after),
             )
         self._execute(outcome)
+
+    def _refresh_leaderships_on(self, dead_broker_ids) -> None:
+        """Partition leaders change their ISR in ZooKeeper without the controller; before deciding
+        about dead brokers, read the current state of the partitions they host (as Kafka rereads
+        it before removing replicas from ISRs)."""
+        if not dead_broker_ids:
+            return
+        partitions = sorted({p for b in dead_broker_ids for p in self.context.partitions_on_broker(b)})
+        for partition, leadership in sorted(self.reader.partition_leaderships(partitions).items()):
+            self.context.apply(PartitionLeadershipChanged(partition, leadership))
 
     def _on_broker_modifications(self, event: BrokerModifications) -> None:
         if event.broker_id not in self.context.live_or_shutting_down_broker_ids:
