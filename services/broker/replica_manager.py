@@ -42,6 +42,7 @@ CONSUMER_REPLICA_ID = -1
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 UNDEFINED_EPOCH = -1
+SMALLEST_BATCH_BYTES = 61  # a RecordBatch v2 header with no records
 HIGH_WATERMARK_CHECKPOINT_FILE = "replication-offset-checkpoint"
 
 TopicPartition = tuple[str, int]
@@ -349,6 +350,8 @@ class ReplicaManager:
             if request.fetch_offset > end_offset or request.fetch_offset < partition.log.log_start_offset:
                 return True  # out of range: answer now
             if end_offset > request.fetch_offset:
+                if params.min_bytes <= SMALLEST_BATCH_BYTES:
+                    return True  # any new batch is enough: no need to read it twice
                 data = partition.log.read(request.fetch_offset, params.min_bytes, max_offset=end_offset,
                                           min_one_message=True)
                 accumulated += len(data.records)
