@@ -16,6 +16,7 @@ It knows files, paths, config dataclasses and an injected clock; it never touche
     retention         which segments retention deletes
     loader            opening a partition dir: leftovers, swaps, recovery
     log               Log: one partition
+    log_maintenance   retention and segment replacement of a Log (a mixin)
     leader_epoch      LeaderEpochFileCache
     producer_state    ProducerStateManager: producers' last batches, dedupe, producer snapshots
     checkpoints       the checkpoint files
