@@ -42,12 +42,12 @@ def test_child_stopped_by_pid_even_when_it_ignores_sigterm(tmp_path):
 
 
 def test_pid_files_ignore_reused_pids(tmp_path):
-    child = start_process([sys.executable, "-c", "import time; time.sleep(60)"], tmp_path / "c.log")
+    child = start_process([sys.executable, "-c", "import signal; signal.pause()"], tmp_path / "c.log")
     try:
         pid_file = tmp_path / "c.pid"
         write_pid_file(pid_file, child.pid)
         assert read_pid_file(pid_file) == child.pid
-        assert running_pid_from_file(pid_file, expect_in_cmdline="time.sleep(60)") == child.pid
+        assert running_pid_from_file(pid_file, expect_in_cmdline="signal.pause()") == child.pid
         assert running_pid_from_file(pid_file, expect_in_cmdline="something-else") is None
     finally:
         stop_process(child)
