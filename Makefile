@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 ZOOKEEPER_JAR := /usr/share/java/zookeeper.jar
 PYTEST_ARGS ?=
 
-.PHONY: setup system-deps test unit integration lint proto bench up down status clean
+.PHONY: setup system-deps bench-deps test unit integration lint proto bench up down status clean
 
 setup: system-deps $(VENV)/.installed
 
@@ -46,7 +46,18 @@ lint: setup
 proto: setup
 	$(PY) -m services.common.protogen
 
-bench: setup
+# bench/peers.py measures Redis Streams beside Odradek: redis-server comes from Debian.
+bench-deps:
+	@if ! command -v redis-server >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing redis-server (Debian package)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
+	  else \
+	    echo "bench/peers.py needs redis-server: run 'sudo apt-get install redis-server'" >&2; exit 1; \
+	  fi; \
+	fi
+
+bench: setup bench-deps
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 up: setup

@@ -1,5 +1,6 @@
-"""The `odradek` command line: `topics`, `dev up|down|status`, and the simple `produce` / `fetch`
-tools built on the low-level client.
+"""The `odradek` command line: `topics`, `dev up|down|status`, `console-producer`,
+`console-consumer`, `producer-perf-test`, `consumer-perf-test` (see `cli_console` and `cli_perf`),
+and the simple `produce` / `fetch` tools built on the low-level client.
 
     odradek produce --bootstrap-server B --topic T [--partition P] [--key K] [--acks 1]
         sends stdin lines as record values, up to 500 lines per batch (one line per batch when
@@ -20,7 +21,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO, TextIO
 
-from services.clients import cli_dev, cli_topics
+from services.clients import cli_console, cli_dev, cli_perf, cli_topics
 from services.clients.lowlevel import LowLevelClient
 from services.clients.partition_requests import READ_COMMITTED, READ_UNCOMMITTED
 from services.common.errors import NONE, KafkaError, error_for_code
@@ -38,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     cli_dev.add_parser(subparsers)
     _add_produce_parser(subparsers)
     _add_fetch_parser(subparsers)
+    cli_console.add_parsers(subparsers)
+    cli_perf.add_parsers(subparsers)
     return parser
 
 

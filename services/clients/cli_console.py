@@ -1,0 +1,315 @@
+"""`odradek console-producer` and `odradek console-consumer`: Kafka's console tools on the Producer and
+Consumer.
+
+    odradek console-producer --bootstrap-server B --topic T [--property parse.key=true]
+        [--property key.separator=:] [--producer-property k=v ...] [--producer.config FILE]
+        [--request-required-acks all] [--compression-codec lz4] [--sync]
+    odradek console-consumer --bootstrap-server B --topic T [--from-beginning] [--max-messages N]
+        [--partition P [--offset earliest|latest|N]] [--timeout-ms MS] [--property print.key=true ...]
+
+The producer sends each stdin line as one record; with `parse.key=true` the text before the first
+`key.separator` (default a tab) is the key, and a line without it is an error unless `ignore.error=true`
+(then the whole line is the value). The consumer prints each record's value (and, on request, its
+timestamp, partition, offset, headers and key), then `Processed a total of N messages` on stderr.
+Until consumer groups exist the consumer reads every partition of the topic (or `--partition`),
+from the end, or from the start with `--from-beginning`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable, Mapping
+from typing import TextIO
+
+from services.clients.cluster import TopicPartition
+from services.common.config import ConfigError, load_properties
+from services.common.errors import KafkaError
+
+TRUE_TEXTS = ("true", "yes", "1")
+
+
+def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    _add_producer_parser(subparsers)
+    _add_consumer_parser(subparsers)
+
+
+def parse_key_values(items: Iterable[str], flag: str) -> dict[str, str]:
+    """["k=v", ...] -> {k: v}; a missing '=' is a usage error naming `flag`."""
+    parsed = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise argparse.ArgumentTypeError(f"{flag} expects KEY=VALUE, not {item!r}")
+        parsed[key.strip()] = value
+    return parsed
+
+
+def client_settings(args: argparse.Namespace, config_file: str | None, properties: Iterable[str],
+                    flag: str) -> dict[str, str]:
+    """The client's configs: the properties file, then repeated KEY=VALUE flags, then bootstrap."""
+    settings: dict[str, str] = {}
+    if config_file:
+        settings.update(load_properties(config_file))
+    settings.update(parse_key_values(properties, flag))
+    if getattr(args, "bootstrap_server", None):
+        settings["bootstrap.servers"] = args.bootstrap_server
+    return settings
+
+
+def _is_true(properties: Mapping[str, str], key: str, default: bool = False) -> bool:
+    value = properties.get(key)
+    return default if value is None else value.strip().lower() in TRUE_TEXTS
+
+
+def unescape(text: str) -> str:
+    """Kafka's separators may be written as \\t or \\n on the command line."""
+    return text.encode("utf-8").decode("unicode_escape")
+
+
+# --------------------------------------------------------------------------------------------- producer
+
+def _add_producer_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("console-producer", help="send stdin lines with the Producer",
+                                   description="Read lines from stdin and send each as one record.")
+    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--property", action="append", default=[], metavar="KEY=VALUE",
+                        help="parse.key, key.separator, ignore.error, null.marker (repeatable)")
+    parser.add_argument("--producer-property", action="append", default=[], metavar="KEY=VALUE",
+                        help="a producer config (repeatable)")
+    parser.add_argument("--producer.config", dest="producer_config", metavar="FILE",
+                        help="a properties file of producer configs")
+    parser.add_argument("--request-required-acks", default=None, help="acks: 0, 1, -1 or all (default all)")
+    parser.add_argument("--compression-codec", nargs="?", const="gzip", default=None,
+                        choices=["none", "gzip", "snappy", "lz4", "zstd"])
+    parser.add_argument("--sync", action="store_true", help="wait for each record's acknowledgement")
+    parser.add_argument("--batch-size", type=int, default=None, help="batch.size in bytes")
+    parser.add_argument("--timeout", type=int, default=None, metavar="MS", help="linger.ms")
+    parser.set_defaults(run=run_console_producer)
+
+
+class LineReader:
+    """Turns console lines into (key, value) pairs as Kafka's LineMessageReader does."""
+
+    def __init__(self, properties: Mapping[str, str]):
+        self.parse_key = _is_true(properties, "parse.key")
+        self.key_separator = unescape(properties.get("key.separator", "\t")).encode()
+        self.ignore_error = _is_true(properties, "ignore.error")
+        marker = properties.get("null.marker")
+        self.null_marker = marker.encode() if marker else None
+        self.line_number = 0
+
+    def _nullable(self, data: bytes) -> bytes | None:
+        return None if self.null_marker is not None and data == self.null_marker else data
+
+    def parse(self, line: bytes) -> tuple[bytes | None, bytes | None]:
+        self.line_number += 1
+        if not self.parse_key:
+            return None, self._nullable(line)
+        key, sep, value = line.partition(self.key_separator)
+        if not sep:
+            if self.ignore_error:
+                return None, self._nullable(line)
+            text = line.decode("utf-8", errors="backslashreplace")
+            raise ValueError(f"No key separator found on line number {self.line_number}: '{text}'")
+        return self._nullable(key), self._nullable(value)
+
+
+def producer_settings(args: argparse.Namespace) -> dict[str, str]:
+    settings = {"linger.ms": "1000"} if args.timeout is None else {"linger.ms": str(args.timeout)}
+    settings.update(client_settings(args, args.producer_config, args.producer_property, "--producer-property"))
+    if args.request_required_acks is not None:
+        settings["acks"] = args.request_required_acks
+    if args.compression_codec is not None:
+        settings["compression.type"] = args.compression_codec
+    if args.batch_size is not None:
+        settings["batch.size"] = str(args.batch_size)
+    if sys.stdin.isatty() and args.timeout is None:
+        settings["linger.ms"] = "0"
+    return settings
+
+
+def run_console_producer(args: argparse.Namespace, out: TextIO) -> int:
+    from services.clients.producer import Producer
+
+    try:
+        reader = LineReader(parse_key_values(args.property, "--property"))
+        producer = Producer(producer_settings(args))
+    except (argparse.ArgumentTypeError, ConfigError, KafkaError) as error:
+        print(f"Error: {error}", file=sys.stderr)
+        return 1
+    failures: list[BaseException] = []
+
+    def on_done(metadata, exception) -> None:
+        if exception is not None and not failures:
+            failures.append(exception)
+            print(f"Error when sending message to topic {args.topic}: {exception}", file=sys.stderr)
+
+    try:
+        for raw in sys.stdin.buffer:
+            line = raw[:-1] if raw.endswith(b"\n") else raw
+            line = line[:-1] if line.endswith(b"\r") else line
+            key, value = reader.parse(line)
+            future = producer.send(args.topic, value, key=key, callback=on_done)
+            if args.sync:
+                future.get()
+            if failures:
+                break
+        producer.flush()
+    except (ValueError, KafkaError) as error:
+        if not failures:
+            print(f"Error: {error}", file=sys.stderr)
+        return 1
+    finally:
+        producer.close()
+    return 1 if failures else 0
+
+
+# --------------------------------------------------------------------------------------------- consumer
+
+def _add_consumer_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("console-consumer", help="print records with the Consumer",
+                                   description="Print the records of a topic.")
+    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--from-beginning", action="store_true",
+                        help="start at the earliest offset rather than the latest")
+    parser.add_argument("--partition", type=int, help="read only this partition")
+    parser.add_argument("--offset", default=None,
+                        help="earliest, latest or an offset (needs --partition; default latest)")
+    parser.add_argument("--max-messages", type=int, help="exit after this many records")
+    parser.add_argument("--timeout-ms", type=int, help="exit when no record came for this long")
+    parser.add_argument("--property", action="append", default=[], metavar="KEY=VALUE",
+                        help="print.key, print.timestamp, print.offset, print.partition, print.headers, "
+                             "print.value, key.separator, line.separator, null.literal (repeatable)")
+    parser.add_argument("--consumer-property", action="append", default=[], metavar="KEY=VALUE",
+                        help="a consumer config (repeatable)")
+    parser.add_argument("--consumer.config", dest="consumer_config", metavar="FILE",
+                        help="a properties file of consumer configs")
+    parser.add_argument("--isolation-level", choices=["read_uncommitted", "read_committed"],
+                        default="read_uncommitted")
+    parser.add_argument("--group", help="consumer group (accepted; partitions are assigned directly)")
+    parser.set_defaults(run=run_console_consumer, check=check_console_consumer)
+
+
+def check_console_consumer(args: argparse.Namespace) -> None:
+    if args.offset is not None and args.partition is None:
+        sys.exit("The partition is required when offset is specified.")
+    if args.offset is not None and args.from_beginning:
+        sys.exit("Options from-beginning and offset cannot be specified together.")
+    if args.offset is not None:
+        text = args.offset.strip().lower()
+        if text not in ("earliest", "latest") and not text.isdigit():
+            sys.exit(f"The provided offset value '{args.offset}' is incorrect. Valid values are "
+                     "'earliest', 'latest', or a non-negative long.")
+
+
+class RecordFormatter:
+    """Kafka's DefaultMessageFormatter: optional fields, each followed by a separator, then the value."""
+
+    def __init__(self, properties: Mapping[str, str]):
+        self.print_timestamp = _is_true(properties, "print.timestamp")
+        self.print_partition = _is_true(properties, "print.partition")
+        self.print_offset = _is_true(properties, "print.offset")
+        self.print_headers = _is_true(properties, "print.headers")
+        self.print_key = _is_true(properties, "print.key")
+        self.print_value = _is_true(properties, "print.value", default=True)
+        self.key_separator = unescape(properties.get("key.separator", "\t"))
+        self.line_separator = unescape(properties.get("line.separator", "\n"))
+        self.null_literal = properties.get("null.literal", "null")
+
+    def _text(self, data: bytes | None) -> str:
+        return self.null_literal if data is None else data.decode("utf-8", errors="backslashreplace")
+
+    def format(self, record) -> str:
+        parts = []
+        if self.print_timestamp:
+            kind = "CreateTime" if record.timestamp_type == 0 else "LogAppendTime"
+            parts.append(f"{kind}:{record.timestamp}")
+        if self.print_partition:
+            parts.append(f"Partition:{record.partition}")
+        if self.print_offset:
+            parts.append(f"Offset:{record.offset}")
+        if self.print_headers:
+            headers = ",".join(f"{k}:{self._text(v)}" for k, v in record.headers) or "NO_HEADERS"
+            parts.append(headers)
+        if self.print_key:
+            parts.append(self._text(record.key))
+        fields = [self.key_separator.join(parts)] if parts else []
+        if self.print_value:
+            fields.append(self._text(record.value))
+        return self.key_separator.join(fields) + self.line_separator
+
+
+def consumer_settings(args: argparse.Namespace) -> dict[str, str]:
+    settings = client_settings(args, args.consumer_config, args.consumer_property, "--consumer-property")
+    settings["isolation.level"] = args.isolation_level
+    settings.setdefault("auto.offset.reset", "earliest" if args.from_beginning else "latest")
+    if args.group:
+        settings["group.id"] = args.group
+    return settings
+
+
+def starting_point(args: argparse.Namespace) -> str | int:
+    if args.offset is not None:
+        text = args.offset.strip().lower()
+        return int(text) if text.isdigit() else text
+    return "earliest" if args.from_beginning else "latest"
+
+
+def run_console_consumer(args: argparse.Namespace, out: TextIO) -> int:
+    from services.clients.consumer import Consumer
+
+    try:
+        formatter = RecordFormatter(parse_key_values(args.property, "--property"))
+        consumer = Consumer(consumer_settings(args))
+    except (argparse.ArgumentTypeError, ConfigError, KafkaError) as error:
+        print(f"Error: {error}", file=sys.stderr)
+        return 1
+    processed = 0
+    try:
+        if args.partition is not None:
+            partitions = [TopicPartition(args.topic, args.partition)]
+        else:
+            partitions = [TopicPartition(args.topic, p.partition) for p in consumer.partitions_for(args.topic)]
+        if not partitions:
+            print(f"Error: topic {args.topic!r} not found", file=sys.stderr)
+            return 1
+        consumer.assign(partitions)
+        start = starting_point(args)
+        if start == "earliest":
+            consumer.seek_to_beginning(*partitions)
+        elif start == "latest":
+            consumer.seek_to_end(*partitions)
+        else:
+            consumer.seek(partitions[0], start)
+        processed = _print_records(consumer, formatter, args, out)
+    except KafkaError as error:
+        print(f"Error: {error}", file=sys.stderr)
+        return 1
+    finally:
+        consumer.close()
+        print(f"Processed a total of {processed} messages", file=sys.stderr)
+    return 0
+
+
+def _print_records(consumer, formatter: RecordFormatter, args: argparse.Namespace, out: TextIO) -> int:
+    import time
+
+    processed = 0
+    idle_since = time.monotonic()
+    while args.max_messages is None or processed < args.max_messages:
+        records = consumer.poll(timeout_ms=200 if args.timeout_ms is None else min(200, args.timeout_ms))
+        if not records:
+            if args.timeout_ms is not None and (time.monotonic() - idle_since) * 1000 >= args.timeout_ms:
+                break
+            continue
+        idle_since = time.monotonic()
+        for record in records:
+            out.write(formatter.format(record))
+            processed += 1
+            if args.max_messages is not None and processed >= args.max_messages:
+                break
+        out.flush()
+    return processed
