@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import struct
 
-from crc32c import crc32c
-
+from services.broker.log.crc import crc32c
 from services.broker.log.info import NO_TIMESTAMP
 from services.common.records.batch import (
     ATTRIBUTES_OFFSET,

@@ -101,6 +101,19 @@ class FileRecords:
             raise
         self.size = position + size
 
+    def append_stamped(self, prefix: bytes, batch, size: int) -> None:
+        """Writes `prefix` in place of the first bytes of `batch` (`size` bytes long) at the end."""
+        position = self.size
+        pieces = [prefix, batch[len(prefix):]]
+        try:
+            written = os.pwritev(self._fd, pieces, position)
+            if written != size:
+                _write_rest(self._fd, pieces, written, position)
+        except BaseException:
+            self._discard_tail(position)
+            raise
+        self.size = position + size
+
     def _discard_tail(self, size: int) -> None:
         try:
             os.ftruncate(self._fd, size)

@@ -40,12 +40,14 @@ from services.broker.log.index import InvalidOffsetError
 from services.broker.log.info import NO_TIMESTAMP, FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
 from services.broker.log.offset_index import OffsetIndex
 from services.broker.log.time_index import TimeIndex
+from services.broker.log.validation import checked_header
 from services.common.clock import Clock
-from services.common.records.batch import HEADER_SIZE, validate_batch
+from services.common.records.batch import HEADER_SIZE, HEADER_STRUCT
 
 RECOVERY_CHUNK_BYTES = 8 * 1024 * 1024
 WALK_SHORTCUT_BYTES = 64 * 1024  # longer reads find their end through the offset index
 _OFFSET_LENGTH = struct.Struct(">qi")
+_unpack_header = HEADER_STRUCT.unpack_from
 _EMPTY = b""
 
 
@@ -189,6 +191,47 @@ class LogSegment:
         self._bytes_since_last_index_entry = since
         self._next_offset = largest_offset + 1
 
+    def append_batch(self, prefix: bytes, batch, last_offset: int, max_timestamp: int,
+                     max_segment_bytes: int, max_segment_ms: int) -> bool:
+        """A leader's common append: one batch, written as `prefix` then the rest of `batch`.
+
+        `should_roll` and the one-batch `append` in one call: returns False, having written
+        nothing, when the segment must roll first.
+        """
+        log = self.log
+        physical = log.size
+        size = len(batch)
+        offset_index, time_index = self.offset_index, self.time_index
+        if (physical > max_segment_bytes - size
+                or offset_index._entries >= offset_index._max_entries  # offset_index.is_full
+                or time_index._entries >= time_index._max_entries - 1  # time_index.is_full
+                or not 0 <= last_offset - self.base_offset <= 0x7FFFFFFF):
+            return False
+        if physical:
+            rolling = self._rolling_based_timestamp
+            if rolling is not None and rolling >= 0:
+                waited = max_timestamp - rolling
+            else:
+                waited = self.time_waited_for_roll(self._clock.time_ms(), max_timestamp)
+            if waited > max_segment_ms - self.roll_jitter_ms:
+                return False
+        else:
+            self._rolling_based_timestamp = max_timestamp
+        log.append_stamped(prefix, batch, size)
+        if max_timestamp > self._max_timestamp:
+            self._max_timestamp = max_timestamp
+            self._offset_of_max_timestamp = last_offset
+        since = self._bytes_since_last_index_entry
+        if since > self.index_interval_bytes:
+            offset_index.append(last_offset, physical)
+            if self._max_timestamp > time_index._last_entry[0]:
+                self._add_time_index_entry()
+            self._bytes_since_last_index_entry = size
+        else:
+            self._bytes_since_last_index_entry = since + size
+        self._next_offset = last_offset + 1
+        return True
+
     def _add_index_entry(self, last_offset: int, position: int) -> None:
         """An offset index entry and, if the max timestamp grew, a time index entry (room permitting)."""
         if not self.offset_index.is_full:
@@ -283,7 +326,7 @@ class LogSegment:
                     want = max(want, size)
                     break
                 try:
-                    header = validate_batch(data, pos)
+                    header = checked_header(data, pos, size, _unpack_header(data, pos))
                 except (CorruptRecordError, InvalidRecordError, UnsupportedMagicError):
                     done = True
                     break

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import struct
 
 import pytest
@@ -23,7 +24,7 @@ from services.common.records import build_batch, build_control_batch, decode_bat
 from services.common.records.batch import UnsupportedMagicError, parse_header
 from services.common.records.builder import assemble_batch, encode_records
 
-from .support import START_MS, batch, batches_in, config, manual_clock, open_log, read_all
+from .support import START_MS, batch, batches_in, config, manual_clock, open_log, read_all, segment_files
 
 
 def file_state(log):
@@ -248,3 +249,25 @@ def test_large_batches_round_trip(tmp_path):
     header, records = decode_batch(bytes(log.read(0, 10).records))  # min_one_message
     assert header.base_offset == 0 and len(records[0].value) == 300_000
     assert parse_header(bytes(log.read(0, 10).records)).batch_length == len(data) - 12
+
+
+def test_one_batch_leader_appends_lay_out_files_as_follower_appends_do(tmp_path):
+    """The leader's one-batch path writes the same log and index bytes as the general append."""
+    rng = random.Random(7)
+    cfg = config(segment_bytes=4000, index_interval_bytes=300)
+    leader, follower = open_log(tmp_path / "l-0", cfg), open_log(tmp_path / "f-0", cfg)
+    for i in range(60):
+        timestamp = START_MS + i * 10 + rng.choice((-15, 0, 5))
+        leader.append_as_leader(batch(rng.randint(1, 4), value_size=rng.randint(1, 400), timestamp=timestamp), 3)
+    data = b"".join(bytes(leader.read(s.base_offset, 1 << 20).records) for s in leader.segments)
+    for header, _ in iter_batches(data):
+        follower.append_as_follower(data[:header.size_in_bytes])
+        data = data[header.size_in_bytes:]
+    assert leader.num_segments > 3
+    for log in (leader, follower):
+        log.close()
+    names = segment_files(leader.dir)
+    assert names == segment_files(follower.dir)
+    for name in names:
+        with open(os.path.join(leader.dir, name), "rb") as a, open(os.path.join(follower.dir, name), "rb") as b:
+            assert a.read() == b.read(), name
