@@ -240,7 +240,8 @@ def run_producer_perf(args: argparse.Namespace, out: TextIO) -> int:
 def _add_consumer_perf_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("consumer-perf-test", help="measure consumer throughput",
                                    description="Read records as fast as possible and report throughput.")
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    parser.add_argument("--bootstrap-server", "--broker-list", dest="bootstrap_server", required=True,
+                        metavar="HOST:PORT", help="the broker(s) to connect to (--broker-list: Kafka's older name)")
     parser.add_argument("--topic", required=True)
     parser.add_argument("--messages", type=int, required=True, help="records to read")
     parser.add_argument("--group", help="consumer group (accepted; partitions are assigned directly)")
