@@ -91,6 +91,9 @@ class Partition:
             self.isr_update_in_flight = False
             if self.is_leader:
                 self.leader_epoch_start_offset = self.log.log_end_offset
+                # the epoch starts here even before its first append, so OffsetForLeaderEpoch
+                # answers for it (a consumer validating a position on an empty log needs that)
+                self.log.leader_epoch_cache.assign(self.leader_epoch, self.leader_epoch_start_offset)
                 if not was_leader:
                     # a new leader knows nothing of its followers yet: ISR members count as caught
                     # up now, so they are not dropped before their first fetch

@@ -1,0 +1,472 @@
+"""`Consumer`: reads records from assigned partitions, with the Kafka 3.x consumer's semantics.
+
+    with Consumer(bootstrap_servers="127.0.0.1:9092", auto_offset_reset="earliest") as consumer:
+        consumer.assign([TopicPartition("events", 0)])
+        for record in consumer.poll(timeout_ms=1000):
+            print(record.offset, record.value)
+
+Configuration is `ConsumerConfig` (Kafka's keys as snake_case keywords, or a mapping of dotted
+keys). Partitions are assigned by hand (`assign`); consumer groups will add `subscribe` over the
+same `SubscriptionState`. Positions start lazily: a partition without one is reset by
+`auto.offset.reset` at the next `poll` or `position`, as are `seek_to_beginning` and
+`seek_to_end`. Iterating over the consumer polls forever, or until `consumer.timeout.ms` passes
+without a record or the consumer is closed.
+
+A poll returns records already fetched when there are any; otherwise it sends fetches and waits
+up to its timeout. Right after handing records out it sends the next fetches, so the brokers
+work while the application processes the records (see `fetcher`). Leadership changes are
+followed through metadata refreshes, and a position is validated against a new leader before
+fetching resumes (see `offsets`).
+
+Like Kafka's KafkaConsumer, a consumer is used by one thread at a time: a public method called
+while another thread is inside one raises ConcurrentModificationError. `wakeup()` is the
+exception, callable from any thread: it makes the blocking call in progress (or the next one)
+raise WakeupError.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, TypeVar
+
+from services.clients.channels import ChannelPool
+from services.clients.cluster import Cluster, PartitionInfo, TopicPartition
+from services.clients.consumer.config import ConsumerConfig, load_consumer_config
+from services.clients.consumer.errors import (
+    ConcurrentModificationError,
+    IllegalStateError,
+    WakeupError,
+)
+from services.clients.consumer.fetcher import Fetcher
+from services.clients.consumer.metrics import ConsumerMetrics
+from services.clients.consumer.network import AsyncRequests
+from services.clients.consumer.offsets import OffsetFetcher
+from services.clients.consumer.records import (
+    EMPTY_RECORDS,
+    ConsumerRecord,
+    ConsumerRecords,
+    OffsetAndTimestamp,
+    RecordBlock,
+)
+from services.clients.consumer.subscription import (
+    FetchPosition,
+    LeaderAndEpoch,
+    OffsetResetStrategy,
+    SubscriptionState,
+    SubscriptionType,
+)
+from services.clients.metadata import Metadata
+from services.clients.partition_requests import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from services.clients.retry import Deadline, call_with_retries
+from services.common.clock import SYSTEM_CLOCK, Clock
+from services.common.errors import KafkaError
+from services.common.pb.odradek.broker.v1 import broker_pb2
+
+logger = logging.getLogger(__name__)
+
+F = TypeVar("F", bound=Callable[..., Any])
+ITERATION_POLL_MS = 1000
+RETRIABLE_TOPIC_ERRORS = frozenset({"LEADER_NOT_AVAILABLE", "NETWORK_EXCEPTION", "REQUEST_TIMED_OUT"})
+
+
+def _single_threaded(method: F) -> F:
+    """Runs a public method under the consumer's single-thread guard, on an open consumer."""
+
+    @functools.wraps(method)
+    def guarded(self: Consumer, *args: Any, **kwargs: Any) -> Any:
+        self._acquire_and_ensure_open()
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._release()
+
+    return guarded  # type: ignore[return-value]
+
+
+def _partition(value: TopicPartition | tuple[str, int]) -> TopicPartition:
+    if isinstance(value, TopicPartition):
+        return value
+    topic, partition = value
+    return TopicPartition(topic, partition)
+
+
+class Consumer:
+    """A Kafka-style consumer over manually assigned partitions; see the module docstring."""
+
+    def __init__(self, config: Mapping[str, Any] | None = None, *, clock: Clock = SYSTEM_CLOCK,
+                 **overrides: Any):
+        self.config: ConsumerConfig = load_consumer_config(config, overrides)
+        self._clock = clock
+        self._pool = ChannelPool.from_config(self.config, clock)
+        self._metadata = Metadata.from_config(self.config, clock=clock)
+        self._subscriptions = SubscriptionState(OffsetResetStrategy(self.config.auto_offset_reset))
+        self._requests = AsyncRequests(self._pool, clock)
+        self._metrics = ConsumerMetrics()
+        self._fetcher = Fetcher(self.config, self._subscriptions, self._metadata, self._requests, self._metrics,
+                                clock)
+        self._offsets = OffsetFetcher(self.config, self._subscriptions, self._metadata, self._pool, self._requests,
+                                      clock)
+        self._owner_lock = threading.Lock()
+        self._owner_thread: int | None = None
+        self._depth = 0
+        self._closed = False
+        self._metadata_in_flight = False
+        self._iterator: Iterator[ConsumerRecord] | None = None
+
+    # ------------------------------------------------------------------ single-thread guard
+
+    def _acquire(self) -> None:
+        thread = threading.get_ident()
+        if thread != self._owner_thread:
+            with self._owner_lock:
+                if self._owner_thread is not None:
+                    raise ConcurrentModificationError("KafkaConsumer is not safe for multi-threaded access")
+                self._owner_thread = thread
+        self._depth += 1
+
+    def _release(self) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            self._owner_thread = None
+
+    def _acquire_and_ensure_open(self) -> None:
+        self._acquire()
+        if self._closed:
+            self._release()
+            raise IllegalStateError("This consumer has already been closed.")
+
+    # ------------------------------------------------------------------ assignment
+
+    @_single_threaded
+    def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        """Reads exactly these partitions from now on (an empty list unassigns everything)."""
+        if partitions is None:
+            raise ValueError("Topic partition collection to assign to cannot be null")
+        wanted = []
+        for value in partitions:
+            tp = _partition(value)
+            if not isinstance(tp.topic, str) or not tp.topic.strip():
+                raise ValueError("Topic partitions to assign to cannot have null or empty topic")
+            wanted.append(tp)
+        if not wanted:
+            self._unsubscribe()
+            return
+        keep = set(wanted)
+        self._fetcher.clear_buffered_data(lambda tp: tp in keep)
+        if self._subscriptions.assign_from_user(wanted):
+            logger.info("Assigned to partition(s): %s", ", ".join(map(str, wanted)))
+            self._metadata.add_topics(*{tp.topic for tp in wanted})
+
+    @_single_threaded
+    def unsubscribe(self) -> None:
+        """Drops the assignment (and every position)."""
+        self._unsubscribe()
+
+    def _unsubscribe(self) -> None:
+        self._fetcher.clear_buffered_data(lambda tp: False)
+        self._subscriptions.unsubscribe()
+
+    @_single_threaded
+    def assignment(self) -> set[TopicPartition]:
+        return self._subscriptions.assigned_partitions()
+
+    # ------------------------------------------------------------------ polling
+
+    @_single_threaded
+    def poll(self, timeout_ms: float = 0, max_records: int | None = None) -> ConsumerRecords:
+        """Records fetched for the assigned partitions, at most `max_records` (max.poll.records);
+        waits up to `timeout_ms` when none are ready, then returns empty."""
+        if timeout_ms < 0:
+            raise ValueError("Timeout must not be negative")
+        if self._subscriptions.subscription_type is SubscriptionType.NONE:
+            raise IllegalStateError("Consumer is not subscribed to any topics or assigned any partitions")
+        if max_records is not None and max_records < 1:
+            raise ValueError("max_records must be at least 1")
+        limit = max_records or self.config.max_poll_records
+        deadline = Deadline(timeout_ms, self._clock)
+        self._metrics.polled(self._clock.monotonic_ms())
+        while True:
+            self._maybe_wakeup()
+            self._update_fetch_positions()
+            fetched = self._poll_for_fetches(deadline, limit)
+            if fetched:
+                # pipelining: the next fetches run on the brokers while these records are processed
+                self._fetcher.send_fetches()
+                return ConsumerRecords(fetched)
+            if deadline.expired:
+                return EMPTY_RECORDS
+
+    def _poll_for_fetches(self, deadline: Deadline, limit: int) -> dict[TopicPartition, list[RecordBlock]]:
+        fetcher = self._fetcher
+        self._requests.poll(0)
+        fetcher.send_fetches()  # before decoding what arrived, so the brokers work meanwhile
+        fetched = fetcher.collect_fetch(limit)
+        if fetched:
+            return fetched
+        wait_ms = deadline.remaining_ms()
+        if not self._requests.in_flight or not self._subscriptions.has_all_fetch_positions():
+            # nothing will answer, or work waits for a back-off to pass: look again after it
+            wait_ms = min(wait_ms, self.config.retry_backoff_ms)
+        self._requests.poll(wait_ms)
+        self._maybe_wakeup()
+        fetcher.send_fetches()
+        return fetcher.collect_fetch(limit)
+
+    def _maybe_wakeup(self) -> None:
+        if self._requests.take_wakeup():
+            raise WakeupError("the consumer was woken up")
+
+    def _update_fetch_positions(self) -> bool:
+        """Refreshes metadata when due, validates and resets positions; True when all are valid."""
+        self._maybe_update_metadata()
+        self._offsets.validate_positions_if_needed()
+        if self._subscriptions.has_all_fetch_positions():
+            return True
+        # Consumer groups will look up committed offsets here, before falling back to a reset.
+        self._subscriptions.reset_initializing_positions()
+        self._offsets.reset_positions_if_needed()
+        return False
+
+    def _maybe_update_metadata(self) -> None:
+        if self._metadata_in_flight or self._metadata.time_to_next_update() > 0:
+            return
+        nodes = self._metadata.least_loaded_nodes(self._pool)
+        if not nodes:
+            return
+        node = next((n for n in nodes if not self._requests.is_backing_off(n.address)), nodes[0])
+        self._metadata_in_flight = True
+        self._requests.send(node.address, "Metadata", self._metadata.build_request(), self.config.request_timeout_ms,
+                            on_response=self._on_metadata_response, on_error=self._on_metadata_error)
+
+    def _on_metadata_response(self, response: broker_pb2.MetadataResponse) -> None:
+        self._metadata_in_flight = False
+        self._metadata.update(response)
+
+    def _on_metadata_error(self, error: KafkaError) -> None:
+        self._metadata_in_flight = False
+        self._metadata.failed_update(error)
+
+    # ------------------------------------------------------------------ iteration
+
+    def __iter__(self) -> Consumer:
+        return self
+
+    def __next__(self) -> ConsumerRecord:
+        if self._iterator is None:
+            self._iterator = self._records_forever()
+        try:
+            return next(self._iterator)
+        except BaseException:
+            self._iterator = None
+            raise
+
+    def _records_forever(self) -> Iterator[ConsumerRecord]:
+        timeout_ms = self.config.consumer_timeout_ms
+        clock = self._clock
+        idle_since = clock.monotonic_ms()
+        while not self._closed:
+            if timeout_ms < 0:
+                wait_ms = ITERATION_POLL_MS
+            else:
+                wait_ms = max(0, min(ITERATION_POLL_MS, timeout_ms - (clock.monotonic_ms() - idle_since)))
+            records = self.poll(wait_ms)
+            if records:
+                for record in records:
+                    yield record
+                    if self._closed:
+                        return
+                idle_since = clock.monotonic_ms()
+            elif timeout_ms >= 0 and clock.monotonic_ms() - idle_since >= timeout_ms:
+                return
+
+    # ------------------------------------------------------------------ positions
+
+    def _assigned(self, value: TopicPartition | tuple[str, int], action: str) -> TopicPartition:
+        tp = _partition(value)
+        if not self._subscriptions.is_assigned(tp):
+            raise IllegalStateError(f"No current assignment for partition {tp} ({action})")
+        return tp
+
+    def _timeout_ms(self, timeout_ms: float | None) -> float:
+        return self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
+
+    @_single_threaded
+    def position(self, partition: TopicPartition | tuple[str, int], timeout_ms: float | None = None) -> int:
+        """The offset of the next record to return for `partition`, resolving a pending reset first.
+
+        Raises REQUEST_TIMED_OUT when it cannot be determined within `timeout_ms`
+        (default.api.timeout.ms by default).
+        """
+        tp = _partition(partition)
+        if not self._subscriptions.is_assigned(tp):
+            raise IllegalStateError("You can only check the position for partitions assigned to this consumer.")
+        deadline = Deadline(self._timeout_ms(timeout_ms), self._clock)
+        while True:
+            if self._subscriptions.has_valid_position(tp):
+                return self._subscriptions.position(tp).offset
+            self._maybe_wakeup()
+            self._update_fetch_positions()
+            if self._subscriptions.has_valid_position(tp):
+                return self._subscriptions.position(tp).offset
+            if deadline.expired:
+                raise KafkaError(f"Timeout of {deadline.timeout_ms}ms expired before the position for partition "
+                                 f"{tp} could be determined", error_name="REQUEST_TIMED_OUT")
+            self._requests.poll(min(deadline.remaining_ms(), self.config.retry_backoff_ms))
+
+    @_single_threaded
+    def seek(self, partition: TopicPartition | tuple[str, int], offset: int) -> None:
+        """The next poll returns records of `partition` from `offset` on."""
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"seek offset must not be a negative number: {offset!r}")
+        tp = self._assigned(partition, "seek")
+        logger.info("Seeking to offset %d for partition %s", offset, tp)
+        self._subscriptions.seek_unvalidated(tp, FetchPosition(offset, None, self._current_leader(tp)))
+
+    @_single_threaded
+    def seek_to_beginning(self, *partitions: TopicPartition | tuple[str, int]) -> None:
+        """Resets the partitions (all assigned ones when none are given) to their first offset, lazily."""
+        self._request_reset(partitions, OffsetResetStrategy.EARLIEST)
+
+    @_single_threaded
+    def seek_to_end(self, *partitions: TopicPartition | tuple[str, int]) -> None:
+        """Resets the partitions (all assigned ones when none are given) to their end, lazily."""
+        self._request_reset(partitions, OffsetResetStrategy.LATEST)
+
+    def _request_reset(self, partitions, strategy: OffsetResetStrategy) -> None:
+        tps = [self._assigned(p, f"seek to {strategy.value}") for p in partitions] or \
+            self._subscriptions.assigned_list()
+        for tp in tps:
+            self._subscriptions.request_offset_reset(tp, strategy)
+
+    def _current_leader(self, tp: TopicPartition) -> LeaderAndEpoch:
+        info = self._metadata.partition(tp.topic, tp.partition)
+        if info is None or not info.has_leader:
+            return LeaderAndEpoch()
+        return LeaderAndEpoch(info.leader, info.leader_epoch)
+
+    # ------------------------------------------------------------------ offset lookups
+
+    @_single_threaded
+    def beginning_offsets(self, partitions: Iterable[TopicPartition | tuple[str, int]],
+                          timeout_ms: float | None = None) -> dict[TopicPartition, int]:
+        """The first offset of each partition (its log start offset)."""
+        return self._offsets_at({_partition(p): EARLIEST_TIMESTAMP for p in partitions}, timeout_ms)
+
+    @_single_threaded
+    def end_offsets(self, partitions: Iterable[TopicPartition | tuple[str, int]],
+                    timeout_ms: float | None = None) -> dict[TopicPartition, int]:
+        """The offset after the last readable record of each partition: the high watermark, or the
+        last stable offset with isolation.level=read_committed."""
+        return self._offsets_at({_partition(p): LATEST_TIMESTAMP for p in partitions}, timeout_ms)
+
+    def _offsets_at(self, timestamps: dict[TopicPartition, int], timeout_ms: float | None) -> dict[TopicPartition, int]:
+        results = self._offsets.list_offsets(timestamps, self._timeout_ms(timeout_ms))
+        return {tp: result.offset for tp, result in results.items()}
+
+    @_single_threaded
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition | tuple[str, int], int],
+                          timeout_ms: float | None = None) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """For each partition, the first offset whose timestamp is at or after the given one (ms),
+        with that record's timestamp; None when no such record exists."""
+        wanted = {}
+        for partition, timestamp in timestamps.items():
+            if isinstance(timestamp, bool) or not isinstance(timestamp, int) or timestamp < 0:
+                raise ValueError(f"The target time for partition {_partition(partition)} is {timestamp}. "
+                                 f"The target time cannot be negative.")
+            wanted[_partition(partition)] = timestamp
+        results = self._offsets.list_offsets(wanted, self._timeout_ms(timeout_ms))
+        return {tp: (OffsetAndTimestamp(r.offset, r.timestamp, r.leader_epoch if r.leader_epoch >= 0 else None)
+                     if r.offset >= 0 else None)
+                for tp, r in results.items()}
+
+    # ------------------------------------------------------------------ pause and resume
+
+    @_single_threaded
+    def pause(self, *partitions: TopicPartition | tuple[str, int]) -> None:
+        """Stops fetching and returning records of these partitions until `resume`."""
+        for partition in partitions:
+            self._subscriptions.pause(self._assigned(partition, "pause"))
+
+    @_single_threaded
+    def resume(self, *partitions: TopicPartition | tuple[str, int]) -> None:
+        for partition in partitions:
+            self._subscriptions.resume(self._assigned(partition, "resume"))
+
+    @_single_threaded
+    def paused(self) -> set[TopicPartition]:
+        return self._subscriptions.paused_partitions()
+
+    # ------------------------------------------------------------------ topic metadata
+
+    @_single_threaded
+    def partitions_for(self, topic: str, timeout_ms: float | None = None) -> list[PartitionInfo]:
+        """The partitions of `topic` (an empty list when it does not exist)."""
+        known = self._metadata.partitions_for(topic)
+        if known:
+            return list(known)
+        cluster = self._describe(broker_pb2.MetadataRequest(topics=[topic], allow_auto_topic_creation=False),
+                                 [topic], timeout_ms)
+        return list(cluster.partitions_for(topic))
+
+    @_single_threaded
+    def list_topics(self, timeout_ms: float | None = None) -> dict[str, list[PartitionInfo]]:
+        """Every topic of the cluster with its partitions."""
+        cluster = self._describe(broker_pb2.MetadataRequest(all_topics=True, allow_auto_topic_creation=False),
+                                 None, timeout_ms)
+        return {name: list(cluster.partitions_for(name)) for name in cluster.topic_names()}
+
+    def _describe(self, request: broker_pb2.MetadataRequest, topics: list[str] | None,
+                  timeout_ms: float | None) -> Cluster:
+        def attempt(deadline: Deadline) -> Cluster:
+            response = self._metadata.call_any_node(self._pool, "Metadata", request, deadline)
+            cluster = Cluster.from_response(response)
+            for topic, code in cluster.topic_errors.items():
+                error = KafkaError.from_code(code, f"metadata for topic {topic}")
+                if error.error_name != "UNKNOWN_TOPIC_OR_PARTITION":  # an unknown topic has no partitions
+                    raise error
+            return cluster
+
+        deadline = Deadline(self._timeout_ms(timeout_ms), self._clock)
+        return call_with_retries(f"Metadata of {topics or 'all topics'}", attempt, deadline,
+                                 self.config.retry_backoff_ms,
+                                 is_retriable=lambda e: e.error_name in RETRIABLE_TOPIC_ERRORS)
+
+    # ------------------------------------------------------------------ the rest
+
+    def wakeup(self) -> None:
+        """Makes the blocking call in progress, or the next one, raise WakeupError (any thread)."""
+        self._requests.wakeup()
+
+    @_single_threaded
+    def metrics(self) -> dict[str, float]:
+        read_committed = self.config.isolation_level == "read_committed"
+        lags = {tp: self._subscriptions.partition_lag(tp, read_committed)
+                for tp in self._subscriptions.assigned_list()}
+        return self._metrics.snapshot(self._clock.monotonic_ms(), lags)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Stops the consumer: calls in flight are cancelled and connections closed. `timeout` (s)
+        bounds the wait for work still to be done on close, of which manual assignment has none."""
+        self._acquire()
+        try:
+            if self._closed:
+                return
+            self._closed = True
+            self._requests.close()
+            self._pool.close()
+            logger.debug("consumer closed")
+        finally:
+            self._release()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
