@@ -1,0 +1,286 @@
+"""Benchmark: Odradek's Producer and Consumer beside Redis Streams, the same workload in one run.
+
+Starts ZooKeeper, one controller and one broker (the `LocalCluster` launcher, log.dirs on disk, in a
+temp dir) and a `redis-server` (Debian package) on a free port with `appendonly yes` and
+`appendfsync everysec`, then for 100-byte records, one partition / one stream, one producer and one
+consumer, measures:
+
+- produce: `Producer.send()` of N records then `flush()` (defaults: acks=all, idempotence on) beside
+  redis-py `XADD` pipelined `--batch` commands at a time, each side until everything is acknowledged;
+- consume: `Consumer.poll()` (`max.poll.records` = `--batch`) of the N records, reading each
+  record's value, beside redis-py
+  `XREAD COUNT --batch` and, since XREAD cannot be pipelined (each call needs the last id of the
+  previous one), `XREADGROUP ... >` pipelined 8 deep; the ratio is taken against the faster of the two;
+- end to end: a thread sends `--rate` records/s for `--latency-seconds` while the main thread polls;
+  each value carries its send time, so latency is send -> poll. Redis: XADD each record as it is
+  due, XREAD BLOCK on the other side.
+
+Rounds alternate which system goes first. redis-py uses the hiredis parser when it is installed.
+
+    python bench/peers.py [--records 200000] [--batch 1000] [--rounds 2] [--rate 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from services.clients.admin import Admin  # noqa: E402
+from services.clients.admin_types import NewTopic  # noqa: E402
+from services.clients.cluster import TopicPartition  # noqa: E402
+from services.clients.consumer import Consumer  # noqa: E402
+from services.clients.launcher import LocalCluster  # noqa: E402
+from services.clients.producer import Producer  # noqa: E402
+from services.common.proc import free_port, start_process, stop_process, wait_until  # noqa: E402
+
+RECORD_SIZE = 100
+STAMP = struct.Struct(">q")
+
+
+def start_redis(base: Path) -> tuple[subprocess.Popen, int]:
+    server = "/usr/bin/redis-server" if os.path.exists("/usr/bin/redis-server") else "redis-server"
+    port = free_port()
+    data = base / "redis"
+    data.mkdir()
+    process = start_process([server, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data),
+                             "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
+                             "--daemonize", "no"], base / "redis.log")
+    return process, port
+
+
+def redis_client(port: int):
+    import redis
+
+    client = redis.Redis(host="127.0.0.1", port=port)
+    wait_until(lambda: _pings(client), 30, 0.05, message="redis-server to answer")
+    return client
+
+
+def _pings(client) -> bool:
+    import redis
+
+    try:
+        return bool(client.ping())
+    except redis.ConnectionError:
+        return False
+
+
+# --------------------------------------------------------------------------------------------- odradek
+
+def odradek_produce(bootstrap: str, topic: str, values: list[bytes]) -> float:
+    with Producer(bootstrap_servers=bootstrap) as producer:
+        producer.send(topic, b"warm-up").get(timeout=30)
+        send = producer.send
+        start = time.perf_counter()
+        for value in values:
+            send(topic, value)
+        producer.flush()
+        return len(values) / (time.perf_counter() - start)
+
+
+def odradek_consume(bootstrap: str, topic: str, start_offset: int, count: int, batch: int) -> float:
+    tp = TopicPartition(topic, 0)
+    with Consumer(bootstrap_servers=bootstrap, max_poll_records=batch) as consumer:
+        consumer.assign([tp])
+        consumer.seek(tp, start_offset)
+        got = 0
+        start = time.perf_counter()
+        while got < count:
+            for record in consumer.poll(timeout_ms=1000):
+                record.value  # noqa: B018 - each record is read, as the Redis side reads each entry
+                got += 1
+        return got / (time.perf_counter() - start)
+
+
+def odradek_latency(bootstrap: str, topic: str, rate: int, seconds: float) -> list[float]:
+    tp = TopicPartition(topic, 0)
+    total = int(rate * seconds)
+    latencies: list[float] = []
+    with Producer(bootstrap_servers=bootstrap) as producer, Consumer(bootstrap_servers=bootstrap) as consumer:
+        consumer.assign([tp])
+        consumer.seek_to_end(tp)
+        consumer.position(tp)
+        sender = threading.Thread(target=paced, args=(lambda v: producer.send(topic, v), rate, total),
+                                  daemon=True)
+        sender.start()
+        deadline = time.perf_counter() + seconds + 30
+        while len(latencies) < total and time.perf_counter() < deadline:
+            for record in consumer.poll(timeout_ms=100):
+                latencies.append((time.perf_counter_ns() - STAMP.unpack_from(record.value)[0]) / 1e6)
+        sender.join()
+    return latencies
+
+
+def paced(send, rate: int, total: int, flush=None) -> None:
+    """Calls `send(value)` `total` times at `rate` per second; each value starts with its send time."""
+    padding = b"p" * (RECORD_SIZE - STAMP.size)
+    start = time.perf_counter()
+    sent = 0
+    while sent < total:
+        due = min(total, int((time.perf_counter() - start) * rate) + 1)
+        while sent < due:
+            send(STAMP.pack(time.perf_counter_ns()) + padding)
+            sent += 1
+        if flush is not None:
+            flush()
+        time.sleep(0.0005)
+
+
+# --------------------------------------------------------------------------------------------- redis
+
+def redis_produce(client, stream: str, values: list[bytes], batch: int) -> float:
+    start = time.perf_counter()
+    for i in range(0, len(values), batch):
+        pipe = client.pipeline(transaction=False)
+        for value in values[i:i + batch]:
+            pipe.xadd(stream, {"v": value})
+        pipe.execute()
+    return len(values) / (time.perf_counter() - start)
+
+
+def redis_xread(client, stream: str, count: int, batch: int) -> float:
+    last, got = "0-0", 0
+    start = time.perf_counter()
+    while got < count:
+        entries = client.xread({stream: last}, count=batch)[0][1]
+        for _, fields in entries:
+            fields[b"v"]  # noqa: B018
+            got += 1
+        last = entries[-1][0]
+    return got / (time.perf_counter() - start)
+
+
+def redis_xreadgroup(client, stream: str, count: int, batch: int, depth: int = 8) -> float:
+    group = f"g{time.monotonic_ns()}"
+    client.xgroup_create(stream, group, id="0")
+    got = 0
+    start = time.perf_counter()
+    while got < count:
+        pipe = client.pipeline(transaction=False)
+        for _ in range(depth):
+            pipe.xreadgroup(group, "c", {stream: ">"}, count=batch, noack=True)
+        for reply in pipe.execute():
+            for _, fields in reply[0][1] if reply else ():
+                fields[b"v"]  # noqa: B018
+                got += 1
+    return got / (time.perf_counter() - start)
+
+
+def redis_latency(client, port: int, stream: str, rate: int, seconds: float) -> list[float]:
+    import redis
+
+    total = int(rate * seconds)
+    writer = redis.Redis(host="127.0.0.1", port=port)
+    last = client.xinfo_stream(stream)["last-generated-id"] if client.exists(stream) else "0-0"
+    sender = threading.Thread(target=paced, args=(lambda v: writer.xadd(stream, {"v": v}), rate, total),
+                              daemon=True)
+    latencies: list[float] = []
+    sender.start()
+    deadline = time.perf_counter() + seconds + 30
+    while len(latencies) < total and time.perf_counter() < deadline:
+        reply = client.xread({stream: last}, count=1000, block=100)
+        for entry_id, fields in reply[0][1] if reply else ():
+            latencies.append((time.perf_counter_ns() - STAMP.unpack_from(fields[b"v"])[0]) / 1e6)
+            last = entry_id
+    sender.join()
+    writer.close()
+    return latencies
+
+
+# --------------------------------------------------------------------------------------------- run
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def make_values(count: int) -> list[bytes]:
+    body = os.urandom(RECORD_SIZE - 8)
+    return [STAMP.pack(i) + body for i in range(count)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=200000)
+    parser.add_argument("--batch", type=int, default=1000, help="XADD pipeline depth, XREAD COUNT, max.poll.records")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rate", type=int, default=10000, help="records/s of the end-to-end latency run")
+    parser.add_argument("--latency-seconds", type=float, default=5.0)
+    args = parser.parse_args()
+    import redis
+
+    try:
+        import hiredis  # noqa: F401
+        parser_name = "hiredis"
+    except ImportError:
+        parser_name = "python"
+    values = make_values(args.records)
+    rows: dict[str, list[tuple[float, float]]] = {"produce": [], "consume": []}
+    with tempfile.TemporaryDirectory(prefix="odradek-peers-") as tmp:
+        base = Path(tmp)
+        cluster = LocalCluster(base / "cluster", brokers=1, controllers=1, free_ports=True,
+                               broker_config={"log.segment.bytes": 1 << 30})
+        redis_process, redis_port = start_redis(base)
+        try:
+            cluster.start()
+            bootstrap = cluster.bootstrap_servers
+            with Admin(bootstrap_servers=bootstrap) as admin:
+                admin.create_topics([NewTopic("peers", 1, 1), NewTopic("latency", 1, 1)])
+            client = redis_client(redis_port)
+            version = client.info("server")["redis_version"]
+            print(f"{args.records} records of {RECORD_SIZE} B, one partition / stream, batch {args.batch}; "
+                  f"redis-server {version} (appendonly, everysec), redis-py {redis.__version__} "
+                  f"with the {parser_name} parser; Odradek: 1 broker, Producer defaults (acks=all, idempotent)")
+            offset = 1  # the warm-up record
+            for round_index in range(args.rounds):
+                stream = f"s{round_index}"
+                order = ("odradek", "redis") if round_index % 2 == 0 else ("redis", "odradek")
+                produced: dict[str, float] = {}
+                consumed: dict[str, float] = {}
+                for side in order:
+                    if side == "odradek":
+                        produced[side] = odradek_produce(bootstrap, "peers", values)
+                        consumed[side] = odradek_consume(bootstrap, "peers", offset, args.records, args.batch)
+                        offset += args.records + 1
+                    else:
+                        produced[side] = redis_produce(client, stream, values, args.batch)
+                        xread = redis_xread(client, stream, args.records, args.batch)
+                        xgroup = redis_xreadgroup(client, stream, args.records, args.batch)
+                        consumed[side] = max(xread, xgroup)
+                        print(f"  round {round_index + 1}: redis XREAD {xread:,.0f} rec/s, "
+                              f"XREADGROUP pipelined {xgroup:,.0f} rec/s")
+                rows["produce"].append((produced["odradek"], produced["redis"]))
+                rows["consume"].append((consumed["odradek"], consumed["redis"]))
+            print(f"{'workload':<36}{'round':>6}{'odradek rec/s':>15}{'redis rec/s':>13}{'ratio':>8}{'target':>8}")
+            for name, label in (("produce", "Producer.send vs XADD pipelined"),
+                                ("consume", "Consumer.poll vs best XREAD")):
+                for i, (ours, peer) in enumerate(rows[name]):
+                    print(f"{label:<36}{i + 1:>6}{ours:>15,.0f}{peer:>13,.0f}{ours / peer:>7.2f}x{'2x':>8}")
+            ours_latency = odradek_latency(bootstrap, "latency", args.rate, args.latency_seconds)
+            peer_latency = redis_latency(client, redis_port, "latency", args.rate, args.latency_seconds)
+            print(f"end to end at {args.rate} records/s for {args.latency_seconds:g} s (send -> poll), ms:")
+            print(f"{'system':<10}{'records':>9}{'p50':>8}{'p99':>8}{'p99.9':>8}{'max':>8}{'mean':>8}")
+            for name, found in (("odradek", ours_latency), ("redis", peer_latency)):
+                print(f"{name:<10}{len(found):>9}{percentile(found, 0.5):>8.2f}{percentile(found, 0.99):>8.2f}"
+                      f"{percentile(found, 0.999):>8.2f}{max(found, default=float('nan')):>8.2f}"
+                      f"{statistics.fmean(found) if found else float('nan'):>8.2f}")
+            print("target: odradek p99 <= 25 ms")
+            client.close()
+        finally:
+            stop_process(redis_process)
+            cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,26 @@
+"""Odradek's producer (Kafka 3.x semantics): `Producer`, its futures and metadata, its config,
+the partitioners, and its errors."""
+
+from services.clients.producer.config import ProducerConfig, ProducerPlugins, load_producer_config
+from services.clients.producer.errors import (
+    BufferExhaustedError,
+    KafkaTimeoutError,
+    ProducerClosedError,
+    RecordTooLargeError,
+)
+from services.clients.producer.futures import FutureRecordMetadata, ProducerRecord, RecordMetadata
+from services.clients.producer.partitioner import (
+    DefaultPartitioner,
+    Partitioner,
+    RoundRobinPartitioner,
+    StickyPartitionCache,
+    UniformStickyPartitioner,
+)
+from services.clients.producer.producer import Producer
+
+__all__ = [
+    "BufferExhaustedError", "DefaultPartitioner", "FutureRecordMetadata", "KafkaTimeoutError", "Partitioner",
+    "Producer", "ProducerClosedError", "ProducerConfig", "ProducerPlugins", "ProducerRecord", "RecordMetadata",
+    "RecordTooLargeError", "RoundRobinPartitioner", "StickyPartitionCache", "UniformStickyPartitioner",
+    "load_producer_config",
+]

@@ -1,0 +1,33 @@
+"""The producer's own exceptions, each carrying Kafka's error name and code.
+
+`KafkaTimeoutError` is Kafka's TimeoutException (REQUEST_TIMED_OUT, 7) and also a Python
+`TimeoutError`: metadata that never came within `max.block.ms`, batches expired by
+`delivery.timeout.ms`, a `flush` or `get` that ran out of time. `BufferExhaustedError` is the
+TimeoutException of a `send` that waited `max.block.ms` for `buffer.memory`. `RecordTooLargeError`
+(MESSAGE_TOO_LARGE, 10) is Kafka's RecordTooLargeException. `ProducerClosedError` is raised by
+`send` after `close` (Kafka's IllegalStateException: no error code).
+"""
+
+from __future__ import annotations
+
+from services.common.errors import KafkaError
+
+
+class KafkaTimeoutError(KafkaError, TimeoutError):
+    """Something did not happen within its time bound."""
+
+    error_name = "REQUEST_TIMED_OUT"
+
+
+class BufferExhaustedError(KafkaTimeoutError):
+    """`send` waited `max.block.ms` for room in `buffer.memory` and found none."""
+
+
+class RecordTooLargeError(KafkaError):
+    """A record larger than `max.request.size` or `buffer.memory` allows."""
+
+    error_name = "MESSAGE_TOO_LARGE"
+
+
+class ProducerClosedError(RuntimeError):
+    """The producer was closed; nothing more can be sent."""

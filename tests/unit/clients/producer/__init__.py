@@ -1,0 +1,1 @@
+"""Unit tests of the producer: partitioners, accumulator, config, and the sender against a fake broker."""
