@@ -11,9 +11,9 @@ consumer, measures:
   record's value, beside redis-py
   `XREAD COUNT --batch` and, since XREAD cannot be pipelined (each call needs the last id of the
   previous one), `XREADGROUP ... >` pipelined 8 deep; the ratio is taken against the faster of the two;
-- end to end: a thread sends `--rate` records/s for `--latency-seconds` while the main thread polls;
-  each value carries its send time, so latency is send -> poll. Redis: XADD each record as it is
-  due, XREAD BLOCK on the other side.
+- end to end: a producer process sends `--rate` records/s for `--latency-seconds` while this one
+  polls; each value carries its send time (the monotonic clock both processes share), so latency
+  is send -> poll. Redis: XADD each record as it is due, XREAD BLOCK on the other side.
 
 Rounds alternate which system goes first. redis-py uses the hiredis parser when it is installed.
 
@@ -29,7 +29,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -102,23 +101,44 @@ def odradek_consume(bootstrap: str, topic: str, start_offset: int, count: int, b
         return got / (time.perf_counter() - start)
 
 
-def odradek_latency(bootstrap: str, topic: str, rate: int, seconds: float) -> list[float]:
+def odradek_latency(bootstrap: str, topic: str, rate: int, seconds: float, base: Path) -> list[float]:
     tp = TopicPartition(topic, 0)
     total = int(rate * seconds)
     latencies: list[float] = []
-    with Producer(bootstrap_servers=bootstrap) as producer, Consumer(bootstrap_servers=bootstrap) as consumer:
+    with Consumer(bootstrap_servers=bootstrap) as consumer:
         consumer.assign([tp])
         consumer.seek_to_end(tp)
         consumer.position(tp)
-        sender = threading.Thread(target=paced, args=(lambda v: producer.send(topic, v), rate, total),
-                                  daemon=True)
-        sender.start()
-        deadline = time.perf_counter() + seconds + 30
-        while len(latencies) < total and time.perf_counter() < deadline:
-            for record in consumer.poll(timeout_ms=100):
-                latencies.append((time.perf_counter_ns() - STAMP.unpack_from(record.value)[0]) / 1e6)
-        sender.join()
+        sender = start_sender(base, "odradek", bootstrap, topic, rate, seconds)
+        try:
+            deadline = time.perf_counter() + seconds + 60
+            while len(latencies) < total and time.perf_counter() < deadline:
+                for record in consumer.poll(timeout_ms=100):
+                    latencies.append((time.perf_counter_ns() - STAMP.unpack_from(record.value)[0]) / 1e6)
+        finally:
+            stop_process(sender)
     return latencies
+
+
+def start_sender(base: Path, system: str, target: str, name: str, rate: int, seconds: float):
+    """The paced sender of a latency run, in a process of its own as a real producer would be."""
+    return start_process([sys.executable, os.path.abspath(__file__), "--latency-sender", system, target, name,
+                          str(rate), str(seconds)], base / f"sender-{system}.log")
+
+
+def run_sender(system: str, target: str, name: str, rate: int, seconds: float) -> None:
+    total = int(rate * seconds)
+    if system == "odradek":
+        with Producer(bootstrap_servers=target) as producer:
+            producer.send(name, b"\0" * RECORD_SIZE, partition=1).get(timeout=30)  # connected and ready
+            paced(lambda value: producer.send(name, value, partition=0), rate, total)
+            producer.flush()
+    else:
+        import redis
+
+        writer = redis.Redis(host="127.0.0.1", port=int(target))
+        paced(lambda value: writer.xadd(name, {"v": value}), rate, total)
+        writer.close()
 
 
 def paced(send, rate: int, total: int, flush=None) -> None:
@@ -176,24 +196,20 @@ def redis_xreadgroup(client, stream: str, count: int, batch: int, depth: int = 8
     return got / (time.perf_counter() - start)
 
 
-def redis_latency(client, port: int, stream: str, rate: int, seconds: float) -> list[float]:
-    import redis
-
+def redis_latency(client, port: int, stream: str, rate: int, seconds: float, base: Path) -> list[float]:
     total = int(rate * seconds)
-    writer = redis.Redis(host="127.0.0.1", port=port)
     last = client.xinfo_stream(stream)["last-generated-id"] if client.exists(stream) else "0-0"
-    sender = threading.Thread(target=paced, args=(lambda v: writer.xadd(stream, {"v": v}), rate, total),
-                              daemon=True)
     latencies: list[float] = []
-    sender.start()
-    deadline = time.perf_counter() + seconds + 30
-    while len(latencies) < total and time.perf_counter() < deadline:
-        reply = client.xread({stream: last}, count=1000, block=100)
-        for entry_id, fields in reply[0][1] if reply else ():
-            latencies.append((time.perf_counter_ns() - STAMP.unpack_from(fields[b"v"])[0]) / 1e6)
-            last = entry_id
-    sender.join()
-    writer.close()
+    sender = start_sender(base, "redis", str(port), stream, rate, seconds)
+    try:
+        deadline = time.perf_counter() + seconds + 60
+        while len(latencies) < total and time.perf_counter() < deadline:
+            reply = client.xread({stream: last}, count=1000, block=100)
+            for entry_id, fields in reply[0][1] if reply else ():
+                latencies.append((time.perf_counter_ns() - STAMP.unpack_from(fields[b"v"])[0]) / 1e6)
+                last = entry_id
+    finally:
+        stop_process(sender)
     return latencies
 
 
@@ -216,7 +232,12 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--rate", type=int, default=10000, help="records/s of the end-to-end latency run")
     parser.add_argument("--latency-seconds", type=float, default=5.0)
+    parser.add_argument("--latency-sender", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.latency_sender:
+        system, target, name, rate, seconds = args.latency_sender
+        run_sender(system, target, name, int(rate), float(seconds))
+        return 0
     import redis
 
     try:
@@ -235,7 +256,7 @@ def main() -> int:
             cluster.start()
             bootstrap = cluster.bootstrap_servers
             with Admin(bootstrap_servers=bootstrap) as admin:
-                admin.create_topics([NewTopic("peers", 1, 1), NewTopic("latency", 1, 1)])
+                admin.create_topics([NewTopic("peers", 1, 1), NewTopic("latency", 2, 1)])
             client = redis_client(redis_port)
             version = client.info("server")["redis_version"]
             print(f"{args.records} records of {RECORD_SIZE} B, one partition / stream, batch {args.batch}; "
@@ -266,8 +287,8 @@ def main() -> int:
                                 ("consume", "Consumer.poll vs best XREAD")):
                 for i, (ours, peer) in enumerate(rows[name]):
                     print(f"{label:<36}{i + 1:>6}{ours:>15,.0f}{peer:>13,.0f}{ours / peer:>7.2f}x{'2x':>8}")
-            ours_latency = odradek_latency(bootstrap, "latency", args.rate, args.latency_seconds)
-            peer_latency = redis_latency(client, redis_port, "latency", args.rate, args.latency_seconds)
+            ours_latency = odradek_latency(bootstrap, "latency", args.rate, args.latency_seconds, base)
+            peer_latency = redis_latency(client, redis_port, "latency", args.rate, args.latency_seconds, base)
             print(f"end to end at {args.rate} records/s for {args.latency_seconds:g} s (send -> poll), ms:")
             print(f"{'system':<10}{'records':>9}{'p50':>8}{'p99':>8}{'p99.9':>8}{'max':>8}{'mean':>8}")
             for name, found in (("odradek", ours_latency), ("redis", peer_latency)):
