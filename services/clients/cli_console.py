@@ -258,6 +258,19 @@ def starting_point(args: argparse.Namespace) -> str | int:
     return "earliest" if args.from_beginning else "latest"
 
 
+def assign_topic(consumer, topic: str, partition: int | None = None) -> list[TopicPartition]:
+    """Assigns `partition` of `topic`, or all its partitions; empty (and said) when the topic is unknown."""
+    if partition is not None:
+        partitions = [TopicPartition(topic, partition)]
+    else:
+        partitions = [TopicPartition(topic, p.partition) for p in consumer.partitions_for(topic)]
+    if not partitions:
+        print(f"Error: topic {topic!r} not found", file=sys.stderr)
+        return []
+    consumer.assign(partitions)
+    return partitions
+
+
 def run_console_consumer(args: argparse.Namespace, out: TextIO) -> int:
     from services.clients.consumer import Consumer
 
@@ -269,14 +282,9 @@ def run_console_consumer(args: argparse.Namespace, out: TextIO) -> int:
         return 1
     processed = 0
     try:
-        if args.partition is not None:
-            partitions = [TopicPartition(args.topic, args.partition)]
-        else:
-            partitions = [TopicPartition(args.topic, p.partition) for p in consumer.partitions_for(args.topic)]
+        partitions = assign_topic(consumer, args.topic, args.partition)
         if not partitions:
-            print(f"Error: topic {args.topic!r} not found", file=sys.stderr)
             return 1
-        consumer.assign(partitions)
         start = starting_point(args)
         if start == "earliest":
             consumer.seek_to_beginning(*partitions)

@@ -26,8 +26,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TextIO
 
-from services.clients.cli_console import client_settings
-from services.clients.cluster import TopicPartition
+from services.clients.cli_console import assign_topic, client_settings
 from services.common.config import ConfigError
 from services.common.errors import KafkaError
 
@@ -281,11 +280,9 @@ def run_consumer_perf(args: argparse.Namespace, out: TextIO) -> int:
         print(f"Error: {error}", file=sys.stderr)
         return 1
     try:
-        partitions = [TopicPartition(args.topic, p.partition) for p in consumer.partitions_for(args.topic)]
+        partitions = assign_topic(consumer, args.topic)
         if not partitions:
-            print(f"Error: topic {args.topic!r} not found", file=sys.stderr)
             return 1
-        consumer.assign(partitions)
         if args.from_latest:
             consumer.seek_to_end(*partitions)
         else:

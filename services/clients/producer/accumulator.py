@@ -107,20 +107,7 @@ class RecordAccumulator:
                 chosen = partition if partition >= 0 else self._sticky_partitions.get(topic, -1)
                 batch = queues[chosen].open if 0 <= chosen < len(queues) else None
                 if batch is not None and batch.size + size <= self.batch_size:
-                    values = batch.values
-                    index = len(values)
-                    values.append(value)
-                    batch.timestamps.append(timestamp)
-                    batch.size += size
-                    if key is not None or batch.keys is not None:
-                        batch.add_key(index, key)
-                    if headers is not None or batch.headers is not None:
-                        batch.add_headers(index, headers)
-                    if callback is not None:
-                        if batch.callbacks is None:
-                            batch.callbacks = []
-                        batch.callbacks.append((index, callback))
-                    return FutureRecordMetadata(batch, index)
+                    return batch.append(timestamp, key, value, headers, callback, size)
         return self._append_new_batch(topic, partition, timestamp, key, value, headers, callback, size, info,
                                       max_block_ms)
 
@@ -199,19 +186,7 @@ class RecordAccumulator:
         batch = queue.open
         if batch is None or (batch.values and batch.size + size > self.batch_size):
             return None
-        index = len(batch.values)
-        batch.values.append(value)
-        batch.timestamps.append(timestamp)
-        batch.size += size
-        if key is not None or batch.keys is not None:
-            batch.add_key(index, key)
-        if headers is not None or batch.headers is not None:
-            batch.add_headers(index, headers)
-        if callback is not None:
-            if batch.callbacks is None:
-                batch.callbacks = []
-            batch.callbacks.append((index, callback))
-        return FutureRecordMetadata(batch, index)
+        return batch.append(timestamp, key, value, headers, callback, size)
 
     def _check_open(self) -> None:
         if self._closed:

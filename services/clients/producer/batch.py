@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 
 from services.clients.cluster import TopicPartition
-from services.clients.producer.futures import RecordMetadata
+from services.clients.producer.futures import FutureRecordMetadata, RecordMetadata
 from services.common.records import build_batch
 
 BATCH_HEADER_BYTES = 61
@@ -55,6 +55,23 @@ class ProducerBatch:
     @property
     def record_count(self) -> int:
         return len(self.values)
+
+    def append(self, timestamp: int, key, value, headers, callback, size: int) -> FutureRecordMetadata:
+        """Adds one record (the caller checked that it fits) and returns its future."""
+        values = self.values
+        index = len(values)
+        values.append(value)
+        self.timestamps.append(timestamp)
+        self.size += size
+        if key is not None or self.keys is not None:
+            self.add_key(index, key)
+        if headers is not None or self.headers is not None:
+            self.add_headers(index, headers)
+        if callback is not None:
+            if self.callbacks is None:
+                self.callbacks = []
+            self.callbacks.append((index, callback))
+        return FutureRecordMetadata(self, index)
 
     def add_key(self, index: int, key: bytes | None) -> None:
         """Records the key of record `index`, filling earlier records with None."""
