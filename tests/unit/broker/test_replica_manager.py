@@ -148,3 +148,14 @@ def test_stop_replica_with_delete_removes_the_log(manager, tmp_path):
     assert manager.stop_replicas(1001, 1, [("t", 0, True)]) == {("t", 0): 0}
     assert manager.partition("t", 0) is None
     assert not (tmp_path / "logs" / "t-0").exists()
+
+
+def test_a_new_leader_epoch_is_known_before_its_first_append(manager):
+    """Kafka's makeLeader assigns the epoch's start offset: OffsetForLeaderEpoch answers for an
+    empty log, and for each later epoch from where it took over."""
+    lead(manager, epoch=0)
+    assert manager.offset_for_leader_epoch("t", 0, -1, 0) == (0, 0, 0)
+    produce(manager, {("t", 0): build_batch([b"a", b"b"])})
+    lead(manager, epoch=3)
+    assert manager.offset_for_leader_epoch("t", 0, -1, 0) == (0, 0, 2)
+    assert manager.offset_for_leader_epoch("t", 0, -1, 3) == (0, 3, 2)
