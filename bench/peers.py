@@ -11,9 +11,11 @@ consumer, measures:
   record's value, beside redis-py
   `XREAD COUNT --batch` and, since XREAD cannot be pipelined (each call needs the last id of the
   previous one), `XREADGROUP ... >` pipelined 8 deep; the ratio is taken against the faster of the two;
-- end to end: a producer process sends `--rate` records/s for `--latency-seconds` while this one
-  polls; each value carries its send time (the monotonic clock both processes share), so latency
-  is send -> poll. Redis: XADD each record as it is due, XREAD BLOCK on the other side.
+- end to end, first, while both systems are idle (a Redis AOF rewrite after the throughput runs
+  would disturb whichever system is measured then): a producer process sends `--rate` records/s
+  for `--latency-seconds` while this one polls; each value carries its send time (the monotonic
+  clock both processes share), so latency is send -> poll. Redis: XADD each record as it is due,
+  XREAD BLOCK on the other side.
 
 Rounds alternate which system goes first. redis-py uses the hiredis parser when it is installed.
 
@@ -262,6 +264,15 @@ def main() -> int:
             print(f"{args.records} records of {RECORD_SIZE} B, one partition / stream, batch {args.batch}; "
                   f"redis-server {version} (appendonly, everysec), redis-py {redis.__version__} "
                   f"with the {parser_name} parser; Odradek: 1 broker, Producer defaults (acks=all, idempotent)")
+            ours_latency = odradek_latency(bootstrap, "latency", args.rate, args.latency_seconds, base)
+            peer_latency = redis_latency(client, redis_port, "latency", args.rate, args.latency_seconds, base)
+            print(f"end to end at {args.rate} records/s for {args.latency_seconds:g} s (send -> poll), ms:")
+            print(f"{'system':<10}{'records':>9}{'p50':>8}{'p99':>8}{'p99.9':>8}{'max':>8}{'mean':>8}")
+            for name, found in (("odradek", ours_latency), ("redis", peer_latency)):
+                print(f"{name:<10}{len(found):>9}{percentile(found, 0.5):>8.2f}{percentile(found, 0.99):>8.2f}"
+                      f"{percentile(found, 0.999):>8.2f}{max(found, default=float('nan')):>8.2f}"
+                      f"{statistics.fmean(found) if found else float('nan'):>8.2f}")
+            print("target: odradek p99 <= 25 ms")
             offset = 1  # the warm-up record
             for round_index in range(args.rounds):
                 stream = f"s{round_index}"
@@ -287,15 +298,6 @@ def main() -> int:
                                 ("consume", "Consumer.poll vs best XREAD")):
                 for i, (ours, peer) in enumerate(rows[name]):
                     print(f"{label:<36}{i + 1:>6}{ours:>15,.0f}{peer:>13,.0f}{ours / peer:>7.2f}x{'2x':>8}")
-            ours_latency = odradek_latency(bootstrap, "latency", args.rate, args.latency_seconds, base)
-            peer_latency = redis_latency(client, redis_port, "latency", args.rate, args.latency_seconds, base)
-            print(f"end to end at {args.rate} records/s for {args.latency_seconds:g} s (send -> poll), ms:")
-            print(f"{'system':<10}{'records':>9}{'p50':>8}{'p99':>8}{'p99.9':>8}{'max':>8}{'mean':>8}")
-            for name, found in (("odradek", ours_latency), ("redis", peer_latency)):
-                print(f"{name:<10}{len(found):>9}{percentile(found, 0.5):>8.2f}{percentile(found, 0.99):>8.2f}"
-                      f"{percentile(found, 0.999):>8.2f}{max(found, default=float('nan')):>8.2f}"
-                      f"{statistics.fmean(found) if found else float('nan'):>8.2f}")
-            print("target: odradek p99 <= 25 ms")
             client.close()
         finally:
             stop_process(redis_process)
