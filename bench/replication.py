@@ -4,18 +4,20 @@ Starts its own cluster (ZooKeeper, one controller, three brokers; the `LocalClus
 ports, a temp dir) with `zookeeper.session.timeout.ms` = 6000, then measures in the same run:
 
 1. Produce throughput of the same pre-encoded RecordBatch (100 records of 100 bytes) from
-   `--inflight` threads (6, 24, then 48), each sending one ProduceRequest at a time to the leader of
-   its partition: acks=all to a topic with replication factor 3 and `min.insync.replicas`=2,
-   beside acks=1 to a topic with replication factor 1 (three partitions each, so both spread over
-   every broker). Rounds alternate between the two; the ratio acks=all / acks=1 has a target of
-   >= 0.4. Keep the requests in flight to one broker below its `grpc.worker.threads` (64): a
-   waiting acks=all produce holds one of its gRPC worker threads, and when all are held the
-   followers' fetches cannot be served until the produces time out.
+   `--inflight` threads, each sending one ProduceRequest at a time to the leader of its partition:
+   acks=all to a topic with replication factor 3 and `min.insync.replicas`=2, beside acks=1 to a
+   topic with replication factor 1 (three partitions each, so both spread over every broker).
+   Rounds alternate between the two; the ratio acks=all / acks=1 has a target of >= 0.4. The
+   default levels: 6 (two requests in flight per leader), 15 (five per leader: one Kafka producer
+   at its default max.in.flight.requests.per.connection), 24 (eight per leader) and 48 (sixteen per
+   leader, where throughput saturates). Keep the requests in flight to one broker below its
+   `grpc.worker.threads` (64): a waiting acks=all produce holds one of its gRPC worker threads, and
+   when all are held the followers' fetches cannot be served until the produces time out.
 2. Failover: kill -9 the leader of a replication-factor-3 partition and time until the first
    acks=all produce to that partition succeeds (the client retries every 50 ms), three times;
    the target is the session timeout + 2 s.
 
-    python bench/replication.py [--seconds 5] [--rounds 2] [--inflight 6,24,48] [--failovers 3]
+    python bench/replication.py [--seconds 5] [--rounds 2] [--inflight 6,15,24,48] [--failovers 3]
 """
 
 from __future__ import annotations
@@ -194,7 +196,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="length of one throughput round")
     parser.add_argument("--rounds", type=int, default=2, help="throughput rounds per configuration")
-    parser.add_argument("--inflight", type=lambda text: [int(n) for n in text.split(",")], default=[6, 24, 48],
+    parser.add_argument("--inflight", type=lambda text: [int(n) for n in text.split(",")], default=[6, 15, 24, 48],
                         help="produce requests in flight (threads), comma-separated for several runs")
     parser.add_argument("--failovers", type=int, default=3)
     args = parser.parse_args()

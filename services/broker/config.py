@@ -31,6 +31,13 @@ class BrokerConfig(Config):
     grpc_worker_threads: int = setting(
         ConfigType.INT, 64, at_least(1),
         doc="Threads serving gRPC calls; a parked long-poll fetch or acks=all produce holds one.")
+    sched_batch_enable: bool = setting(
+        ConfigType.BOOLEAN, True,
+        doc="On Linux, run the broker's threads under the SCHED_BATCH scheduling policy. Its threads "
+            "hand work to each other all the time (a parked fetch completed by an append, a produce "
+            "completed by a follower's fetch) and share one interpreter lock; under the default policy "
+            "a woken thread preempts its waker only to wait for that lock, which costs a replicated "
+            "produce about a third more context switches.")
 
     num_partitions: int = setting(ConfigType.INT, 1, at_least(1))
     default_replication_factor: int = setting(ConfigType.INT, 1, at_least(1))

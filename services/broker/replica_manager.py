@@ -3,9 +3,11 @@
 It applies the controller's LeaderAndIsr and StopReplica (fenced by controller epoch), appends
 produced batches to leader logs (acks 0, 1 and all, `min.insync.replicas`), serves fetches up to
 the high watermark to consumers and up to the log end to followers (whose fetches move the high
-watermark and may grow the ISR; long polls park in the fetch purgatory), drives the follower side
-of replication for the fetcher threads (truncation to the divergence point, appends with the
-leader's offsets), checkpoints high watermarks, and answers ListOffsets and OffsetForLeaderEpoch.
+watermark and may grow the ISR; long polls park in the fetch purgatory and are tried after the
+last of overlapping appends to a partition, so a burst of produces travels in one response),
+drives the follower side of replication for the fetcher threads (truncation to the divergence
+point, appends with the leader's offsets), checkpoints high watermarks, and answers ListOffsets
+and OffsetForLeaderEpoch.
 Results are plain tuples with Kafka error codes; the gRPC servicer turns them into responses.
 """
 
@@ -121,6 +123,8 @@ class ReplicaManager:
         self._lock = threading.RLock()
         self._fetcher_update_lock = threading.Lock()
         self._partitions: dict[TopicPartition, Partition] = {}
+        self._appends_lock = threading.Lock()
+        self._appends_in_progress: dict[TopicPartition, int] = {}
         self.delayed_fetch_expired = 0
         self.delayed_produce_expired = 0
 
@@ -255,6 +259,42 @@ class ReplicaManager:
             return
         results: dict[TopicPartition, ProduceResult] = {}
         pending: dict[TopicPartition, int] = {}
+        self._begin_appends(entries)
+        try:
+            self._append_to_leaders(acks, entries, results, pending, internal_topics_allowed)
+        finally:
+            for key in self._end_appends(entries):
+                self.fetch_purgatory.check_and_complete(key)
+        if not pending:
+            respond(results)
+            return
+        operation = DelayedProduce(self, timeout_ms, pending, results, respond)
+        self.produce_purgatory.try_complete_else_watch(operation, list(pending))
+
+    def _begin_appends(self, keys) -> None:
+        with self._appends_lock:
+            for key in keys:
+                self._appends_in_progress[key] = self._appends_in_progress.get(key, 0) + 1
+
+    def _end_appends(self, keys) -> list[TopicPartition]:
+        """The partitions this was the last append in progress of. Parked fetches are tried only
+        after the last of the appends that overlapped, so a burst of produces (the producers whose
+        requests one follower acknowledgement completed, say) reaches followers in one fetch
+        response instead of one for the first append and another for the rest."""
+        last = []
+        with self._appends_lock:
+            for key in keys:
+                left = self._appends_in_progress[key] - 1
+                if left:
+                    self._appends_in_progress[key] = left
+                else:
+                    del self._appends_in_progress[key]
+                    last.append(key)
+        return last
+
+    def _append_to_leaders(self, acks: int, entries: dict[TopicPartition, bytes],
+                           results: dict[TopicPartition, ProduceResult], pending: dict[TopicPartition, int],
+                           internal_topics_allowed: bool) -> None:
         for key, records in entries.items():
             topic, index = key
             if is_internal_topic(topic) and not internal_topics_allowed:
@@ -283,14 +323,6 @@ class ReplicaManager:
             except Exception as exc:  # an I/O or programming error: never crash the request thread
                 logger.exception("append to %s-%d failed", topic, index)
                 results[key] = ProduceResult(UNKNOWN_SERVER_ERROR, error_message=str(exc))
-        for key in results:
-            if results[key].error_code == NONE:
-                self.fetch_purgatory.check_and_complete(key)
-        if not pending:
-            respond(results)
-            return
-        operation = DelayedProduce(self, timeout_ms, pending, results, respond)
-        self.produce_purgatory.try_complete_else_watch(operation, list(pending))
 
     def produce_acked(self, key: TopicPartition, required_offset: int) -> int | None:
         """None while still waiting; 0 once the HW reached `required_offset`; an error code otherwise."""
