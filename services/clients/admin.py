@@ -33,7 +33,7 @@ from services.clients.admin_types import (
     NewTopic,
     TopicDescription,
 )
-from services.clients.channels import CONTROLLER, ChannelPool
+from services.clients.channels import BROKER, CONTROLLER, ChannelPool
 from services.clients.client_config import AdminConfig, load_client_config
 from services.clients.cluster import Cluster, Node, TopicPartition
 from services.clients.metadata import Metadata
@@ -154,22 +154,42 @@ class Admin:
 
     def wait_for_topic(self, name: str, timeout_s: float = 30.0, *,
                        partitions: int | None = None) -> TopicDescription:
-        """Polls metadata until the topic exists (with at least `partitions` partitions, when given)
-        and every partition has a live leader; raises TimeoutError with the last state seen."""
+        """Polls metadata until the topic exists (with at least `partitions` partitions, when given),
+        every partition has a live leader, and every live broker answers so (brokers learn of a
+        new topic one by one); raises TimeoutError with the last state seen."""
         deadline = Deadline(timeout_s * 1000, self.clock)
+        request = broker_pb2.MetadataRequest(topics=[name])
         last: object = "no answer yet"
         while True:
             try:
-                cluster = self._broker_metadata(broker_pb2.MetadataRequest(topics=[name]),
-                                                max(1, deadline.remaining_ms()))
+                cluster = self._broker_metadata(request, max(1, deadline.remaining_ms()))
                 last = _descriptions(cluster, [name])[name]
                 if isinstance(last, TopicDescription) and _all_led(last, partitions, set(cluster.nodes)):
-                    return last
+                    lagging = self._brokers_not_knowing(cluster, name, partitions, request, deadline)
+                    if not lagging:
+                        return last
+                    last = f"{last} (not yet known to brokers {lagging})"
             except KafkaError as error:
                 last = error
             if deadline.expired:
                 raise TimeoutError(f"topic {name!r} not ready within {timeout_s} s; last seen: {last}")
             self.clock.sleep_ms(min(self.config.retry_backoff_ms, deadline.remaining_ms()))
+
+    def _brokers_not_knowing(self, cluster: Cluster, name: str, partitions: int | None,
+                             request: broker_pb2.MetadataRequest, deadline: Deadline) -> list[int]:
+        """Ids of the live brokers whose own metadata does not show `name` ready yet."""
+        lagging = []
+        for node_id, node in sorted(cluster.nodes.items()):
+            try:
+                answer = Cluster.from_response(self.pool.call(node.address, BROKER, "Metadata", request,
+                                                              max(1, deadline.remaining_ms())))
+                seen = _descriptions(answer, [name])[name]
+                ready = isinstance(seen, TopicDescription) and _all_led(seen, partitions, set(cluster.nodes))
+            except KafkaError:
+                ready = False
+            if not ready:
+                lagging.append(node_id)
+        return lagging
 
     # ------------------------------------------------------------------ cluster, offsets, configs
 
