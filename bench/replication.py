@@ -13,11 +13,16 @@ ports, a temp dir) with `zookeeper.session.timeout.ms` = 6000, then measures in 
    leader, where throughput saturates). Keep the requests in flight to one broker below its
    `grpc.worker.threads` (64): a waiting acks=all produce holds one of its gRPC worker threads, and
    when all are held the followers' fetches cannot be served until the produces time out.
-2. Failover: kill -9 the leader of a replication-factor-3 partition and time until the first
+2. The same comparison with the Python `Producer` at full speed, as Kafka's producer-perf-test
+   measures throughput: `--producer-records` records of 100 bytes sent with no key (so spread by
+   the sticky partitioner) and flushed, acks=1 without idempotence to the RF=1 topic beside the
+   Producer's defaults (acks=all, idempotent) to the RF=3 topic, alternating rounds.
+3. Failover: kill -9 the leader of a replication-factor-3 partition and time until the first
    acks=all produce to that partition succeeds (the client retries every 50 ms), three times;
    the target is the session timeout + 2 s.
 
-    python bench/replication.py [--seconds 5] [--rounds 2] [--inflight 6,15,24,48] [--failovers 3]
+    python bench/replication.py [--seconds 5] [--rounds 2] [--inflight 6,15,24,48]
+        [--producer-records 300000] [--failovers 3]
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from services.clients.admin import Admin  # noqa: E402
 from services.clients.admin_types import NewTopic  # noqa: E402
 from services.clients.launcher import LocalCluster  # noqa: E402
 from services.clients.lowlevel import LowLevelClient  # noqa: E402
+from services.clients.producer import Producer  # noqa: E402
 from services.common.pb.odradek.broker.v1 import broker_pb2  # noqa: E402
 from services.common.proc import pid_alive, wait_until  # noqa: E402
 from services.common.records import build_batch  # noqa: E402
@@ -152,6 +158,37 @@ def measure_throughput(cluster: LocalCluster, admin: Admin, args) -> None:
             driver.close()
 
 
+def producer_rate(bootstrap: str, topic: str, values: list[bytes], **config) -> float:
+    with Producer(bootstrap_servers=bootstrap, **config) as producer:
+        producer.send(topic, b"warm-up").get(timeout=30)
+        send = producer.send
+        start = time.perf_counter()
+        for value in values:
+            send(topic, value)
+        producer.flush()
+        return len(values) / (time.perf_counter() - start)
+
+
+def measure_producer(cluster: LocalCluster, args) -> None:
+    values = [os.urandom(RECORD_BYTES) for _ in range(args.producer_records)]
+    setups = {"acks=1   RF=1": (UNREPLICATED, {"acks": "1", "enable_idempotence": False}),
+              "acks=all RF=3": (REPLICATED, {})}
+    print(f"Producer at full speed: {len(values):,} records x {RECORD_BYTES} B, no key, {args.rounds} "
+          "alternating rounds; acks=all RF=3 with the Producer's defaults (idempotent)")
+    rates: dict[str, list[float]] = {label: [] for label in setups}
+    for round_index in range(args.rounds):
+        order = list(setups) if round_index % 2 == 0 else list(reversed(setups))
+        for label in order:
+            topic, config = setups[label]
+            rates[label].append(producer_rate(cluster.bootstrap_servers, topic, values, **config))
+    for round_index in range(args.rounds):
+        unreplicated, replicated = rates["acks=1   RF=1"][round_index], rates["acks=all RF=3"][round_index]
+        ratio = replicated / unreplicated
+        verdict = "meets" if ratio >= RATIO_TARGET else "MISSES"
+        print(f"  round {round_index + 1}: acks=1 RF=1 {unreplicated:>9,.0f} records/s, acks=all RF=3 "
+              f"{replicated:>9,.0f} records/s, ratio {ratio:.2f}x ({verdict} the target >= {RATIO_TARGET}x)")
+
+
 def restart_broker(cluster: LocalCluster, broker_id: int) -> None:
     """Starts a killed broker and waits until it serves, checking liveness by pid only (just after
     a spawn /proc/<pid>/cmdline can be empty, which the launcher's own wait takes for an exit)."""
@@ -198,6 +235,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="throughput rounds per configuration")
     parser.add_argument("--inflight", type=lambda text: [int(n) for n in text.split(",")], default=[6, 15, 24, 48],
                         help="produce requests in flight (threads), comma-separated for several runs")
+    parser.add_argument("--producer-records", type=int, default=300000,
+                        help="records per Producer round (0 skips the Producer comparison)")
     parser.add_argument("--failovers", type=int, default=3)
     args = parser.parse_args()
 
@@ -220,6 +259,8 @@ def main() -> None:
                     wait_until(lambda t=topic: fully_replicated(admin, t), 60, 0.2,
                                message=f"every replica of {topic} in the ISR")
                 measure_throughput(cluster, admin, args)
+                if args.producer_records > 0:
+                    measure_producer(cluster, args)
                 if args.failovers > 0:
                     measure_failover(cluster, admin, args.failovers)
         finally:
