@@ -156,12 +156,15 @@ class Partition:
                 return False
             return self.log.maybe_increment_high_watermark(candidate) is not None
 
-    def isr_to_expand(self) -> tuple[int, ...] | None:
-        """The ISR with every caught-up follower added, or None when nobody qualifies."""
+    def isr_to_expand(self, alive: frozenset[int] | None = None) -> tuple[int, ...] | None:
+        """The ISR with every caught-up follower added, or None when nobody qualifies. With
+        `alive` (the live brokers), only followers on live brokers join, as Kafka's ZooKeeper-mode
+        leader checks before it expands the ISR."""
         with self.lock:
             joining = [r for r, f in self.followers.items()
                        if r not in self.isr and f.log_end_offset >= self.high_watermark
-                       and f.log_end_offset >= self.leader_epoch_start_offset]
+                       and f.log_end_offset >= self.leader_epoch_start_offset
+                       and (alive is None or r in alive)]
             return tuple(self.isr) + tuple(sorted(joining)) if joining else None
 
     def isr_to_shrink(self, now_ms: int, lag_max_ms: int) -> tuple[int, ...] | None:

@@ -554,6 +554,11 @@ class ReplicaManager:
     def leader_partition_count(self) -> int:
         return sum(1 for p in self._partitions.values() if p.is_leader)
 
+    def stop_fetching(self) -> None:
+        """Stops every follower fetcher for good: the broker is leaving."""
+        if self.fetcher_manager is not None:
+            self.fetcher_manager.shutdown()
+
     def shutdown(self) -> None:
         if self.fetcher_manager is not None:
             self.fetcher_manager.shutdown()

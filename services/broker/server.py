@@ -108,6 +108,9 @@ class BrokerServer:
         self.replica_manager.isr_manager.start()
         threading.Thread(target=self._checkpoint_high_watermarks_loop, name="hw-checkpoint", daemon=True).start()
         self.runtime.on_shutdown("controlled shutdown", self.controlled_shutdown)
+        # as Kafka's broker stops taking requests here: a LeaderAndIsr that makes this broker a
+        # follower after its controlled shutdown must not start a fetch that re-enters an ISR
+        self.runtime.on_shutdown("replica fetchers", self.replica_manager.stop_fetching)
         self.runtime.on_shutdown("close ZooKeeper", self._close_zookeeper)
         self.runtime.on_shutdown("replica manager", self.replica_manager.shutdown)
         self.runtime.on_shutdown("log manager", self.log_manager.shutdown)

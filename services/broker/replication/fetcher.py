@@ -231,14 +231,20 @@ class ReplicaFetcherManager:
         self.clock = clock
         self._lock = threading.Lock()
         self._threads: dict[int, ReplicaFetcherThread] = {}
+        self._closed = False
 
     def add_fetchers(self, partitions: dict[TopicPartition, tuple[int, int]]) -> None:
-        """partitions: tp -> (leader id, leader epoch)."""
+        """partitions: tp -> (leader id, leader epoch); nothing once the manager is shut down (a
+        broker leaving after its controlled shutdown must not fetch its way back into an ISR)."""
+        if self._closed:
+            return
         self.remove_fetchers(list(partitions))
         by_leader: dict[int, dict[TopicPartition, int]] = {}
         for tp, (leader, epoch) in partitions.items():
             by_leader.setdefault(leader, {})[tp] = epoch
         with self._lock:
+            if self._closed:
+                return
             for leader, parts in by_leader.items():
                 thread = self._threads.get(leader)
                 if thread is None:
@@ -270,6 +276,7 @@ class ReplicaFetcherManager:
 
     def shutdown(self) -> None:
         with self._lock:
+            self._closed = True
             threads = list(self._threads.values())
             self._threads.clear()
         for thread in threads:

@@ -87,10 +87,15 @@ class IsrManager:
             partition = self.replica_manager.partition(*tp)
             if partition is None or not partition.is_leader:
                 continue
-            new_isr = partition.isr_to_expand()
+            new_isr = partition.isr_to_expand(self._alive_brokers())
             if new_isr is not None and self._write(partition, new_isr):
                 self.expands += 1
                 logger.info("%s-%d: ISR expanded to %s", tp[0], tp[1], list(new_isr))
+
+    def _alive_brokers(self) -> frozenset[int] | None:
+        """Ids of the brokers the metadata cache knows alive; None before it knows any."""
+        alive = frozenset(b.node_id for b in self.replica_manager.metadata_cache.alive_brokers())
+        return alive or None
 
     def maybe_shrink_isr(self, now_ms: int) -> None:
         for partition in self.replica_manager.partitions():

@@ -65,7 +65,7 @@ def append_all(log, batches):
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(batches_of(8, 60), batches_of(0, 30), st.integers(200, 900))
+@given(batches_of(8, 60), batches_of(0, 30), st.integers(512, 900))  # a batch is at most ~420 B
 def test_compaction_keeps_the_latest_value_of_every_key(batches, later, segment_bytes):
     with tempfile.TemporaryDirectory() as tmp:
         cfg = compact_config(segment_bytes=segment_bytes, index_interval_bytes=64)
