@@ -11,6 +11,8 @@ from services.broker.log.manager import LogManager
 from services.broker.metadata_cache import MetadataCache, PartitionMetadata
 from services.broker.partition import LeaderAndIsrState
 from services.broker.replica_manager import FetchParams, FetchPartition, ReplicaManager
+from services.broker.replication.fetcher import FetcherConfig, ReplicaFetcherManager
+from services.common.clock import SYSTEM_CLOCK
 from services.common.errors import KafkaError, code_of
 from services.common.records import build_batch, iter_records
 
@@ -159,3 +161,22 @@ def test_a_new_leader_epoch_is_known_before_its_first_append(manager):
     lead(manager, epoch=3)
     assert manager.offset_for_leader_epoch("t", 0, -1, 0) == (0, 0, 2)
     assert manager.offset_for_leader_epoch("t", 0, -1, 3) == (0, 3, 2)
+
+
+def test_only_followers_on_live_brokers_join_the_isr(manager):
+    lead(manager, isr=(1,), replicas=(1, 2))
+    produce(manager, {("t", 0): build_batch([b"a"])})
+    params = FetchParams(2, 0, 1, 1 << 20, (FetchPartition("t", 0, 1, 1 << 20, 0),))
+    manager.fetch_messages(params, lambda results: None)  # follower 2 has caught up
+    partition = manager.partition("t", 0)
+    assert partition.isr_to_expand(frozenset({1})) is None  # broker 2 is not known alive
+    assert partition.isr_to_expand(frozenset({1, 2})) == (1, 2)
+    assert partition.isr_to_expand() == (1, 2)
+
+
+def test_a_shut_down_fetcher_manager_starts_no_fetcher():
+    started = []
+    fetchers = ReplicaFetcherManager(None, FetcherConfig(replica_id=1), started.append, SYSTEM_CLOCK)
+    fetchers.shutdown()
+    fetchers.add_fetchers({("t", 0): (2, 0)})
+    assert started == [] and fetchers.fetch_state(("t", 0)) is None
