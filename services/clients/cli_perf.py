@@ -226,11 +226,11 @@ def run_producer_perf(args: argparse.Namespace, out: TextIO) -> int:
         print(f"Error: {error}", file=sys.stderr)
         return 1
     finally:
+        producer.close()  # as Kafka's tool: every callback has run before the total is printed
         print(stats.summary(), file=out, flush=True)
         if args.print_metrics:
             for name, value in sorted(producer.metrics().items()):
                 print(f"{name} : {value}", file=out)
-        producer.close()
     return 1 if failures else 0
 
 

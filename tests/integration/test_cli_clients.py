@@ -83,27 +83,29 @@ def test_console_producer_reports_a_line_without_separator(small_cluster: LocalC
 def test_perf_tests_report_kafka_formats(small_cluster: LocalCluster, capsys, monkeypatch):
     bootstrap = small_cluster.bootstrap_servers
     create(small_cluster, "perf", 2)
-    code, out, err = run(["producer-perf-test", "--topic", "perf", "--num-records", "3000", "--record-size",
+    code, out, err = run(["producer-perf-test", "--topic", "perf", "--num-records", "30000", "--record-size",
                           "100", "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}",
-                          "acks=all", "linger.ms=5"], capsys, monkeypatch)
+                          "acks=all", "linger.ms=5", "--print-metrics"], capsys, monkeypatch)
     assert code == 0, err
-    summary = out.splitlines()[-1]
-    assert re.fullmatch(r"3000 records sent, [\d.]+ records/sec \([\d.]+ MB/sec\), [\d.]+ ms avg latency, "
+    lines = out.splitlines()
+    summary = next(line for line in lines if " records sent, " in line and " 50th, " in line)
+    assert "record-send-total : 30000" in lines[lines.index(summary) + 1:]
+    assert re.fullmatch(r"30000 records sent, [\d.]+ records/sec \([\d.]+ MB/sec\), [\d.]+ ms avg latency, "
                         r"[\d.]+ ms max latency, \d+ ms 50th, \d+ ms 95th, \d+ ms 99th, \d+ ms 99\.9th\.",
                         summary), summary
     with LowLevelClient(bootstrap_servers=bootstrap) as client:
         ends = [client.list_offset("perf", p, "latest").offset for p in (0, 1)]
-    assert sum(ends) == 3000
+    assert sum(ends) == 30000
 
     code, out, err = run(["consumer-perf-test", "--bootstrap-server", bootstrap, "--topic", "perf",
-                          "--messages", "3000", "--timeout", "5000"], capsys, monkeypatch)
+                          "--messages", "30000", "--timeout", "5000"], capsys, monkeypatch)
     assert code == 0, err
     header, line = out.splitlines()
     assert header.startswith("start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg")
     fields = [field.strip() for field in line.split(",")]
-    assert fields[4] == "3000" and float(fields[2]) == pytest.approx(3000 * 100 / 1024 / 1024, rel=1e-3)
+    assert fields[4] == "30000" and float(fields[2]) == pytest.approx(30000 * 100 / 1024 / 1024, rel=1e-3)
 
     code, out, err = run(["consumer-perf-test", "--bootstrap-server", bootstrap, "--topic", "perf",
-                          "--messages", "5000", "--timeout", "500", "--hide-header"], capsys, monkeypatch)
+                          "--messages", "50000", "--timeout", "500", "--hide-header"], capsys, monkeypatch)
     assert code == 0 and "Exiting before consuming the expected number of messages" in err
-    assert out.split(",")[4].strip() == "3000"
+    assert out.split(",")[4].strip() == "30000"
