@@ -33,10 +33,8 @@ from services.clients.admin_types import (
     NewTopic,
     TopicDescription,
 )
-from services.clients.channels import BROKER, CONTROLLER, ChannelPool
-from services.clients.client_config import AdminConfig, load_client_config
+from services.clients.channels import BROKER, CONTROLLER
 from services.clients.cluster import Cluster, Node, TopicPartition
-from services.clients.metadata import Metadata
 from services.clients.partition_requests import (
     READ_UNCOMMITTED,
     ListOffsetsResult,
@@ -47,9 +45,9 @@ from services.clients.partition_requests import (
     read_call_retriable,
     read_retriable,
 )
+from services.clients.pooled_client import PooledClient
 from services.clients.retry import Deadline, call_with_retries
 from services.clients.routing import send_to_leaders
-from services.common.clock import SYSTEM_CLOCK, Clock
 from services.common.errors import NONE, KafkaError, code_of, error_for_code
 from services.common.pb.odradek.broker.v1 import broker_pb2
 from services.common.pb.odradek.controller.v1 import controller_pb2 as pb
@@ -62,24 +60,8 @@ UNKNOWN_SERVER_ERROR = code_of("UNKNOWN_SERVER_ERROR")
 Answers = Mapping[Any, tuple[int, str, Any]]
 
 
-class Admin:
+class Admin(PooledClient):
     """Administers topics, partitions and configs; see the module docstring."""
-
-    def __init__(self, config: Mapping[str, Any] | None = None, *, clock: Clock = SYSTEM_CLOCK,
-                 **overrides: Any):
-        self.config = load_client_config(AdminConfig, config, overrides)
-        self.clock = clock
-        self.pool = ChannelPool.from_config(self.config, clock)
-        self.metadata = Metadata.from_config(self.config, clock=clock)
-
-    def close(self) -> None:
-        self.pool.close()
-
-    def __enter__(self) -> Admin:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     # ------------------------------------------------------------------ topics
 

@@ -18,12 +18,8 @@ broker; reads also retry any other retriable error. Retries stop at `retry_timeo
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
-from services.clients.channels import ChannelPool
-from services.clients.client_config import AdminConfig, load_client_config
 from services.clients.cluster import PartitionInfo, TopicPartition
-from services.clients.metadata import Metadata
 from services.clients.partition_requests import (
     READ_UNCOMMITTED,
     FetchResult,
@@ -44,9 +40,9 @@ from services.clients.partition_requests import (
     read_call_retriable,
     read_retriable,
 )
+from services.clients.pooled_client import PooledClient
 from services.clients.retry import Deadline
 from services.clients.routing import send_to_leaders
-from services.common.clock import SYSTEM_CLOCK, Clock
 from services.common.errors import NONE
 from services.common.pb.odradek.broker.v1 import broker_pb2
 from services.common.records import Record, iter_records
@@ -54,24 +50,8 @@ from services.common.records import Record, iter_records
 PRODUCE_CALL_MARGIN_MS = 5000
 
 
-class LowLevelClient:
+class LowLevelClient(PooledClient):
     """Produce, fetch and list offsets against partition leaders; see the module docstring."""
-
-    def __init__(self, config: Mapping[str, Any] | None = None, *, clock: Clock = SYSTEM_CLOCK,
-                 **overrides: Any):
-        self.config = load_client_config(AdminConfig, config, overrides)
-        self.clock = clock
-        self.pool = ChannelPool.from_config(self.config, clock)
-        self.metadata = Metadata.from_config(self.config, clock=clock)
-
-    def close(self) -> None:
-        self.pool.close()
-
-    def __enter__(self) -> LowLevelClient:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def _deadline(self, retry_timeout_ms: float | None) -> Deadline:
         timeout = self.config.default_api_timeout_ms if retry_timeout_ms is None else retry_timeout_ms

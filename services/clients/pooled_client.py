@@ -1,0 +1,32 @@
+"""What the admin and low-level clients share: their config, a channel pool and a metadata cache,
+and closing the pool when done (`close()`, or leaving a `with` block)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Self
+
+from services.clients.channels import ChannelPool
+from services.clients.client_config import AdminConfig, load_client_config
+from services.clients.metadata import Metadata
+from services.common.clock import SYSTEM_CLOCK, Clock
+
+
+class PooledClient:
+    """A client built from `AdminConfig` keys (a mapping of dotted keys and/or snake_case overrides)."""
+
+    def __init__(self, config: Mapping[str, Any] | None = None, *, clock: Clock = SYSTEM_CLOCK,
+                 **overrides: Any):
+        self.config = load_client_config(AdminConfig, config, overrides)
+        self.clock = clock
+        self.pool = ChannelPool.from_config(self.config, clock)
+        self.metadata = Metadata.from_config(self.config, clock=clock)
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
