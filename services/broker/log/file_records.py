@@ -22,7 +22,7 @@ import weakref
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from services.broker.log.files import unlink_if_exists
+from services.broker.log.files import rename_file, unlink_if_exists
 from services.broker.log.info import NO_TIMESTAMP, TimestampAndOffset
 from services.common.records.batch import HEADER_SIZE
 from services.common.records.reader import decode_batch
@@ -223,11 +223,7 @@ class FileRecords:
         return unlink_if_exists(self.path)
 
     def rename_to(self, path: str) -> None:
-        try:
-            os.rename(self.path, path)
-        except FileNotFoundError:
-            if not os.path.exists(path):
-                raise
+        rename_file(self.path, path)
         self.path = path
 
     def update_dir(self, new_dir: str) -> None:

@@ -166,3 +166,13 @@ def unlink_if_exists(path: str) -> bool:
         return True
     except FileNotFoundError:
         return False
+
+
+def rename_file(source: str, target: str) -> None:
+    """Renames `source` to `target`; a source already gone is fine when the target exists (an
+    earlier rename of the same file got there first)."""
+    try:
+        os.rename(source, target)
+    except FileNotFoundError:
+        if not os.path.exists(target):
+            raise

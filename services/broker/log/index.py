@@ -29,7 +29,7 @@ import struct
 from typing import ClassVar
 
 from services.broker.log.errors import CorruptIndexError
-from services.broker.log.files import fsync_path, unlink_if_exists
+from services.broker.log.files import fsync_path, rename_file, unlink_if_exists
 
 
 class InvalidOffsetError(ValueError):
@@ -260,11 +260,7 @@ class MmapIndex:
         return unlink_if_exists(self.path)
 
     def rename_to(self, path: str) -> None:
-        try:
-            os.rename(self.path, path)
-        except FileNotFoundError:
-            if not os.path.exists(path):
-                raise
+        rename_file(self.path, path)
         self.path = path
 
     def update_dir(self, new_dir: str) -> None:
