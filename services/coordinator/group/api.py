@@ -1,0 +1,146 @@
+"""The values the group coordinator takes and returns, and the `GroupStore` it writes through.
+
+Results mirror Kafka's JoinGroup / SyncGroup / LeaveGroup / OffsetFetch / ListGroups /
+DescribeGroups responses field for field, with error codes from `services.common.errors`.
+`GroupStore` is the one way out of the core: appending records to a partition of
+`__consumer_offsets` with acks=all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import NamedTuple, Protocol
+
+from services.common.errors import ERRORS_BY_NAME
+
+NO_GENERATION = -1
+UNKNOWN_MEMBER_ID = ""
+NO_LEADER = ""
+NO_PROTOCOL = ""
+NO_PROTOCOL_TYPE = ""
+NO_OFFSET = -1
+NO_LEADER_EPOCH = -1
+
+
+def code(name: str) -> int:
+    """The numeric Kafka error code of `name` (e.g. "NOT_COORDINATOR" -> 16)."""
+    return ERRORS_BY_NAME[name].code
+
+
+NONE = code("NONE")
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetAndMetadata:
+    """A committed offset. `commit_timestamp_ms=-1` means "now" when committed;
+    `expire_timestamp_ms` is set only by clients asking for an explicit retention."""
+
+    offset: int
+    leader_epoch: int = NO_LEADER_EPOCH
+    metadata: str = ""
+    commit_timestamp_ms: int = -1
+    expire_timestamp_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedOffset:
+    offset: int = NO_OFFSET
+    leader_epoch: int = NO_LEADER_EPOCH
+    metadata: str = ""
+    error_code: int = NONE
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupMember:
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupResult:
+    error_code: int
+    generation_id: int = NO_GENERATION
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str = NO_LEADER
+    member_id: str = UNKNOWN_MEMBER_ID
+    members: list[JoinGroupMember] = field(default_factory=list)
+
+    @classmethod
+    def error(cls, member_id: str, error_code: int) -> JoinGroupResult:
+        return cls(error_code=error_code, member_id=member_id)
+
+
+@dataclass(frozen=True, slots=True)
+class SyncGroupResult:
+    error_code: int
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+
+class MemberLeaveResult(NamedTuple):
+    member_id: str
+    group_instance_id: str | None
+    error_code: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveGroupResult:
+    error_code: int
+    member_errors: list[MemberLeaveResult] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class ListedGroup:
+    group_id: str
+    protocol_type: str
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedMember:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedGroup:
+    error_code: int
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol_name: str
+    members: list[DescribedMember] = field(default_factory=list)
+
+
+JoinCallback = Callable[[JoinGroupResult], None]
+SyncCallback = Callable[[SyncGroupResult], None]
+CommitCallback = Callable[[dict[TopicPartition, int]], None]
+DeleteGroupsCallback = Callable[[dict[str, int]], None]
+
+
+class GroupStore(Protocol):
+    def append(
+        self, partition: int, records: list[tuple[bytes, bytes | None]], callback: Callable[[int], None]
+    ) -> None:
+        """Append (key, value) records to __consumer_offsets partition `partition` with acks=all.
+
+        Calls callback(error_code) exactly once, later, possibly from another thread: 0 when
+        written, else a Kafka error code (NOT_COORDINATOR when this coordinator was fenced,
+        REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS...)."""
+        ...

@@ -1,0 +1,164 @@
+"""ListGroups, DescribeGroups, DeleteGroups, partition ownership (loading, unloading) and shutdown."""
+
+from __future__ import annotations
+
+from services.coordinator.group import DescribedMember, JoinGroupResult, ListedGroup, SyncGroupResult, TopicPartition
+from services.coordinator.group.records import decode_key
+from tests.unit.coordinator.group.support import GROUP, NONE, Box, Harness, err
+
+T0 = TopicPartition("t", 0)
+
+
+def test_list_groups_with_state_filter():
+    h = Harness()
+    h.stable_group(1, group="g-stable")
+    h.commit({T0: 1}, group="g-offsets-only")
+    error, groups = h.coordinator.handle_list_groups(None)
+    assert error == NONE
+    assert sorted(groups, key=lambda g: g.group_id) == [
+        ListedGroup("g-offsets-only", "", "Empty"),
+        ListedGroup("g-stable", "consumer", "Stable"),
+    ]
+    assert h.coordinator.handle_list_groups({"Stable"}) == (NONE, [ListedGroup("g-stable", "consumer", "Stable")])
+    assert h.coordinator.handle_list_groups(set()) == h.coordinator.handle_list_groups(None)
+
+
+def test_list_groups_reports_loading():
+    h = Harness()
+    h.coordinator.begin_loading(7)
+    error, _ = h.coordinator.handle_list_groups(None)
+    assert error == err("COORDINATOR_LOAD_IN_PROGRESS")
+
+
+def test_describe_stable_group_has_metadata_and_assignments():
+    h = Harness()
+    (a, b), _ = h.stable_group(2, protocols=[("range", b"sub")])
+    described = h.describe()
+    assert (described.error_code, described.state, described.protocol_type, described.protocol_name) == (
+        NONE,
+        "Stable",
+        "consumer",
+        "range",
+    )
+    assert described.members == [
+        DescribedMember(a, None, "client", "/127.0.0.1", b"sub", b"a-0"),
+        DescribedMember(b, None, "client", "/127.0.0.1", b"sub", b"a-1"),
+    ]
+
+
+def test_describe_rebalancing_group_hides_metadata():
+    h = Harness()
+    (a, b), _ = h.stable_group(2)
+    h.join(a)
+    described = h.describe()
+    assert (described.state, described.protocol_name) == ("PreparingRebalance", "")
+    assert [(m.metadata, m.assignment) for m in described.members] == [(b"", b""), (b"", b"")]
+
+
+def test_describe_unknown_group_is_dead():
+    h = Harness()
+    described = h.describe("nobody")
+    assert (described.error_code, described.state, described.members) == (NONE, "Dead", [])
+
+
+def test_delete_groups():
+    h = Harness()
+    h.stable_group(1, group="busy")
+    h.commit({T0: 1}, group="idle")
+    box = Box()
+    h.coordinator.handle_delete_groups(["busy", "idle", "unknown"], box)
+    assert box.value == {"busy": err("NON_EMPTY_GROUP"), "idle": NONE, "unknown": err("GROUP_ID_NOT_FOUND")}
+    assert h.fetch([T0], group="idle") == {T0: -1}
+    assert h.describe("idle").state == "Dead"
+    tombstone_key, tombstone_value = h.store.records()[-1]
+    assert (decode_key(tombstone_key).group, tombstone_value) == ("idle", None)
+
+
+def test_delete_group_with_a_generation_writes_a_group_tombstone():
+    h = Harness()
+    (a,), _ = h.stable_group(1)
+    h.coordinator.handle_leave_group(GROUP, [(a, None)])
+    assert h.state() == "Empty"
+    box = Box()
+    h.coordinator.handle_delete_groups([GROUP], box)
+    assert box.value == {GROUP: NONE}
+    key, value = h.store.records()[-1]
+    assert (type(decode_key(key)).__name__, value) == ("GroupMetadataKey", None)
+
+
+def test_delete_answers_after_the_tombstones_are_written():
+    h = Harness()
+    h.commit({T0: 1})
+    h.store.hold = True
+    box = Box()
+    h.coordinator.handle_delete_groups([GROUP], box)
+    assert not box.done
+    h.store.release(err("NOT_LEADER_OR_FOLLOWER"))
+    assert box.value == {GROUP: err("NOT_COORDINATOR")}
+
+
+def test_requests_for_unowned_partitions_get_not_coordinator():
+    h = Harness()
+    h.coordinator.unload(h.coordinator.partition_for(GROUP))
+    not_coordinator = err("NOT_COORDINATOR")
+    assert h.join().value.error_code == not_coordinator
+    assert h.sync("m", 1).value.error_code == not_coordinator
+    assert h.heartbeat("m", 1) == not_coordinator
+    assert h.commit({T0: 1}).value == {T0: not_coordinator}
+    assert h.coordinator.handle_fetch_offsets(GROUP, None) == (not_coordinator, {})
+    assert h.describe().error_code == not_coordinator
+    assert h.coordinator.handle_leave_group(GROUP, []).error_code == not_coordinator
+    box = Box()
+    h.coordinator.handle_delete_groups([GROUP], box)
+    assert box.value == {GROUP: not_coordinator}
+    assert h.coordinator.partition_for(GROUP) not in h.coordinator.owned_partitions()
+
+
+def test_requests_while_loading():
+    h = Harness()
+    partition = h.coordinator.partition_for(GROUP)
+    h.coordinator.begin_loading(partition)
+    loading = err("COORDINATOR_LOAD_IN_PROGRESS")
+    assert h.join().value.error_code == loading
+    assert h.commit({T0: 1}).value == {T0: loading}
+    assert h.coordinator.handle_fetch_offsets(GROUP, [T0])[0] == loading
+    assert h.describe().error_code == loading
+    assert h.sync("m", 1).value.error_code == err("REBALANCE_IN_PROGRESS")  # as Kafka: rejoin
+    assert h.heartbeat("m", 1) == NONE  # as Kafka: answered blindly
+    h.coordinator.complete_loading(partition)
+    assert h.join().value.error_code == err("MEMBER_ID_REQUIRED")
+
+
+def test_unload_answers_parked_requests_with_not_coordinator():
+    h = Harness()
+    (a, b), generation = h.stable_group(2)
+    parked_join = h.join(a)
+    h.store.hold = True
+    h.commit({T0: 1}, b, generation)
+    commit_box = h.commit({T0: 2}, b, generation)
+    h.coordinator.unload(h.coordinator.partition_for(GROUP))
+    assert parked_join.value == JoinGroupResult.error(a, err("NOT_COORDINATOR"))
+    assert commit_box.value == {T0: err("NOT_COORDINATOR")}
+    h.store.release(0)  # the store's late answer changes nothing
+    assert commit_box.calls == [{T0: err("NOT_COORDINATOR")}]
+
+
+def test_unload_answers_parked_syncs():
+    h = Harness()
+    a, box_a = h.join_dynamic()
+    b, _ = h.join_dynamic()
+    h.tick()
+    parked_sync = h.sync(b, box_a.value.generation_id)
+    h.coordinator.unload(h.coordinator.partition_for(GROUP))
+    assert parked_sync.value == SyncGroupResult(err("NOT_COORDINATOR"))
+
+
+def test_shutdown_answers_everything_and_stops_serving():
+    h = Harness()
+    (a, b), generation = h.stable_group(2)
+    parked_join = h.join(a)
+    h.coordinator.shutdown()
+    assert parked_join.value.error_code == err("NOT_COORDINATOR")
+    assert h.coordinator.owned_partitions() == set()
+    assert h.join().value.error_code == err("COORDINATOR_NOT_AVAILABLE")
+    assert h.coordinator.handle_list_groups(None) == (err("COORDINATOR_NOT_AVAILABLE"), [])
