@@ -29,6 +29,7 @@ from services.common.pb.odradek.broker.v1 import broker_pb2_grpc
 from services.common.pb.odradek.controller.v1 import controller_pb2, controller_pb2_grpc
 from services.common.service import ServiceRuntime, insecure_channel
 from services.common.zk import BrokerInfo, EndPoint, OdradekZkClient, PartitionState, TopicPartition
+from services.common.zk.coordinator_directory import CoordinatorDirectory
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +79,7 @@ class BrokerServer:
         self.replica_manager.isr_manager = IsrManager(self.replica_manager, self._write_isr,
                                                       self._announce_isr_changes, SYSTEM_CLOCK,
                                                       config.replica_lag_time_max_ms)
+        self.coordinator_directory = CoordinatorDirectory(self.zk)
         self.producer_ids = ProducerIdManager(lambda: self.zk.allocate_producer_id_block(self.broker_id))
         self.metrics = BrokerMetrics(self)
         self.broker_epoch = -1
@@ -94,13 +96,15 @@ class BrokerServer:
                                   auto_create_topic=self._auto_create_topic
                                   if self.config.auto_create_topics_enable else None,
                                   on_live_leaders=self._remember_leaders,
-                                  producer_ids=self.producer_ids)
+                                  producer_ids=self.producer_ids,
+                                  coordinators=self.coordinator_directory.snapshot)
         self.runtime.add_servicer(broker_pb2_grpc.add_BrokerServiceServicer_to_server, servicer)
         port = self.runtime.start()
         self.zk_raw.add_listener(self._on_zk_state)
         self.zk_raw.start(timeout=self.config.zookeeper_connection_timeout_ms / 1000)
         self.zk.ensure_paths()
         self.zk.get_or_create_cluster_id()
+        self.coordinator_directory.start()
         self._register()
         self._reregister_thread = threading.Thread(target=self._reregister_loop, name="zk-reregister",
                                                    daemon=True)
@@ -152,6 +156,7 @@ class BrokerServer:
                 self._stopping.wait(1.0)
 
     def _close_zookeeper(self) -> None:
+        self.coordinator_directory.close()
         self._stopping.set()
         self._session_lost.set()
         try:

@@ -13,9 +13,11 @@ from services.broker.metadata_cache import BrokerNode, MetadataCache, PartitionM
 from services.broker.partition import LeaderAndIsrState
 from services.broker.producer_ids import ProducerIdManager
 from services.broker.replica_manager import FetchParams, FetchPartition, ReplicaManager
+from services.common.coordinator_lookup import coordinator_nodes, find_coordinator
 from services.common.errors import ERRORS_BY_NAME, KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
 from services.common.pb.odradek.common.v1 import common_pb2
+from services.common.zk.coordinator_directory import DirectorySnapshot
 
 logger = logging.getLogger(__name__)
 
@@ -66,8 +68,10 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                  *, fetch_max_bytes: int, auto_create_topic: Callable[[str], None] | None = None,
                  on_metadata_update: Callable[[], None] | None = None,
                  on_live_leaders: Callable[[list[BrokerNode]], None] | None = None,
-                 producer_ids: ProducerIdManager | None = None) -> None:
+                 producer_ids: ProducerIdManager | None = None,
+                 coordinators: Callable[[], DirectorySnapshot] | None = None) -> None:
         self.broker_id = broker_id
+        self.coordinators = coordinators or DirectorySnapshot
         self.producer_ids = producer_ids
         self.replica_manager = replica_manager
         self.metadata_cache = metadata_cache
@@ -84,7 +88,11 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
             for part in topic.partition_data:
                 entries[(topic.name, part.index)] = part.records
         reply = _Reply()
-        self.replica_manager.append_records(request.acks, request.timeout_ms, entries, reply)
+        # only live coordinator instances write the internal topics
+        internal_allowed = (request.HasField("coordinator_id")
+                            and request.coordinator_id in self.coordinators().live)
+        self.replica_manager.append_records(request.acks, request.timeout_ms, entries, reply,
+                                            internal_topics_allowed=internal_allowed)
         results = reply.wait(max(request.timeout_ms, 0) / 1000 + _WAIT_SLACK_S)
         response = broker_pb2.ProduceResponse()
         by_topic: dict[str, broker_pb2.ProduceResponse.TopicProduceResponse] = {}
@@ -164,6 +172,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
             response.brokers.append(node_to_proto(node))
         if snapshot.controller is not None:
             response.controller.CopyFrom(node_to_proto(snapshot.controller))
+        response.coordinators.extend(coordinator_nodes(self.coordinators()))
         names = sorted(snapshot.partitions) if request.all_topics else list(dict.fromkeys(request.topics))
         for name in names:
             partitions = snapshot.partitions.get(name)
@@ -196,6 +205,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                              leader_id=meta.leader if meta.leader in live else -1,
                              leader_epoch=meta.leader_epoch, replica_nodes=list(meta.replicas),
                              isr_nodes=list(meta.isr), offline_replicas=offline)
+
+    def FindCoordinator(self, request, context):
+        return find_coordinator(self.coordinators(), request.key, request.key_type)
 
     def InitProducerId(self, request, context):
         if self.producer_ids is None:

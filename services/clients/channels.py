@@ -28,15 +28,18 @@ from services.common.errors import ERRORS_BY_NAME, KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2_grpc
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.pb.odradek.controller.v1 import controller_pb2_grpc
+from services.common.pb.odradek.coordinator.v1 import coordinator_pb2_grpc
 from services.common.service import GRPC_OPTIONS
 
 ERROR_DETAIL_KEY = "odradek-error-bin"
 BROKER = "broker"
 CONTROLLER = "controller"
+COORDINATOR = "coordinator"
 
 _STUBS: dict[str, Callable[[grpc.Channel], Any]] = {
     BROKER: broker_pb2_grpc.BrokerServiceStub,
     CONTROLLER: controller_pb2_grpc.ControllerServiceStub,
+    COORDINATOR: coordinator_pb2_grpc.CoordinatorServiceStub,
 }
 
 _STATUS_ERRORS = {
@@ -124,6 +127,9 @@ class ChannelPool:
 
     def controller(self, target: str) -> controller_pb2_grpc.ControllerServiceStub:
         return self.stub(target, CONTROLLER)
+
+    def coordinator(self, target: str) -> coordinator_pb2_grpc.CoordinatorServiceStub:
+        return self.stub(target, COORDINATOR)
 
     def targets(self) -> list[str]:
         with self._lock:

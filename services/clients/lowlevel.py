@@ -76,9 +76,11 @@ class LowLevelClient(PooledClient):
                                  transactional_id=transactional_id)[tp]
 
     def produce_many(self, batches: Mapping[tuple[str, int], bytes], acks: int = 1, timeout_ms: int = 30000,
-                     *, retry_timeout_ms: float | None = None,
-                     transactional_id: str | None = None) -> dict[TopicPartition, ProduceResult]:
-        """Appends to many partitions with one ProduceRequest per leader broker, sent concurrently."""
+                     *, retry_timeout_ms: float | None = None, transactional_id: str | None = None,
+                     coordinator_id: int | None = None) -> dict[TopicPartition, ProduceResult]:
+        """Appends to many partitions with one ProduceRequest per leader broker, sent concurrently.
+
+        `coordinator_id` is for coordinator instances writing the internal topics."""
         by_tp = {TopicPartition(*key): value for key, value in batches.items()}
 
         def parse(response: broker_pb2.ProduceResponse):
@@ -92,7 +94,7 @@ class LowLevelClient(PooledClient):
             self.metadata, self.pool, by_tp,
             method="Produce",
             build_request=lambda tps: produce_request({tp: by_tp[tp] for tp in tps}, acks, timeout_ms,
-                                                      transactional_id),
+                                                      transactional_id, coordinator_id),
             parse_response=parse,
             failure_result=produce_failure,
             deadline=self._deadline(retry_timeout_ms),

@@ -101,10 +101,13 @@ def _by_topic(partitions):
 # --------------------------------------------------------------------------------------------- produce
 
 def produce_request(batches: Mapping[TopicPartition, bytes], acks: int, timeout_ms: int,
-                    transactional_id: str | None = None) -> broker_pb2.ProduceRequest:
+                    transactional_id: str | None = None,
+                    coordinator_id: int | None = None) -> broker_pb2.ProduceRequest:
     request = broker_pb2.ProduceRequest(acks=acks, timeout_ms=timeout_ms)
     if transactional_id is not None:
         request.transactional_id = transactional_id
+    if coordinator_id is not None:
+        request.coordinator_id = coordinator_id
     for topic, tps in _by_topic(batches).items():
         request.topic_data.add(name=topic, partition_data=[
             broker_pb2.ProduceRequest.PartitionProduceData(index=tp.partition, records=batches[tp])

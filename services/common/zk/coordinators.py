@@ -9,11 +9,14 @@
 topics `__consumer_offsets` and `__transaction_state`, keyed by topic, then partition number as a
 string. `owner` is a coordinator id, -1 for none. `epoch` is the ownership epoch of that partition:
 it grows by one every time the partition changes owner and never goes back, so a deposed owner's
-writes (offset commits, transaction markers) are fenced by their older epoch. The whole map is
-rewritten at once, conditionally on the znode's data version:
+writes (offset commits, transaction markers) are fenced by their older epoch. `producer_id` is
+the producer id every owner of that partition writes it with, using the ownership epoch as the
+producer epoch, so the brokers themselves reject a deposed owner's writes (INVALID_PRODUCER_EPOCH);
+-1 until one is allocated. The whole map is rewritten at once, conditionally on the znode's data
+version:
 
-    {"version":1,"partitions":{"__consumer_offsets":{"0":{"owner":1,"epoch":4},"1":{"owner":2,"epoch":0}},
-     "__transaction_state":{"0":{"owner":2,"epoch":1}}}}
+    {"version":1,"partitions":{"__consumer_offsets":{"0":{"owner":1,"epoch":4,"producer_id":1000},
+     "1":{"owner":2,"epoch":0,"producer_id":1001}},"__transaction_state":{"0":{"owner":2,"epoch":1}}}}
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ class CoordinatorInfo:
 class PartitionOwner:
     owner_id: int
     epoch: int
+    producer_id: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +69,15 @@ class CoordinatorOwnership:
             if current is None:
                 partitions[tp] = PartitionOwner(owner_id, 0)
             elif current.owner_id != owner_id:
-                partitions[tp] = PartitionOwner(owner_id, current.epoch + 1)
+                partitions[tp] = PartitionOwner(owner_id, current.epoch + 1, current.producer_id)
+        return CoordinatorOwnership(partitions)
+
+    def with_producer_ids(self, producer_ids: Mapping[TopicPartition, int]) -> CoordinatorOwnership:
+        """This map with the given partitions' producer ids set."""
+        partitions = dict(self.partitions)
+        for tp, producer_id in producer_ids.items():
+            current = partitions[tp]
+            partitions[tp] = PartitionOwner(current.owner_id, current.epoch, producer_id)
         return CoordinatorOwnership(partitions)
 
 
@@ -87,7 +99,10 @@ def decode_coordinator(coordinator_id: int, data: bytes | None) -> CoordinatorIn
 def encode_ownership(ownership: CoordinatorOwnership) -> bytes:
     topics: dict[str, dict[str, dict[str, int]]] = {}
     for tp, owner in sorted(ownership.partitions.items()):
-        topics.setdefault(tp.topic, {})[str(tp.partition)] = {"owner": owner.owner_id, "epoch": owner.epoch}
+        entry = {"owner": owner.owner_id, "epoch": owner.epoch}
+        if owner.producer_id >= 0:
+            entry["producer_id"] = owner.producer_id
+        topics.setdefault(tp.topic, {})[str(tp.partition)] = entry
     return dumps({"version": 1, "partitions": topics})
 
 
@@ -104,6 +119,7 @@ def decode_ownership(data: bytes | None) -> CoordinatorOwnership:
             if not isinstance(owner, dict):
                 raise ZnodeFormatError(f"{what}: expected owner and epoch, got {owner!r}")
             partitions[TopicPartition(topic, as_int(partition, what))] = PartitionOwner(
-                as_int(required(owner, "owner", what), what), as_int(required(owner, "epoch", what), what)
+                as_int(required(owner, "owner", what), what), as_int(required(owner, "epoch", what), what),
+                as_int(owner.get("producer_id", -1), what),
             )
     return CoordinatorOwnership(partitions)

@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ProduceRequest(_message.Message):
-    __slots__ = ("transactional_id", "acks", "timeout_ms", "topic_data")
+    __slots__ = ("transactional_id", "acks", "timeout_ms", "topic_data", "coordinator_id")
     class PartitionProduceData(_message.Message):
         __slots__ = ("index", "records")
         INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -27,11 +27,13 @@ class ProduceRequest(_message.Message):
     ACKS_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     TOPIC_DATA_FIELD_NUMBER: _ClassVar[int]
+    COORDINATOR_ID_FIELD_NUMBER: _ClassVar[int]
     transactional_id: str
     acks: int
     timeout_ms: int
     topic_data: _containers.RepeatedCompositeFieldContainer[ProduceRequest.TopicProduceData]
-    def __init__(self, transactional_id: _Optional[str] = ..., acks: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., topic_data: _Optional[_Iterable[_Union[ProduceRequest.TopicProduceData, _Mapping]]] = ...) -> None: ...
+    coordinator_id: int
+    def __init__(self, transactional_id: _Optional[str] = ..., acks: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., topic_data: _Optional[_Iterable[_Union[ProduceRequest.TopicProduceData, _Mapping]]] = ..., coordinator_id: _Optional[int] = ...) -> None: ...
 
 class ProduceResponse(_message.Message):
     __slots__ = ("throttle_time_ms", "responses")
@@ -240,7 +242,7 @@ class MetadataRequest(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[str]] = ..., all_topics: _Optional[bool] = ..., allow_auto_topic_creation: _Optional[bool] = ...) -> None: ...
 
 class MetadataResponse(_message.Message):
-    __slots__ = ("throttle_time_ms", "brokers", "cluster_id", "controller_id", "topics", "controller")
+    __slots__ = ("throttle_time_ms", "brokers", "cluster_id", "controller_id", "topics", "controller", "coordinators")
     class MetadataResponsePartition(_message.Message):
         __slots__ = ("error_code", "partition_index", "leader_id", "leader_epoch", "replica_nodes", "isr_nodes", "offline_replicas")
         ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
@@ -275,13 +277,15 @@ class MetadataResponse(_message.Message):
     CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    COORDINATORS_FIELD_NUMBER: _ClassVar[int]
     throttle_time_ms: int
     brokers: _containers.RepeatedCompositeFieldContainer[_common_pb2.Node]
     cluster_id: str
     controller_id: int
     topics: _containers.RepeatedCompositeFieldContainer[MetadataResponse.MetadataResponseTopic]
     controller: _common_pb2.Node
-    def __init__(self, throttle_time_ms: _Optional[int] = ..., brokers: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[MetadataResponse.MetadataResponseTopic, _Mapping]]] = ..., controller: _Optional[_Union[_common_pb2.Node, _Mapping]] = ...) -> None: ...
+    coordinators: _containers.RepeatedCompositeFieldContainer[_common_pb2.Node]
+    def __init__(self, throttle_time_ms: _Optional[int] = ..., brokers: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[MetadataResponse.MetadataResponseTopic, _Mapping]]] = ..., controller: _Optional[_Union[_common_pb2.Node, _Mapping]] = ..., coordinators: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ...) -> None: ...
 
 class OffsetForLeaderEpochRequest(_message.Message):
     __slots__ = ("replica_id", "topics")
