@@ -1,7 +1,8 @@
 """`odradek dev up|down|status`: a local cluster under one directory, through `LocalCluster`.
 
-`up` starts ZooKeeper, the controllers and the brokers on the launcher's default ports (ZooKeeper
-2181, brokers 9092/9192/9292..., controllers 9093/9193...), creates the `demo` topic (3
+`up` starts ZooKeeper, the controllers, the brokers and the coordinators on the launcher's default
+ports (ZooKeeper 2181, brokers 9092/9192/9292..., controllers 9093/9193..., coordinators
+9094/9194...), creates the `demo` topic (3
 partitions, replication factor min(3, brokers)) unless asked not to, and prints the endpoints and
 how to use them. A cluster already running from the directory is reported, not started twice.
 `down` stops whatever `<dir>/cluster.json` records; `status` prints each service and exits with 1
@@ -28,11 +29,13 @@ LOG_TAIL_LINES = 40
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("dev", help="run a local development cluster",
-                                   description="Run a local cluster (ZooKeeper, controllers, brokers).")
+                                   description="Run a local cluster (ZooKeeper, controllers, brokers, coordinators).")
     commands = parser.add_subparsers(dest="dev_command", required=True, metavar="{up,down,status}")
     up = commands.add_parser("up", help="start the cluster and create the demo topic")
     up.add_argument("--brokers", type=_positive, default=3, help="number of brokers (default 3)")
     up.add_argument("--controllers", type=_positive, default=2, help="number of controllers (default 2)")
+    up.add_argument("--coordinators", type=_positive, default=2,
+                    help="number of group coordinators (default 2)")
     up.add_argument("--no-demo-topic", action="store_true", help=f"do not create the {DEMO_TOPIC!r} topic")
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for each service")
     up.set_defaults(run=run_up)
@@ -68,8 +71,10 @@ def run_up(args: argparse.Namespace, out: TextIO) -> int:
                 print(f"Some services are down; restart with `odradek dev down --dir {args.dir}` "
                       f"then `odradek dev up --dir {args.dir}`.", file=out)
             return 0 if healthy else 1
-    cluster = LocalCluster(base, brokers=args.brokers, controllers=args.controllers)
-    print(f"Starting ZooKeeper, {args.controllers} controller(s) and {args.brokers} broker(s) "
+    cluster = LocalCluster(base, brokers=args.brokers, controllers=args.controllers,
+                           coordinators=args.coordinators)
+    print(f"Starting ZooKeeper, {args.controllers} controller(s), {args.brokers} broker(s) and "
+          f"{args.coordinators} coordinator(s) "
           f"in {cluster.base_dir} ...", file=out, flush=True)
     try:
         cluster.start(timeout_s=args.timeout)

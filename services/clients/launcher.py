@@ -9,7 +9,8 @@
     <base_dir>/run/<name>.pid    each service's pid
     <base_dir>/cluster.json      the layout: names, ports, endpoints (read back by down/status)
 
-Services run as `python -m services.<kind> --config <file>` in their own sessions, so they outlive
+Controllers start first, then brokers, then coordinators (which reach `__consumer_offsets` through
+the brokers). Services run as `python -m services.<kind> --config <file>` in their own sessions, so they outlive
 the launcher until `stop()`; everything is stopped by its own pid. With `zookeeper_connect` the
 cluster uses an existing ensemble (the tests share one) instead of starting ZooKeeper.
 """
@@ -40,9 +41,11 @@ from services.common.zookeeper_server import ZooKeeperServer, running_pid, stop_
 
 BROKER_BASE_PORT = 9092
 CONTROLLER_BASE_PORT = 9093
+COORDINATOR_BASE_PORT = 9094
 PORT_STRIDE = 100
 ZOOKEEPER_PORT = 2181
 CONTROLLER_ID_BASE = 1000
+COORDINATOR_ID_BASE = 2000
 
 
 @dataclass
@@ -50,7 +53,7 @@ class ServiceSpec:
     """One service process of the cluster."""
 
     name: str
-    kind: str  # "broker" or "controller"
+    kind: str  # "broker", "controller" or "coordinator"
     node_id: int
     port: int
     config: dict[str, str] = field(default_factory=dict)
@@ -61,7 +64,7 @@ class ServiceSpec:
 
 
 class LocalCluster:
-    """ZooKeeper plus controllers and brokers as local processes under one directory."""
+    """ZooKeeper plus controllers, brokers and coordinators as local processes under one directory."""
 
     def __init__(
         self,
@@ -69,12 +72,14 @@ class LocalCluster:
         *,
         brokers: int = 3,
         controllers: int = 2,
+        coordinators: int = 0,
         host: str = "127.0.0.1",
         free_ports: bool = False,
         zookeeper_connect: str | None = None,
         zookeeper_chroot: str = "",
         broker_config: dict[str, object] | None = None,
         controller_config: dict[str, object] | None = None,
+        coordinator_config: dict[str, object] | None = None,
         env: dict[str, str] | None = None,
     ):
         self.base_dir = Path(base_dir).resolve()
@@ -97,6 +102,10 @@ class LocalCluster:
             node_id = index + 1
             self._add(ServiceSpec(f"broker-{node_id}", "broker", node_id,
                                   port(BROKER_BASE_PORT, index), _stringify(broker_config)))
+        for index in range(coordinators):
+            node_id = COORDINATOR_ID_BASE + index + 1
+            self._add(ServiceSpec(f"coordinator-{node_id}", "coordinator", node_id,
+                                  port(COORDINATOR_BASE_PORT, index), _stringify(coordinator_config)))
 
     def _add(self, spec: ServiceSpec) -> None:
         self.services[spec.name] = spec
@@ -118,6 +127,15 @@ class LocalCluster:
     @property
     def controller_names(self) -> list[str]:
         return [n for n, s in self.services.items() if s.kind == "controller"]
+
+    @property
+    def coordinator_names(self) -> list[str]:
+        return [n for n, s in self.services.items() if s.kind == "coordinator"]
+
+    @property
+    def all_names(self) -> list[str]:
+        """Every service, in start order."""
+        return self.controller_names + self.broker_names + self.coordinator_names
 
     @property
     def bootstrap_servers(self) -> str:
@@ -147,6 +165,9 @@ class LocalCluster:
         if spec.kind == "broker":
             config["broker.id"] = str(spec.node_id)
             config["log.dirs"] = str(self.data_dir(name))
+        elif spec.kind == "coordinator":
+            config["coordinator.id"] = str(spec.node_id)
+            config["bootstrap.servers"] = self.bootstrap_servers
         else:
             config["controller.id"] = str(spec.node_id)
         config.update(spec.config)
@@ -182,8 +203,8 @@ class LocalCluster:
     # ------------------------------------------------------------------ processes
 
     def start(self, timeout_s: float = 60.0) -> LocalCluster:
-        """Starts ZooKeeper (unless external), every controller, then every broker; waits until
-        each answers its gRPC health check as SERVING."""
+        """Starts ZooKeeper (unless external), every controller, broker and coordinator; waits
+        until each answers its gRPC health check as SERVING."""
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.write_layout()
         if self.external_zookeeper is None:
@@ -191,9 +212,9 @@ class LocalCluster:
             if running_pid(zookeeper_dir) is None:
                 self.zookeeper = ZooKeeperServer(zookeeper_dir, self._zk_port, self.host).start(timeout_s)
         try:
-            for name in self.controller_names + self.broker_names:
+            for name in self.all_names:
                 self.start_service(name, wait=False)
-            for name in self.controller_names + self.broker_names:
+            for name in self.all_names:
                 self.wait_serving(name, timeout_s)
         except BaseException:
             self.stop()
@@ -256,8 +277,8 @@ class LocalCluster:
         return stopped
 
     def stop(self, timeout_s: float = 30.0) -> None:
-        """Stops brokers (controlled shutdown), then controllers, then ZooKeeper if ours."""
-        for name in self.broker_names + self.controller_names:
+        """Stops coordinators, brokers (controlled shutdown), then controllers, then ZooKeeper if ours."""
+        for name in self.coordinator_names + self.broker_names + self.controller_names:
             try:
                 self.stop_service(name, timeout_s)
             except TimeoutError:
@@ -269,7 +290,7 @@ class LocalCluster:
 
     def status(self) -> dict[str, dict[str, object]]:
         rows = {}
-        for name in self.controller_names + self.broker_names:
+        for name in self.all_names:
             pid = self.running_pid(name)
             rows[name] = {"pid": pid, "endpoint": self.endpoint(name),
                           "serving": pid is not None and self.is_serving(name),
@@ -279,7 +300,7 @@ class LocalCluster:
     def dump_logs(self, max_lines: int = 60) -> str:
         """The tail of every service log (for failing tests)."""
         parts = []
-        for name in self.controller_names + self.broker_names:
+        for name in self.all_names:
             path = self.log_path(name)
             parts.append(f"----- {name} ({path}) -----\n{log_tail(path, max_lines)}")
         if self.zookeeper is not None:

@@ -30,9 +30,11 @@ def cluster_factory(request: pytest.FixtureRequest, zookeeper, zk_chroot: str,
     clusters: list[LocalCluster] = []
 
     def make(brokers: int = 3, controllers: int = 2, broker_config: dict | None = None,
-             controller_config: dict | None = None, start: bool = True) -> LocalCluster:
+             controller_config: dict | None = None, start: bool = True, coordinators: int = 0,
+             coordinator_config: dict | None = None) -> LocalCluster:
         cluster = LocalCluster(
             tmp_path / f"cluster-{len(clusters)}", brokers=brokers, controllers=controllers,
+            coordinators=coordinators, coordinator_config=coordinator_config,
             free_ports=True, zookeeper_connect=zookeeper.connect_string, zookeeper_chroot=zk_chroot,
             broker_config={**TEST_BROKER_CONFIG, **(broker_config or {})},
             controller_config={**TEST_CONTROLLER_CONFIG, **(controller_config or {})},

@@ -1,0 +1,276 @@
+"""`OffsetsLog`: this coordinator's partitions of `__consumer_offsets`, read and written through
+the brokers.
+
+Writing (`append`, the group coordinator's `GroupStore`). One writer thread takes every append
+queued, builds one RecordBatch per partition and sends them with acks=all, one ProduceRequest per
+leader broker. Batches are idempotent: each partition is written with the producer id the
+ownership map gives it, the partition's ownership epoch as producer epoch, and consecutive
+sequence numbers, so a retry is never appended twice, and once a new owner has written with a
+higher epoch the brokers refuse the old owner's batches (INVALID_PRODUCER_EPOCH): that is how a
+deposed owner is fenced. Such a refusal is answered NOT_COORDINATOR; a write whose outcome is
+unknown (a timeout) makes the partition reload, which finds the sequence to continue from.
+
+Loading (`load`). The new owner replays the partition from its log start up to the high
+watermark, then writes a fence record (key version 3, coordinator id; a tombstone, so compaction
+drops it) with its own epoch, then replays up to that record. Anything the previous owner wrote
+is replayed; anything it tries to write afterwards is refused. Only then are the partition's
+groups served.
+
+    fence record key:  int16 version = 3, int32 coordinator id;  value: null
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import struct
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from services.clients.lowlevel import LowLevelClient
+from services.common.errors import ERRORS_BY_NAME, NONE
+from services.common.records.builder import build_batch
+from services.common.records.reader import iter_batches
+from services.common.zk.coordinators import PartitionOwner
+
+logger = logging.getLogger(__name__)
+
+FENCE_KEY_VERSION = 3
+NOT_COORDINATOR = ERRORS_BY_NAME["NOT_COORDINATOR"].code
+INVALID_PRODUCER_EPOCH = ERRORS_BY_NAME["INVALID_PRODUCER_EPOCH"].code
+PRODUCER_FENCED = ERRORS_BY_NAME["PRODUCER_FENCED"].code
+OUT_OF_ORDER_SEQUENCE = ERRORS_BY_NAME["OUT_OF_ORDER_SEQUENCE_NUMBER"].code
+REQUEST_TIMED_OUT = ERRORS_BY_NAME["REQUEST_TIMED_OUT"].code
+_FENCED = (INVALID_PRODUCER_EPOCH, PRODUCER_FENCED)
+_SEQUENCE_WRAP = 0x7FFFFFFF
+
+Records = list[tuple[bytes, bytes | None]]
+Replay = Callable[[bytes, bytes | None, int, int], None]
+
+
+class LoadError(Exception):
+    """Loading a partition failed; the caller retries."""
+
+
+def fence_key(coordinator_id: int) -> bytes:
+    return struct.pack(">hi", FENCE_KEY_VERSION, coordinator_id)
+
+
+def is_fence_key(key: bytes | None) -> bool:
+    return key is not None and len(key) >= 2 and struct.unpack_from(">h", key)[0] == FENCE_KEY_VERSION
+
+
+@dataclass
+class _Writable:
+    """A partition this instance may write: its producer identity and next sequence."""
+
+    producer_id: int
+    epoch: int
+    next_sequence: int
+
+
+class OffsetsLog:
+    def __init__(self, client: LowLevelClient, coordinator_id: int, *, topic: str = "__consumer_offsets",
+                 commit_timeout_ms: int = 5000, load_buffer_bytes: int = 5242880,
+                 compression: int = 0, on_in_doubt: Callable[[int], None] | None = None) -> None:
+        self.client = client
+        self.coordinator_id = coordinator_id
+        self.topic = topic
+        self.commit_timeout_ms = commit_timeout_ms
+        self.load_buffer_bytes = load_buffer_bytes
+        self.compression = compression
+        self.on_in_doubt = on_in_doubt or (lambda partition: None)
+        self._writable: dict[int, _Writable] = {}
+        self._lock = threading.Lock()
+        self._queue: queue.Queue[tuple[int, Records, Callable[[int], None]] | None] = queue.Queue()
+        self._closed = False
+        self._thread = threading.Thread(target=self._write_loop, name="offsets-writer", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ GroupStore
+
+    def append(self, partition: int, records: Records, callback: Callable[[int], None]) -> None:
+        if self._closed:
+            callback(NOT_COORDINATOR)
+            return
+        self._queue.put((partition, list(records), callback))
+
+    def close(self) -> None:
+        self._closed = True
+        self._queue.put(None)
+        self._thread.join(10)
+
+    def release(self, partition: int) -> None:
+        """Stops writing `partition` (ownership moved away); queued appends get NOT_COORDINATOR."""
+        with self._lock:
+            self._writable.pop(partition, None)
+
+    # ------------------------------------------------------------------ loading
+
+    def load(self, partition: int, owner: PartitionOwner, replay: Replay) -> int:
+        """Replays `partition`, fences earlier owners, replays what they wrote before the fence.
+        Returns the offset after the fence record. Raises LoadError."""
+        self.release(partition)
+        start = self._log_start(partition)
+        position, last = self._replay_until(partition, start, None, owner.producer_id, replay)
+        sequence = 0
+        if last is not None and last[0] == owner.epoch:
+            sequence = (last[1] + 1) & _SEQUENCE_WRAP
+        writable = _Writable(owner.producer_id, owner.epoch, sequence)
+        fence_offset = self._write_fence(partition, writable)
+        position, _ = self._replay_until(partition, position, fence_offset + 1, owner.producer_id, replay)
+        with self._lock:
+            self._writable[partition] = writable
+        return position
+
+    def _log_start(self, partition: int) -> int:
+        result = self.client.list_offset(self.topic, partition, "earliest",
+                                         retry_timeout_ms=self.commit_timeout_ms)
+        if result.error_code != NONE:
+            raise LoadError(f"listing {self.topic}-{partition}'s log start failed: error {result.error_code}")
+        return result.offset
+
+    def _replay_until(self, partition: int, position: int, end: int | None, producer_id: int,
+                      replay: Replay) -> tuple[int, tuple[int, int] | None]:
+        """Replays from `position` up to `end` (or the high watermark when None). Returns the next
+        position and the (epoch, last sequence) of the last batch written with `producer_id`."""
+        last: tuple[int, int] | None = None
+        while True:
+            result = self.client.fetch(self.topic, partition, position, max_bytes=self.load_buffer_bytes,
+                                       max_wait_ms=0 if end is None else 100,
+                                       retry_timeout_ms=self.commit_timeout_ms)
+            if result.error_code != NONE:
+                raise LoadError(f"reading {self.topic}-{partition} at {position} failed: error "
+                                f"{result.error_code}")
+            goal = result.high_watermark if end is None else end
+            for header, records in iter_batches(result.records):
+                if header.next_offset <= position:
+                    continue
+                if header.producer_id == producer_id and header.producer_id >= 0:
+                    last = (header.producer_epoch, header.last_sequence)
+                if header.is_control:
+                    position = header.next_offset
+                    continue
+                for record in records:
+                    if record.offset >= position and not is_fence_key(record.key):
+                        replay(record.key, record.value, record.offset, record.timestamp)
+                position = header.next_offset
+            if position >= goal:
+                return position, last
+            if end is None and not result.records:
+                return position, last
+
+    def _write_fence(self, partition: int, writable: _Writable) -> int:
+        batch = build_batch([None], [fence_key(self.coordinator_id)], producer_id=writable.producer_id,
+                            producer_epoch=writable.epoch, base_sequence=writable.next_sequence)
+        result = self._produce({partition: batch})[partition]
+        if result.error_code != NONE:
+            raise LoadError(f"writing the fence record to {self.topic}-{partition} failed: error "
+                            f"{result.error_code} {result.error_message}")
+        writable.next_sequence = (writable.next_sequence + 1) & _SEQUENCE_WRAP
+        return result.base_offset
+
+    def _produce(self, batches: dict[int, bytes]):
+        results = self.client.produce_many({(self.topic, p): b for p, b in batches.items()}, acks=-1,
+                                           timeout_ms=self.commit_timeout_ms,
+                                           retry_timeout_ms=self.commit_timeout_ms,
+                                           coordinator_id=self.coordinator_id)
+        return {tp.partition: result for tp, result in results.items()}
+
+    # ------------------------------------------------------------------ the writer thread
+
+    def _write_loop(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                self._fail_queued()
+                return
+            pending = [item]
+            while True:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    self._closed = True
+                    break
+                pending.append(more)
+            try:
+                self._write(pending)
+            except Exception:
+                logger.exception("Writing to %s failed", self.topic)
+                for _, _, callback in pending:
+                    _answer(callback, ERRORS_BY_NAME["UNKNOWN_SERVER_ERROR"].code)
+            if self._closed:
+                self._fail_queued()
+                return
+
+    def _fail_queued(self) -> None:
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if item is not None:
+                _answer(item[2], NOT_COORDINATOR)
+
+    def _write(self, pending: list[tuple[int, Records, Callable[[int], None]]]) -> None:
+        by_partition: dict[int, tuple[Records, list[Callable[[int], None]]]] = {}
+        for partition, records, callback in pending:
+            entry = by_partition.setdefault(partition, ([], []))
+            entry[0].extend(records)
+            entry[1].append(callback)
+        batches: dict[int, bytes] = {}
+        stamps: dict[int, _Writable] = {}
+        with self._lock:
+            for partition, (records, callbacks) in list(by_partition.items()):
+                writable = self._writable.get(partition)
+                if writable is None or not records:
+                    for callback in callbacks:
+                        _answer(callback, NONE if writable is not None else NOT_COORDINATOR)
+                    del by_partition[partition]
+                    continue
+                batches[partition] = build_batch(
+                    [v for _, v in records], [k for k, _ in records], compression=self.compression,
+                    producer_id=writable.producer_id, producer_epoch=writable.epoch,
+                    base_sequence=writable.next_sequence)
+                stamps[partition] = _Writable(writable.producer_id, writable.epoch, writable.next_sequence)
+        if not batches:
+            return
+        results = self._produce(batches)
+        for partition in batches:
+            records, callbacks = by_partition[partition]
+            code = results[partition].error_code
+            code = self._settle(partition, stamps[partition], len(records), code)
+            for callback in callbacks:
+                _answer(callback, code)
+
+    def _settle(self, partition: int, stamp: _Writable, count: int, code: int) -> int:
+        """Advances the sequence after a success; works out what a failure means. Returns the
+        error code for the callers."""
+        with self._lock:
+            writable = self._writable.get(partition)
+            current = (writable is not None and writable.epoch == stamp.epoch
+                       and writable.next_sequence == stamp.next_sequence)
+            if code == NONE:
+                if current:
+                    writable.next_sequence = (stamp.next_sequence + count) & _SEQUENCE_WRAP
+                return NONE
+            if code in _FENCED:
+                self._writable.pop(partition, None)
+                logger.warning("%s-%d: a newer owner fenced this coordinator's writes", self.topic, partition)
+                return NOT_COORDINATOR
+            # the batch may or may not be in the log: the sequence is no longer known
+            if current:
+                self._writable.pop(partition, None)
+        logger.warning("%s-%d: write failed with error %d; reloading the partition", self.topic, partition, code)
+        self.on_in_doubt(partition)
+        return code
+
+
+def _answer(callback: Callable[[int], None], code: int) -> None:
+    try:
+        callback(code)
+    except Exception:
+        logger.exception("A write callback failed")

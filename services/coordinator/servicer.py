@@ -1,0 +1,206 @@
+"""The coordinator's gRPC adapter: decodes CoordinatorService group requests, calls the
+`GroupCoordinator`, encodes its answers. JoinGroup and SyncGroup park the calling gRPC thread
+until the group coordinator answers (the rebalance completes) or the caller's deadline passes;
+every other group call answers at once or when its write to `__consumer_offsets` is replicated.
+FindCoordinator is answered from the coordinator directory, as brokers answer it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from services.common.clock import SYSTEM_CLOCK, Clock
+from services.common.coordinator_lookup import find_coordinator
+from services.common.errors import ERRORS_BY_NAME
+from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
+from services.common.pb.odradek.coordinator.v1 import coordinator_pb2_grpc
+from services.common.zk.coordinator_directory import DirectorySnapshot
+from services.coordinator.group import GroupCoordinator, OffsetAndMetadata, TopicPartition
+
+REQUEST_TIMED_OUT = ERRORS_BY_NAME["REQUEST_TIMED_OUT"].code
+REBALANCE_IN_PROGRESS = ERRORS_BY_NAME["REBALANCE_IN_PROGRESS"].code
+_DEFAULT_WAIT_S = 330.0
+
+
+class _Reply:
+    """A one-shot slot a callback fills from another thread."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.value: Any = None
+
+    def __call__(self, value: Any) -> None:
+        self.value = value
+        self._event.set()
+
+    def wait(self, timeout_s: float) -> Any:
+        return self.value if self._event.wait(timeout_s) else None
+
+
+def _wait_s(context, fallback_s: float = _DEFAULT_WAIT_S) -> float:
+    remaining = context.time_remaining() if context is not None else None
+    return fallback_s if remaining is None else max(remaining, 0.0)
+
+
+def _optional(message, name: str) -> str | None:
+    return getattr(message, name) if message.HasField(name) else None
+
+
+def client_host(context) -> str:
+    """Kafka shows the client's address as "/127.0.0.1"."""
+    peer = context.peer() if context is not None else ""
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv4":
+        return "/" + rest.rpartition(":")[0]
+    if kind == "ipv6":
+        return "/" + rest.rpartition(":")[0].strip("[]").replace("%5B", "").replace("%5D", "")
+    return "/" + peer if peer else ""
+
+
+class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
+    def __init__(self, groups: GroupCoordinator, directory: Callable[[], DirectorySnapshot],
+                 clock: Clock = SYSTEM_CLOCK) -> None:
+        self.groups = groups
+        self.directory = directory
+        self.clock = clock
+
+    def FindCoordinator(self, request, context):
+        return find_coordinator(self.directory(), request.key, request.key_type)
+
+    # ------------------------------------------------------------------ membership
+
+    def JoinGroup(self, request, context):
+        reply = _Reply()
+        self.groups.handle_join_group(
+            request.group_id, request.member_id, _optional(request, "group_instance_id"), request.client_id,
+            client_host(context), request.rebalance_timeout_ms, request.session_timeout_ms,
+            request.protocol_type, [(p.name, p.metadata) for p in request.protocols], reply)
+        result = reply.wait(_wait_s(context))
+        if result is None:
+            return pb.JoinGroupResponse(error_code=REBALANCE_IN_PROGRESS, generation_id=-1,
+                                        member_id=request.member_id,
+                                        error_message="the rebalance did not complete before the deadline")
+        response = pb.JoinGroupResponse(error_code=result.error_code, generation_id=result.generation_id,
+                                        leader=result.leader_id or "", member_id=result.member_id or "")
+        if result.protocol_type is not None:
+            response.protocol_type = result.protocol_type
+        if result.protocol_name is not None:
+            response.protocol_name = result.protocol_name
+        for member in result.members:
+            out = response.members.add(member_id=member.member_id, metadata=member.metadata)
+            if member.group_instance_id is not None:
+                out.group_instance_id = member.group_instance_id
+        return response
+
+    def SyncGroup(self, request, context):
+        reply = _Reply()
+        self.groups.handle_sync_group(
+            request.group_id, request.generation_id, request.member_id, _optional(request, "group_instance_id"),
+            _optional(request, "protocol_type"), _optional(request, "protocol_name"),
+            {a.member_id: a.assignment for a in request.assignments}, reply)
+        result = reply.wait(_wait_s(context))
+        if result is None:
+            return pb.SyncGroupResponse(error_code=REBALANCE_IN_PROGRESS,
+                                        error_message="the rebalance did not complete before the deadline")
+        response = pb.SyncGroupResponse(error_code=result.error_code, assignment=result.assignment or b"")
+        if result.protocol_type is not None:
+            response.protocol_type = result.protocol_type
+        if result.protocol_name is not None:
+            response.protocol_name = result.protocol_name
+        return response
+
+    def Heartbeat(self, request, context):
+        code = self.groups.handle_heartbeat(request.group_id, request.member_id,
+                                            _optional(request, "group_instance_id"), request.generation_id)
+        return pb.HeartbeatResponse(error_code=code)
+
+    def LeaveGroup(self, request, context):
+        result = self.groups.handle_leave_group(
+            request.group_id, [(m.member_id, _optional(m, "group_instance_id")) for m in request.members])
+        response = pb.LeaveGroupResponse(error_code=result.error_code)
+        for member_id, instance_id, code in result.member_errors:
+            out = response.members.add(member_id=member_id, error_code=code)
+            if instance_id is not None:
+                out.group_instance_id = instance_id
+        return response
+
+    # ------------------------------------------------------------------ offsets
+
+    def OffsetCommit(self, request, context):
+        now_ms = self.clock.time_ms()
+        expire_ms = now_ms + request.retention_time_ms if request.retention_time_ms > 0 else None
+        offsets = {}
+        for topic in request.topics:
+            for part in topic.partitions:
+                offsets[TopicPartition(topic.name, part.partition_index)] = OffsetAndMetadata(
+                    part.committed_offset, part.committed_leader_epoch,
+                    part.committed_metadata if part.HasField("committed_metadata") else "",
+                    now_ms, expire_ms)
+        reply = _Reply()
+        self.groups.handle_commit_offsets(request.group_id, request.member_id,
+                                          _optional(request, "group_instance_id"), request.generation_id,
+                                          offsets, reply)
+        results = reply.wait(_wait_s(context, 60.0))
+        response = pb.OffsetCommitResponse()
+        by_topic: dict[str, Any] = {}
+        for tp in offsets:
+            out = by_topic.get(tp.topic)
+            if out is None:
+                out = by_topic[tp.topic] = response.topics.add(name=tp.topic)
+            code = REQUEST_TIMED_OUT if results is None else results.get(tp, REQUEST_TIMED_OUT)
+            out.partitions.add(partition_index=tp.partition, error_code=code)
+        return response
+
+    def OffsetFetch(self, request, context):
+        partitions = None if request.all_topics else [
+            TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes]
+        code, fetched = self.groups.handle_fetch_offsets(request.group_id, partitions, request.require_stable)
+        response = pb.OffsetFetchResponse(error_code=code)
+        by_topic: dict[str, Any] = {}
+        for tp in sorted(fetched):
+            offset = fetched[tp]
+            out = by_topic.get(tp.topic)
+            if out is None:
+                out = by_topic[tp.topic] = response.topics.add(name=tp.topic)
+            out.partitions.add(partition_index=tp.partition, committed_offset=offset.offset,
+                               committed_leader_epoch=offset.leader_epoch, metadata=offset.metadata or "",
+                               error_code=offset.error_code)
+        return response
+
+    # ------------------------------------------------------------------ groups
+
+    def ListGroups(self, request, context):
+        states = set(request.states_filter) or None
+        code, groups = self.groups.handle_list_groups(states)
+        response = pb.ListGroupsResponse(error_code=code)
+        for group in groups:
+            response.groups.add(group_id=group.group_id, protocol_type=group.protocol_type or "",
+                                group_state=group.state)
+        return response
+
+    def DescribeGroups(self, request, context):
+        response = pb.DescribeGroupsResponse()
+        for group_id in request.groups:
+            group = self.groups.handle_describe_group(group_id)
+            out = response.groups.add(error_code=group.error_code, group_id=group_id, group_state=group.state,
+                                      protocol_type=group.protocol_type or "",
+                                      protocol_data=group.protocol_name or "")
+            for member in group.members:
+                described = out.members.add(member_id=member.member_id, client_id=member.client_id,
+                                            client_host=member.client_host,
+                                            member_metadata=member.metadata or b"",
+                                            member_assignment=member.assignment or b"")
+                if member.group_instance_id is not None:
+                    described.group_instance_id = member.group_instance_id
+        return response
+
+    def DeleteGroups(self, request, context):
+        reply = _Reply()
+        self.groups.handle_delete_groups(list(request.groups_names), reply)
+        results = reply.wait(_wait_s(context, 60.0)) or {}
+        response = pb.DeleteGroupsResponse()
+        for group_id in request.groups_names:
+            response.results.add(group_id=group_id, error_code=results.get(group_id, REQUEST_TIMED_OUT))
+        return response

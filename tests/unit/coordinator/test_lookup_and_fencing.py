@@ -1,0 +1,65 @@
+"""FindCoordinator from the directory, and the fence record's key."""
+
+from __future__ import annotations
+
+from services.common.coordinator_lookup import COORDINATOR_NOT_AVAILABLE, coordinator_nodes, find_coordinator
+from services.common.hashing import coordinator_partition
+from services.common.pb.odradek.common.v1 import common_pb2
+from services.common.zk.codec import TopicPartition
+from services.common.zk.coordinator_directory import DirectorySnapshot
+from services.common.zk.coordinators import CoordinatorInfo, CoordinatorOwnership, PartitionOwner
+from services.coordinator.offsets_log import fence_key, is_fence_key
+from services.coordinator.servicer import client_host
+
+
+def snapshot(owner_id: int, live: bool = True) -> DirectorySnapshot:
+    partition = coordinator_partition("orders")
+    ownership = CoordinatorOwnership({TopicPartition("__consumer_offsets", partition): PartitionOwner(owner_id, 3)})
+    coordinators = {owner_id: CoordinatorInfo(owner_id, "127.0.0.1:9094")} if live else {}
+    return DirectorySnapshot(coordinators, ownership)
+
+
+def test_the_owner_of_the_groups_partition_is_the_coordinator():
+    response = find_coordinator(snapshot(2001), "orders", common_pb2.GROUP)
+    assert response.error_code == 0
+    assert (response.coordinator.node_id, response.coordinator.host, response.coordinator.port) == (
+        2001, "127.0.0.1", 9094)
+
+
+def test_no_live_owner_is_coordinator_not_available():
+    response = find_coordinator(snapshot(2001, live=False), "orders", common_pb2.GROUP)
+    assert response.error_code == COORDINATOR_NOT_AVAILABLE
+    assert response.coordinator.node_id == -1
+
+
+def test_transactional_ids_look_in_the_transaction_topic():
+    response = find_coordinator(snapshot(2001), "orders", common_pb2.TRANSACTION)
+    assert response.error_code == COORDINATOR_NOT_AVAILABLE
+
+
+def test_an_empty_key_is_an_invalid_request():
+    assert find_coordinator(snapshot(2001), "", common_pb2.GROUP).error_code == 42
+
+
+def test_coordinator_nodes_lists_live_coordinators():
+    assert [(n.node_id, n.port) for n in coordinator_nodes(snapshot(2002))] == [(2002, 9094)]
+
+
+def test_fence_keys_are_recognised_and_group_keys_are_not():
+    assert is_fence_key(fence_key(2001))
+    assert not is_fence_key(b"\x00\x01\x00\x01g")
+    assert not is_fence_key(b"\x00\x02\x00\x01g")
+    assert not is_fence_key(None)
+
+
+class _Context:
+    def __init__(self, peer: str) -> None:
+        self._peer = peer
+
+    def peer(self) -> str:
+        return self._peer
+
+
+def test_client_host_is_shown_as_kafka_shows_it():
+    assert client_host(_Context("ipv4:127.0.0.1:51234")) == "/127.0.0.1"
+    assert client_host(_Context("ipv6:[::1]:51234")) == "/::1"
