@@ -1,16 +1,19 @@
-"""`Consumer`: reads records from assigned partitions, with the Kafka 3.x consumer's semantics.
+"""`Consumer`: reads records of a consumer group's or hand-assigned partitions, with the Kafka
+3.x consumer's semantics.
 
-    with Consumer(bootstrap_servers="127.0.0.1:9092", auto_offset_reset="earliest") as consumer:
-        consumer.assign([TopicPartition("events", 0)])
+    with Consumer(bootstrap_servers="127.0.0.1:9092", group_id="billing") as consumer:
+        consumer.subscribe(["events"])
         for record in consumer.poll(timeout_ms=1000):
             print(record.offset, record.value)
 
 Configuration is `ConsumerConfig` (Kafka's keys as snake_case keywords, or a mapping of dotted
-keys). Partitions are assigned by hand (`assign`); consumer groups will add `subscribe` over the
-same `SubscriptionState`. Positions start lazily: a partition without one is reset by
-`auto.offset.reset` at the next `poll` or `position`, as are `seek_to_beginning` and
-`seek_to_end`. Iterating over the consumer polls forever, or until `consumer.timeout.ms` passes
-without a record or the consumer is closed.
+keys). Partitions come from the group (`subscribe` to topics or a pattern, with `group.id`; the
+group work is `coordinator`'s) or by hand (`assign`). Positions start lazily: a partition without
+one starts at the group's committed offset (with a group id), else is reset by
+`auto.offset.reset`, at the next `poll` or `position`; `seek_to_beginning` and `seek_to_end` reset
+lazily too. Commits: `commit_sync`, `commit_async`, auto-commit (enable.auto.commit, every
+auto.commit.interval.ms from poll, before a rebalance and on close). Iterating over the consumer
+polls forever, or until `consumer.timeout.ms` passes without a record or the consumer is closed.
 
 A poll returns records already fetched when there are any; otherwise it sends fetches and waits
 up to its timeout. Right after handing records out it sends the next fetches, so the brokers
@@ -28,19 +31,29 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from services.clients.channels import ChannelPool
 from services.clients.cluster import Cluster, PartitionInfo, TopicPartition
+from services.clients.consumer.assignors import assignors_from_config
 from services.clients.consumer.config import ConsumerConfig, load_consumer_config
+from services.clients.consumer.coordinator import (
+    CommitCallback,
+    ConsumerCoordinator,
+    ConsumerGroupMetadata,
+    GroupRouting,
+)
 from services.clients.consumer.errors import (
     ConcurrentModificationError,
     IllegalStateError,
+    InvalidGroupIdError,
     WakeupError,
 )
 from services.clients.consumer.fetcher import Fetcher
+from services.clients.consumer.listener import ConsumerRebalanceListener
 from services.clients.consumer.metrics import ConsumerMetrics
 from services.clients.consumer.network import AsyncRequests
 from services.clients.consumer.offsets import OffsetFetcher
@@ -48,6 +61,7 @@ from services.clients.consumer.records import (
     EMPTY_RECORDS,
     ConsumerRecord,
     ConsumerRecords,
+    OffsetAndMetadata,
     OffsetAndTimestamp,
     RecordBlock,
 )
@@ -62,6 +76,7 @@ from services.clients.metadata import Metadata
 from services.clients.partition_requests import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from services.clients.retry import Deadline, call_with_retries
 from services.common.clock import SYSTEM_CLOCK, Clock
+from services.common.config import ConfigError
 from services.common.errors import KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2
 
@@ -69,6 +84,7 @@ logger = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Any])
 ITERATION_POLL_MS = 1000
+DEFAULT_CLOSE_TIMEOUT_MS = 30000
 RETRIABLE_TOPIC_ERRORS = frozenset({"LEADER_NOT_AVAILABLE", "NETWORK_EXCEPTION", "REQUEST_TIMED_OUT"})
 
 
@@ -94,7 +110,7 @@ def _partition(value: TopicPartition | tuple[str, int]) -> TopicPartition:
 
 
 class Consumer:
-    """A Kafka-style consumer over manually assigned partitions; see the module docstring."""
+    """A Kafka-style consumer of group-assigned or hand-assigned partitions; see the module docstring."""
 
     def __init__(self, config: Mapping[str, Any] | None = None, *, clock: Clock = SYSTEM_CLOCK,
                  **overrides: Any):
@@ -103,18 +119,27 @@ class Consumer:
         self._pool = ChannelPool.from_config(self.config, clock)
         self._metadata = Metadata.from_config(self.config, clock=clock)
         self._subscriptions = SubscriptionState(OffsetResetStrategy(self.config.auto_offset_reset))
-        self._requests = AsyncRequests(self._pool, clock)
+        self._requests = AsyncRequests(GroupRouting(self._pool), clock)
         self._metrics = ConsumerMetrics()
         self._fetcher = Fetcher(self.config, self._subscriptions, self._metadata, self._requests, self._metrics,
                                 clock)
         self._offsets = OffsetFetcher(self.config, self._subscriptions, self._metadata, self._pool, self._requests,
                                       clock)
+        self._coordinator = self._make_coordinator() if self.config.group_id else None
         self._owner_lock = threading.Lock()
         self._owner_thread: int | None = None
         self._depth = 0
         self._closed = False
         self._metadata_in_flight = False
         self._iterator: Iterator[ConsumerRecord] | None = None
+
+    def _make_coordinator(self) -> ConsumerCoordinator:
+        strategy = self.config.partition_assignment_strategy
+        try:
+            return ConsumerCoordinator(self.config, self._subscriptions, self._metadata, self._pool, self._requests,
+                                       self._clock, assignors_from_config(strategy))
+        except ValueError as error:
+            raise ConfigError("partition.assignment.strategy", strategy, str(error)) from None
 
     # ------------------------------------------------------------------ single-thread guard
 
@@ -154,24 +179,81 @@ class Consumer:
         if not wanted:
             self._unsubscribe()
             return
+        if self._subscriptions.has_auto_assigned_partitions():
+            raise IllegalStateError("Subscription to topics, partitions and pattern are mutually exclusive")
         keep = set(wanted)
         self._fetcher.clear_buffered_data(lambda tp: tp in keep)
+        if self._coordinator is not None:  # positions of partitions given up are committed now
+            self._coordinator.maybe_auto_commit_offsets_async(self._clock.monotonic_ms())
         if self._subscriptions.assign_from_user(wanted):
             logger.info("Assigned to partition(s): %s", ", ".join(map(str, wanted)))
             self._metadata.add_topics(*{tp.topic for tp in wanted})
 
     @_single_threaded
+    def subscribe(self, topics: Iterable[str] | str | None = None, pattern: str | re.Pattern[str] | None = None,
+                  listener: ConsumerRebalanceListener | None = None) -> None:
+        """Joins the group for these topics or for the topics `pattern` fully matches, replacing the
+        subscription (an empty list unsubscribes); `listener` hears of rebalances. Needs a group.id."""
+        wanted = self._group_coordinator().subscribe(topics, pattern, listener)
+        if wanted is not None and not wanted:
+            self._unsubscribe()
+        elif wanted is not None:
+            self._fetcher.clear_buffered_data(lambda tp: tp.topic in wanted)
+
+    @_single_threaded
+    def subscription(self) -> set[str]:
+        """The subscribed topics (for a pattern, the topics it matches now)."""
+        return self._subscriptions.subscription()
+
+    @_single_threaded
     def unsubscribe(self) -> None:
-        """Drops the assignment (and every position)."""
+        """Leaves the group (revoking its partitions) or drops the manual assignment, with every position."""
         self._unsubscribe()
 
     def _unsubscribe(self) -> None:
         self._fetcher.clear_buffered_data(lambda tp: False)
+        error = self._coordinator.on_unsubscribe() if self._coordinator is not None else None
         self._subscriptions.unsubscribe()
+        self._metadata.all_topics = False
+        logger.info("Unsubscribed all topics or patterns and assigned partitions")
+        if error is not None:
+            raise error
 
     @_single_threaded
     def assignment(self) -> set[TopicPartition]:
+        """The partitions this consumer reads: assigned by hand, or by the group's last rebalance."""
         return self._subscriptions.assigned_partitions()
+
+    def _group_coordinator(self) -> ConsumerCoordinator:
+        if self._coordinator is None:
+            raise InvalidGroupIdError()
+        return self._coordinator
+
+    # ------------------------------------------------------------------ committed offsets
+
+    @_single_threaded
+    def commit_sync(self, offsets: Mapping[Any, OffsetAndMetadata | int] | None = None,
+                    timeout_ms: float | None = None) -> None:
+        """Commits `offsets` (default: every assigned partition's position) and waits up to
+        `timeout_ms` (default.api.timeout.ms); CommitFailedError when the group rebalanced meanwhile."""
+        self._group_coordinator().commit_sync(offsets, self._timeout_ms(timeout_ms))
+
+    @_single_threaded
+    def commit_async(self, offsets: Mapping[Any, OffsetAndMetadata | int] | None = None,
+                     callback: CommitCallback | None = None) -> None:
+        """Commits without waiting; `callback(offsets, error or None)` runs in a later call, in order."""
+        self._group_coordinator().commit_async(offsets, callback)
+
+    @_single_threaded
+    def committed(self, partitions: Iterable[TopicPartition | tuple[str, int]],
+                  timeout_ms: float | None = None) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offset of each partition (None when there is none)."""
+        return self._group_coordinator().committed(map(_partition, partitions), self._timeout_ms(timeout_ms))
+
+    @_single_threaded
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """(group_id, generation_id, member_id, group_instance_id) as they stand now."""
+        return self._group_coordinator().group_metadata()
 
     # ------------------------------------------------------------------ polling
 
@@ -190,7 +272,7 @@ class Consumer:
         self._metrics.polled(self._clock.monotonic_ms())
         while True:
             self._maybe_wakeup()
-            self._update_fetch_positions()
+            self._update_assignment_metadata_if_needed(deadline)
             fetched = self._poll_for_fetches(deadline, limit)
             if fetched:
                 # pipelining: the next fetches run on the brokers while these records are processed
@@ -207,6 +289,8 @@ class Consumer:
         if fetched:
             return fetched
         wait_ms = deadline.remaining_ms()
+        if self._coordinator is not None:
+            wait_ms = min(wait_ms, self._coordinator.time_to_next_poll(self._clock.monotonic_ms()))
         if not self._requests.in_flight or not self._subscriptions.has_all_fetch_positions():
             # nothing will answer, or work waits for a back-off to pass: look again after it
             wait_ms = min(wait_ms, self.config.retry_backoff_ms)
@@ -219,13 +303,23 @@ class Consumer:
         if self._requests.take_wakeup():
             raise WakeupError("the consumer was woken up")
 
-    def _update_fetch_positions(self) -> bool:
-        """Refreshes metadata when due, validates and resets positions; True when all are valid."""
+    def _update_assignment_metadata_if_needed(self, deadline: Deadline) -> bool:
+        """The group's work (joining, auto-commit), then positions; True when all positions are valid."""
+        self._maybe_update_metadata()
+        if self._coordinator is not None and not self._coordinator.poll(deadline):
+            return False
+        return self._update_fetch_positions(deadline)
+
+    def _update_fetch_positions(self, deadline: Deadline) -> bool:
+        """Refreshes metadata when due, validates positions, starts partitions without one at their
+        committed offsets or resets them; True when all positions are valid."""
         self._maybe_update_metadata()
         self._offsets.validate_positions_if_needed()
         if self._subscriptions.has_all_fetch_positions():
             return True
-        # Consumer groups will look up committed offsets here, before falling back to a reset.
+        coordinator = self._coordinator
+        if coordinator is not None and not coordinator.refresh_committed_offsets_if_needed(deadline):
+            return False
         self._subscriptions.reset_initializing_positions()
         self._offsets.reset_positions_if_needed()
         return False
@@ -238,7 +332,9 @@ class Consumer:
             return
         node = next((n for n in nodes if not self._requests.is_backing_off(n.address)), nodes[0])
         self._metadata_in_flight = True
-        self._requests.send(node.address, "Metadata", self._metadata.build_request(), self.config.request_timeout_ms,
+        request = self._metadata.build_request()
+        request.allow_auto_topic_creation = self.config.allow_auto_create_topics and not request.all_topics
+        self._requests.send(node.address, "Metadata", request, self.config.request_timeout_ms,
                             on_response=self._on_metadata_response, on_error=self._on_metadata_error)
 
     def _on_metadata_response(self, response: broker_pb2.MetadataResponse) -> None:
@@ -308,7 +404,7 @@ class Consumer:
             if self._subscriptions.has_valid_position(tp):
                 return self._subscriptions.position(tp).offset
             self._maybe_wakeup()
-            self._update_fetch_positions()
+            self._update_fetch_positions(deadline)
             if self._subscriptions.has_valid_position(tp):
                 return self._subscriptions.position(tp).offset
             if deadline.expired:
@@ -448,18 +544,33 @@ class Consumer:
         return self._metrics.snapshot(self._clock.monotonic_ms(), lags)
 
     def close(self, timeout: float | None = None) -> None:
-        """Stops the consumer: calls in flight are cancelled and connections closed. `timeout` (s)
-        bounds the wait for work still to be done on close, of which manual assignment has none."""
+        """Stops the consumer. With a group: auto-commits, revokes the partitions (listener) and
+        leaves the group (dynamic members), within `timeout` seconds (default 30, at most
+        request.timeout.ms). Then calls in flight are cancelled and connections closed."""
         self._acquire()
         try:
             if self._closed:
                 return
+            error = self._close_membership(timeout)
             self._closed = True
             self._requests.close()
             self._pool.close()
             logger.debug("consumer closed")
+            if error is not None:
+                raise error
         finally:
             self._release()
+
+    def _close_membership(self, timeout: float | None) -> Exception | None:
+        if self._coordinator is None:
+            return None
+        timeout_ms = DEFAULT_CLOSE_TIMEOUT_MS if timeout is None else timeout * 1000
+        try:
+            self._coordinator.close(Deadline(min(timeout_ms, self.config.request_timeout_ms), self._clock))
+        except Exception as error:  # noqa: BLE001 - raised once everything is closed
+            logger.error("Failed to close the consumer's group membership", exc_info=True)
+            return error
+        return None
 
     @property
     def closed(self) -> bool:

@@ -25,6 +25,56 @@ class WakeupError(KafkaError):
     """`wakeup()` interrupted a blocking call (or the next one, if none was blocking)."""
 
 
+class InvalidGroupIdError(KafkaError):
+    """Group management or offset commits were used without a valid `group.id`."""
+
+    error_name = "INVALID_GROUP_ID"
+
+    def __init__(self, message: str = ""):
+        super().__init__(message or "To use the group management or offset commit APIs, you must provide a "
+                                    "valid group.id in the consumer configuration.")
+
+
+COMMIT_FAILED_MESSAGE = (
+    "Offsets cannot be committed: the group has rebalanced and may have given these partitions to another "
+    "member. This usually means that more time than max.poll.interval.ms passed between two calls to poll(), "
+    "because processing the records took too long. Raise max.poll.interval.ms, or lower max.poll.records so "
+    "each poll returns less work.")
+
+
+class CommitFailedError(KafkaError):
+    """A commit was refused because this member is no longer part of the group's current
+    generation; `error_name` is the coordinator's answer (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
+    REBALANCE_IN_PROGRESS). Not retriable: poll() rejoins the group first."""
+
+    error_name = "ILLEGAL_GENERATION"
+
+    def __init__(self, message: str = "", *, error_name: str | None = None):
+        super().__init__(message or COMMIT_FAILED_MESSAGE, error_name=error_name)
+
+
+class RebalanceInProgressError(CommitFailedError):
+    """A commit was refused because the group is rebalancing; poll() completes the rebalance,
+    after which committing again may succeed."""
+
+    error_name = "REBALANCE_IN_PROGRESS"
+
+
+class RetriableCommitFailedError(KafkaError):
+    """An asynchronous commit failed with a retriable error (carried as `error_name` and as
+    `__cause__`); asynchronous commits are not retried, a later commit may succeed."""
+
+
+class FencedInstanceIdError(KafkaError):
+    """Another consumer with the same `group.instance.id` joined the group and fenced this one."""
+
+    error_name = "FENCED_INSTANCE_ID"
+
+
+class RebalanceCallbackError(KafkaError):
+    """A rebalance listener raised something other than a KafkaError (the original is `__cause__`)."""
+
+
 class InvalidOffsetError(KafkaError):
     """The consumer has no valid position for some partitions and may not pick one itself."""
 

@@ -12,18 +12,25 @@ and raised by the next call of the same method, as Kafka does.
 Validation (KIP-320) asks the leader where the epoch of the consumer's last record ends; an end
 below the position means the log was truncated under the consumer: with a reset strategy the
 position moves back to that end (a warning is logged), without one LogTruncationError is raised.
+
+The group's committed offsets travel in the coordinator's OffsetCommit and OffsetFetch messages,
+built and read here (`offset_commit_request`, `commit_error`, `offset_fetch_request`,
+`parse_offset_fetch`); when to send them is the coordinator's business. A leader epoch travels
+as -1 when unknown, and a partition without a committed offset comes back as offset -1 (None).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import Any
 
 from services.clients.channels import ChannelPool
 from services.clients.cluster import Node, TopicPartition
 from services.clients.consumer.config import ConsumerConfig
 from services.clients.consumer.errors import LogTruncationError
 from services.clients.consumer.network import AsyncRequests
+from services.clients.consumer.records import OffsetAndMetadata
 from services.clients.consumer.subscription import (
     FetchPosition,
     LeaderAndEpoch,
@@ -49,6 +56,7 @@ from services.clients.routing import send_to_leaders
 from services.common.clock import Clock
 from services.common.errors import NONE, KafkaError, error_for_code
 from services.common.pb.odradek.broker.v1 import broker_pb2
+from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as coordinator_pb
 
 logger = logging.getLogger(__name__)
 
@@ -241,3 +249,83 @@ class OffsetFetcher:
         if missing:
             raise timeout_error(f"Fetching offsets of {sorted(map(str, missing))}", 1, None)
         return {tp: results[tp] for tp in timestamps}
+
+
+# ---------------------------------------------------------------------------------------------- group offsets
+
+def _by_topic(partitions) -> dict[str, list[TopicPartition]]:
+    topics: dict[str, list[TopicPartition]] = {}
+    for tp in sorted(partitions):
+        topics.setdefault(tp.topic, []).append(tp)
+    return topics
+
+
+def checked_offsets(offsets: Mapping[Any, OffsetAndMetadata | int]) -> dict[TopicPartition, OffsetAndMetadata]:
+    """Offsets to commit, by TopicPartition (tuples and plain offsets accepted); negative ones refused."""
+    checked = {}
+    for partition, value in offsets.items():
+        tp = partition if isinstance(partition, TopicPartition) else TopicPartition(*partition)
+        committed = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(value)
+        if isinstance(committed.offset, bool) or not isinstance(committed.offset, int) or committed.offset < 0:
+            raise ValueError(f"Invalid negative offset {committed.offset!r} for partition {tp}")
+        checked[tp] = committed
+    return checked
+
+
+def _epoch_or_none(epoch: int | None) -> int:
+    return NO_LEADER_EPOCH if epoch is None else epoch
+
+
+def offset_commit_request(group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+                          offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> coordinator_pb.OffsetCommitRequest:
+    """An OffsetCommit of `offsets` by a member of `generation_id` (-1 and "" outside the membership)."""
+    request = coordinator_pb.OffsetCommitRequest(group_id=group_id, generation_id=generation_id, member_id=member_id,
+                                                 group_instance_id=group_instance_id, retention_time_ms=-1)
+    for topic, tps in _by_topic(offsets).items():
+        request.topics.add(name=topic, partitions=[
+            coordinator_pb.OffsetCommitRequest.OffsetCommitRequestPartition(
+                partition_index=tp.partition, committed_offset=offsets[tp].offset,
+                committed_leader_epoch=_epoch_or_none(offsets[tp].leader_epoch),
+                committed_metadata=offsets[tp].metadata)
+            for tp in tps])
+    return request
+
+
+def commit_error(response: coordinator_pb.OffsetCommitResponse) -> KafkaError | None:
+    """The error an OffsetCommit answer carries: the whole request's, else the first partition's."""
+    if response.error_code != NONE:
+        return KafkaError.from_code(response.error_code, response.error_message or "OffsetCommit failed")
+    for topic in response.topics:
+        for partition in topic.partitions:
+            if partition.error_code != NONE:
+                tp = TopicPartition(topic.name, partition.partition_index)
+                return KafkaError.from_code(partition.error_code, f"Offset commit failed on partition {tp}")
+    return None
+
+
+def offset_fetch_request(group_id: str, partitions, require_stable: bool) -> coordinator_pb.OffsetFetchRequest:
+    request = coordinator_pb.OffsetFetchRequest(group_id=group_id, require_stable=require_stable)
+    for topic, tps in _by_topic(partitions).items():
+        request.topics.add(name=topic, partition_indexes=[tp.partition for tp in tps])
+    return request
+
+
+def parse_offset_fetch(response: coordinator_pb.OffsetFetchResponse,
+                       partitions) -> dict[TopicPartition, OffsetAndMetadata | None]:
+    """The committed offset of each asked partition (None when there is none); raises the first error."""
+    if response.error_code != NONE:
+        raise KafkaError.from_code(response.error_code, response.error_message or "OffsetFetch failed")
+    found: dict[TopicPartition, OffsetAndMetadata | None] = {}
+    for topic in response.topics:
+        for partition in topic.partitions:
+            tp = TopicPartition(topic.name, partition.partition_index)
+            if partition.error_code != NONE:
+                raise KafkaError.from_code(partition.error_code, f"Fetching the committed offset of {tp} failed")
+            if partition.committed_offset < 0:
+                logger.info("Found no committed offset for partition %s", tp)
+                found[tp] = None
+                continue
+            epoch = partition.committed_leader_epoch
+            found[tp] = OffsetAndMetadata(partition.committed_offset, partition.metadata,
+                                          epoch if epoch >= 0 else None)
+    return {tp: found.get(tp) for tp in partitions}

@@ -1,7 +1,8 @@
 """What `Consumer.poll()` returns: `ConsumerRecord` (one record, a tuple with named fields) and
 `ConsumerRecords` (the records of one poll, grouped by partition), plus `TimestampType`,
-`OffsetAndTimestamp` (an answer of `offsets_for_times`) and `RecordBlock`, the column-wise form
-in which the decoder hands over the records of one batch.
+`OffsetAndTimestamp` (an answer of `offsets_for_times`), `OffsetAndMetadata` (an offset a group
+commits or has committed) and `RecordBlock`, the column-wise form in which the decoder hands
+over the records of one batch.
 
 A `ConsumerRecord` is a tuple subclass. Decoded records stay in their `RecordBlock` columns (one
 list per field that varies, a range for consecutive offsets) until the application iterates;
@@ -52,6 +53,15 @@ class ConsumerRecord(NamedTuple):
 
 
 make_record = functools.partial(tuple.__new__, ConsumerRecord)
+
+
+class OffsetAndMetadata(NamedTuple):
+    """A committed position: the offset of the next record to read, free-form metadata, and the
+    leader epoch of the last record consumed (None when unknown)."""
+
+    offset: int
+    metadata: str = ""
+    leader_epoch: int | None = None
 
 
 class OffsetAndTimestamp(NamedTuple):

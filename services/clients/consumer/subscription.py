@@ -1,8 +1,17 @@
 """Which partitions a consumer reads and where it stands in each, as Kafka's SubscriptionState.
 
-`SubscriptionState` holds the assignment (today only manual: `assign_from_user`; group
-subscriptions will set it through the same per-partition states) and, per partition, a
-`TopicPartitionState`:
+`SubscriptionState` holds how partitions are chosen (`subscription_type`), the assignment and,
+per partition, a `TopicPartitionState`. The ways of choosing are mutually exclusive (changing
+from one to another needs `unsubscribe()` first, else IllegalStateError):
+
+    USER_ASSIGNED    `assign_from_user(partitions)`: the application names the partitions
+    AUTO_TOPICS      `subscribe(topics, listener)`: the group assigns partitions of these topics
+    AUTO_PATTERN     `subscribe_pattern(pattern, listener)`: as AUTO_TOPICS, over the topics the
+                     pattern fully matches (`subscribe_from_pattern` sets them from metadata)
+
+With a group, `assign_from_subscribed(partitions)` installs each new assignment; a group leader
+also records the topics of every member (`group_subscribe`), so its metadata covers them all
+(`metadata_topics`). The rebalance listener is kept here with the subscription.
 
     fetch state      INITIALIZING (no position yet), FETCHING (valid position), AWAIT_RESET (a
                      ListOffsets lookup is due, by `reset_strategy`), AWAIT_VALIDATION (the
@@ -11,6 +20,8 @@ subscriptions will set it through the same per-partition states) and, per partit
                      return, the leader epoch of the record before it (None when unknown) and
                      the leader (node id, epoch) the position was last checked against
     paused           a paused partition is neither fetched nor returned
+    pending revocation  set when a rebalance is about to revoke the partition: from then on it is
+                     neither fetched nor returned (its position may still be committed)
     high watermark, log start offset, last stable offset: from the last fetch answer (lag)
     next_retry_ms    when a failed reset or validation may be tried again
 
@@ -29,11 +40,14 @@ from __future__ import annotations
 
 import enum
 import logging
+import re
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from services.clients.cluster import TopicPartition
 from services.clients.consumer.errors import IllegalStateError, NoOffsetForPartitionError
+from services.clients.consumer.listener import NO_OP_LISTENER, ConsumerRebalanceListener
+from services.clients.consumer.records import OffsetAndMetadata
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +60,16 @@ class OffsetResetStrategy(enum.Enum):
 
 class SubscriptionType(enum.Enum):
     NONE = "none"
+    AUTO_TOPICS = "auto_topics"
+    AUTO_PATTERN = "auto_pattern"
     USER_ASSIGNED = "user_assigned"
+
+    @property
+    def auto_assigned(self) -> bool:
+        return self in (SubscriptionType.AUTO_TOPICS, SubscriptionType.AUTO_PATTERN)
+
+
+MUTUALLY_EXCLUSIVE = "Subscription to topics, partitions and pattern are mutually exclusive"
 
 
 class FetchState(enum.Enum):
@@ -89,13 +112,14 @@ class LogTruncation(NamedTuple):
 
 
 class TopicPartitionState:
-    __slots__ = ("fetch_state", "position", "paused", "reset_strategy", "next_retry_ms", "high_watermark",
-                 "log_start_offset", "last_stable_offset")
+    __slots__ = ("fetch_state", "position", "paused", "pending_revocation", "reset_strategy", "next_retry_ms",
+                 "high_watermark", "log_start_offset", "last_stable_offset")
 
     def __init__(self) -> None:
         self.fetch_state = FetchState.INITIALIZING
         self.position: FetchPosition | None = None
         self.paused = False
+        self.pending_revocation = False
         self.reset_strategy: OffsetResetStrategy | None = None
         self.next_retry_ms: int | None = None
         self.high_watermark: int | None = None
@@ -119,13 +143,105 @@ class TopicPartitionState:
                 f"reset={self.reset_strategy})")
 
 
+def subscribed_topics(topics: Iterable[str] | str) -> set[str]:
+    """The topics of a subscribe() call (one name or several), refusing blank names."""
+    names = [topics] if isinstance(topics, str) else list(topics)
+    for name in names:
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError("Topic collection to subscribe to cannot contain null or empty topic")
+    return set(names)
+
+
+def compiled_pattern(pattern: str | re.Pattern[str]) -> re.Pattern[str]:
+    """The regular expression of a pattern subscription, refusing an empty one."""
+    text = pattern.pattern if isinstance(pattern, re.Pattern) else pattern
+    if not isinstance(text, str) or not text:
+        raise ValueError("Topic pattern to subscribe to cannot be empty")
+    return pattern if isinstance(pattern, re.Pattern) else re.compile(pattern)
+
+
+def _fetchable(state: TopicPartitionState) -> bool:
+    return not state.paused and not state.pending_revocation and state.fetch_state is FetchState.FETCHING
+
+
 class SubscriptionState:
     """The assignment and per-partition positions; see the module docstring."""
 
     def __init__(self, default_reset_strategy: OffsetResetStrategy = OffsetResetStrategy.LATEST):
         self.default_reset_strategy = default_reset_strategy
         self.subscription_type = SubscriptionType.NONE
+        self.listener: ConsumerRebalanceListener = NO_OP_LISTENER
         self._assignment: dict[TopicPartition, TopicPartitionState] = {}
+        self._subscription: frozenset[str] = frozenset()
+        self._group_subscription: frozenset[str] = frozenset()
+        self._pattern: re.Pattern[str] | None = None
+
+    # ------------------------------------------------------------------ subscription
+
+    def _set_subscription_type(self, wanted: SubscriptionType) -> None:
+        if self.subscription_type is SubscriptionType.NONE:
+            self.subscription_type = wanted
+        elif self.subscription_type is not wanted:
+            raise IllegalStateError(MUTUALLY_EXCLUSIVE)
+
+    def subscribe(self, topics: Iterable[str], listener: ConsumerRebalanceListener | None = None) -> bool:
+        """Subscribes to exactly `topics` (replacing an earlier topic subscription); True when changed."""
+        self._set_subscription_type(SubscriptionType.AUTO_TOPICS)
+        self.listener = listener or NO_OP_LISTENER
+        return self._change_subscription(topics)
+
+    def subscribe_pattern(self, pattern: re.Pattern[str], listener: ConsumerRebalanceListener | None = None) -> None:
+        self._set_subscription_type(SubscriptionType.AUTO_PATTERN)
+        self.listener = listener or NO_OP_LISTENER
+        self._pattern = pattern
+
+    def subscribe_from_pattern(self, topics: Iterable[str]) -> bool:
+        """Sets the topics a pattern subscription currently matches; True when they changed."""
+        if self.subscription_type is not SubscriptionType.AUTO_PATTERN:
+            raise IllegalStateError(f"Attempt to subscribe from pattern while subscription type is "
+                                    f"{self.subscription_type.name}")
+        return self._change_subscription(topics)
+
+    def _change_subscription(self, topics: Iterable[str]) -> bool:
+        wanted = frozenset(topics)
+        if wanted == self._subscription:
+            return False
+        self._subscription = wanted
+        return True
+
+    def group_subscribe(self, topics: Iterable[str]) -> bool:
+        """A group leader's view of every member's topics; True when it adds topics to our own."""
+        if not self.has_auto_assigned_partitions():
+            raise IllegalStateError(MUTUALLY_EXCLUSIVE)
+        self._group_subscription = frozenset(topics)
+        return not self._group_subscription <= self._subscription
+
+    def reset_group_subscription(self) -> None:
+        self._group_subscription = frozenset()
+
+    def subscription(self) -> set[str]:
+        """The subscribed topics (for a pattern, those it matched last)."""
+        return set(self._subscription)
+
+    @property
+    def subscribed_pattern(self) -> re.Pattern[str] | None:
+        return self._pattern
+
+    def metadata_topics(self) -> set[str]:
+        """Topics whose metadata the consumer needs: its own, plus the group's when it leads."""
+        return set(self._subscription | self._group_subscription)
+
+    def matches_subscribed_pattern(self, topic: str) -> bool:
+        return self._pattern is not None and self._pattern.fullmatch(topic) is not None
+
+    def has_auto_assigned_partitions(self) -> bool:
+        return self.subscription_type.auto_assigned
+
+    def has_pattern_subscription(self) -> bool:
+        return self.subscription_type is SubscriptionType.AUTO_PATTERN
+
+    def has_no_subscription_or_user_assignment(self) -> bool:
+        return self.subscription_type is SubscriptionType.NONE
 
     # ------------------------------------------------------------------ assignment
 
@@ -136,15 +252,30 @@ class SubscriptionState:
         """
         wanted = list(dict.fromkeys(partitions))
         if self.subscription_type not in (SubscriptionType.NONE, SubscriptionType.USER_ASSIGNED):
-            raise IllegalStateError("Subscription to topics, partitions and pattern are mutually exclusive")
+            raise IllegalStateError(MUTUALLY_EXCLUSIVE)
         self.subscription_type = SubscriptionType.USER_ASSIGNED if wanted else SubscriptionType.NONE
         if set(wanted) == set(self._assignment):
             return False
         self._assignment = {tp: self._assignment.get(tp) or TopicPartitionState() for tp in wanted}
         return True
 
+    def assign_from_subscribed(self, partitions: Iterable[TopicPartition]) -> None:
+        """Installs an assignment the group made; partitions kept from the last one keep their state."""
+        if not self.has_auto_assigned_partitions():
+            raise IllegalStateError("Attempt to dynamically assign partitions while manual assignment in use")
+        self._assignment = {tp: self._assignment.get(tp) or TopicPartitionState() for tp in partitions}
+
+    def check_assignment_matched_subscription(self, partitions: Iterable[TopicPartition]) -> bool:
+        """True when every partition belongs to a subscribed (or pattern-matched) topic."""
+        return all(tp.topic in self._subscription or self.matches_subscribed_pattern(tp.topic)
+                   for tp in partitions)
+
     def unsubscribe(self) -> None:
         self._assignment = {}
+        self._subscription = frozenset()
+        self._group_subscription = frozenset()
+        self._pattern = None
+        self.listener = NO_OP_LISTENER
         self.subscription_type = SubscriptionType.NONE
 
     def assigned_partitions(self) -> set[TopicPartition]:
@@ -182,6 +313,16 @@ class SubscriptionState:
 
     def has_all_fetch_positions(self) -> bool:
         return all(s.fetch_state.has_valid_position for s in self._assignment.values())
+
+    def initializing_partitions(self) -> list[TopicPartition]:
+        """Partitions without any position yet (their committed offsets are looked up first)."""
+        return [tp for tp, s in self._assignment.items() if s.fetch_state is FetchState.INITIALIZING]
+
+    def all_consumed(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        """What to commit: each partition with a valid position, with the leader epoch of the last
+        record returned."""
+        return {tp: OffsetAndMetadata(s.position.offset, "", s.position.offset_epoch)
+                for tp, s in self._assignment.items() if s.fetch_state.has_valid_position}
 
     def seek_unvalidated(self, tp: TopicPartition, position: FetchPosition) -> None:
         """A position to validate against its leader first when it carries an epoch."""
@@ -308,14 +449,20 @@ class SubscriptionState:
     def paused_partitions(self) -> set[TopicPartition]:
         return {tp for tp, s in self._assignment.items() if s.paused}
 
+    def mark_pending_revocation(self, partitions: Iterable[TopicPartition]) -> None:
+        """Partitions about to be revoked by a rebalance are neither fetched nor returned any more."""
+        for tp in partitions:
+            state = self._assignment.get(tp)
+            if state is not None:
+                state.pending_revocation = True
+
     def is_fetchable(self, tp: TopicPartition) -> bool:
-        """Assigned, not paused and holding a valid position."""
+        """Assigned, not paused, not about to be revoked, and holding a valid position."""
         state = self._assignment.get(tp)
-        return state is not None and not state.paused and state.fetch_state is FetchState.FETCHING
+        return state is not None and _fetchable(state)
 
     def fetchable_partitions(self, keep: Callable[[TopicPartition], bool] | None = None) -> list[TopicPartition]:
-        return [tp for tp, s in self._assignment.items()
-                if not s.paused and s.fetch_state is FetchState.FETCHING and (keep is None or keep(tp))]
+        return [tp for tp, s in self._assignment.items() if _fetchable(s) and (keep is None or keep(tp))]
 
     # ------------------------------------------------------------------ what the last fetch said
 
