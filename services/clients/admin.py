@@ -1,4 +1,5 @@
-"""The admin client, as Kafka's Admin: topics, partitions, cluster, offsets and configs.
+"""The admin client, as Kafka's Admin: topics, partitions, cluster, offsets, configs and consumer
+groups (those live in `admin_groups`).
 
 Topic, partition, cluster and config operations go to the active controller (found in the
 metadata any broker serves). A standby answers NOT_CONTROLLER; that, an unknown controller and
@@ -21,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from services.clients.admin_groups import GroupAdminOps
 from services.clients.admin_types import (
     OP_DELETE,
     OP_SET,
@@ -60,7 +62,7 @@ UNKNOWN_SERVER_ERROR = code_of("UNKNOWN_SERVER_ERROR")
 Answers = Mapping[Any, tuple[int, str, Any]]
 
 
-class Admin(PooledClient):
+class Admin(GroupAdminOps, PooledClient):
     """Administers topics, partitions and configs; see the module docstring."""
 
     # ------------------------------------------------------------------ topics

@@ -1,4 +1,5 @@
-"""The `odradek` command line: `topics`, `dev up|down|status`, `console-producer`,
+"""The `odradek` command line: `topics`, `consumer-groups` (see `cli_groups`), `dev up|down|status`,
+`console-producer`,
 `console-consumer`, `producer-perf-test`, `consumer-perf-test` (see `cli_console` and `cli_perf`),
 and the simple `produce` / `fetch` tools built on the low-level client.
 
@@ -21,7 +22,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO, TextIO
 
-from services.clients import cli_console, cli_dev, cli_perf, cli_topics
+from services.clients import cli_console, cli_dev, cli_groups, cli_perf, cli_topics
 from services.clients.lowlevel import LowLevelClient
 from services.clients.partition_requests import READ_COMMITTED, READ_UNCOMMITTED
 from services.common.errors import NONE, KafkaError, error_for_code
@@ -36,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="odradek", description="Odradek command line tools.")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     cli_topics.add_parser(subparsers)
+    cli_groups.add_parser(subparsers)
     cli_dev.add_parser(subparsers)
     _add_produce_parser(subparsers)
     _add_fetch_parser(subparsers)

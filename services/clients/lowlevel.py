@@ -68,12 +68,12 @@ class LowLevelClient(PooledClient):
     # ------------------------------------------------------------------ produce
 
     def produce(self, topic: str, partition: int, records: bytes, acks: int = 1, timeout_ms: int = 30000,
-                *, retry_timeout_ms: float | None = None,
-                transactional_id: str | None = None) -> ProduceResult:
+                *, retry_timeout_ms: float | None = None, transactional_id: str | None = None,
+                coordinator_id: int | None = None) -> ProduceResult:
         """Appends `records` (one or more RecordBatch v2) to one partition: (base_offset, error_code, ...)."""
         tp = TopicPartition(topic, partition)
         return self.produce_many({tp: records}, acks, timeout_ms, retry_timeout_ms=retry_timeout_ms,
-                                 transactional_id=transactional_id)[tp]
+                                 transactional_id=transactional_id, coordinator_id=coordinator_id)[tp]
 
     def produce_many(self, batches: Mapping[tuple[str, int], bytes], acks: int = 1, timeout_ms: int = 30000,
                      *, retry_timeout_ms: float | None = None, transactional_id: str | None = None,
