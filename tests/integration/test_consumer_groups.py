@@ -1,0 +1,468 @@
+"""Consumer groups against a real cluster (one controller, three brokers, two coordinators, shared
+by the tests of this module): members sharing a topic without overlap, rebalances after a join, a
+leave and a SIGKILL, idle extra members, committed offsets surviving a restart of every consumer
+and a SIGKILL of the group's coordinator, fencing of an old generation, and the
+`consumer-groups` tool's lag, reset and delete.
+
+Members that get killed run in processes of their own (`group_member`); the others run in threads.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from services.clients import cli
+from services.clients.admin import Admin
+from services.clients.admin_types import NewTopic
+from services.clients.channels import COORDINATOR, ChannelPool
+from services.clients.cluster import TopicPartition
+from services.clients.consumer import Consumer
+from services.clients.launcher import LocalCluster
+from services.clients.lowlevel import LowLevelClient
+from services.common.errors import code_of
+from services.common.hashing import coordinator_partition
+from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
+from services.common.proc import wait_until
+from services.common.records import build_batch
+from services.common.zk.coordinators import decode_ownership
+from tests.integration.conftest import TEST_BROKER_CONFIG, TEST_CONTROLLER_CONFIG
+
+SESSION_TIMEOUT_MS = 6000
+CLIENT_CONFIG = {"request_timeout_ms": 5000, "retry_backoff_ms": 50, "default_api_timeout_ms": 30000}
+COORDINATOR_CONFIG = {"zookeeper.session.timeout.ms": 6000, "group.initial.rebalance.delay.ms": 300,
+                      "offsets.commit.timeout.ms": 5000}
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path_factory) -> Iterator[LocalCluster]:
+    chroot = f"/odradek-test-groups-{id(request)}"
+    _zk_root_client.ensure_path(chroot)
+    failed_before = request.session.testsfailed
+    local = LocalCluster(tmp_path_factory.mktemp("groups-cluster"), brokers=3, controllers=1, coordinators=2,
+                         free_ports=True, zookeeper_connect=zookeeper.connect_string, zookeeper_chroot=chroot,
+                         broker_config=TEST_BROKER_CONFIG, controller_config=TEST_CONTROLLER_CONFIG,
+                         coordinator_config=COORDINATOR_CONFIG)
+    local.start()
+    local.chroot = chroot
+    try:
+        yield local
+    finally:
+        if request.session.testsfailed > failed_before:
+            print(f"\n===== service logs of {local.base_dir} =====\n{local.dump_logs()}")
+        local.stop(timeout_s=15)
+        _zk_root_client.delete(chroot, recursive=True)
+
+
+@pytest.fixture(scope="module")
+def admin(cluster: LocalCluster) -> Iterator[Admin]:
+    with Admin(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def writer(cluster: LocalCluster) -> Iterator[LowLevelClient]:
+    with LowLevelClient(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG) as client:
+        yield client
+
+
+def create_topic(admin: Admin, name: str, partitions: int, replication: int = 2) -> str:
+    admin.create_topics([NewTopic(name, partitions, replication)])
+    admin.wait_for_topic(name, 30, partitions=partitions)
+    return name
+
+
+def produce(writer: LowLevelClient, topic: str, partition: int, values: list[str]) -> None:
+    result = writer.produce(topic, partition, build_batch([v.encode() for v in values]), acks=-1, timeout_ms=15000)
+    assert result.error_code == 0, result
+
+
+def group_consumer(cluster: LocalCluster, group: str, **config) -> Consumer:
+    settings = {**CLIENT_CONFIG, "fetch_max_wait_ms": 100, "group_id": group, "auto_offset_reset": "earliest",
+                "session_timeout_ms": SESSION_TIMEOUT_MS, "heartbeat_interval_ms": 500, **config}
+    return Consumer(bootstrap_servers=cluster.bootstrap_servers, **settings)
+
+
+# --------------------------------------------------------------------------------------------- members
+
+class Member:
+    """A group member in its own process, reporting its assignment as JSON lines."""
+
+    def __init__(self, cluster: LocalCluster, group: str, topic: str, name: str, *, commit: bool = False) -> None:
+        command = [sys.executable, "-m", "tests.integration.group_member", "--bootstrap", cluster.bootstrap_servers,
+                   "--group", group, "--topic", topic, "--client-id", name,
+                   "--session-timeout-ms", str(SESSION_TIMEOUT_MS)]
+        if commit:
+            command.append("--commit")
+        self.name = name
+        self.process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.assignment: set[tuple[str, int]] = set()
+        self.values: list[str] = []
+        self.rebalances = 0
+        self.stderr: list[str] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._read_errors, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            event = json.loads(line)
+            with self._lock:
+                if event["event"] == "assigned":
+                    self.assignment = {tuple(p) for p in event["partitions"]}
+                    self.rebalances += 1
+                elif event["event"] in ("revoked", "closed"):
+                    self.assignment = set()
+                elif event["event"] == "records":
+                    self.values.extend(event["values"])
+
+    def _read_errors(self) -> None:
+        for line in self.process.stderr:
+            self.stderr.append(line)
+
+    def current(self) -> set[tuple[str, int]]:
+        with self._lock:
+            return set(self.assignment)
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def terminate(self) -> None:
+        if self.alive:
+            self.process.send_signal(signal.SIGTERM)
+            self.process.wait(20)
+
+    def kill(self) -> None:
+        if self.alive:
+            self.process.kill()
+            self.process.wait(10)
+        with self._lock:
+            self.assignment = set()
+
+
+@pytest.fixture
+def members(cluster: LocalCluster) -> Iterator[list[Member]]:
+    started: list[Member] = []
+    yield started
+    for member in started:
+        try:
+            member.terminate()
+        except subprocess.TimeoutExpired:
+            member.kill()
+        if member.stderr and any("Traceback" in line for line in member.stderr):
+            print(f"----- {member.name} stderr -----\n{''.join(member.stderr[-40:])}")
+
+
+def covered_once(live: list[Member], topic: str, partitions: int) -> bool:
+    """Every partition is owned by exactly one live member, every member has been through a
+    rebalance, and the shares differ by one at most (what the range assignor ends with)."""
+    owned = [tp for m in live for tp in m.current()]
+    sizes = [len(m.current()) for m in live]
+    return (sorted(owned) == [(topic, p) for p in range(partitions)] and all(m.rebalances for m in live)
+            and max(sizes) - min(sizes) <= 1)
+
+
+def wait_covered(live: list[Member], topic: str, partitions: int, timeout_s: float = 40) -> float:
+    started = time.monotonic()
+    wait_until(lambda: covered_once(live, topic, partitions), timeout_s, 0.05,
+               message=lambda: f"each partition owned once: {[(m.name, sorted(m.current())) for m in live]}")
+    return time.monotonic() - started
+
+
+# --------------------------------------------------------------------------------------------- membership
+
+def test_three_members_share_six_partitions_and_every_change_rebalances(cluster, admin, members):
+    topic = create_topic(admin, "shared", 6)
+    members.extend(Member(cluster, "sharers", topic, f"m{i}") for i in range(3))
+    wait_covered(members, topic, 6)
+    assert [len(m.current()) for m in members] == [2, 2, 2]
+
+    members.append(Member(cluster, "sharers", topic, "m3"))          # a fourth joins
+    wait_covered(members, topic, 6)
+    assert sorted(len(m.current()) for m in members) == [1, 1, 2, 2]
+
+    members[0].terminate()                                           # one leaves the group
+    live = members[1:]
+    wait_covered(live, topic, 6)
+    assert sorted(len(m.current()) for m in live) == [2, 2, 2]
+
+    members[1].kill()                                                # one crashes
+    live = members[2:]
+    elapsed = wait_covered(live, topic, 6, timeout_s=SESSION_TIMEOUT_MS / 1000 + 10)
+    assert elapsed <= SESSION_TIMEOUT_MS / 1000 + 2, f"the crash took {elapsed:.1f} s to be covered"
+    assert sorted(len(m.current()) for m in live) == [3, 3]
+
+
+def test_members_beyond_the_partition_count_stay_idle(cluster, admin, members):
+    topic = create_topic(admin, "few", 2)
+    members.extend(Member(cluster, "crowd", topic, f"c{i}") for i in range(3))
+    wait_covered(members, topic, 2)
+    wait_until(lambda: all(m.rebalances for m in members), 30, message="every member saw an assignment")
+    assert sorted(len(m.current()) for m in members) == [0, 1, 1]
+
+
+# --------------------------------------------------------------------------------------------- offsets
+
+def consume_until(consumer: Consumer, wanted: set[str], seen: set[str], timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not wanted <= seen and time.monotonic() < deadline:
+        for record in consumer.poll(timeout_ms=200):
+            seen.add(record.value.decode())
+        consumer.commit_sync()
+    assert wanted <= seen, f"missing {sorted(wanted - seen)[:10]}"
+
+
+def test_committed_offsets_resume_after_every_consumer_restarts(cluster, admin, writer):
+    topic = create_topic(admin, "resume", 4)
+    first = {f"a{i}" for i in range(200)}
+    for p in range(4):
+        produce(writer, topic, p, sorted(v for v in first if int(v[1:]) % 4 == p))
+    consumers = [group_consumer(cluster, "resumers", enable_auto_commit=False) for _ in range(2)]
+    seen: set[str] = set()
+    stop = threading.Event()
+
+    def run(consumer: Consumer) -> None:
+        consumer.subscribe([topic])
+        while not stop.is_set():
+            for record in consumer.poll(timeout_ms=200):
+                seen.add(record.value.decode())
+            consumer.commit_sync()
+        consumer.close()
+
+    threads = [threading.Thread(target=run, args=(c,)) for c in consumers]
+    for thread in threads:
+        thread.start()
+    wait_until(lambda: first <= seen, 40, message=lambda: f"first round: {len(seen)} of {len(first)}")
+    stop.set()
+    for thread in threads:
+        thread.join(30)
+    committed = admin.list_consumer_group_offsets("resumers")
+    assert sum(o.offset for o in committed.values()) == 200
+
+    second = {f"b{i}" for i in range(100)}
+    for p in range(4):
+        produce(writer, topic, p, sorted(v for v in second if int(v[1:]) % 4 == p))
+    again: set[str] = set()
+    with group_consumer(cluster, "resumers", enable_auto_commit=False) as consumer:
+        consumer.subscribe([topic])
+        consume_until(consumer, second, again)
+    assert not again & first, "records before the committed offsets were read again"
+
+
+def test_offsets_survive_a_kill_of_the_groups_coordinator(cluster, admin, writer):
+    topic = create_topic(admin, "durable", 2)
+    for p in range(2):
+        produce(writer, topic, p, [f"{p}-{i}" for i in range(50)])
+    with group_consumer(cluster, "durable-group", enable_auto_commit=False) as consumer:
+        consumer.subscribe([topic])
+        consume_until(consumer, {f"{p}-{i}" for p in range(2) for i in range(50)}, set())
+        consumer.commit_sync({TopicPartition(topic, 0): _offset(40), TopicPartition(topic, 1): _offset(45)})
+    owner = admin.find_group_coordinator("durable-group")
+    name = f"coordinator-{owner.node_id}"
+    cluster.kill_service(name)
+    try:
+        wait_until(lambda: admin.find_group_coordinator("durable-group").node_id != owner.node_id, 30, 0.2,
+                   message="another coordinator to take the group over")
+        committed = admin.list_consumer_group_offsets("durable-group")
+        assert {tp: o.offset for tp, o in committed.items()} == {
+            TopicPartition(topic, 0): 40, TopicPartition(topic, 1): 45}
+        with group_consumer(cluster, "durable-group", enable_auto_commit=False) as consumer:
+            consumer.subscribe([topic])
+            seen: set[str] = set()
+            consume_until(consumer, {"0-40", "1-45", "0-49", "1-49"}, seen)
+            assert "0-39" not in seen and "1-44" not in seen
+    finally:
+        cluster.start_service(name)
+
+
+def _offset(value: int):
+    from services.clients.consumer import OffsetAndMetadata
+
+    return OffsetAndMetadata(value)
+
+
+def test_a_member_of_an_old_generation_cannot_commit(cluster, admin):
+    topic = create_topic(admin, "fenced", 1)
+    node = admin.find_group_coordinator("fencing")
+    with ChannelPool(request_timeout_ms=30000) as pool:
+        def call(method: str, request):
+            return pool.call(node.address, COORDINATOR, method, request, 30000)
+
+        def join(member_id: str = ""):
+            request = pb.JoinGroupRequest(group_id="fencing", session_timeout_ms=SESSION_TIMEOUT_MS,
+                                          rebalance_timeout_ms=10000, member_id=member_id, protocol_type="consumer",
+                                          client_id="raw",
+                                          protocols=[pb.JoinGroupRequest.JoinGroupRequestProtocol(name="range",
+                                                                                                  metadata=b"")])
+            response = call("JoinGroup", request)
+            if response.error_code == code_of("MEMBER_ID_REQUIRED"):
+                response = call("JoinGroup", pb.JoinGroupRequest(**{**_fields(request),
+                                                                    "member_id": response.member_id}))
+            return response
+
+        first = join()
+        assert first.error_code == 0 and first.generation_id == 1
+        call("SyncGroup", pb.SyncGroupRequest(group_id="fencing", generation_id=1, member_id=first.member_id))
+
+        def commit(generation: int, member_id: str) -> int:
+            request = pb.OffsetCommitRequest(group_id="fencing", generation_id=generation, member_id=member_id,
+                                             retention_time_ms=-1)
+            request.topics.add(name=topic).partitions.add(partition_index=0, committed_offset=1,
+                                                          committed_leader_epoch=-1)
+            return call("OffsetCommit", request).topics[0].partitions[0].error_code
+
+        assert commit(1, first.member_id) == 0
+        # a second member joins: the first must rejoin, and generation 2 begins
+        second_result = {}
+        joiner = threading.Thread(target=lambda: second_result.update(response=join()))
+        joiner.start()
+        wait_until(lambda: call("Heartbeat", pb.HeartbeatRequest(group_id="fencing", generation_id=1,
+                                                                 member_id=first.member_id)).error_code
+                   == code_of("REBALANCE_IN_PROGRESS"), 20, 0.1, message="the rebalance to begin")
+        rejoined = join(first.member_id)
+        joiner.join(30)
+        second = second_result["response"]
+        assert rejoined.generation_id == second.generation_id == 2
+        assert commit(2, first.member_id) == code_of("REBALANCE_IN_PROGRESS")   # awaiting the assignment
+        syncs = [threading.Thread(target=call, args=("SyncGroup", pb.SyncGroupRequest(
+            group_id="fencing", generation_id=2, member_id=member_id))) for member_id in
+            (rejoined.member_id, second.member_id)]
+        for sync in syncs:
+            sync.start()
+        for sync in syncs:
+            sync.join(30)
+        assert commit(1, first.member_id) == code_of("ILLEGAL_GENERATION")
+        assert commit(2, "someone-else") == code_of("UNKNOWN_MEMBER_ID")
+        assert commit(-1, "") == code_of("UNKNOWN_MEMBER_ID")   # not a standalone group any more
+        assert commit(2, first.member_id) == 0
+
+
+def _fields(message) -> dict:
+    return {field.name: value for field, value in message.ListFields()}
+
+
+def test_a_deposed_owner_cannot_write_the_offsets_topic(cluster, admin, writer, _zk_root_client):
+    admin.alter_consumer_group_offsets("owned", {TopicPartition("t", 0): 1})   # the topic exists now
+    tp = TopicPartition("__consumer_offsets", coordinator_partition("owned"))
+
+    def owner():
+        data, _ = _zk_root_client.get(f"{cluster.chroot}/coordinators/ownership")
+        return decode_ownership(data).partitions[tp]
+
+    before = owner()
+    name = f"coordinator-{before.owner_id}"
+    cluster.stop_service(name)               # its partitions move to the other coordinator
+    try:
+        wait_until(lambda: owner().owner_id != before.owner_id, 30, 0.1, message="the partition to move")
+        after = owner()
+        assert (after.epoch, after.producer_id) == (before.epoch + 1, before.producer_id)
+        assert admin.list_consumer_group_offsets("owned") == {TopicPartition("t", 0): _offset(1)}
+        # a write in the old owner's name, with its epoch: the brokers refuse it
+        record = build_batch([None], [b"\x00\x03\x00\x00\x00\x01"], producer_id=before.producer_id,
+                             producer_epoch=before.epoch, base_sequence=1000)
+        stale = writer.produce(tp.topic, tp.partition, record, acks=-1, coordinator_id=after.owner_id)
+        assert stale.error_code == code_of("INVALID_PRODUCER_EPOCH")
+        anyone = writer.produce(tp.topic, tp.partition, build_batch([b"v"]), acks=-1)
+        assert anyone.error_code == code_of("INVALID_TOPIC_EXCEPTION")   # clients cannot write it at all
+    finally:
+        cluster.start_service(name)
+
+
+# --------------------------------------------------------------------------------------------- tool
+
+def run_cli(*args: str) -> tuple[int, str]:
+    out = io.StringIO()
+    saved = sys.stdout
+    sys.stdout = out
+    try:
+        code = cli.main(list(args))
+    finally:
+        sys.stdout = saved
+    return code, out.getvalue()
+
+
+def describe_rows(cluster: LocalCluster, group: str) -> list[dict[str, str]]:
+    code, output = run_cli("consumer-groups", "--bootstrap-server", cluster.bootstrap_servers, "--describe",
+                           "--group", group)
+    assert code == 0, output
+    lines = [line.split() for line in output.splitlines() if line.strip() and not line.startswith("Consumer group")]
+    header, rows = lines[0], lines[1:]
+    return [dict(zip(header, row, strict=True)) for row in rows]
+
+
+def test_describe_shows_the_lag_while_a_producer_runs(cluster, admin, writer):
+    topic = create_topic(admin, "lagging", 2)
+    for p in range(2):
+        produce(writer, topic, p, [f"{p}-{i}" for i in range(30)])
+    with group_consumer(cluster, "laggards", enable_auto_commit=False) as consumer:
+        consumer.subscribe([topic])
+        consume_until(consumer, {f"{p}-{i}" for p in range(2) for i in range(30)}, set())
+        consumer.commit_sync({TopicPartition(topic, 0): _offset(10), TopicPartition(topic, 1): _offset(20)})
+    stop = threading.Event()
+    produced = {0: 30, 1: 30}
+
+    def keep_producing() -> None:
+        while not stop.is_set():
+            for p in range(2):
+                produce(writer, topic, p, ["more"] * 5)
+                produced[p] += 5
+
+    producer = threading.Thread(target=keep_producing)
+    producer.start()
+    try:
+        wait_until(lambda: min(produced.values()) >= 60, 30, message="the producer to get going")
+        before = dict(produced)
+        rows = describe_rows(cluster, "laggards")
+        after = dict(produced)
+    finally:
+        stop.set()
+        producer.join(30)
+    assert [(r["TOPIC"], r["PARTITION"], r["CURRENT-OFFSET"]) for r in rows] == [
+        (topic, "0", "10"), (topic, "1", "20")]
+    for row in rows:
+        partition = int(row["PARTITION"])
+        end = int(row["LOG-END-OFFSET"])
+        assert before[partition] <= end <= after[partition] + 5
+        assert int(row["LAG"]) == end - int(row["CURRENT-OFFSET"])
+    final = describe_rows(cluster, "laggards")
+    assert [int(r["LAG"]) for r in final] == [produced[0] - 10, produced[1] - 20]
+
+
+def test_list_reset_and_delete_with_the_tool(cluster, admin, writer):
+    topic = create_topic(admin, "resettable", 2)
+    for p in range(2):
+        produce(writer, topic, p, [f"{p}-{i}" for i in range(10)])
+    admin.alter_consumer_group_offsets("resetters", {TopicPartition(topic, 0): 7, TopicPartition(topic, 1): 3})
+    bootstrap = ("consumer-groups", "--bootstrap-server", cluster.bootstrap_servers)
+    code, output = run_cli(*bootstrap, "--list")
+    assert code == 0 and "resetters" in output.split()
+
+    code, output = run_cli(*bootstrap, "--reset-offsets", "--group", "resetters", "--topic", topic,
+                           "--to-earliest", "--execute")
+    assert code == 0, output
+    assert {tp.partition: o.offset for tp, o in admin.list_consumer_group_offsets("resetters").items()} == {0: 0, 1: 0}
+
+    code, output = run_cli(*bootstrap, "--reset-offsets", "--group", "resetters", "--topic", f"{topic}:1",
+                           "--to-offset", "4", "--execute")
+    assert code == 0, output
+    assert output.split()[-4:] == ["resetters", topic, "1", "4"]
+    code, _ = run_cli(*bootstrap, "--reset-offsets", "--group", "resetters", "--all-topics", "--to-latest")
+    assert code == 0   # a dry run commits nothing
+    assert {tp.partition: o.offset for tp, o in admin.list_consumer_group_offsets("resetters").items()} == {0: 0, 1: 4}
+
+    code, output = run_cli(*bootstrap, "--delete", "--group", "resetters")
+    assert code == 0 and "was successful" in output
+    assert admin.list_consumer_group_offsets("resetters") == {}
