@@ -7,8 +7,10 @@ leader broker. Batches are idempotent: each partition is written with the produc
 ownership map gives it, the partition's ownership epoch as producer epoch, and consecutive
 sequence numbers, so a retry is never appended twice, and once a new owner has written with a
 higher epoch the brokers refuse the old owner's batches (INVALID_PRODUCER_EPOCH): that is how a
-deposed owner is fenced. Such a refusal is answered NOT_COORDINATOR; a write whose outcome is
-unknown (a timeout) makes the partition reload, which finds the sequence to continue from.
+deposed owner is fenced. Such a refusal is answered NOT_COORDINATOR and the partition's groups
+are dropped from memory (its reload fails the same way until ZooKeeper shows the new owner); a
+write whose outcome is unknown (a timeout) makes the partition reload, which finds the sequence
+to continue from.
 
 Loading (`load`). The new owner replays the partition from its log start up to the high
 watermark, then writes a fence record (key version 3, coordinator id; a tombstone, so compaction
@@ -257,13 +259,18 @@ class OffsetsLog:
                 if current:
                     writable.next_sequence = (stamp.next_sequence + count) & _SEQUENCE_WRAP
                 return NONE
-            if code in _FENCED:
+            fenced = code in _FENCED
+            if fenced:
                 self._writable.pop(partition, None)
-                logger.warning("%s-%d: a newer owner fenced this coordinator's writes", self.topic, partition)
-                return NOT_COORDINATOR
             # the batch may or may not be in the log: the sequence is no longer known
             if current:
                 self._writable.pop(partition, None)
+        if fenced:
+            # a newer owner wrote with a higher epoch: stop serving this partition's groups from
+            # memory; reloading fails the same way until ZooKeeper shows who owns it now
+            logger.warning("%s-%d: a newer owner fenced this coordinator's writes", self.topic, partition)
+            self.on_in_doubt(partition)
+            return NOT_COORDINATOR
         logger.warning("%s-%d: write failed with error %d; reloading the partition", self.topic, partition, code)
         self.on_in_doubt(partition)
         return code

@@ -35,6 +35,7 @@ from services.common.zk.coordinator_directory import CoordinatorDirectory
 from services.common.zk.coordinators import PartitionOwner
 from services.coordinator.config import CoordinatorServiceConfig
 from services.coordinator.group import GroupCoordinator, ThreadScheduler
+from services.coordinator.metrics import CoordinatorMetrics
 from services.coordinator.offsets_log import LoadError, OffsetsLog
 from services.coordinator.ownership import OwnedPartitions, OwnershipManager
 from services.coordinator.servicer import CoordinatorServicer
@@ -61,6 +62,7 @@ class CoordinatorServer:
         self.offsets_log: OffsetsLog | None = None
         self.groups: GroupCoordinator | None = None
         self.ownership: OwnershipManager | None = None
+        self.metrics: CoordinatorMetrics | None = None
         self.endpoint = ""
         self.bootstrap = ""
         self._desired: dict[int, PartitionOwner] = {}
@@ -89,6 +91,7 @@ class CoordinatorServer:
                                       on_in_doubt=self._request_reload)
         self.groups = GroupCoordinator(self.group_config, SYSTEM_CLOCK, self.scheduler, self.offsets_log)
         self.groups.start()
+        self.metrics = CoordinatorMetrics(self.coordinator_id, self.groups)
         self.runtime.add_servicer(coordinator_pb2_grpc.add_CoordinatorServiceServicer_to_server,
                                   CoordinatorServicer(self.groups, self.directory.snapshot))
         port = self.runtime.start()
@@ -148,6 +151,11 @@ class CoordinatorServer:
                     return
                 try:
                     self._converge(pool)
+                except (KafkaError, LoadError, TimeoutError) as exc:
+                    logger.warning("Coordinator %d: loading partitions failed (%s); retrying",
+                                   self.coordinator_id, exc)
+                    self._stopping.wait(LOAD_RETRY_BACKOFF_S)
+                    self._wake.set()
                 except Exception:
                     logger.exception("Coordinator %d: loading partitions failed; retrying", self.coordinator_id)
                     self._stopping.wait(LOAD_RETRY_BACKOFF_S)
@@ -240,6 +248,8 @@ class CoordinatorServer:
             self.offsets_log.close()
         self.scheduler.close()
         self.directory.close()
+        if self.metrics is not None:
+            self.metrics.close()
         if self.client is not None:
             self.client.close()
 

@@ -99,10 +99,11 @@ def group_consumer(cluster: LocalCluster, group: str, **config) -> Consumer:
 class Member:
     """A group member in its own process, reporting its assignment as JSON lines."""
 
-    def __init__(self, cluster: LocalCluster, group: str, topic: str, name: str, *, commit: bool = False) -> None:
+    def __init__(self, cluster: LocalCluster, group: str, topic: str, name: str, *, commit: bool = False,
+                 assignor: str = "range") -> None:
         command = [sys.executable, "-m", "tests.integration.group_member", "--bootstrap", cluster.bootstrap_servers,
                    "--group", group, "--topic", topic, "--client-id", name,
-                   "--session-timeout-ms", str(SESSION_TIMEOUT_MS)]
+                   "--session-timeout-ms", str(SESSION_TIMEOUT_MS), "--assignor", assignor]
         if commit:
             command.append("--commit")
         self.name = name
@@ -212,6 +213,37 @@ def test_members_beyond_the_partition_count_stay_idle(cluster, admin, members):
     wait_covered(members, topic, 2)
     wait_until(lambda: all(m.rebalances for m in members), 30, message="every member saw an assignment")
     assert sorted(len(m.current()) for m in members) == [0, 1, 1]
+
+
+def test_cooperative_sticky_members_keep_their_partitions_across_a_join(cluster, admin, members):
+    topic = create_topic(admin, "cooperative", 6)
+    members.extend(Member(cluster, "cooperators", topic, f"k{i}", assignor="cooperative-sticky") for i in range(2))
+    wait_covered(members, topic, 6)
+    before = [m.current() for m in members]
+    members.append(Member(cluster, "cooperators", topic, "k2", assignor="cooperative-sticky"))
+    wait_covered(members, topic, 6)
+    assert [len(m.current()) for m in members] == [2, 2, 2]
+    for owned_before, member in zip(before, members[:2], strict=True):
+        assert member.current() <= owned_before     # nothing moved between the first two
+
+
+def test_pattern_subscription_and_auto_commit_on_close(cluster, admin, writer):
+    for name in ("metrics-eu", "metrics-us"):
+        create_topic(admin, name, 1)
+        produce(writer, name, 0, [f"{name}-{i}" for i in range(20)])
+    create_topic(admin, "logs-eu", 1)
+    with group_consumer(cluster, "patterned", auto_commit_interval_ms=60000) as consumer:
+        consumer.subscribe(pattern=r"metrics-.*")
+        seen: set[str] = set()
+        deadline = time.monotonic() + 30
+        while len(seen) < 40 and time.monotonic() < deadline:
+            seen.update(r.value.decode() for r in consumer.poll(timeout_ms=200))
+        assert consumer.subscription() == {"metrics-eu", "metrics-us"}
+        assert {tp.topic for tp in consumer.assignment()} == {"metrics-eu", "metrics-us"}
+        assert len(seen) == 40
+    # the interval had not come round: close committed the positions
+    committed = admin.list_consumer_group_offsets("patterned")
+    assert {tp.topic: o.offset for tp, o in committed.items()} == {"metrics-eu": 20, "metrics-us": 20}
 
 
 # --------------------------------------------------------------------------------------------- offsets
