@@ -10,21 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from services.common.errors import NONE
 from services.common.pb.odradek.broker.v1 import broker_pb2
 from services.common.pb.odradek.common.v1 import common_pb2
+from services.common.topic_partition import TopicPartition
 
 NO_NODE_ID = -1
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,17 +12,10 @@ import json
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeVar
 
+from services.common.topic_partition import TopicPartition
 from services.common.zk.errors import ZnodeFormatError
 
 T = TypeVar("T")
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 @dataclass(frozen=True, slots=True)

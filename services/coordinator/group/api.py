@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
 from services.common.errors import ERRORS_BY_NAME
+from services.common.topic_partition import TopicPartition
 
 NO_GENERATION = -1
 UNKNOWN_MEMBER_ID = ""
@@ -29,14 +30,6 @@ def code(name: str) -> int:
 
 
 NONE = code("NONE")
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 @dataclass(frozen=True, slots=True)
