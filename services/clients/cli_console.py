@@ -4,20 +4,30 @@ Consumer.
     odradek console-producer --bootstrap-server B --topic T [--property parse.key=true]
         [--property key.separator=:] [--producer-property k=v ...] [--producer.config FILE]
         [--request-required-acks all] [--compression-codec lz4] [--sync]
-    odradek console-consumer --bootstrap-server B --topic T [--from-beginning] [--max-messages N]
-        [--partition P [--offset earliest|latest|N]] [--timeout-ms MS] [--property print.key=true ...]
+    odradek console-consumer --bootstrap-server B (--topic T | --include REGEX) [--group G]
+        [--from-beginning] [--max-messages N] [--timeout-ms MS] [--partition P [--offset earliest|latest|N]]
+        [--consumer-property k=v ...] [--consumer.config FILE] [--property print.key=true ...]
 
 The producer sends each stdin line as one record; with `parse.key=true` the text before the first
 `key.separator` (default a tab) is the key, and a line without it is an error unless `ignore.error=true`
-(then the whole line is the value). The consumer prints each record's value (and, on request, its
-timestamp, partition, offset, headers and key), then `Processed a total of N messages` on stderr.
-Until consumer groups exist the consumer reads every partition of the topic (or `--partition`),
-from the end, or from the start with `--from-beginning`.
+(then the whole line is the value).
+
+The consumer prints each record's value (and, on request, its timestamp, partition, offset, headers
+and key), then `Processed a total of N messages` on stderr. It is a member of consumer group G (the
+same group named by --group, `group.id` of --consumer.config or of --consumer-property), or of a
+random group `console-consumer-NNNNN` that commits nothing unless enable.auto.commit says so. It
+subscribes to the topic, or to every topic the --include pattern fully matches, and starts where the
+group committed; without a committed offset at the latest offset, or the earliest with
+--from-beginning (auto.offset.reset). With --partition it assigns that one partition and starts at
+--offset (default latest; earliest with --from-beginning); the group then only commits. Offsets are
+committed by auto-commit and on exit; when --max-messages stops it inside a fetched batch, the
+partitions are first moved back to the records not printed, so the group's next member prints them.
 """
 
 from __future__ import annotations
 
 import argparse
+import random
 import sys
 from collections.abc import Iterable, Mapping
 from typing import TextIO
@@ -170,12 +180,16 @@ def run_console_producer(args: argparse.Namespace, out: TextIO) -> int:
 
 def _add_consumer_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("console-consumer", help="print records with the Consumer",
-                                   description="Print the records of a topic.")
+                                   description="Print the records of a topic, or of the topics a regular "
+                                               "expression matches, as a member of a consumer group.")
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
-    parser.add_argument("--topic", required=True)
+    parser.add_argument("--topic", help="the topic to read (exactly one of --topic and --include)")
+    parser.add_argument("--include", metavar="REGEX", help="read every topic this regular expression fully matches")
+    parser.add_argument("--whitelist", metavar="REGEX", help=argparse.SUPPRESS)
+    parser.add_argument("--group", help="consumer group id (default console-consumer-<5 random digits>)")
     parser.add_argument("--from-beginning", action="store_true",
-                        help="start at the earliest offset rather than the latest")
-    parser.add_argument("--partition", type=int, help="read only this partition")
+                        help="without a committed offset, start at the earliest offset rather than the latest")
+    parser.add_argument("--partition", type=int, help="read only this partition, assigned without a group rebalance")
     parser.add_argument("--offset", default=None,
                         help="earliest, latest or an offset (needs --partition; default latest)")
     parser.add_argument("--max-messages", type=int, help="exit after this many records")
@@ -189,11 +203,20 @@ def _add_consumer_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="a properties file of consumer configs")
     parser.add_argument("--isolation-level", choices=["read_uncommitted", "read_committed"],
                         default="read_uncommitted")
-    parser.add_argument("--group", help="consumer group (accepted; partitions are assigned directly)")
     parser.set_defaults(run=run_console_consumer, check=check_console_consumer)
 
 
+def included_topics(args: argparse.Namespace) -> str | None:
+    """The --include regular expression (--whitelist, its deprecated name, when --include is absent)."""
+    return args.include if args.include is not None else args.whitelist
+
+
 def check_console_consumer(args: argparse.Namespace) -> None:
+    if (args.topic is None) == (included_topics(args) is None):
+        deprecated = " --whitelist is deprecated: use --include." if args.whitelist is not None else ""
+        sys.exit(f"Exactly one of --include/--topic is required.{deprecated}")
+    if args.partition is not None and args.topic is None:
+        sys.exit("The topic is required when partition is specified.")
     if args.offset is not None and args.partition is None:
         sys.exit("The partition is required when offset is specified.")
     if args.offset is not None and args.from_beginning:
@@ -242,12 +265,43 @@ class RecordFormatter:
         return self.key_separator.join(fields) + self.line_separator
 
 
+def random_group_id(prefix: str) -> str:
+    """`prefix` and five random digits: the group of a tool run that was given none."""
+    return f"{prefix}{random.randrange(10000, 100000)}"
+
+
+def console_group_id(args: argparse.Namespace, from_file: Mapping[str, str],
+                     from_properties: Mapping[str, str]) -> str | None:
+    """The group named by --group, --consumer.config or --consumer-property (they must agree), or None."""
+    named = [group for group in (args.group, from_file.get("group.id"), from_properties.get("group.id")) if group]
+    if len(set(named)) > 1:
+        detected = "', '".join(dict.fromkeys(named))
+        raise ValueError("The group ids provided in different places (directly using '--group', via "
+                         "'--consumer-property', or via '--consumer.config') do not match. "
+                         f"Detected group ids: '{detected}'")
+    return named[0] if named else None
+
+
 def consumer_settings(args: argparse.Namespace) -> dict[str, str]:
+    """The console consumer's configs, as Kafka's tool builds them: the file, then --consumer-property,
+    auto.offset.reset from --from-beginning unless set, and a group: the one named, or a random one
+    that commits nothing unless enable.auto.commit is set."""
+    from_file = load_properties(args.consumer_config) if args.consumer_config else {}
+    from_properties = parse_key_values(args.consumer_property, "--consumer-property")
     settings = client_settings(args, args.consumer_config, args.consumer_property, "--consumer-property")
     settings["isolation.level"] = args.isolation_level
+    reset = settings.get("auto.offset.reset")
+    if reset is not None and args.from_beginning and reset.strip().lower() != "earliest":
+        raise ValueError(f"Can't simultaneously specify --from-beginning and 'auto.offset.reset={reset}', "
+                         "please remove one option")
     settings.setdefault("auto.offset.reset", "earliest" if args.from_beginning else "latest")
-    if args.group:
-        settings["group.id"] = args.group
+    settings.setdefault("client.id", "console-consumer")
+    group = console_group_id(args, from_file, from_properties)
+    if group is None:
+        settings["group.id"] = random_group_id("console-consumer-")
+        settings.setdefault("enable.auto.commit", "false")  # a random group is never read again
+    else:
+        settings["group.id"] = group
     return settings
 
 
@@ -258,17 +312,24 @@ def starting_point(args: argparse.Namespace) -> str | int:
     return "earliest" if args.from_beginning else "latest"
 
 
-def assign_topic(consumer, topic: str, partition: int | None = None) -> list[TopicPartition]:
-    """Assigns `partition` of `topic`, or all its partitions; empty (and said) when the topic is unknown."""
-    if partition is not None:
-        partitions = [TopicPartition(topic, partition)]
+def start_reading(consumer, args: argparse.Namespace) -> None:
+    """Subscribes to --topic or --include in the group; with --partition assigns it and seeks instead."""
+    if args.partition is None:
+        pattern = included_topics(args)
+        if pattern is None:
+            consumer.subscribe([args.topic])
+        else:
+            consumer.subscribe(pattern=pattern)
+        return
+    partition = TopicPartition(args.topic, args.partition)
+    consumer.assign([partition])
+    start = starting_point(args)
+    if start == "earliest":
+        consumer.seek_to_beginning(partition)
+    elif start == "latest":
+        consumer.seek_to_end(partition)
     else:
-        partitions = [TopicPartition(topic, p.partition) for p in consumer.partitions_for(topic)]
-    if not partitions:
-        print(f"Error: topic {topic!r} not found", file=sys.stderr)
-        return []
-    consumer.assign(partitions)
-    return partitions
+        consumer.seek(partition, start)
 
 
 def run_console_consumer(args: argparse.Namespace, out: TextIO) -> int:
@@ -277,32 +338,24 @@ def run_console_consumer(args: argparse.Namespace, out: TextIO) -> int:
     try:
         formatter = RecordFormatter(parse_key_values(args.property, "--property"))
         consumer = Consumer(consumer_settings(args))
-    except (argparse.ArgumentTypeError, ConfigError, KafkaError) as error:
+    except (argparse.ArgumentTypeError, ConfigError, KafkaError, ValueError, OSError) as error:
         print(f"Error: {error}", file=sys.stderr)
         return 1
     processed = 0
     try:
-        partitions = assign_topic(consumer, args.topic, args.partition)
-        if not partitions:
-            return 1
-        start = starting_point(args)
-        if start == "earliest":
-            consumer.seek_to_beginning(*partitions)
-        elif start == "latest":
-            consumer.seek_to_end(*partitions)
-        else:
-            consumer.seek(partitions[0], start)
-        processed = _print_records(consumer, formatter, args, out)
-    except KafkaError as error:
+        start_reading(consumer, args)
+        processed = print_records(consumer, formatter, args, out)
+    except (KafkaError, ValueError) as error:
         print(f"Error: {error}", file=sys.stderr)
         return 1
     finally:
-        consumer.close()
+        consumer.close()  # commits what was printed when the group commits
         print(f"Processed a total of {processed} messages", file=sys.stderr)
     return 0
 
 
-def _print_records(consumer, formatter: RecordFormatter, args: argparse.Namespace, out: TextIO) -> int:
+def print_records(consumer, formatter: RecordFormatter, args: argparse.Namespace, out: TextIO) -> int:
+    """Prints records until --max-messages were printed or none came for --timeout-ms; returns the count."""
     import time
 
     processed = 0
@@ -314,10 +367,22 @@ def _print_records(consumer, formatter: RecordFormatter, args: argparse.Namespac
                 break
             continue
         idle_since = time.monotonic()
-        for record in records:
+        remaining = iter(records)
+        for record in remaining:
             out.write(formatter.format(record))
             processed += 1
             if args.max_messages is not None and processed >= args.max_messages:
+                rewind_unprinted(consumer, remaining)
                 break
         out.flush()
     return processed
+
+
+def rewind_unprinted(consumer, unprinted: Iterable) -> None:
+    """Seeks each partition back to its first record left unprinted, so that closing commits only
+    what was printed (as Kafka's tool does when --max-messages stops it inside a batch)."""
+    first_offsets: dict[TopicPartition, int] = {}
+    for record in unprinted:
+        first_offsets.setdefault(TopicPartition(record.topic, record.partition), record.offset)
+    for partition, offset in first_offsets.items():
+        consumer.seek(partition, offset)

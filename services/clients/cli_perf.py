@@ -2,16 +2,20 @@
 
     odradek producer-perf-test --topic T --num-records N (--record-size S | --payload-file F)
         --throughput R [--producer-props k=v ...] [--producer.config FILE] [--bootstrap-server B]
-    odradek consumer-perf-test --bootstrap-server B --topic T --messages N [--from-latest]
+    odradek consumer-perf-test --bootstrap-server B --topic T --messages N [--group G] [--from-latest]
         [--timeout MS] [--show-detailed-stats] [--reporting-interval MS] [--hide-header]
 
 The producer test sends N records of random upper-case letters (or lines of a payload file), at most R
 records/s (-1: no limit), and measures each record's latency from send() to its acknowledgement. Every
 5 s it prints `N records sent, R records/sec (M MB/sec), A ms avg latency, X ms max latency.` and at the
 end the same over the whole run followed by the 50th, 95th, 99th and 99.9th percentiles, as Kafka's
-ProducerPerformance. The consumer test reads N records from every partition of the topic and prints
-Kafka's ConsumerPerformance CSV line (start, end, MB, MB/s, records, records/s, rebalance and fetch
-times); partitions are assigned directly, so the rebalance time is 0.
+ProducerPerformance. The consumer test joins group G (default `perf-consumer-NNNNN`, five random
+digits; a `group.id` of --consumer.config is kept when --group is absent), subscribes to the topic,
+reads N records starting where the group committed (else at the earliest offset, or the latest with
+--from-latest), and prints Kafka's ConsumerPerformance CSV line: start, end, MB, MB/s, records,
+records/s, the time spent in rebalances (from the start or a revocation to the next assignment) and
+the rest of the run as fetch time with the throughput over it. --timeout counts from the start, so a
+slow first rebalance ends the run as an idle topic does.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TextIO
 
-from services.clients.cli_console import assign_topic, client_settings
+from services.clients.cli_console import client_settings, random_group_id
 from services.common.config import ConfigError
 from services.common.errors import KafkaError
 
@@ -243,9 +247,10 @@ def _add_consumer_perf_parser(subparsers: argparse._SubParsersAction) -> None:
                         metavar="HOST:PORT", help="the broker(s) to connect to (--broker-list: Kafka's older name)")
     parser.add_argument("--topic", required=True)
     parser.add_argument("--messages", type=int, required=True, help="records to read")
-    parser.add_argument("--group", help="consumer group (accepted; partitions are assigned directly)")
+    parser.add_argument("--group", help="the consumer group id (default perf-consumer-<5 random digits>)")
     parser.add_argument("--fetch-size", type=int, default=1048576, help="max.partition.fetch.bytes")
-    parser.add_argument("--from-latest", action="store_true", help="start at the end rather than the start")
+    parser.add_argument("--from-latest", action="store_true",
+                        help="without a committed offset, start at the latest offset rather than the earliest")
     parser.add_argument("--timeout", type=int, default=10000, metavar="MS",
                         help="give up when no record came for this long")
     parser.add_argument("--show-detailed-stats", action="store_true", help="print a line every interval")
@@ -264,7 +269,25 @@ def consumer_perf_settings(args: argparse.Namespace) -> dict[str, str]:
     settings.update(client_settings(args, args.consumer_config, args.consumer_property, "--consumer-property"))
     if args.group:
         settings["group.id"] = args.group
+    elif not settings.get("group.id"):
+        settings["group.id"] = random_group_id("perf-consumer-")
     return settings
+
+
+class RebalanceTimer:
+    """A rebalance listener adding up the time from the start, or from each revocation, to the next
+    assignment: the rebalance time of ConsumerPerformance."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self.clock = clock
+        self.rebalance_start = clock()
+        self.rebalance_s = 0.0
+
+    def on_partitions_revoked(self, partitions: list) -> None:
+        self.rebalance_start = self.clock()
+
+    def on_partitions_assigned(self, partitions: list) -> None:
+        self.rebalance_s += self.clock() - self.rebalance_start
 
 
 def _stamp(at: float) -> str:
@@ -276,27 +299,19 @@ def run_consumer_perf(args: argparse.Namespace, out: TextIO) -> int:
 
     try:
         consumer = Consumer(consumer_perf_settings(args))
-    except (ConfigError, KafkaError) as error:
+    except (argparse.ArgumentTypeError, ConfigError, KafkaError, OSError) as error:
         print(f"Error: {error}", file=sys.stderr)
         return 1
     try:
-        partitions = assign_topic(consumer, args.topic)
-        if not partitions:
-            return 1
-        if args.from_latest:
-            consumer.seek_to_end(*partitions)
-        else:
-            consumer.seek_to_beginning(*partitions)
         if not args.hide_header:
             print(DETAILED_HEADER if args.show_detailed_stats else CONSUMER_HEADER, file=out)
         start_wall = time.time()
         start = time.monotonic()
+        timer = RebalanceTimer()
+        consumer.subscribe([args.topic], listener=timer)
         count, size = _consume(consumer, args, out, start)
         elapsed = max(time.monotonic() - start, 1e-9)
-        megabytes = size / MB
-        print(f"{_stamp(start_wall)}, {_stamp(start_wall + elapsed)}, {megabytes:.4f}, "
-              f"{megabytes / elapsed:.4f}, {count}, {count / elapsed:.4f}, 0, {elapsed * 1000:.0f}, "
-              f"{megabytes / elapsed:.4f}, {count / elapsed:.4f}", file=out)
+        print(consumer_summary(start_wall, elapsed, timer.rebalance_s, count, size), file=out)
         if args.print_metrics:
             for name, value in sorted(consumer.metrics().items()):
                 print(f"{name} : {value}", file=out)
@@ -306,6 +321,16 @@ def run_consumer_perf(args: argparse.Namespace, out: TextIO) -> int:
     finally:
         consumer.close()
     return 0
+
+
+def consumer_summary(start_wall: float, elapsed_s: float, rebalance_s: float, count: int, size: int) -> str:
+    """ConsumerPerformance's CSV line; fetch time is the run's time outside rebalances."""
+    megabytes = size / MB
+    elapsed_s = max(elapsed_s, 1e-9)
+    fetch_s = max(elapsed_s - rebalance_s, 1e-9)
+    return (f"{_stamp(start_wall)}, {_stamp(start_wall + elapsed_s)}, {megabytes:.4f}, "
+            f"{megabytes / elapsed_s:.4f}, {count}, {count / elapsed_s:.4f}, {rebalance_s * 1000:.0f}, "
+            f"{fetch_s * 1000:.0f}, {megabytes / fetch_s:.4f}, {count / fetch_s:.4f}")
 
 
 def _consume(consumer, args: argparse.Namespace, out: TextIO, start: float) -> tuple[int, int]:

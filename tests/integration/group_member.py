@@ -1,7 +1,7 @@
 """A consumer-group member in a process of its own, for tests that kill members with SIGKILL.
 
     python -m tests.integration.group_member --bootstrap B --group G --topic T [--assignor range]
-        [--session-timeout-ms 6000] [--commit]
+        [--session-timeout-ms 6000] [--commit] [--instance-id I]
 
 It subscribes, polls in a loop and prints one JSON line per event on stdout:
 `{"event": "assigned", "partitions": [[topic, p], ...]}` after every rebalance (its whole current
@@ -17,9 +17,8 @@ import signal
 import sys
 import threading
 
-from services.clients.consumer.listener import ConsumerRebalanceListener
-
 from services.clients.consumer import Consumer
+from services.clients.consumer.listener import ConsumerRebalanceListener
 
 
 def emit(**event) -> None:
@@ -47,6 +46,7 @@ def main() -> int:
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     parser.add_argument("--client-id", default="member")
     parser.add_argument("--commit", action="store_true")
+    parser.add_argument("--instance-id", help="group.instance.id (static membership)")
     args = parser.parse_args()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -54,6 +54,7 @@ def main() -> int:
                         auto_offset_reset="earliest", enable_auto_commit=False,
                         session_timeout_ms=args.session_timeout_ms, heartbeat_interval_ms=500,
                         partition_assignment_strategy=args.assignor, fetch_max_wait_ms=100,
+                        group_instance_id=args.instance_id,
                         request_timeout_ms=5000, retry_backoff_ms=50)
     consumer.subscribe([args.topic], listener=Reporter(consumer))
     try:

@@ -100,10 +100,12 @@ class Member:
     """A group member in its own process, reporting its assignment as JSON lines."""
 
     def __init__(self, cluster: LocalCluster, group: str, topic: str, name: str, *, commit: bool = False,
-                 assignor: str = "range") -> None:
+                 assignor: str = "range", instance_id: str | None = None) -> None:
         command = [sys.executable, "-m", "tests.integration.group_member", "--bootstrap", cluster.bootstrap_servers,
                    "--group", group, "--topic", topic, "--client-id", name,
                    "--session-timeout-ms", str(SESSION_TIMEOUT_MS), "--assignor", assignor]
+        if instance_id is not None:
+            command += ["--instance-id", instance_id]
         if commit:
             command.append("--commit")
         self.name = name
@@ -225,6 +227,33 @@ def test_cooperative_sticky_members_keep_their_partitions_across_a_join(cluster,
     assert [len(m.current()) for m in members] == [2, 2, 2]
     for owned_before, member in zip(before, members[:2], strict=True):
         assert member.current() <= owned_before     # nothing moved between the first two
+
+
+def test_a_static_member_restarting_within_its_session_gets_its_partitions_back(cluster, admin, members):
+    topic = create_topic(admin, "static", 4)
+    members.extend(Member(cluster, "statics", topic, f"s{i}", instance_id=f"host-{i}") for i in range(2))
+    wait_covered(members, topic, 4)
+    before = members[0].current()
+    members[0].kill()
+    members[0] = Member(cluster, "statics", topic, "s0-again", instance_id="host-0")
+    wait_covered(members, topic, 4, timeout_s=SESSION_TIMEOUT_MS / 1000 - 1)
+    assert members[0].current() == before
+    assert members[1].rebalances == 1                 # the other member saw no rebalance
+    assert admin.describe_consumer_groups(["statics"])["statics"].state == "Stable"
+
+
+def test_a_member_that_stops_polling_leaves_and_its_partitions_move(cluster, admin, members):
+    topic = create_topic(admin, "slow", 2)
+    members.append(Member(cluster, "pollers", topic, "p0"))
+    stalled = group_consumer(cluster, "pollers", max_poll_interval_ms=4000)
+    try:
+        stalled.subscribe([topic])
+        wait_until(lambda: (stalled.poll(timeout_ms=100) is not None and len(stalled.assignment()) == 1
+                            and len(members[0].current()) == 1), 30, message="the two members to share")
+        # no poll() from now on: after max.poll.interval.ms its heartbeat thread leaves the group
+        wait_until(lambda: len(members[0].current()) == 2, 20, 0.1, message="the partitions to move")
+    finally:
+        stalled.close()
 
 
 def test_pattern_subscription_and_auto_commit_on_close(cluster, admin, writer):

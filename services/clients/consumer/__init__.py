@@ -2,12 +2,14 @@
 partitions with Kafka 3.x semantics.
 
 Modules: `consumer` (the public class), `config` (ConsumerConfig), `subscription` (subscription,
-assignment and positions), `coordinator` (the consumer group: joining, rebalances, commits),
-`heartbeat` (group membership state and the heartbeat thread), `listener`
-(ConsumerRebalanceListener), `protocol` and `assignors` (the group's assignment), `fetcher` and
-`completed_fetch` (fetching and draining answers), `decoding` (batches into records), `offsets`
-(resets, validation, offset lookups, commit messages), `network` (asynchronous calls), `records`
-(ConsumerRecord, ConsumerRecords, OffsetAndMetadata), `metrics`, `errors`.
+assignment and positions), `coordinator` (the consumer group's facade) over `group_rebalance`
+(joining, rebalances, the listener), `group_offsets` (commits, auto-commit, committed offsets)
+and `coordinator_client` (finding the coordinator, calling it), `heartbeat` (group membership
+state and the heartbeat thread), `listener` (ConsumerRebalanceListener), `protocol` and
+`assignors` (the group's assignment), `fetcher` and `completed_fetch` (fetching and draining
+answers), `decoding` (batches into records), `offsets` (resets, validation, offset lookups,
+commit messages), `network` (asynchronous calls), `records` (ConsumerRecord, ConsumerRecords,
+OffsetAndMetadata), `metrics`, `errors`.
 """
 
 from services.clients.consumer.config import ConsumerConfig
