@@ -17,8 +17,11 @@ and the simple `produce` / `fetch` tools built on the low-level client.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
+import signal
 import sys
+import threading
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO, TextIO
 
@@ -52,10 +55,29 @@ def main(argv: list[str] | None = None) -> int:
     check = getattr(args, "check", None)
     if check is not None:
         check(args)
+    with _sigterm_interrupts():
+        try:
+            return args.run(args, sys.stdout)
+        except KeyboardInterrupt:
+            return 130
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM stops a tool as Ctrl-C does, so it closes its clients (a consumer leaves its group,
+    a producer flushes) instead of dying on the spot, as Kafka's tools do in their shutdown hooks."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(_signum, _frame) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
     try:
-        return args.run(args, sys.stdout)
-    except KeyboardInterrupt:
-        return 130
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 # --------------------------------------------------------------------------------------------- produce

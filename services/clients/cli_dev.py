@@ -135,6 +135,10 @@ def print_endpoints(cluster: LocalCluster, out: TextIO) -> None:
           f"--partition 0", file=out)
     print(f"  odradek fetch --bootstrap-server {first} --topic my-topic --partition 0 --offset earliest",
           file=out)
+    if cluster.coordinator_names:
+        print(f"  odradek console-consumer --bootstrap-server {first} --topic my-topic --group my-group "
+              f"--from-beginning", file=out)
+        print(f"  odradek consumer-groups --bootstrap-server {first} --describe --group my-group", file=out)
     print(f"\nStop it with: odradek dev down --dir {cluster.base_dir}", file=out)
 
 

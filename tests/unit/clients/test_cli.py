@@ -331,3 +331,15 @@ def test_dev_up_reports_a_cluster_already_running_and_down_stops_it(tmp_path: Pa
         if stand_in.poll() is None:
             stand_in.stdin.close()
             stand_in.wait(timeout=10)
+
+
+def test_sigterm_stops_a_tool_as_ctrl_c_does():
+    import os
+    import signal
+
+    from services.clients.cli import _sigterm_interrupts
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt), _sigterm_interrupts():
+        os.kill(os.getpid(), signal.SIGTERM)   # the handler runs as soon as kill returns
+    assert signal.getsignal(signal.SIGTERM) is before
