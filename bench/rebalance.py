@@ -13,7 +13,9 @@ every partition owned once, then measures:
    partition exactly once. The coordinator notices only when `session.timeout.ms` passes, so
    the figure is shown beside the session timeout (the target is session timeout + 2 s).
 
-Stability is polled through the admin client (DescribeGroups every 20 ms) and the members'
+Each change is made right after the group became Stable, when the members' heartbeat and session
+timers have just restarted: the slow case for both figures. Stability is polled through the admin
+client (DescribeGroups every 20 ms) and the members'
 reported assignments. There is no peer: Redis Streams' consumer groups do not rebalance.
 
     python bench/rebalance.py [--rounds 3] [--session-timeout-ms 6000] [--heartbeat-interval-ms 1000]
