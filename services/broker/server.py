@@ -29,6 +29,7 @@ from services.common.pb.odradek.broker.v1 import broker_pb2_grpc
 from services.common.pb.odradek.controller.v1 import controller_pb2, controller_pb2_grpc
 from services.common.service import ServiceRuntime, insecure_channel
 from services.common.zk import BrokerInfo, EndPoint, OdradekZkClient, PartitionState, TopicPartition
+from services.common.zk.client import close_session
 from services.common.zk.coordinator_directory import CoordinatorDirectory
 
 logger = logging.getLogger(__name__)
@@ -159,11 +160,7 @@ class BrokerServer:
         self.coordinator_directory.close()
         self._stopping.set()
         self._session_lost.set()
-        try:
-            self.zk_raw.stop()
-            self.zk_raw.close()
-        except Exception:
-            logger.exception("closing ZooKeeper failed")
+        close_session(self.zk_raw)
 
     # ------------------------------------------------------------------ replication
 

@@ -22,6 +22,7 @@ from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.pb.odradek.controller.v1 import controller_pb2_grpc
 from services.common.service import ServiceRuntime
 from services.common.zk import OdradekZkClient
+from services.common.zk.client import close_session
 from services.controller.broker_requests import partition_errors, stop_replica_deletion_event
 from services.controller.channel_manager import ControllerChannelManager
 from services.controller.config import ControllerServiceConfig
@@ -182,8 +183,4 @@ class ControllerServer:
             self.metrics.close()
 
     def _close_zookeeper(self) -> None:
-        try:
-            self.zk_raw.stop()
-            self.zk_raw.close()
-        except Exception:
-            logger.exception("Closing the ZooKeeper session failed")
+        close_session(self.zk_raw)

@@ -30,6 +30,7 @@ from services.common.errors import KafkaError
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2_grpc
 from services.common.service import ServiceRuntime
 from services.common.zk import OdradekZkClient
+from services.common.zk.client import close_session
 from services.common.zk.codec import TopicPartition
 from services.common.zk.coordinator_directory import CoordinatorDirectory
 from services.common.zk.coordinators import PartitionOwner
@@ -254,8 +255,4 @@ class CoordinatorServer:
             self.client.close()
 
     def _close_zookeeper(self) -> None:
-        try:
-            self.zk_raw.stop()
-            self.zk_raw.close()
-        except Exception:
-            logger.exception("Closing the ZooKeeper session failed")
+        close_session(self.zk_raw)

@@ -5,6 +5,7 @@ every service log is printed."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -56,3 +57,26 @@ def cluster_factory(request: pytest.FixtureRequest, zookeeper, zk_chroot: str,
 def cluster(cluster_factory: ClusterFactory) -> LocalCluster:
     """Two controllers and three brokers."""
     return cluster_factory()
+
+
+@contextlib.contextmanager
+def module_cluster(request: pytest.FixtureRequest, zookeeper, zk_root_client, tmp_path_factory, name: str,
+                   **layout) -> Iterator[LocalCluster]:
+    """A cluster for a whole test module (starting clusters is what costs), in its own chroot:
+    `layout` is LocalCluster's (brokers, controllers, coordinators, *_config; the test configs are
+    the defaults). Service logs are printed if any test of the module failed."""
+    chroot = f"/odradek-test-{name}-{id(request)}"
+    zk_root_client.ensure_path(chroot)
+    layout = {"broker_config": TEST_BROKER_CONFIG, "controller_config": TEST_CONTROLLER_CONFIG, **layout}
+    cluster = LocalCluster(tmp_path_factory.mktemp(f"{name}-cluster"), free_ports=True,
+                           zookeeper_connect=zookeeper.connect_string, zookeeper_chroot=chroot, **layout)
+    cluster.chroot = chroot
+    failures_before = request.session.testsfailed
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        if request.session.testsfailed > failures_before:
+            print(f"\n===== service logs of {cluster.base_dir} =====\n{cluster.dump_logs()}")
+        cluster.stop(timeout_s=15)
+        zk_root_client.delete(chroot, recursive=True)

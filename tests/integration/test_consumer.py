@@ -28,7 +28,7 @@ from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
 from services.common.proc import wait_until
 from services.common.records import build_batch
-from tests.integration.conftest import TEST_BROKER_CONFIG, TEST_CONTROLLER_CONFIG
+from tests.integration.conftest import module_cluster
 
 CLIENT_CONFIG = {"request_timeout_ms": 3000, "retry_backoff_ms": 50, "default_api_timeout_ms": 20000}
 CONSUMER_CONFIG = {**CLIENT_CONFIG, "fetch_max_wait_ms": 100, "reconnect_backoff_ms": 50}
@@ -36,20 +36,9 @@ CONSUMER_CONFIG = {**CLIENT_CONFIG, "fetch_max_wait_ms": 100, "reconnect_backoff
 
 @pytest.fixture(scope="module")
 def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path_factory) -> Iterator[LocalCluster]:
-    chroot = f"/odradek-test-consumer-{id(request)}"
-    _zk_root_client.ensure_path(chroot)
-    failed_before = request.session.testsfailed
-    local = LocalCluster(tmp_path_factory.mktemp("consumer-cluster"), brokers=3, controllers=1, free_ports=True,
-                         zookeeper_connect=zookeeper.connect_string, zookeeper_chroot=chroot,
-                         broker_config=TEST_BROKER_CONFIG, controller_config=TEST_CONTROLLER_CONFIG)
-    local.start()
-    try:
+    with module_cluster(request, zookeeper, _zk_root_client, tmp_path_factory, "consumer", brokers=3,
+                        controllers=1) as local:
         yield local
-    finally:
-        if request.session.testsfailed > failed_before:
-            print(f"\n===== service logs of {local.base_dir} =====\n{local.dump_logs()}")
-        local.stop(timeout_s=15)
-        _zk_root_client.delete(chroot, recursive=True)
 
 
 @pytest.fixture(scope="module")

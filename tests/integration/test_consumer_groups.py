@@ -36,7 +36,7 @@ from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
 from services.common.proc import wait_until
 from services.common.records import build_batch
 from services.common.zk.coordinators import decode_ownership
-from tests.integration.conftest import TEST_BROKER_CONFIG, TEST_CONTROLLER_CONFIG
+from tests.integration.conftest import module_cluster
 
 SESSION_TIMEOUT_MS = 6000
 CLIENT_CONFIG = {"request_timeout_ms": 5000, "retry_backoff_ms": 50, "default_api_timeout_ms": 30000}
@@ -47,22 +47,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path_factory) -> Iterator[LocalCluster]:
-    chroot = f"/odradek-test-groups-{id(request)}"
-    _zk_root_client.ensure_path(chroot)
-    failed_before = request.session.testsfailed
-    local = LocalCluster(tmp_path_factory.mktemp("groups-cluster"), brokers=3, controllers=1, coordinators=2,
-                         free_ports=True, zookeeper_connect=zookeeper.connect_string, zookeeper_chroot=chroot,
-                         broker_config=TEST_BROKER_CONFIG, controller_config=TEST_CONTROLLER_CONFIG,
-                         coordinator_config=COORDINATOR_CONFIG)
-    local.start()
-    local.chroot = chroot
-    try:
+    with module_cluster(request, zookeeper, _zk_root_client, tmp_path_factory, "groups", brokers=3, controllers=1,
+                        coordinators=2, coordinator_config=COORDINATOR_CONFIG) as local:
         yield local
-    finally:
-        if request.session.testsfailed > failed_before:
-            print(f"\n===== service logs of {local.base_dir} =====\n{local.dump_logs()}")
-        local.stop(timeout_s=15)
-        _zk_root_client.delete(chroot, recursive=True)
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ blocks `max.block.ms` and raises BufferExhaustedError, and the queued records ex
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Iterator
 
@@ -37,7 +36,7 @@ from services.common.hashing import partition_for_key
 from services.common.proc import wait_until
 from services.common.records import Compression, Record, iter_batch_positions, parse_header
 from services.common.records.batch import CODEC_MASK
-from tests.integration.conftest import TEST_BROKER_CONFIG, TEST_CONTROLLER_CONFIG
+from tests.integration.conftest import module_cluster
 
 SESSION_TIMEOUT_S = 6.0  # zookeeper.session.timeout.ms of the test clusters
 CLIENT_CONFIG = {"request_timeout_ms": 3000, "retry_backoff_ms": 50}
@@ -45,21 +44,10 @@ CLIENT_CONFIG = {"request_timeout_ms": 3000, "retry_backoff_ms": 50}
 
 @pytest.fixture(scope="module")
 def broker(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path_factory) -> Iterator[LocalCluster]:
-    """One controller and one broker for the whole module (starting clusters is what costs)."""
-    chroot = f"/odradek-test-{os.getpid()}-producer-module"
-    _zk_root_client.ensure_path(chroot)
-    cluster = LocalCluster(tmp_path_factory.mktemp("producer-cluster"), brokers=1, controllers=1,
-                           free_ports=True, zookeeper_connect=zookeeper.connect_string, zookeeper_chroot=chroot,
-                           broker_config=TEST_BROKER_CONFIG, controller_config=TEST_CONTROLLER_CONFIG)
-    failures_before = request.session.testsfailed
-    try:
-        cluster.start()
+    """One controller and one broker for the whole module."""
+    with module_cluster(request, zookeeper, _zk_root_client, tmp_path_factory, "producer", brokers=1,
+                        controllers=1) as cluster:
         yield cluster
-    finally:
-        if request.session.testsfailed > failures_before:
-            print(f"\n===== service logs of {cluster.base_dir} =====\n{cluster.dump_logs()}")
-        cluster.stop(timeout_s=15)
-        _zk_root_client.delete(chroot, recursive=True)
 
 
 def create_topic(cluster: LocalCluster, name: str, partitions: int = 1, replication: int = 1,

@@ -18,6 +18,8 @@ rereading, since a write whose answer was lost may or may not have been applied.
 
 from __future__ import annotations
 
+import logging
+
 from services.common.zk import (
     admin,
     brokers,
@@ -57,3 +59,13 @@ class OdradekZkClient(RegistryOps, TopicOps, ControllerOps, LegacyConsumerOps):
         createTopLevelPaths); existing ones are left alone."""
         for path in PERSISTENT_PATHS:
             self.zk.ensure_path(path)
+
+
+def close_session(zk_raw) -> None:
+    """Ends a service's ZooKeeper session (its ephemeral znodes go at once, so others react now
+    rather than after the session timeout); a failure is logged, never raised."""
+    try:
+        zk_raw.stop()
+        zk_raw.close()
+    except Exception:
+        logging.getLogger(__name__).exception("Closing the ZooKeeper session failed")
