@@ -51,9 +51,8 @@ CLIENT_CONFIG = {"request_timeout_ms": 5000, "retry_backoff_ms": 50, "default_ap
 # --------------------------------------------------------------------------------------------- member
 
 def run_member(args: argparse.Namespace) -> int:
-    from services.clients.consumer.listener import ConsumerRebalanceListener
-
     from services.clients.consumer import Consumer
+    from services.clients.consumer.listener import ConsumerRebalanceListener
 
     def emit(**event) -> None:
         sys.stdout.write(json.dumps({"t": time.time(), **event}) + "\n")
