@@ -475,8 +475,10 @@ def batch_fingerprints(log_dir: Path) -> list[tuple[int, int, int]]:
 
 
 def test_partitioned_leader_truncates_its_divergent_tail(cluster_factory):
-    # a long lag time: followers paused for a moment must stay in the ISR
-    cluster = cluster_factory(broker_config={"replica.lag.time.max.ms": 10000}, start=False)
+    # a long lag time: followers paused for a moment must stay in the ISR; a long fetch wait: a
+    # follower's fetch, once parked on the leader, stays there until it is paused
+    cluster = cluster_factory(broker_config={"replica.lag.time.max.ms": 10000, "replica.fetch.wait.max.ms": 4000},
+                              start=False)
     metrics_ports = {}
     for name in cluster.broker_names:
         metrics_ports[name] = free_port()
@@ -493,6 +495,10 @@ def test_partitioned_leader_truncates_its_divergent_tail(cluster_factory):
         wait_for_full_isr(cluster, topic, 30)
         tail: list[tuple[int, bytes]] = []
         leader_port = metrics_ports[cluster.broker_name(old_leader)]
+        # pause the followers while both their fetches are parked on the leader: then no fetch of
+        # theirs is on its way to the leader (one would carry the unreplicated tail back)
+        wait_until(lambda: delayed_fetches(leader_port) == len(followers), 20, 0.05,
+                   message="both followers' fetches to be parked on the leader")
         with paused(cluster, *followers):
             # once the followers' parked fetches have expired, nothing new can reach them
             zeros = []
