@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from concurrent import futures
@@ -21,6 +22,9 @@ from dataclasses import dataclass
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from services.common.config import ConfigError
+from services.common.logging_setup import configure_logging
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +78,23 @@ def service_arguments(description: str, argv: list[str] | None = None) -> argpar
         overrides[key.strip()] = value.strip()
     args.overrides = overrides
     return args
+
+
+def run_service(kind: str, description: str, config_class, server_class, node_id_key: str,
+                argv: list[str] | None = None) -> int:
+    """The whole of a service's `__main__`: parse `--config` / `--override`, load `config_class`
+    (exit 2 with the error on a bad config), log as `<kind>-<id>`, run `server_class(config)`
+    until stopped. `node_id_key` names the config attribute holding the process's id."""
+    args = service_arguments(description, argv)
+    sources = [args.config] if args.config else []
+    try:
+        config = config_class.load(*sources, args.overrides)
+    except ConfigError as exc:
+        print(f"{kind}: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(f"{kind}-{getattr(config, node_id_key)}")
+    server_class(config).run()
+    return 0
 
 
 class ServiceRuntime:
