@@ -3,8 +3,9 @@
 Every coordinator registers `/coordinators/ids/<id>` (ephemeral) and watches the live ids and
 `/coordinators/ownership`. The live coordinator with the lowest id keeps the ownership map
 divided (`divide_partitions`): after every change of the live ids it rewrites the map,
-conditionally on its version, bumping the epoch of each partition that changes owner and giving
-each partition a producer id the first time (one block from `/latest_producer_id_block`).
+conditionally on its version, bumping the epoch of each partition that changes owner (or whose
+owner registered again, as a restarted process with the same id) and giving each partition a
+producer id the first time (one block from `/latest_producer_id_block`).
 Whenever the partitions this instance owns change, `on_owned(partitions → PartitionOwner)` is
 called with the whole new set; the receiver works out what it gained and lost.
 
@@ -26,6 +27,7 @@ from kazoo.protocol.states import KazooState
 from services.common.zk import OdradekZkClient
 from services.common.zk.codec import TopicPartition
 from services.common.zk.coordinators import CoordinatorOwnership, PartitionOwner
+from services.common.zk.errors import DuplicateRegistrationError
 from services.common.zk.watches import ZkEvent, enqueue_watch
 from services.coordinator.partition_assignment import divide_partitions
 
@@ -58,7 +60,12 @@ class OwnershipManager:
 
     def start(self) -> None:
         self._zk_raw.add_listener(self._on_session_state)
-        self._register()
+        try:
+            self._register()
+        except DuplicateRegistrationError as exc:
+            # a previous process with this id (killed) still has its session: its registration
+            # goes when that session expires; the ownership thread registers then
+            logger.warning("Coordinator %d: %s; registering once it is gone", self.coordinator_id, exc)
         self._thread = threading.Thread(target=self._run, name="coordinator-ownership", daemon=True)
         self._thread.start()
         self._events.put(ZkEvent("start", "NONE", ""))
@@ -101,6 +108,9 @@ class OwnershipManager:
                 lost = lost or (more.kind == "session" and more.type == "LOST")
             try:
                 self._handle(lost)
+            except DuplicateRegistrationError:
+                threading.Event().wait(RETRY_BACKOFF_S)   # the old session has not expired yet
+                self._events.put(ZkEvent("retry", "NONE", ""))
             except Exception:
                 logger.warning("Coordinator %d: updating partition ownership failed; retrying",
                                self.coordinator_id, exc_info=True)
@@ -146,9 +156,11 @@ class OwnershipManager:
         while not self._closed:
             found = self._zk.get_coordinator_ownership()
             current = found.value if found is not None else CoordinatorOwnership()
+            registrations = self._zk.get_coordinator_registrations()
             owners = divide_partitions(self._partitions,
-                                       {tp: o.owner_id for tp, o in current.partitions.items()}, live)
-            updated = current.reassigned(owners)
+                                       {tp: o.owner_id for tp, o in current.partitions.items()},
+                                       [c for c in live if c in registrations])
+            updated = current.reassigned(owners, registrations)
             missing = [tp for tp in self._partitions if updated.partitions[tp].producer_id < 0]
             if missing:
                 block = self._zk.allocate_producer_id_block(self.coordinator_id, size=len(missing))

@@ -514,3 +514,27 @@ def test_list_reset_and_delete_with_the_tool(cluster, admin, writer):
     code, output = run_cli(*bootstrap, "--delete", "--group", "resetters")
     assert code == 0 and "was successful" in output
     assert admin.list_consumer_group_offsets("resetters") == {}
+
+
+def test_a_lone_coordinator_restarted_under_the_same_id_takes_a_new_epoch(cluster_factory, _zk_root_client, zk_chroot):
+    single = cluster_factory(brokers=1, controllers=1, coordinators=1, coordinator_config=COORDINATOR_CONFIG)
+    name = single.coordinator_names[0]
+    tp = TopicPartition("__consumer_offsets", coordinator_partition("lonely"))
+    with Admin(bootstrap_servers=single.bootstrap_servers, **CLIENT_CONFIG) as lone_admin:
+        lone_admin.alter_consumer_group_offsets("lonely", {TopicPartition("t", 0): 9})
+
+        def owner():
+            data, _ = _zk_root_client.get(f"{zk_chroot}/coordinators/ownership")
+            return decode_ownership(data).partitions[tp]
+
+        before = owner()
+        single.kill_service(name)
+        single.start_service(name)       # registers once the old session is gone
+        wait_until(lambda: owner().registration != before.registration, 30, 0.2,
+                   message="the restarted coordinator to own the partition again")
+        after = owner()
+        assert (after.owner_id, after.epoch, after.producer_id) == (before.owner_id, before.epoch + 1,
+                                                                   before.producer_id)
+        assert lone_admin.list_consumer_group_offsets("lonely") == {TopicPartition("t", 0): _offset(9)}
+        lone_admin.alter_consumer_group_offsets("lonely", {TopicPartition("t", 0): 10})
+        assert lone_admin.list_consumer_group_offsets("lonely") == {TopicPartition("t", 0): _offset(10)}

@@ -66,6 +66,12 @@ class RegistryOps(ZkAccess):
         found = self._get_many((i, coordinators.coordinator_path(i)) for i in ids)
         return {i: coordinators.decode_coordinator(i, data) for i, (data, _) in found.items()}
 
+    def get_coordinator_registrations(self) -> dict[int, int]:
+        """Each live coordinator's registration epoch (the czxid of its `/coordinators/ids/<id>`)."""
+        ids = self.get_live_coordinator_ids()
+        found = self._get_many((i, coordinators.coordinator_path(i)) for i in ids)
+        return {i: stat.czxid for i, (_, stat) in found.items()}
+
     def get_coordinator_ownership(self, watch: Watch | None = None) -> Versioned[CoordinatorOwnership] | None:
         found = self._get(coordinators.OWNERSHIP_PATH, watch)
         if found is None:

@@ -12,11 +12,15 @@ it grows by one every time the partition changes owner and never goes back, so a
 writes (offset commits, transaction markers) are fenced by their older epoch. `producer_id` is
 the producer id every owner of that partition writes it with, using the ownership epoch as the
 producer epoch, so the brokers themselves reject a deposed owner's writes (INVALID_PRODUCER_EPOCH);
--1 until one is allocated. The whole map is rewritten at once, conditionally on the znode's data
-version:
+-1 until one is allocated. `registration` is the owner's registration epoch (the czxid of its
+`/coordinators/ids/<id>`) when it was given the partition: an owner that registered again (a
+restarted process with the same id) gets the partition with a new epoch too, so nothing its
+earlier incarnation might still write is accepted. The whole map is rewritten at once,
+conditionally on the znode's data version:
 
-    {"version":1,"partitions":{"__consumer_offsets":{"0":{"owner":1,"epoch":4,"producer_id":1000},
-     "1":{"owner":2,"epoch":0,"producer_id":1001}},"__transaction_state":{"0":{"owner":2,"epoch":1}}}}
+    {"version":1,"partitions":{"__consumer_offsets":{"0":{"owner":1,"epoch":4,"producer_id":1000,
+     "registration":4294967310},"1":{"owner":2,"epoch":0,"producer_id":1001,"registration":4294967320}},
+     "__transaction_state":{"0":{"owner":2,"epoch":1}}}}
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ class PartitionOwner:
     owner_id: int
     epoch: int
     producer_id: int = -1
+    registration: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,16 +65,20 @@ class CoordinatorOwnership:
         """The partitions `coordinator_id` owns, with their ownership epochs."""
         return {tp: o.epoch for tp, o in self.partitions.items() if o.owner_id == coordinator_id}
 
-    def reassigned(self, owners: Mapping[TopicPartition, int]) -> CoordinatorOwnership:
-        """This map with `owners` applied: a partition whose owner changes gets epoch + 1, a new
-        partition starts at epoch 0, the rest are kept as they are."""
+    def reassigned(self, owners: Mapping[TopicPartition, int],
+                   registrations: Mapping[int, int] | None = None) -> CoordinatorOwnership:
+        """This map with `owners` applied: a partition whose owner changes, or whose owner has
+        registered again since it got it (`registrations`: coordinator id -> registration epoch),
+        gets epoch + 1; a new partition starts at epoch 0; the rest are kept as they are."""
+        registrations = registrations or {}
         partitions = dict(self.partitions)
         for tp, owner_id in owners.items():
             current = partitions.get(tp)
+            registration = registrations.get(owner_id, -1)
             if current is None:
-                partitions[tp] = PartitionOwner(owner_id, 0)
-            elif current.owner_id != owner_id:
-                partitions[tp] = PartitionOwner(owner_id, current.epoch + 1, current.producer_id)
+                partitions[tp] = PartitionOwner(owner_id, 0, registration=registration)
+            elif current.owner_id != owner_id or current.registration != registration:
+                partitions[tp] = PartitionOwner(owner_id, current.epoch + 1, current.producer_id, registration)
         return CoordinatorOwnership(partitions)
 
     def with_producer_ids(self, producer_ids: Mapping[TopicPartition, int]) -> CoordinatorOwnership:
@@ -77,7 +86,7 @@ class CoordinatorOwnership:
         partitions = dict(self.partitions)
         for tp, producer_id in producer_ids.items():
             current = partitions[tp]
-            partitions[tp] = PartitionOwner(current.owner_id, current.epoch, producer_id)
+            partitions[tp] = PartitionOwner(current.owner_id, current.epoch, producer_id, current.registration)
         return CoordinatorOwnership(partitions)
 
 
@@ -102,6 +111,8 @@ def encode_ownership(ownership: CoordinatorOwnership) -> bytes:
         entry = {"owner": owner.owner_id, "epoch": owner.epoch}
         if owner.producer_id >= 0:
             entry["producer_id"] = owner.producer_id
+        if owner.registration >= 0:
+            entry["registration"] = owner.registration
         topics.setdefault(tp.topic, {})[str(tp.partition)] = entry
     return dumps({"version": 1, "partitions": topics})
 
@@ -120,6 +131,6 @@ def decode_ownership(data: bytes | None) -> CoordinatorOwnership:
                 raise ZnodeFormatError(f"{what}: expected owner and epoch, got {owner!r}")
             partitions[TopicPartition(topic, as_int(partition, what))] = PartitionOwner(
                 as_int(required(owner, "owner", what), what), as_int(required(owner, "epoch", what), what),
-                as_int(owner.get("producer_id", -1), what),
+                as_int(owner.get("producer_id", -1), what), as_int(owner.get("registration", -1), what),
             )
     return CoordinatorOwnership(partitions)

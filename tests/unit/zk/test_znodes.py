@@ -329,6 +329,19 @@ def test_ownership_epochs_grow_only_when_the_owner_changes() -> None:
     assert before.partitions[offsets0] == PartitionOwner(1, 4)
 
 
+def test_an_owner_that_registered_again_gets_a_new_epoch() -> None:
+    offsets0, offsets1 = (TopicPartition("__consumer_offsets", p) for p in range(2))
+    before = CoordinatorOwnership({offsets0: PartitionOwner(1, 4, 1000, registration=77),
+                                   offsets1: PartitionOwner(2, 0, 1001, registration=80)})
+
+    after = before.reassigned({offsets0: 1, offsets1: 2}, {1: 95, 2: 80})   # coordinator 1 restarted
+
+    assert after.partitions == {offsets0: PartitionOwner(1, 5, 1000, 95), offsets1: PartitionOwner(2, 0, 1001, 80)}
+    data = coordinators.encode_ownership(after)
+    assert b'"0":{"owner":1,"epoch":5,"producer_id":1000,"registration":95}' in data
+    assert coordinators.decode_ownership(data) == after
+
+
 # -- legacy consumers -------------------------------------------------------------------------
 
 
