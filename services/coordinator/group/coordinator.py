@@ -42,27 +42,27 @@ from services.coordinator.group.api import (
     SyncCallback,
     SyncGroupResult,
     TopicPartition,
-    code,
 )
 from services.coordinator.group.config import GroupConfig
 from services.coordinator.group.effects import Effects, once
+from services.coordinator.group.error_codes import (
+    COORDINATOR_LOAD_IN_PROGRESS,
+    COORDINATOR_NOT_AVAILABLE,
+    FENCED_INSTANCE_ID,
+    GROUP_ID_NOT_FOUND,
+    ILLEGAL_GENERATION,
+    INVALID_GROUP_ID,
+    INVALID_SESSION_TIMEOUT,
+    NON_EMPTY_GROUP,
+    NOT_COORDINATOR,
+    REBALANCE_IN_PROGRESS,
+    UNKNOWN_MEMBER_ID,
+)
 from services.coordinator.group.group import GroupMetadata, GroupState
 from services.coordinator.group.join_sync import JoinRequest, JoinSync
 from services.coordinator.group.manager import GroupMetadataManager, Unloaded, offset_store_error
 from services.coordinator.group.rebalance import Rebalancer
 from services.coordinator.group.scheduler import Cancellable, Scheduler
-
-INVALID_GROUP_ID = code("INVALID_GROUP_ID")
-COORDINATOR_NOT_AVAILABLE = code("COORDINATOR_NOT_AVAILABLE")
-COORDINATOR_LOAD_IN_PROGRESS = code("COORDINATOR_LOAD_IN_PROGRESS")
-NOT_COORDINATOR = code("NOT_COORDINATOR")
-INVALID_SESSION_TIMEOUT = code("INVALID_SESSION_TIMEOUT")
-UNKNOWN_MEMBER_ID = code("UNKNOWN_MEMBER_ID")
-ILLEGAL_GENERATION = code("ILLEGAL_GENERATION")
-FENCED_INSTANCE_ID = code("FENCED_INSTANCE_ID")
-REBALANCE_IN_PROGRESS = code("REBALANCE_IN_PROGRESS")
-NON_EMPTY_GROUP = code("NON_EMPTY_GROUP")
-GROUP_ID_NOT_FOUND = code("GROUP_ID_NOT_FOUND")
 
 
 class GroupCoordinator:

@@ -29,23 +29,23 @@ from services.coordinator.group.api import (
     JoinGroupResult,
     SyncCallback,
     SyncGroupResult,
-    code,
 )
 from services.coordinator.group.config import GroupConfig
 from services.coordinator.group.effects import Effects
+from services.coordinator.group.error_codes import (
+    COORDINATOR_NOT_AVAILABLE,
+    FENCED_INSTANCE_ID,
+    GROUP_MAX_SIZE_REACHED,
+    ILLEGAL_GENERATION,
+    INCONSISTENT_GROUP_PROTOCOL,
+    MEMBER_ID_REQUIRED,
+    REBALANCE_IN_PROGRESS,
+    UNKNOWN_MEMBER,
+)
 from services.coordinator.group.group import GroupMetadata, GroupState
 from services.coordinator.group.manager import GroupMetadataManager
 from services.coordinator.group.member import MemberMetadata
 from services.coordinator.group.rebalance import LockGroup, Rebalancer
-
-COORDINATOR_NOT_AVAILABLE = code("COORDINATOR_NOT_AVAILABLE")
-INCONSISTENT_GROUP_PROTOCOL = code("INCONSISTENT_GROUP_PROTOCOL")
-MEMBER_ID_REQUIRED = code("MEMBER_ID_REQUIRED")
-FENCED_INSTANCE_ID = code("FENCED_INSTANCE_ID")
-UNKNOWN_MEMBER = code("UNKNOWN_MEMBER_ID")
-ILLEGAL_GENERATION = code("ILLEGAL_GENERATION")
-REBALANCE_IN_PROGRESS = code("REBALANCE_IN_PROGRESS")
-GROUP_MAX_SIZE_REACHED = code("GROUP_MAX_SIZE_REACHED")
 
 
 class JoinRequest:

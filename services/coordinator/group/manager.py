@@ -39,17 +39,19 @@ from services.coordinator.group.api import (
 )
 from services.coordinator.group.config import GroupConfig
 from services.coordinator.group.effects import Once, StoreOutbox
+from services.coordinator.group.error_codes import (
+    COORDINATOR_LOAD_IN_PROGRESS,
+    COORDINATOR_NOT_AVAILABLE,
+    NOT_COORDINATOR,
+    OFFSET_METADATA_TOO_LARGE,
+    UNSTABLE_OFFSET_COMMIT,
+)
 from services.coordinator.group.group import GroupMetadata, GroupState
 
 logger = logging.getLogger(__name__)
 
 Records = list[tuple[bytes, bytes | None]]
 
-NOT_COORDINATOR = code("NOT_COORDINATOR")
-COORDINATOR_NOT_AVAILABLE = code("COORDINATOR_NOT_AVAILABLE")
-COORDINATOR_LOAD_IN_PROGRESS = code("COORDINATOR_LOAD_IN_PROGRESS")
-OFFSET_METADATA_TOO_LARGE = code("OFFSET_METADATA_TOO_LARGE")
-UNSTABLE_OFFSET_COMMIT = code("UNSTABLE_OFFSET_COMMIT")
 
 _UNAVAILABLE = {
     code(n) for n in ("UNKNOWN_TOPIC_OR_PARTITION", "NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS_AFTER_APPEND")

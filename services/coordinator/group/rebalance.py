@@ -33,18 +33,18 @@ from services.coordinator.group.api import (
     JoinCallback,
     JoinGroupResult,
     SyncGroupResult,
-    code,
 )
 from services.coordinator.group.config import NEW_MEMBER_JOIN_TIMEOUT_MS, GroupConfig
 from services.coordinator.group.effects import Effects
+from services.coordinator.group.error_codes import (
+    NOT_COORDINATOR,
+    REBALANCE_IN_PROGRESS,
+    UNKNOWN_MEMBER,
+)
 from services.coordinator.group.group import GroupMetadata, GroupState
 from services.coordinator.group.manager import GroupMetadataManager
 from services.coordinator.group.member import MemberMetadata
 from services.coordinator.group.scheduler import Cancellable, Scheduler
-
-REBALANCE_IN_PROGRESS = code("REBALANCE_IN_PROGRESS")
-NOT_COORDINATOR = code("NOT_COORDINATOR")
-UNKNOWN_MEMBER = code("UNKNOWN_MEMBER_ID")
 
 LockGroup = Callable[[GroupMetadata], AbstractContextManager[Effects]]
 
