@@ -45,8 +45,8 @@ def await_previous_session(zk: KazooClient, path: str, what: str, session_timeou
                            names_us: Callable[[bytes], bool] = lambda _data: True,
                            clock: Clock = SYSTEM_CLOCK) -> int:
     """Blocks until `path` is not held for `what` by another ZooKeeper session; returns the
-    milliseconds waited. DuplicateRegistrationError when it is still held
-    after `wait_bound_ms(session_timeout_ms)`."""
+    milliseconds waited. DuplicateRegistrationError when it is still held after
+    `wait_bound_ms(session_timeout_ms)`."""
     bound_ms = wait_bound_ms(session_timeout_ms)
     started_ms = clock.monotonic_ms()
     waiting = False
