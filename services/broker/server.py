@@ -1,6 +1,7 @@
 """BrokerServer: assembles one broker process — LogManager, ReplicaManager, metadata cache, the gRPC
-servicer, its ZooKeeper registration — and runs its lifecycle: register on start (and again after
-a session expiry), controlled shutdown on SIGTERM, clean log shutdown last.
+servicer, its ZooKeeper registration — and runs its lifecycle: register on start (once the session
+of a previous process with this id is gone, see `previous_session`; and again after a session
+expiry), controlled shutdown on SIGTERM, clean log shutdown last.
 """
 
 from __future__ import annotations
@@ -106,6 +107,7 @@ class BrokerServer:
         self.zk.ensure_paths()
         self.zk.get_or_create_cluster_id()
         self.coordinator_directory.start()
+        self.zk.await_previous_broker_session(self.broker_id, self.config.zookeeper_session_timeout_ms)
         self._register()
         self._reregister_thread = threading.Thread(target=self._reregister_loop, name="zk-reregister",
                                                    daemon=True)

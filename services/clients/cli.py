@@ -1,5 +1,5 @@
-"""The `odradek` command line: `topics`, `consumer-groups` (see `cli_groups`), `dev up|down|status`,
-`console-producer`,
+"""The `odradek` command line: `topics`, `consumer-groups` (see `cli_groups`),
+`dev up|down|status|start|stop|restart|kill` (see `cli_dev`), `console-producer`,
 `console-consumer`, `producer-perf-test`, `consumer-perf-test` (see `cli_console` and `cli_perf`),
 and the simple `produce` / `fetch` tools built on the low-level client.
 

@@ -1,4 +1,5 @@
-"""`odradek dev up|down|status`: a local cluster under one directory, through `LocalCluster`.
+"""`odradek dev up|down|status|start|stop|restart|kill`: a local cluster under one directory,
+through `LocalCluster`.
 
 `up` starts ZooKeeper, the controllers, the brokers and the coordinators on the launcher's default
 ports (ZooKeeper 2181, brokers 9092/9192/9292..., controllers 9093/9193..., coordinators
@@ -7,11 +8,20 @@ partitions, replication factor min(3, brokers)) unless asked not to, and prints 
 how to use them. A cluster already running from the directory is reported, not started twice.
 `down` stops whatever `<dir>/cluster.json` records; `status` prints each service and exits with 1
 when any is down.
+
+`start|stop|restart|kill SERVICE` act on one service named as `status` prints it (`broker-1`,
+`controller-1001`, `coordinator-2001`, ...): `stop` sends SIGTERM and waits for the exit (SIGKILL
+after `--timeout`), `kill` sends SIGKILL, `start` runs it again with its config (refused while it
+runs) and waits until its gRPC health check answers SERVING, `restart` is `stop` then `start`.
+A service restarted soon after a SIGKILL first waits for its previous ZooKeeper session to expire
+(up to the session timeout), so `start` may take that long. Each prints what it did and exits with
+1 when it could not do it.
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 from typing import TextIO
 
@@ -25,12 +35,14 @@ from services.common.zookeeper_server import running_pid as zookeeper_pid
 DEMO_TOPIC = "demo"
 DEMO_PARTITIONS = 3
 LOG_TAIL_LINES = 40
+SERVICE_TIMEOUT_S = 60.0
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("dev", help="run a local development cluster",
                                    description="Run a local cluster (ZooKeeper, controllers, brokers, coordinators).")
-    commands = parser.add_subparsers(dest="dev_command", required=True, metavar="{up,down,status}")
+    commands = parser.add_subparsers(dest="dev_command", required=True,
+                                     metavar="{up,down,status,start,stop,restart,kill}")
     up = commands.add_parser("up", help="start the cluster and create the demo topic")
     up.add_argument("--brokers", type=_positive, default=3, help="number of brokers (default 3)")
     up.add_argument("--controllers", type=_positive, default=2, help="number of controllers (default 2)")
@@ -43,9 +55,34 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     down.set_defaults(run=run_down)
     status = commands.add_parser("status", help="show each service; exit 1 if any is down")
     status.set_defaults(run=run_status)
-    for sub in (up, down, status):
+    services = _add_service_parsers(commands)
+    for sub in (up, down, status, *services):
         sub.add_argument("--dir", default="./var", help="the cluster's directory (default ./var)")
     return parser
+
+
+def _add_service_parsers(commands: argparse._SubParsersAction) -> list[argparse.ArgumentParser]:
+    """`start|stop|restart|kill SERVICE`: one service of the cluster, by its name in `status`."""
+    helps = {
+        "start": ("start a stopped service with its config and wait until it serves", run_start,
+                  "seconds to wait for it to serve (default 60; a service restarted soon after a "
+                  "kill first waits for its previous ZooKeeper session to expire)"),
+        "stop": ("stop a service with SIGTERM and wait for it to exit", run_stop,
+                 "seconds to wait for the exit before sending SIGKILL (default 60)"),
+        "restart": ("stop a service (SIGTERM), start it again and wait until it serves", run_restart,
+                    "seconds to wait for each of the exit and the start (default 60)"),
+        "kill": ("kill a service with SIGKILL (no clean shutdown), as a crash would", run_kill, None),
+    }
+    parsers = []
+    for command, (help_text, run, timeout_help) in helps.items():
+        sub = commands.add_parser(command, help=help_text, description=help_text[0].upper() + help_text[1:] + ".")
+        sub.add_argument("service", metavar="SERVICE",
+                         help="the service's name as `odradek dev status` prints it, e.g. broker-1")
+        if timeout_help is not None:
+            sub.add_argument("--timeout", type=float, default=SERVICE_TIMEOUT_S, help=timeout_help)
+        sub.set_defaults(run=run)
+        parsers.append(sub)
+    return parsers
 
 
 def _positive(text: str) -> int:
@@ -185,3 +222,89 @@ def run_status(args: argparse.Namespace, out: TextIO) -> int:
     cluster = LocalCluster.load(base)
     print(f"Cluster in {cluster.base_dir}:", file=out)
     return 0 if print_status(cluster, cluster.status(), out) else 1
+
+
+# ---------------------------------------------------------------------- one service
+
+def _service_cluster(args: argparse.Namespace, out: TextIO) -> LocalCluster | None:
+    """The cluster of `--dir` when it has the service named; None (with the reason printed) otherwise."""
+    base = Path(args.dir)
+    if not _layout_exists(base):
+        print(f"No cluster in {base.resolve()} (no cluster.json); start one with `odradek dev up`.", file=out)
+        return None
+    cluster = LocalCluster.load(base)
+    if args.service not in cluster.services:
+        print(f"No service {args.service!r} in {cluster.base_dir}; its services are: "
+              f"{', '.join(cluster.all_names)}.", file=out)
+        return None
+    return cluster
+
+
+def run_start(args: argparse.Namespace, out: TextIO) -> int:
+    cluster = _service_cluster(args, out)
+    if cluster is None:
+        return 1
+    pid = cluster.running_pid(args.service)
+    if pid is not None:
+        print(f"{args.service} is already running (pid {pid}); use `odradek dev restart {args.service}`.",
+              file=out)
+        return 1
+    return _start(cluster, args.service, args.timeout, out)
+
+
+def _start(cluster: LocalCluster, name: str, timeout_s: float, out: TextIO) -> int:
+    print(f"Starting {name} ...", file=out, flush=True)
+    started_s = time.monotonic()
+    try:
+        pid = cluster.start_service(name, timeout_s=timeout_s)
+    except (RuntimeError, TimeoutError, OSError) as error:
+        print(f"Failed to start {name}: {failure_report(cluster, error)}", file=out)
+        return 1
+    print(f"Started {name} (pid {pid}); serving at {cluster.endpoint(name)} after "
+          f"{time.monotonic() - started_s:.1f} s.", file=out)
+    return 0
+
+
+def _stop(cluster: LocalCluster, name: str, timeout_s: float, out: TextIO) -> bool:
+    """SIGTERM and wait; False (printed) when it would not die."""
+    pid = cluster.running_pid(name)
+    if pid is None:
+        print(f"{name} is not running.", file=out)
+        return True
+    print(f"Stopping {name} (pid {pid}) ...", file=out, flush=True)
+    try:
+        cluster.stop_service(name, timeout_s)
+    except TimeoutError as error:
+        print(f"Failed to stop {name}: {error}", file=out)
+        return False
+    print(f"Stopped {name} (pid {pid}).", file=out)
+    return True
+
+
+def run_stop(args: argparse.Namespace, out: TextIO) -> int:
+    cluster = _service_cluster(args, out)
+    if cluster is None:
+        return 1
+    return 0 if _stop(cluster, args.service, args.timeout, out) else 1
+
+
+def run_restart(args: argparse.Namespace, out: TextIO) -> int:
+    cluster = _service_cluster(args, out)
+    if cluster is None:
+        return 1
+    if not _stop(cluster, args.service, args.timeout, out):
+        return 1
+    return _start(cluster, args.service, args.timeout, out)
+
+
+def run_kill(args: argparse.Namespace, out: TextIO) -> int:
+    cluster = _service_cluster(args, out)
+    if cluster is None:
+        return 1
+    try:
+        pid = cluster.kill_service(args.service)
+    except (RuntimeError, TimeoutError) as error:
+        print(f"Failed to kill {args.service}: {error}.", file=out)
+        return 1
+    print(f"Killed {args.service} (pid {pid}) with SIGKILL.", file=out)
+    return 0

@@ -1,4 +1,5 @@
-"""The local cluster launcher behind `odradek dev up|down|status`, `make up` and the test fixtures.
+"""The local cluster launcher behind `odradek dev up|down|status|start|stop|restart|kill`, `make up`
+and the test fixtures.
 
 `LocalCluster(base_dir)` lays a whole cluster out under one directory:
 
@@ -11,8 +12,10 @@
 
 Controllers start first, then brokers, then coordinators (which reach `__consumer_offsets` through
 the brokers). Services run as `python -m services.<kind> --config <file>` in their own sessions, so they outlive
-the launcher until `stop()`; everything is stopped by its own pid. With `zookeeper_connect` the
-cluster uses an existing ensemble (the tests share one) instead of starting ZooKeeper.
+the launcher until `stop()`; everything is stopped by its own pid. One service is started, stopped,
+restarted or killed by name (`start_service`, `stop_service`, `restart_service`, `kill_service`),
+with the config it was laid out with. With `zookeeper_connect` the cluster uses an existing
+ensemble (the tests share one) instead of starting ZooKeeper.
 """
 
 from __future__ import annotations
@@ -275,6 +278,12 @@ class LocalCluster:
         stopped = pid is not None and stop_pid(pid, timeout_s)
         self.pid_path(name).unlink(missing_ok=True)
         return stopped
+
+    def restart_service(self, name: str, timeout_s: float = 60.0) -> int:
+        """Stops `name` (SIGTERM, waiting for it to exit; SIGKILL after `timeout_s`), starts it again
+        with its config and waits until it serves; returns the new pid."""
+        self.stop_service(name, timeout_s)
+        return self.start_service(name, timeout_s=timeout_s)
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Stops coordinators, brokers (controlled shutdown), then controllers, then ZooKeeper if ours."""

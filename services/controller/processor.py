@@ -204,6 +204,9 @@ class ControllerEventProcessor(AdminEventHandlers):
             if info.controller_id != self.controller_id or self.active:
                 return
             if stat.ephemeralOwner != self._session_id():
+                # an earlier process of this controller, gone: no controller is active until its
+                # session expires and the znode's deletion brings a Reelect
+                self.active_controller_id = NO_CONTROLLER
                 logger.info("/controller names this controller from an earlier ZooKeeper session")
                 return
             epoch = self.reader.controller_epoch()

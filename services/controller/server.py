@@ -2,7 +2,9 @@
 
 Start: the gRPC runtime (ControllerService + health; a standby is SERVING too and answers
 NOT_CONTROLLER), the ZooKeeper session, Kafka's persistent paths, the cluster id, then the event
-thread, the watch bridge and a Startup event, which runs the election. Shutdown (SIGTERM): stop
+thread, the watch bridge and a Startup event, which runs the election. A controller restarted
+after being killed while active first waits for `/controller` of its previous process to go
+(`previous_session`), so it never takes that stale znode for its own. Shutdown (SIGTERM): stop
 the scheduler and the event thread (queued callers are answered NOT_CONTROLLER), resign, close
 the ZooKeeper session (which removes `/controller`, so a standby takes over at once).
 
@@ -84,6 +86,7 @@ class ControllerServer:
         self.zk_raw.add_listener(self.bridge.on_session_state)
         self.zk_raw.start(timeout=self.config.connection_timeout_s)
         self.zk.ensure_paths()
+        self.zk.await_previous_controller_session(self.controller_id, self.config.zookeeper_session_timeout_ms)
         cluster_id = self.zk.get_or_create_cluster_id()
         controller_node = common_pb2.Node(
             node_id=self.controller_id, host=advertised.host, port=advertised.port

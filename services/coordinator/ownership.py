@@ -27,7 +27,6 @@ from kazoo.protocol.states import KazooState
 from services.common.zk import OdradekZkClient
 from services.common.zk.codec import TopicPartition
 from services.common.zk.coordinators import CoordinatorOwnership, PartitionOwner
-from services.common.zk.errors import DuplicateRegistrationError
 from services.common.zk.watches import ZkEvent, enqueue_watch
 from services.coordinator.partition_assignment import divide_partitions
 
@@ -60,12 +59,7 @@ class OwnershipManager:
 
     def start(self) -> None:
         self._zk_raw.add_listener(self._on_session_state)
-        try:
-            self._register()
-        except DuplicateRegistrationError as exc:
-            # a previous process with this id (killed) still has its session: its registration
-            # goes when that session expires; the ownership thread registers then
-            logger.warning("Coordinator %d: %s; registering once it is gone", self.coordinator_id, exc)
+        self._register()
         self._thread = threading.Thread(target=self._run, name="coordinator-ownership", daemon=True)
         self._thread.start()
         self._events.put(ZkEvent("start", "NONE", ""))
@@ -108,9 +102,6 @@ class OwnershipManager:
                 lost = lost or (more.kind == "session" and more.type == "LOST")
             try:
                 self._handle(lost)
-            except DuplicateRegistrationError:
-                threading.Event().wait(RETRY_BACKOFF_S)   # the old session has not expired yet
-                self._events.put(ZkEvent("retry", "NONE", ""))
             except Exception:
                 logger.warning("Coordinator %d: updating partition ownership failed; retrying",
                                self.coordinator_id, exc_info=True)

@@ -1,6 +1,7 @@
 """`CoordinatorServer`: assembles one coordinator process and runs its lifecycle.
 
-Start: the gRPC runtime (CoordinatorService + health), the ZooKeeper session, the coordinator
+Start: the gRPC runtime (CoordinatorService + health), the ZooKeeper session (waiting first for
+the session of a previous process with this id to go, see `previous_session`), the coordinator
 directory (for FindCoordinator), the brokers' client, the group coordinator with its store
 (`OffsetsLog`), then registration and ownership (`OwnershipManager`). The partitions this instance
 comes to own are loaded by the loader thread: `__consumer_offsets` is created through the
@@ -80,6 +81,7 @@ class CoordinatorServer:
     def start(self) -> int:
         self.zk_raw.start(timeout=self.config.connection_timeout_s)
         self.zk.ensure_paths()
+        self.zk.await_previous_coordinator_session(self.coordinator_id, self.config.zookeeper_session_timeout_ms)
         self.directory.start()
         bootstrap = self.bootstrap = self.config.bootstrap_servers or self._registered_brokers()
         client_config = {"bootstrap.servers": bootstrap, "request.timeout.ms": self.config.request_timeout_ms,

@@ -12,6 +12,7 @@ from services.common.zk.access import Watch, ZkAccess
 from services.common.zk.codec import TopicPartition
 from services.common.zk.controller import ControllerEpoch, ControllerInfo
 from services.common.zk.errors import ControllerMovedError
+from services.common.zk.previous_session import await_previous_session
 
 
 class ControllerOps(ZkAccess):
@@ -36,6 +37,16 @@ class ControllerOps(ZkAccess):
             return ControllerEpoch(new_epoch, tx.commit()[1].version)
         except (NodeExistsError, BadVersionError):
             return self._check_elected(controller_id, new_epoch)
+
+    def await_previous_controller_session(self, controller_id: int, session_timeout_ms: int) -> int:
+        """Waits until `/controller` no longer names `controller_id` from another session (an
+        earlier process of this controller, killed while active); returns the milliseconds waited.
+        Another controller holding it is no reason to wait."""
+        return await_previous_session(
+            self.zk, controller.CONTROLLER_PATH, f"controller {controller_id}", session_timeout_ms,
+            names_us=lambda data: controller.decode_controller(data).controller_id == controller_id,
+            clock=self.clock,
+        )
 
     def _create_controller_epoch(self) -> ControllerEpoch:
         initial = controller.INITIAL_CONTROLLER_EPOCH

@@ -1,5 +1,6 @@
 """Operations on cluster membership and cluster-wide allocations: broker and coordinator
-registrations, the cluster id, broker sequence ids and producer id blocks."""
+registrations (a restarted process first waits out its previous session, see `previous_session`),
+the cluster id, broker sequence ids and producer id blocks."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from services.common.zk.access import Watch, ZkAccess
 from services.common.zk.brokers import BrokerAndEpoch, BrokerInfo
 from services.common.zk.codec import CONFLICT, ConditionalUpdate, Versioned
 from services.common.zk.coordinators import CoordinatorInfo, CoordinatorOwnership
+from services.common.zk.previous_session import await_previous_session
 from services.common.zk.producer_ids import ProducerIdBlock
 
 PRODUCER_ID_ALLOCATION_ATTEMPTS = 100
@@ -21,6 +23,11 @@ class RegistryOps(ZkAccess):
         """Creates `/brokers/ids/<id>` for this session; returns the broker epoch (its czxid)."""
         path = brokers.broker_path(info.broker_id)
         return self._register_ephemeral(path, brokers.encode_broker(info), f"broker {info.broker_id}").czxid
+
+    def await_previous_broker_session(self, broker_id: int, session_timeout_ms: int) -> int:
+        """Waits until no other session holds `/brokers/ids/<id>`; returns the milliseconds waited."""
+        return await_previous_session(self.zk, brokers.broker_path(broker_id), f"broker {broker_id}",
+                                      session_timeout_ms, clock=self.clock)
 
     def update_broker_info(self, info: BrokerInfo) -> None:
         self.zk.set(brokers.broker_path(info.broker_id), brokers.encode_broker(info))
@@ -57,6 +64,11 @@ class RegistryOps(ZkAccess):
         return self._register_ephemeral(
             path, coordinators.encode_coordinator(info), f"coordinator {coordinator_id}"
         ).czxid
+
+    def await_previous_coordinator_session(self, coordinator_id: int, session_timeout_ms: int) -> int:
+        """Waits until no other session holds `/coordinators/ids/<id>`; returns the milliseconds waited."""
+        return await_previous_session(self.zk, coordinators.coordinator_path(coordinator_id),
+                                      f"coordinator {coordinator_id}", session_timeout_ms, clock=self.clock)
 
     def get_live_coordinator_ids(self, watch: Watch | None = None) -> list[int]:
         return sorted(int(name) for name in self._children(coordinators.COORDINATOR_IDS_PATH, watch))

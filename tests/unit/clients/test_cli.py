@@ -55,6 +55,10 @@ def run(argv: list[str], capsys) -> tuple[int, str, str]:
     ["topics", "--bootstrap-server", "h:1", "--alter", "--topic", "t", "--replica-assignment", "1:2",
      "--config", "a=b"],
     ["dev", "up", "--brokers", "0"],
+    ["dev", "start"],                                                         # no service
+    ["dev", "restart", "broker-1", "broker-2"],                               # one service at a time
+    ["dev", "kill", "broker-1", "--timeout", "5"],                            # SIGKILL waits for nothing
+    ["dev", "stop", "broker-1", "--timeout", "soon"],
     ["fetch", "--bootstrap-server", "h:1", "--topic", "t"],                   # no partition
 ])
 def test_usage_errors_exit_with_2(argv, capsys):

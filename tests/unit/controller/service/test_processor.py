@@ -186,3 +186,11 @@ def test_delete_topics_marks_and_starts_deletion(processor, zk):
     assert answers[0]["missing"].error_name == "UNKNOWN_TOPIC_OR_PARTITION"
     assert "t" in zk.deletions
     assert processor.context.is_topic_queued_for_deletion("t")
+
+
+def test_a_controller_znode_of_its_earlier_process_leaves_it_standby_with_no_active_controller(processor, zk):
+    zk.controller = ControllerInfo(CONTROLLER_ID, 0, "127.0.0.1:9093")
+    zk.controller_owner = SESSION_ID + 1     # the session of a killed process with this id
+    processor.process(Startup())
+    assert not processor.active and not processor.view.active
+    assert processor.view.active_controller_id == -1

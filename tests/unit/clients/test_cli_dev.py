@@ -1,0 +1,95 @@
+"""`odradek dev start|stop|restart|kill SERVICE`: arguments, names checked against the layout, and
+stop and kill of a stand-in process recorded as the service (starting real services is for the
+integration tests)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from services.clients import cli
+from services.clients.launcher import LocalCluster
+from services.common.proc import write_pid_file
+
+
+def run(argv: list[str], capsys) -> tuple[int, str]:
+    code = cli.main(argv)
+    return code, capsys.readouterr().out
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> LocalCluster:
+    cluster = LocalCluster(tmp_path, brokers=2, controllers=1, coordinators=1, free_ports=True)
+    cluster.write_layout()
+    return cluster
+
+
+@pytest.fixture
+def stand_in(layout: LocalCluster) -> Iterator[subprocess.Popen]:
+    """A process recorded as broker-1 whose command line names broker-1's config, as the launcher checks."""
+    process = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()",
+                                str(layout.config_path("broker-1"))], stdin=subprocess.PIPE)
+    write_pid_file(layout.pid_path("broker-1"), process.pid)
+    yield process
+    if process.poll() is None:
+        process.kill()
+    process.stdin.close()
+    process.wait(timeout=10)
+
+
+@pytest.mark.parametrize("command", ["start", "stop", "restart", "kill"])
+def test_each_command_takes_one_service_name(command):
+    args = cli.build_parser().parse_args(["dev", command, "broker-1", "--dir", "x"])
+    assert (args.service, args.dir) == ("broker-1", "x")
+    assert cli.build_parser().parse_args(["dev", command, "controller-1001"]).dir == "./var"
+
+
+def test_timeouts_default_to_a_minute():
+    parser = cli.build_parser()
+    assert parser.parse_args(["dev", "start", "broker-1"]).timeout == 60.0
+    assert parser.parse_args(["dev", "restart", "broker-1", "--timeout", "90"]).timeout == 90.0
+
+
+@pytest.mark.parametrize("command", ["start", "stop", "restart", "kill"])
+def test_without_a_cluster_nothing_is_done(command, tmp_path: Path, capsys):
+    code, out = run(["dev", command, "broker-1", "--dir", str(tmp_path)], capsys)
+    assert code == 1 and "no cluster.json" in out
+
+
+@pytest.mark.parametrize("command", ["start", "stop", "restart", "kill"])
+def test_an_unknown_service_is_named_with_the_clusters_services(command, layout, capsys):
+    code, out = run(["dev", command, "broker-9", "--dir", str(layout.base_dir)], capsys)
+    assert code == 1
+    assert "No service 'broker-9'" in out
+    assert "controller-1001, broker-1, broker-2, coordinator-2001" in out
+
+
+def test_start_refuses_a_running_service(layout, stand_in, capsys):
+    code, out = run(["dev", "start", "broker-1", "--dir", str(layout.base_dir)], capsys)
+    assert code == 1
+    assert f"broker-1 is already running (pid {stand_in.pid})" in out
+    assert stand_in.poll() is None
+
+
+def test_stop_sends_sigterm_and_waits_for_the_exit(layout, stand_in, capsys):
+    code, out = run(["dev", "stop", "broker-1", "--dir", str(layout.base_dir)], capsys)
+    assert code == 0
+    assert f"Stopped broker-1 (pid {stand_in.pid})." in out
+    assert stand_in.wait(timeout=10) == -signal.SIGTERM
+
+    code, out = run(["dev", "stop", "broker-1", "--dir", str(layout.base_dir)], capsys)
+    assert (code, out) == (0, "broker-1 is not running.\n")
+
+
+def test_kill_sends_sigkill(layout, stand_in, capsys):
+    code, out = run(["dev", "kill", "broker-1", "--dir", str(layout.base_dir)], capsys)
+    assert (code, out) == (0, f"Killed broker-1 (pid {stand_in.pid}) with SIGKILL.\n")
+    assert stand_in.wait(timeout=10) == -signal.SIGKILL
+
+    code, out = run(["dev", "kill", "broker-1", "--dir", str(layout.base_dir)], capsys)
+    assert code == 1 and "broker-1 is not running" in out
