@@ -18,8 +18,8 @@ indexes are rebuilt by recovery anyway.
 
 Readers never lock: they take the (entries in the file, tail) pair in one read; the writer appends
 to the tail in place and replaces the pair only after writing it out. After a resize the next
-lookup maps the file again; a reader still holding the previous mapping keeps a valid view of the slots it knew. Entry
-layouts are documented by the subclasses (`offset_index`, `time_index`).
+lookup maps the file again; a reader still holding the previous mapping keeps a valid view of the
+slots it knew. Entry layouts are documented by the subclasses (`offset_index`, `time_index`).
 """
 
 from __future__ import annotations
