@@ -81,6 +81,7 @@ class LogManager:
         self.log_dirs = _create_and_validate_log_dirs(config.log_dirs)
         self._dir_locks = {d: _lock_dir(d) for d in self.log_dirs}
         self._logs: dict[TopicPartition, Log] = {}
+        self._logs_per_dir: collections.Counter[str] = collections.Counter()  # where new logs go
         self._lock = threading.RLock()
         self._to_delete: collections.deque[tuple[int, Log | str]] = collections.deque()
         self._tasks: list[ScheduledTask] = []
@@ -119,6 +120,7 @@ class LogManager:
 
     def load_logs(self) -> None:
         """Loads every partition directory of every log dir (in parallel per dir)."""
+        started_ms = self._clock.monotonic_ms()
         pools, jobs = [], []
         try:
             for log_dir in self.log_dirs:
@@ -150,12 +152,17 @@ class LogManager:
             for job in jobs:
                 log = job.result()
                 previous = self._logs.setdefault(log.topic_partition, log)
-                if previous is not log:
+                if previous is log:
+                    self._logs_per_dir[log.parent_dir] += 1
+                else:
                     raise KafkaStorageError(
                         f"duplicate log directories for {log.topic_partition}: {previous.dir} and {log.dir}")
         finally:
             for pool in pools:
                 pool.shutdown(wait=True)
+        logger.info("loaded %d logs from %d log dirs (%s shutdown) in %d ms", len(self._logs), len(self.log_dirs),
+                    "clean" if all(self.had_clean_shutdown.values()) else "unclean",
+                    self._clock.monotonic_ms() - started_ms)
 
     def _load_log(self, path: str, tp: TopicPartition, clean: bool, recovery_points, start_offsets) -> Log:
         return Log(path, self.log_config_for(tp.topic), log_start_offset=start_offsets.get(tp, 0),
@@ -229,21 +236,23 @@ class LogManager:
                     continue
                 log = Log(path, self.log_config_for(tp.topic), clock=self._clock, scheduler=self.scheduler)
                 self._logs[tp] = log
+                self._logs_per_dir[log_dir] += 1
                 logger.info("created log for %s in %s", tp, path)
                 return log
             raise KafkaStorageError(f"no log directory could hold {tp}: {errors}")
 
     def _next_log_dirs(self) -> list[str]:
-        counts = dict.fromkeys(self.log_dirs, 0)
-        for log in list(self._logs.values()):
-            if log.parent_dir in counts:
-                counts[log.parent_dir] += 1
+        """The log dirs, those holding the fewest logs first (counted as logs come and go, not by
+        walking every log: LeaderAndIsr may create thousands at once)."""
+        counts = self._logs_per_dir
         return sorted(self.log_dirs, key=lambda d: counts[d])
 
     def async_delete(self, tp: TopicPartition) -> Log | None:
         """Removes the log now (directory renamed `...-delete`); its files go after file.delete.delay.ms."""
         with self._lock:
             log = self._logs.pop(TopicPartition(*tp), None)
+            if log is not None:
+                self._logs_per_dir[log.parent_dir] -= 1
         if log is None:
             return None
         if self.cleaner is not None:

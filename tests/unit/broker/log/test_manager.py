@@ -36,6 +36,21 @@ def test_logs_go_to_the_directory_with_fewest_logs(tmp_path):
     logs.shutdown()
 
 
+def test_placement_counts_loaded_created_and_deleted_logs(tmp_path):
+    logs, _ = manager(tmp_path, dirs=("d1", "d2"))
+    d1, d2 = os.fspath(tmp_path / "d1"), os.fspath(tmp_path / "d2")
+    placed = [logs.get_or_create_log(TopicPartition("p", i)).parent_dir for i in range(6)]
+    assert placed.count(d1) == placed.count(d2) == 3
+    for i, parent in enumerate(placed):
+        if parent == d1:
+            logs.async_delete(TopicPartition("p", i))
+    assert logs.get_or_create_log(TopicPartition("q", 0)).parent_dir == d1  # d1 holds none now
+    logs.shutdown()
+    again, _ = manager(tmp_path, dirs=("d1", "d2"))  # counts rebuilt from the loaded logs
+    assert [again.get_or_create_log(TopicPartition("r", i)).parent_dir for i in range(2)] == [d1, d1]
+    again.shutdown()
+
+
 def test_clean_shutdown_and_restart(tmp_path):
     logs, clock = manager(tmp_path)
     log = logs.get_or_create_log(TP0)
