@@ -133,6 +133,7 @@ class ReplicaManager:
     def become_leader_or_follower(self, controller_id: int, controller_epoch: int,
                                   states: list[LeaderAndIsrState]) -> dict[TopicPartition, int]:
         """Applies LeaderAndIsr; returns an error code per partition (0 when applied)."""
+        started_ms = self.clock.monotonic_ms()
         with self._lock:
             if controller_epoch < self.controller_epoch:
                 raise KafkaError(f"controller {controller_id} epoch {controller_epoch} is older than "
@@ -140,6 +141,7 @@ class ReplicaManager:
             self.controller_epoch = controller_epoch
             errors: dict[TopicPartition, int] = {}
             changed = []
+            configured_topics: set[str] = set()  # one read of a topic's config per request
             now = self.clock.monotonic_ms()
             for state in states:
                 key = (state.topic, state.partition)
@@ -147,7 +149,7 @@ class ReplicaManager:
                     errors[key] = UNKNOWN_TOPIC_OR_PARTITION
                     continue
                 try:
-                    partition = self._get_or_create_partition(state.topic, state.partition)
+                    partition = self._get_or_create_partition(state.topic, state.partition, configured_topics)
                 except KafkaError as exc:
                     logger.error("cannot open log of %s-%d: %s", state.topic, state.partition, exc)
                     errors[key] = exc.code
@@ -155,9 +157,9 @@ class ReplicaManager:
                 if partition.apply_leader_and_isr(state, now):
                     changed.append(key)
                     errors[key] = NONE
-                    logger.info("%s-%d: %s (leader %d, epoch %d, isr %s)", state.topic, state.partition,
-                                "leader" if partition.is_leader else "follower", state.leader,
-                                state.leader_epoch, list(state.isr))
+                    logger.debug("%s-%d: %s (leader %d, epoch %d, isr %s)", state.topic, state.partition,
+                                 "leader" if partition.is_leader else "follower", state.leader,
+                                 state.leader_epoch, list(state.isr))
                 else:
                     errors[key] = STALE_CONTROLLER_EPOCH
             changed_partitions = [self._partitions[key] for key in changed]
@@ -167,6 +169,11 @@ class ReplicaManager:
             self._update_fetchers(changed_partitions)
         for key in changed:
             self._complete_delayed(key)
+        leaders = sum(1 for p in changed_partitions if p.is_leader)
+        logger.info("applied LeaderAndIsr of %d partitions from controller %d (epoch %d): %d leaders, "
+                    "%d followers, %d not applied, in %d ms", len(states), controller_id, controller_epoch,
+                    leaders, len(changed) - leaders, len(states) - len(changed),
+                    self.clock.monotonic_ms() - started_ms)
         return errors
 
     def _update_fetchers(self, partitions: list[Partition]) -> None:
@@ -216,11 +223,14 @@ class ReplicaManager:
             self._complete_delayed(key)
         return errors
 
-    def _get_or_create_partition(self, topic: str, index: int) -> Partition:
+    def _get_or_create_partition(self, topic: str, index: int, configured_topics: set[str]) -> Partition:
+        """The hosted partition, its log created (with the topic's config, read once per topic
+        into `configured_topics`) if missing."""
         key = (topic, index)
         partition = self._partitions.get(key)
         if partition is None:
-            if self.log_manager.get_log((topic, index)) is None:
+            if self.log_manager.get_log((topic, index)) is None and topic not in configured_topics:
+                configured_topics.add(topic)
                 overrides = self.topic_config(topic)
                 if overrides:
                     self.log_manager.update_topic_config(topic, overrides)
