@@ -50,6 +50,14 @@ HIGH_WATERMARK_CHECKPOINT_FILE = "replication-offset-checkpoint"
 TopicPartition = tuple[str, int]
 
 
+class ReplicaFetchKey(NamedTuple):
+    """The one purgatory key a follower's parked fetch watches, however many partitions it asks
+    for: appends and leadership changes of a partition wake the fetches of its replicas through it.
+    (A one-field tuple, so it never equals a (topic, partition) key.)"""
+
+    replica_id: int
+
+
 class ProduceResult(NamedTuple):
     error_code: int
     base_offset: int = -1
@@ -274,7 +282,7 @@ class ReplicaManager:
             self._append_to_leaders(acks, entries, results, pending, internal_topics_allowed)
         finally:
             for key in self._end_appends(entries):
-                self.fetch_purgatory.check_and_complete(key)
+                self._wake_fetches(key)
         if not pending:
             respond(results)
             return
@@ -358,8 +366,21 @@ class ReplicaManager:
             respond(self.read_for_fetch(params))
             return
         operation = DelayedFetch(self, params, respond)
-        keys = [(p.topic, p.partition) for p in params.partitions]
+        if params.replica_id >= 0:  # thousands of partitions: one key, not one per partition
+            keys = [ReplicaFetchKey(params.replica_id)]
+        else:
+            keys = [(p.topic, p.partition) for p in params.partitions]
         self.fetch_purgatory.try_complete_else_watch(operation, keys)
+
+    def _wake_fetches(self, key: TopicPartition) -> None:
+        """Parked fetches that `key`'s new records or new leadership may complete: consumers'
+        (watching the partition) and its other replicas' (watching their `ReplicaFetchKey`)."""
+        self.fetch_purgatory.check_and_complete(key)
+        partition = self._partitions.get(key)
+        if partition is not None:
+            for replica in partition.replicas:
+                if replica != self.broker_id:
+                    self.fetch_purgatory.check_and_complete(ReplicaFetchKey(replica))
 
     def _update_follower_fetch_states(self, params: FetchParams) -> None:
         now = self.clock.monotonic_ms()
@@ -552,7 +573,7 @@ class ReplicaManager:
     # ------------------------------------------------------------------ housekeeping
 
     def _complete_delayed(self, key: TopicPartition) -> None:
-        self.fetch_purgatory.check_and_complete(key)
+        self._wake_fetches(key)
         self.produce_purgatory.check_and_complete(key)
 
     def metrics_delayed_fetch_expired(self) -> None:
