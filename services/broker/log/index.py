@@ -204,7 +204,10 @@ class MmapIndex:
             self._entries = rounded // self.ENTRY_SIZE
             self._tail = (self._entries, [])
             self._on_entries_changed()
-        os.ftruncate(self._write_fd(), rounded)
+        if self._fd is not None:
+            os.ftruncate(self._fd, rounded)
+        else:  # a reset index (recovery rebuilding thousands of them) keeps no descriptor open
+            os.truncate(self.path, rounded)
         self._length = rounded
         # mapped again on the next lookup; the previous mapping closes when its last reader drops it
         self._mm = UNMAPPED if rounded else None

@@ -264,3 +264,19 @@ def test_idle_indexes_hold_no_descriptor_or_mapping(tmp_path):
     for index in indexes[1:]:
         index.close()
     assert open_descriptors() == before
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
+def test_a_reset_index_holds_no_descriptor(tmp_path):
+    index = offset_index(tmp_path)
+    index.append(BASE + 1, 10)
+    index.close()
+    before = open_descriptors()
+    reopened = offset_index(tmp_path)
+    reopened.reset()  # as recovery does before rebuilding
+    assert (reopened.entries, reopened.length) == (0, 4096)
+    assert open_descriptors() == before
+    reopened.append(BASE + 2, 20)
+    assert reopened.lookup(BASE + 3) == (BASE + 2, 20)
+    reopened.close()
+    assert os.path.getsize(reopened.path) == 8
