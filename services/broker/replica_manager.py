@@ -384,13 +384,15 @@ class ReplicaManager:
 
     def _update_follower_fetch_states(self, params: FetchParams) -> None:
         now = self.clock.monotonic_ms()
+        replica_id = params.replica_id
+        hosted = self._partitions
         for request in params.partitions:
-            partition = self._partitions.get((request.topic, request.partition))
-            if partition is None or not partition.is_leader:
+            partition = hosted.get((request.topic, request.partition))
+            if partition is None or partition.leader_id != self.broker_id:
                 continue
-            if partition.update_follower_fetch_state(params.replica_id, request.fetch_offset, now):
+            if partition.update_follower_fetch_state(replica_id, request.fetch_offset, now):
                 self.high_watermark_maybe_moved(partition.key)
-            if params.replica_id not in partition.isr and self.isr_manager is not None:
+            if replica_id not in partition.isr and self.isr_manager is not None:
                 self.isr_manager.request_expand(partition.key)
 
     def high_watermark_maybe_moved(self, key: TopicPartition) -> None:
@@ -398,44 +400,53 @@ class ReplicaManager:
         self.produce_purgatory.check_and_complete(key)
         self.fetch_purgatory.check_and_complete(key)
 
-    def _fetch_end_offset(self, partition: Partition, replica_id: int) -> int:
-        return partition.log.log_end_offset if replica_id >= 0 else partition.high_watermark
+    def _fetched_leader(self, request: FetchPartition) -> Partition:
+        """`leader_partition` for one partition of a fetch, the common case (led here, the epoch
+        matching or not given) first: a follower's fetch asks for thousands at a time."""
+        partition = self._partitions.get((request.topic, request.partition))
+        epoch = request.current_leader_epoch
+        if partition is None or partition.leader_id != self.broker_id or (0 <= epoch != partition.leader_epoch):
+            partition = self.leader_partition(request.topic, request.partition, epoch)
+        return partition
 
     def fetch_is_satisfied(self, params: FetchParams) -> bool:
         accumulated = 0
+        from_follower = params.replica_id >= 0
         for request in params.partitions:
             try:
-                partition = self.leader_partition(request.topic, request.partition,
-                                                  request.current_leader_epoch)
+                log = self._fetched_leader(request).log
             except KafkaError:
                 return True  # an error answers at once
-            end_offset = self._fetch_end_offset(partition, params.replica_id)
-            if request.fetch_offset > end_offset or request.fetch_offset < partition.log.log_start_offset:
+            end_offset = log.log_end_offset if from_follower else log.high_watermark
+            fetch_offset = request.fetch_offset
+            if fetch_offset > end_offset or fetch_offset < log.log_start_offset:
                 return True  # out of range: answer now
-            if end_offset > request.fetch_offset:
-                if params.min_bytes <= SMALLEST_BATCH_BYTES:
-                    return True  # any new batch is enough: no need to read it twice
-                data = partition.log.read(request.fetch_offset, params.min_bytes, max_offset=end_offset,
-                                          min_one_message=True)
-                accumulated += len(data.records)
-                if accumulated >= params.min_bytes:
-                    return True
+            if fetch_offset == end_offset:
+                continue  # the idle case: nothing new
+            if params.min_bytes <= SMALLEST_BATCH_BYTES:
+                return True  # any new batch is enough: no need to read it twice
+            data = log.read(fetch_offset, params.min_bytes, max_offset=end_offset, min_one_message=True)
+            accumulated += len(data.records)
+            if accumulated >= params.min_bytes:
+                return True
         return False
 
     def read_for_fetch(self, params: FetchParams) -> dict[TopicPartition, FetchResult]:
         results: dict[TopicPartition, FetchResult] = {}
         remaining = params.max_bytes
         min_one_message = True
+        from_follower = params.replica_id >= 0
         for request in params.partitions:
             key = (request.topic, request.partition)
             try:
-                partition = self.leader_partition(request.topic, request.partition,
-                                                  request.current_leader_epoch)
-                end_offset = self._fetch_end_offset(partition, params.replica_id)
-                high_watermark = partition.high_watermark
-                log = partition.log
+                log = self._fetched_leader(request).log
+                high_watermark = log.high_watermark
+                end_offset = log.log_end_offset if from_follower else high_watermark
+                if request.fetch_offset == end_offset:  # the idle case: nothing to read
+                    results[key] = FetchResult(NONE, high_watermark, log.log_start_offset, b"")
+                    continue
                 limit = min(request.partition_max_bytes, remaining)
-                if request.fetch_offset == end_offset or (limit <= 0 and not min_one_message):
+                if limit <= 0 and not min_one_message:
                     records = b""
                 else:
                     data = log.read(request.fetch_offset, limit, max_offset=end_offset,
