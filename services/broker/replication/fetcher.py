@@ -48,6 +48,8 @@ class PartitionFetchState:
     leader_epoch: int
     truncating: bool = True
     delayed_until: float = 0.0
+    leader_high_watermark: int = -1  # the last one applied: an answer with no records and the same
+                                     # high watermark changes nothing (most answers, when idle)
 
 
 class FetchedPartition(Protocol):
@@ -196,6 +198,7 @@ class ReplicaFetcherThread:
                 return
             state.fetch_offset = fetch_offset
             state.truncating = False
+            state.leader_high_watermark = -1
 
     def _delay(self, tp: TopicPartition) -> None:
         with self._lock:
@@ -210,6 +213,8 @@ class ReplicaFetcherThread:
             if state is None or state.truncating or state.fetch_offset != fetch_offset:
                 return True
         if data.error_code == NONE:
+            if not data.records and data.high_watermark == state.leader_high_watermark:
+                return True
             next_offset = self.manager.append_as_follower(tp, data.records, data.high_watermark)
             if next_offset is None:  # the partition is gone here
                 self.remove_partitions([tp])
@@ -217,6 +222,7 @@ class ReplicaFetcherThread:
             with self._lock:
                 if state is self._partitions.get(tp):
                     state.fetch_offset = next_offset
+                    state.leader_high_watermark = data.high_watermark
             return True
         if data.error_code == OFFSET_OUT_OF_RANGE:
             if fetch_offset < data.log_start_offset:
