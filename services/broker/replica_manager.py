@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -46,6 +47,7 @@ LATEST_TIMESTAMP = -1
 UNDEFINED_EPOCH = -1
 SMALLEST_BATCH_BYTES = 61  # a RecordBatch v2 header with no records
 HIGH_WATERMARK_CHECKPOINT_FILE = "replication-offset-checkpoint"
+LEADER_AND_ISR_CONCURRENCY = 8  # partitions of one LeaderAndIsr applied at a time
 
 TopicPartition = tuple[str, int]
 
@@ -133,6 +135,8 @@ class ReplicaManager:
         self._partitions: dict[TopicPartition, Partition] = {}
         self._appends_lock = threading.Lock()
         self._appends_in_progress: dict[TopicPartition, int] = {}
+        self._leader_and_isr_pool = ThreadPoolExecutor(LEADER_AND_ISR_CONCURRENCY,
+                                                       thread_name_prefix=f"leader-and-isr-{broker_id}")
         self.delayed_fetch_expired = 0
         self.delayed_produce_expired = 0
 
@@ -149,27 +153,23 @@ class ReplicaManager:
             self.controller_epoch = controller_epoch
             errors: dict[TopicPartition, int] = {}
             changed = []
-            configured_topics: set[str] = set()  # one read of a topic's config per request
-            now = self.clock.monotonic_ms()
+            by_key: dict[TopicPartition, LeaderAndIsrState] = {}  # one state per partition
             for state in states:
-                key = (state.topic, state.partition)
-                if self.broker_id not in state.replicas:
-                    errors[key] = UNKNOWN_TOPIC_OR_PARTITION
-                    continue
-                try:
-                    partition = self._get_or_create_partition(state.topic, state.partition, configured_topics)
-                except KafkaError as exc:
-                    logger.error("cannot open log of %s-%d: %s", state.topic, state.partition, exc)
-                    errors[key] = exc.code
-                    continue
-                if partition.apply_leader_and_isr(state, now):
-                    changed.append(key)
-                    errors[key] = NONE
-                    logger.debug("%s-%d: %s (leader %d, epoch %d, isr %s)", state.topic, state.partition,
-                                 "leader" if partition.is_leader else "follower", state.leader,
-                                 state.leader_epoch, list(state.isr))
+                if self.broker_id in state.replicas:
+                    by_key[(state.topic, state.partition)] = state
                 else:
-                    errors[key] = STALE_CONTROLLER_EPOCH
+                    errors[(state.topic, state.partition)] = UNKNOWN_TOPIC_OR_PARTITION
+            hosted = list(by_key.values())
+            self._configure_new_topics(hosted)
+            now = self.clock.monotonic_ms()
+            # opening thousands of new logs is file creation (and a leader epoch checkpoint per
+            # leader): done several partitions at a time, each under its own partition's lock
+            applied = self._leader_and_isr_pool.map(lambda state: self._apply_leader_and_isr(state, now), hosted)
+            for state, error in zip(hosted, applied, strict=True):
+                key = (state.topic, state.partition)
+                errors[key] = error
+                if error == NONE:
+                    changed.append(key)
             changed_partitions = [self._partitions[key] for key in changed]
         # outside the manager lock: stopping a fetcher waits for its thread, which may be in
         # truncate_follower waiting for that lock
@@ -231,17 +231,34 @@ class ReplicaManager:
             self._complete_delayed(key)
         return errors
 
-    def _get_or_create_partition(self, topic: str, index: int, configured_topics: set[str]) -> Partition:
-        """The hosted partition, its log created (with the topic's config, read once per topic
-        into `configured_topics`) if missing."""
+    def _configure_new_topics(self, states: list[LeaderAndIsrState]) -> None:
+        """Reads the config of each topic with a log to create, once per request, before any is."""
+        topics = {state.topic for state in states if (state.topic, state.partition) not in self._partitions
+                  and self.log_manager.get_log((state.topic, state.partition)) is None}
+        for topic in sorted(topics):
+            overrides = self.topic_config(topic)
+            if overrides:
+                self.log_manager.update_topic_config(topic, overrides)
+
+    def _apply_leader_and_isr(self, state: LeaderAndIsrState, now_ms: int) -> int:
+        """One partition's part of LeaderAndIsr: 0 when applied, else its error code."""
+        try:
+            partition = self._get_or_create_partition(state.topic, state.partition)
+        except KafkaError as exc:
+            logger.error("cannot open log of %s-%d: %s", state.topic, state.partition, exc)
+            return exc.code
+        if not partition.apply_leader_and_isr(state, now_ms):
+            return STALE_CONTROLLER_EPOCH
+        logger.debug("%s-%d: %s (leader %d, epoch %d, isr %s)", state.topic, state.partition,
+                     "leader" if partition.is_leader else "follower", state.leader, state.leader_epoch,
+                     list(state.isr))
+        return NONE
+
+    def _get_or_create_partition(self, topic: str, index: int) -> Partition:
+        """The hosted partition, its log created if missing (the topic's config read before)."""
         key = (topic, index)
         partition = self._partitions.get(key)
         if partition is None:
-            if self.log_manager.get_log((topic, index)) is None and topic not in configured_topics:
-                configured_topics.add(topic)
-                overrides = self.topic_config(topic)
-                if overrides:
-                    self.log_manager.update_topic_config(topic, overrides)
             log = self.log_manager.get_or_create_log((topic, index))
             checkpointed = self._checkpointed_hw.pop(key, None)
             if checkpointed is not None:
@@ -606,6 +623,7 @@ class ReplicaManager:
             self.fetcher_manager.shutdown()
         if self.isr_manager is not None:
             self.isr_manager.shutdown()
+        self._leader_and_isr_pool.shutdown(wait=True)
         self.checkpoint_high_watermarks()
         self.fetch_purgatory.shutdown()
         self.produce_purgatory.shutdown()

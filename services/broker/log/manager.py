@@ -82,6 +82,7 @@ class LogManager:
         self._dir_locks = {d: _lock_dir(d) for d in self.log_dirs}
         self._logs: dict[TopicPartition, Log] = {}
         self._logs_per_dir: collections.Counter[str] = collections.Counter()  # where new logs go
+        self._creating: dict[TopicPartition, threading.Event] = {}  # logs being created, by partition
         self._lock = threading.RLock()
         self._to_delete: collections.deque[tuple[int, Log | str]] = collections.deque()
         self._tasks: list[ScheduledTask] = []
@@ -220,14 +221,32 @@ class LogManager:
         return by_dir
 
     def get_or_create_log(self, tp: TopicPartition) -> Log:
-        """The partition's log, created empty in the log dir holding the fewest logs if missing."""
+        """The partition's log, created empty in the log dir holding the fewest logs if missing.
+        Logs of different partitions are created concurrently when called from several threads
+        (LeaderAndIsr creates thousands); a second caller for the same partition waits for the first."""
         tp = TopicPartition(*tp)
         with self._lock:
             log = self._logs.get(tp)
             if log is not None:
                 return log
-            errors = []
-            for log_dir in self._next_log_dirs():
+            creating = self._creating.get(tp)
+            if creating is None:
+                self._creating[tp] = threading.Event()
+                log_dirs = self._next_log_dirs()
+                self._logs_per_dir[log_dirs[0]] += 1  # counted now, so concurrent creations spread
+        if creating is not None:
+            creating.wait()
+            return self.get_or_create_log(tp)
+        try:
+            return self._create_log(tp, log_dirs)
+        finally:
+            with self._lock:
+                self._creating.pop(tp).set()
+
+    def _create_log(self, tp: TopicPartition, log_dirs: list[str]) -> Log:
+        errors = []
+        try:
+            for log_dir in log_dirs:
                 path = os.path.join(log_dir, log_dir_name(tp))
                 try:
                     os.makedirs(path, exist_ok=True)
@@ -235,11 +254,15 @@ class LogManager:
                     errors.append(e)
                     continue
                 log = Log(path, self.log_config_for(tp.topic), clock=self._clock, scheduler=self.scheduler)
-                self._logs[tp] = log
-                self._logs_per_dir[log_dir] += 1
+                with self._lock:
+                    self._logs[tp] = log
+                    self._logs_per_dir[log_dir] += 1
                 logger.info("created log for %s in %s", tp, path)
                 return log
             raise KafkaStorageError(f"no log directory could hold {tp}: {errors}")
+        finally:
+            with self._lock:
+                self._logs_per_dir[log_dirs[0]] -= 1  # the count taken when the dir was chosen
 
     def _next_log_dirs(self) -> list[str]:
         """The log dirs, those holding the fewest logs first (counted as logs come and go, not by

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -49,6 +50,18 @@ def test_placement_counts_loaded_created_and_deleted_logs(tmp_path):
     again, _ = manager(tmp_path, dirs=("d1", "d2"))  # counts rebuilt from the loaded logs
     assert [again.get_or_create_log(TopicPartition("r", i)).parent_dir for i in range(2)] == [d1, d1]
     again.shutdown()
+
+
+def test_logs_created_from_many_threads_are_one_per_partition(tmp_path):
+    logs, _ = manager(tmp_path, dirs=("d1", "d2"))
+    wanted = [TopicPartition("c", i % 20) for i in range(80)]  # each partition asked for four times
+    with ThreadPoolExecutor(8) as pool:
+        created = list(pool.map(logs.get_or_create_log, wanted))
+    for tp, log in zip(wanted, created, strict=True):
+        assert log is logs.get_log(tp)
+    assert len({id(log) for log in created}) == 20
+    assert sorted(len(by_tp) for by_tp in logs.logs_by_dir().values()) == [10, 10]
+    logs.shutdown()
 
 
 def test_clean_shutdown_and_restart(tmp_path):
