@@ -19,7 +19,7 @@ Entry formats:
 
 Writes are atomic: `<file>.tmp` is written and fsynced, renamed over the file and the directory
 fsynced, so a crash leaves either the old or the new checkpoint. Writing the entries the file was
-last written with does nothing (an idle broker checkpoints thousands of unchanged high watermarks
+last read or written with does nothing (an idle broker checkpoints thousands of unchanged high watermarks
 every few seconds). A missing or empty file reads as no entries; a malformed one raises
 `CheckpointError`.
 """
@@ -108,6 +108,8 @@ class _CheckpointFile:
                 raise CheckpointError(f"malformed line {line!r} in checkpoint file {self.path}") from None
         if len(entries) != expected:
             raise CheckpointError(f"expected {expected} entries in {self.path} but found {len(entries)}")
+        with self._lock:
+            self._written = list(entries)  # what the file holds: writing it again changes nothing
         return entries
 
     def update_dir(self, new_dir: str) -> None:
