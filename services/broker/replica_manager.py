@@ -13,6 +13,7 @@ Results are plain tuples with Kafka error codes; the gRPC servicer turns them in
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections.abc import Callable
@@ -135,6 +136,10 @@ class ReplicaManager:
         self._partitions: dict[TopicPartition, Partition] = {}
         self._appends_lock = threading.Lock()
         self._appends_in_progress: dict[TopicPartition, int] = {}
+        # bumped before parked fetches are tried for any change (records, high watermark,
+        # leadership): a parked fetch that already looked at this generation need not look again
+        self._fetch_generations = itertools.count(1)
+        self.fetch_generation = 0
         self._leader_and_isr_pool = ThreadPoolExecutor(LEADER_AND_ISR_CONCURRENCY,
                                                        thread_name_prefix=f"leader-and-isr-{broker_id}")
         self.delayed_fetch_expired = 0
@@ -379,10 +384,7 @@ class ReplicaManager:
         if params.max_wait_ms <= 0 or params.min_bytes <= 0 or not params.partitions:
             respond(self.read_for_fetch(params))
             return
-        if self.fetch_is_satisfied(params):
-            respond(self.read_for_fetch(params))
-            return
-        operation = DelayedFetch(self, params, respond)
+        operation = DelayedFetch(self, params, respond)  # answers at once if it can
         if params.replica_id >= 0:  # thousands of partitions: one key, not one per partition
             keys = [ReplicaFetchKey(params.replica_id)]
         else:
@@ -392,12 +394,18 @@ class ReplicaManager:
     def _wake_fetches(self, key: TopicPartition) -> None:
         """Parked fetches that `key`'s new records or new leadership may complete: consumers'
         (watching the partition) and its other replicas' (watching their `ReplicaFetchKey`)."""
-        self.fetch_purgatory.check_and_complete(key)
+        self._fetchable_changed(key)
         partition = self._partitions.get(key)
         if partition is not None:
             for replica in partition.replicas:
                 if replica != self.broker_id:
                     self.fetch_purgatory.check_and_complete(ReplicaFetchKey(replica))
+
+    def _fetchable_changed(self, key: TopicPartition) -> None:
+        """What a fetch of `key` would return may have changed: a new `fetch_generation`, then
+        the fetches watching `key` are tried."""
+        self.fetch_generation = next(self._fetch_generations)
+        self.fetch_purgatory.check_and_complete(key)
 
     def _update_follower_fetch_states(self, params: FetchParams) -> None:
         now = self.clock.monotonic_ms()
@@ -415,7 +423,7 @@ class ReplicaManager:
     def high_watermark_maybe_moved(self, key: TopicPartition) -> None:
         """Acks=all produces and consumer fetches waiting on `key` may complete now."""
         self.produce_purgatory.check_and_complete(key)
-        self.fetch_purgatory.check_and_complete(key)
+        self._fetchable_changed(key)
 
     def _fetched_leader(self, request: FetchPartition) -> Partition:
         """`leader_partition` for one partition of a fetch, the common case (led here, the epoch
@@ -548,7 +556,7 @@ class ReplicaManager:
                 log.update_high_watermark(high_watermark)
             end = log.log_end_offset
         if records:
-            self.fetch_purgatory.check_and_complete(tp)
+            self._fetchable_changed(tp)
         return end
 
     def offset_for_leader_epoch(self, topic: str, index: int, current_leader_epoch: int,

@@ -92,3 +92,17 @@ def test_only_a_follower_whose_log_end_moved_can_move_the_high_watermark(manager
     assert partition.high_watermark == 2
     assert partition.update_follower_fetch_state(3, 2, 2000) is False
     assert partition.followers[3].last_caught_up_ms == 2000
+
+
+def test_parking_a_fetch_looks_at_its_partitions_once_when_nothing_changes(manager, monkeypatch):
+    checks = []
+    real = manager.fetch_is_satisfied
+    monkeypatch.setattr(manager, "fetch_is_satisfied", lambda params: checks.append(1) or real(params))
+    done, box = park_follower_fetch(manager)
+    assert not done.is_set() and len(checks) == 1
+    assert manager.fetch_purgatory.check_and_complete(ReplicaFetchKey(FOLLOWER)) == 0
+    assert len(checks) == 1  # no change since: not looked at again
+    manager.append_records(1, 1000, {("t", 5): build_batch([b"new"])}, lambda results: None)
+    assert done.wait(10)
+    assert len(checks) == 2
+    assert [r.value for r in iter_records(box[("t", 5)].records)] == [b"new"]
