@@ -153,11 +153,28 @@ class ReplicaFetcherThread:
         results = self.endpoint.fetch(self.config.replica_id, self.config.max_wait_ms, self.config.min_bytes,
                                       self.config.max_bytes, fetching)
         failed: dict[int, list[TopicPartition]] = {}
-        for tp, data in results.items():
+        for tp, data in self._changed_answers(fetching, results):
             if not self._process(tp, fetching[tp][0], data):
                 failed.setdefault(data.error_code, []).append(tp)
         self._log_failures("fetch", failed)
         return True
+
+    def _changed_answers(self, fetching: dict[TopicPartition, tuple[int, int, int]],
+                         results: dict[TopicPartition, FetchedPartition]
+                         ) -> list[tuple[TopicPartition, FetchedPartition]]:
+        """The answers that change something: not those without records, error or a new high
+        watermark (most of them, when thousands of partitions are idle), picked in one pass."""
+        changed = []
+        with self._lock:
+            partitions = self._partitions
+            for tp, data in results.items():
+                if data.error_code == NONE and not data.records:
+                    state = partitions.get(tp)
+                    if (state is not None and not state.truncating and state.fetch_offset == fetching[tp][0]
+                            and data.high_watermark == state.leader_high_watermark):
+                        continue
+                changed.append((tp, data))
+        return changed
 
     def _log_failures(self, what: str, failed: dict[int, list[TopicPartition]]) -> None:
         """One line per error code, not per partition: a leader that goes away fails thousands."""
@@ -213,8 +230,6 @@ class ReplicaFetcherThread:
             if state is None or state.truncating or state.fetch_offset != fetch_offset:
                 return True
         if data.error_code == NONE:
-            if not data.records and data.high_watermark == state.leader_high_watermark:
-                return True
             next_offset = self.manager.append_as_follower(tp, data.records, data.high_watermark)
             if next_offset is None:  # the partition is gone here
                 self.remove_partitions([tp])

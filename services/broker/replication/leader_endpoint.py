@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import grpc
 
+from services.broker.replication.fetcher import FetchedPartition
 from services.common.errors import ERRORS_BY_NAME
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
 from services.common.service import insecure_channel
@@ -69,7 +70,7 @@ class GrpcLeaderEndpoint:
         return request
 
     def fetch(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
-              partitions: dict[TopicPartition, tuple[int, int, int]]) -> dict[TopicPartition, FetchedData]:
+              partitions: dict[TopicPartition, tuple[int, int, int]]) -> dict[TopicPartition, FetchedPartition]:
         request = self._fetch_request(replica_id, max_wait_ms, min_bytes, max_bytes, partitions)
         try:
             response = self._stub.Fetch(request, timeout=self.timeout_s + max_wait_ms / 1000)
@@ -80,9 +81,9 @@ class GrpcLeaderEndpoint:
             return {tp: FetchedData(response.error_code) for tp in partitions}
         out = {}
         for topic in response.responses:
-            for data in topic.partitions:
-                out[(topic.topic, data.partition_index)] = FetchedData(
-                    data.error_code, data.high_watermark, data.log_start_offset, data.records)
+            name = topic.topic
+            for data in topic.partitions:  # a PartitionData has the fields of a FetchedData
+                out[(name, data.partition_index)] = data
         return out
 
     def offsets_for_leader_epoch(self, partitions: dict[TopicPartition, tuple[int, int]]
