@@ -129,6 +129,13 @@ class Partition:
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
         """Records a follower's fetch; returns whether the high watermark moved (only a follower
         whose log end offset moved can move it: the fetches of idle partitions skip the check)."""
+        follower = self.followers.get(replica_id)
+        if follower is not None and fetch_offset == follower.log_end_offset == self.log.log_end_offset:
+            # caught up and still where it was (an idle partition, thousands per fetch): only the
+            # times move, and each is one store, as good without the lock as with it
+            follower.last_caught_up_ms = follower.last_fetch_ms = now_ms
+            follower.last_fetch_leader_end_offset = fetch_offset
+            return False
         with self.lock:
             follower = self.followers.get(replica_id)
             if follower is None:

@@ -411,14 +411,15 @@ class ReplicaManager:
         now = self.clock.monotonic_ms()
         replica_id = params.replica_id
         hosted = self._partitions
+        broker_id, isr_manager = self.broker_id, self.isr_manager
         for request in params.partitions:
             partition = hosted.get((request.topic, request.partition))
-            if partition is None or partition.leader_id != self.broker_id:
+            if partition is None or partition.leader_id != broker_id:
                 continue
             if partition.update_follower_fetch_state(replica_id, request.fetch_offset, now):
                 self.high_watermark_maybe_moved(partition.key)
-            if replica_id not in partition.isr and self.isr_manager is not None:
-                self.isr_manager.request_expand(partition.key)
+            if isr_manager is not None and replica_id not in partition.isr:
+                isr_manager.request_expand(partition.key)
 
     def high_watermark_maybe_moved(self, key: TopicPartition) -> None:
         """Acks=all produces and consumer fetches waiting on `key` may complete now."""
