@@ -151,13 +151,31 @@ def create(cluster: LocalCluster, admin: Admin, args) -> list[str]:
     led = time.monotonic() - start
     wait_all_full(admin, topics, args.partitions, args.timeout)
     full = time.monotonic() - start
+    applied_text = wait_applied(cluster, marks, args.partitions * REPLICATION_FACTOR // len(marks), start,
+                                args.timeout)
     print(f"create: {args.partitions} partitions RF={REPLICATION_FACTOR} as {len(topics)} topics "
           f"of <= {args.topic_partitions}")
     print(f"  CreateTopics calls answered after {created:.2f} s; every partition led after {led:.2f} s; "
-          f"every ISR = {REPLICATION_FACTOR} after {full:.2f} s")
+          f"every ISR = {REPLICATION_FACTOR} after {full:.2f} s (as the brokers' metadata shows them); "
+          f"{applied_text}")
     for name in cluster.broker_names:
         print(f"  {name} LeaderAndIsr: {describe_applies(log_matches(cluster, name, LEADER_AND_ISR_LOG, marks[name]))}")
     return topics
+
+
+def wait_applied(cluster: LocalCluster, marks: dict[str, int], replicas_per_broker: int, start: float,
+                 timeout_s: float) -> str:
+    """Waits until every broker logged LeaderAndIsr for all its replicas (the controller's view
+    comes first); says when, or that the brokers do not log it."""
+
+    def applied(name: str) -> int:
+        return sum(count for count, _ in log_matches(cluster, name, LEADER_AND_ISR_LOG, marks[name]))
+
+    if not any(applied(name) for name in marks):
+        return "LeaderAndIsr applications not logged"
+    wait_until(lambda: all(applied(name) >= replicas_per_broker for name in marks), timeout_s, 0.5,
+               message="every broker to apply LeaderAndIsr for all its replicas")
+    return f"every broker applied LeaderAndIsr for all its replicas after {time.monotonic() - start:.2f} s"
 
 
 def measure_idle(cluster: LocalCluster, args, label: str) -> None:
