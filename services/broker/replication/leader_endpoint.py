@@ -74,7 +74,7 @@ class GrpcLeaderEndpoint:
         request = self._fetch_request(replica_id, max_wait_ms, min_bytes, max_bytes, partitions)
         try:
             response = self._stub.Fetch(request, timeout=self.timeout_s + max_wait_ms / 1000)
-        except grpc.RpcError as exc:
+        except (grpc.RpcError, ValueError) as exc:  # ValueError: closed by a shutdown meanwhile
             logger.debug("fetch from %s failed: %s", self.target, exc)
             return {tp: FetchedData(NETWORK_EXCEPTION) for tp in partitions}
         if response.error_code:
@@ -97,7 +97,7 @@ class GrpcLeaderEndpoint:
             entry.partitions.add(partition=index, current_leader_epoch=current_epoch, leader_epoch=epoch)
         try:
             response = self._stub.OffsetForLeaderEpoch(request, timeout=self.timeout_s)
-        except grpc.RpcError as exc:
+        except (grpc.RpcError, ValueError) as exc:  # ValueError: closed by a shutdown meanwhile
             logger.debug("OffsetForLeaderEpoch to %s failed: %s", self.target, exc)
             return {tp: (NETWORK_EXCEPTION, -1, -1) for tp in partitions}
         out = {}
