@@ -15,7 +15,10 @@ if TYPE_CHECKING:
 
 
 class DelayedFetch(DelayedOperation):
-    """Completes once the partitions asked for hold `min_bytes` new bytes (or one of them errs)."""
+    """Completes once the partitions asked for hold `min_bytes` new bytes (or one of them errs).
+    A check is skipped when nothing changed since the last one (the manager's `fetch_generation`
+    is the same): a follower's fetch asks for thousands of partitions, and the purgatory checks
+    it once before and once after it starts watching."""
 
     def __init__(self, manager: ReplicaManager, params: FetchParams,
                  respond: Callable[[dict], None]) -> None:
@@ -23,8 +26,13 @@ class DelayedFetch(DelayedOperation):
         self.manager = manager
         self.params = params
         self.respond = respond
+        self._checked_generation = -1
 
     def try_complete(self) -> bool:
+        generation = self.manager.fetch_generation
+        if generation == self._checked_generation:
+            return False
+        self._checked_generation = generation
         if self.manager.fetch_is_satisfied(self.params):
             return self.force_complete()
         return False

@@ -127,7 +127,15 @@ class Partition:
     # ------------------------------------------------------------------ leader: followers
 
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
-        """Records a follower's fetch; returns whether the high watermark moved."""
+        """Records a follower's fetch; returns whether the high watermark moved (only a follower
+        whose log end offset moved can move it: the fetches of idle partitions skip the check)."""
+        follower = self.followers.get(replica_id)
+        if follower is not None and fetch_offset == follower.log_end_offset == self.log.log_end_offset:
+            # caught up and still where it was (an idle partition, thousands per fetch): only the
+            # times move, and each is one store, as good without the lock as with it
+            follower.last_caught_up_ms = follower.last_fetch_ms = now_ms
+            follower.last_fetch_leader_end_offset = fetch_offset
+            return False
         with self.lock:
             follower = self.followers.get(replica_id)
             if follower is None:
@@ -137,10 +145,11 @@ class Partition:
                 follower.last_caught_up_ms = now_ms
             elif fetch_offset >= follower.last_fetch_leader_end_offset >= 0:
                 follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
+            moved = fetch_offset != follower.log_end_offset
             follower.log_end_offset = fetch_offset
             follower.last_fetch_leader_end_offset = leader_end
             follower.last_fetch_ms = now_ms
-            return self.maybe_increment_high_watermark()
+            return moved and self.maybe_increment_high_watermark()
 
     def maybe_increment_high_watermark(self) -> bool:
         """HW = min log end offset over the ISR; it only moves forward. Returns whether it moved."""

@@ -13,9 +13,11 @@ Results are plain tuples with Kafka error codes; the gRPC servicer turns them in
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -46,8 +48,17 @@ LATEST_TIMESTAMP = -1
 UNDEFINED_EPOCH = -1
 SMALLEST_BATCH_BYTES = 61  # a RecordBatch v2 header with no records
 HIGH_WATERMARK_CHECKPOINT_FILE = "replication-offset-checkpoint"
+LEADER_AND_ISR_CONCURRENCY = 8  # partitions of one LeaderAndIsr applied at a time
 
 TopicPartition = tuple[str, int]
+
+
+class ReplicaFetchKey(NamedTuple):
+    """The one purgatory key a follower's parked fetch watches, however many partitions it asks
+    for: appends and leadership changes of a partition wake the fetches of its replicas through it.
+    (A one-field tuple, so it never equals a (topic, partition) key.)"""
+
+    replica_id: int
 
 
 class ProduceResult(NamedTuple):
@@ -125,6 +136,12 @@ class ReplicaManager:
         self._partitions: dict[TopicPartition, Partition] = {}
         self._appends_lock = threading.Lock()
         self._appends_in_progress: dict[TopicPartition, int] = {}
+        # bumped before parked fetches are tried for any change (records, high watermark,
+        # leadership): a parked fetch that already looked at this generation need not look again
+        self._fetch_generations = itertools.count(1)
+        self.fetch_generation = 0
+        self._leader_and_isr_pool = ThreadPoolExecutor(LEADER_AND_ISR_CONCURRENCY,
+                                                       thread_name_prefix=f"leader-and-isr-{broker_id}")
         self.delayed_fetch_expired = 0
         self.delayed_produce_expired = 0
 
@@ -133,6 +150,7 @@ class ReplicaManager:
     def become_leader_or_follower(self, controller_id: int, controller_epoch: int,
                                   states: list[LeaderAndIsrState]) -> dict[TopicPartition, int]:
         """Applies LeaderAndIsr; returns an error code per partition (0 when applied)."""
+        started_ms = self.clock.monotonic_ms()
         with self._lock:
             if controller_epoch < self.controller_epoch:
                 raise KafkaError(f"controller {controller_id} epoch {controller_epoch} is older than "
@@ -140,26 +158,23 @@ class ReplicaManager:
             self.controller_epoch = controller_epoch
             errors: dict[TopicPartition, int] = {}
             changed = []
-            now = self.clock.monotonic_ms()
+            by_key: dict[TopicPartition, LeaderAndIsrState] = {}  # one state per partition
             for state in states:
-                key = (state.topic, state.partition)
-                if self.broker_id not in state.replicas:
-                    errors[key] = UNKNOWN_TOPIC_OR_PARTITION
-                    continue
-                try:
-                    partition = self._get_or_create_partition(state.topic, state.partition)
-                except KafkaError as exc:
-                    logger.error("cannot open log of %s-%d: %s", state.topic, state.partition, exc)
-                    errors[key] = exc.code
-                    continue
-                if partition.apply_leader_and_isr(state, now):
-                    changed.append(key)
-                    errors[key] = NONE
-                    logger.info("%s-%d: %s (leader %d, epoch %d, isr %s)", state.topic, state.partition,
-                                "leader" if partition.is_leader else "follower", state.leader,
-                                state.leader_epoch, list(state.isr))
+                if self.broker_id in state.replicas:
+                    by_key[(state.topic, state.partition)] = state
                 else:
-                    errors[key] = STALE_CONTROLLER_EPOCH
+                    errors[(state.topic, state.partition)] = UNKNOWN_TOPIC_OR_PARTITION
+            hosted = list(by_key.values())
+            self._configure_new_topics(hosted)
+            now = self.clock.monotonic_ms()
+            # opening thousands of new logs is file creation (and a leader epoch checkpoint per
+            # leader): done several partitions at a time, each under its own partition's lock
+            applied = self._leader_and_isr_pool.map(lambda state: self._apply_leader_and_isr(state, now), hosted)
+            for state, error in zip(hosted, applied, strict=True):
+                key = (state.topic, state.partition)
+                errors[key] = error
+                if error == NONE:
+                    changed.append(key)
             changed_partitions = [self._partitions[key] for key in changed]
         # outside the manager lock: stopping a fetcher waits for its thread, which may be in
         # truncate_follower waiting for that lock
@@ -167,6 +182,11 @@ class ReplicaManager:
             self._update_fetchers(changed_partitions)
         for key in changed:
             self._complete_delayed(key)
+        leaders = sum(1 for p in changed_partitions if p.is_leader)
+        logger.info("applied LeaderAndIsr of %d partitions from controller %d (epoch %d): %d leaders, "
+                    "%d followers, %d not applied, in %d ms", len(states), controller_id, controller_epoch,
+                    leaders, len(changed) - leaders, len(states) - len(changed),
+                    self.clock.monotonic_ms() - started_ms)
         return errors
 
     def _update_fetchers(self, partitions: list[Partition]) -> None:
@@ -216,14 +236,34 @@ class ReplicaManager:
             self._complete_delayed(key)
         return errors
 
+    def _configure_new_topics(self, states: list[LeaderAndIsrState]) -> None:
+        """Reads the config of each topic with a log to create, once per request, before any is."""
+        topics = {state.topic for state in states if (state.topic, state.partition) not in self._partitions
+                  and self.log_manager.get_log((state.topic, state.partition)) is None}
+        for topic in sorted(topics):
+            overrides = self.topic_config(topic)
+            if overrides:
+                self.log_manager.update_topic_config(topic, overrides)
+
+    def _apply_leader_and_isr(self, state: LeaderAndIsrState, now_ms: int) -> int:
+        """One partition's part of LeaderAndIsr: 0 when applied, else its error code."""
+        try:
+            partition = self._get_or_create_partition(state.topic, state.partition)
+        except KafkaError as exc:
+            logger.error("cannot open log of %s-%d: %s", state.topic, state.partition, exc)
+            return exc.code
+        if not partition.apply_leader_and_isr(state, now_ms):
+            return STALE_CONTROLLER_EPOCH
+        logger.debug("%s-%d: %s (leader %d, epoch %d, isr %s)", state.topic, state.partition,
+                     "leader" if partition.is_leader else "follower", state.leader, state.leader_epoch,
+                     list(state.isr))
+        return NONE
+
     def _get_or_create_partition(self, topic: str, index: int) -> Partition:
+        """The hosted partition, its log created if missing (the topic's config read before)."""
         key = (topic, index)
         partition = self._partitions.get(key)
         if partition is None:
-            if self.log_manager.get_log((topic, index)) is None:
-                overrides = self.topic_config(topic)
-                if overrides:
-                    self.log_manager.update_topic_config(topic, overrides)
             log = self.log_manager.get_or_create_log((topic, index))
             checkpointed = self._checkpointed_hw.pop(key, None)
             if checkpointed is not None:
@@ -264,7 +304,7 @@ class ReplicaManager:
             self._append_to_leaders(acks, entries, results, pending, internal_topics_allowed)
         finally:
             for key in self._end_appends(entries):
-                self.fetch_purgatory.check_and_complete(key)
+                self._wake_fetches(key)
         if not pending:
             respond(results)
             return
@@ -344,67 +384,95 @@ class ReplicaManager:
         if params.max_wait_ms <= 0 or params.min_bytes <= 0 or not params.partitions:
             respond(self.read_for_fetch(params))
             return
-        if self.fetch_is_satisfied(params):
-            respond(self.read_for_fetch(params))
-            return
-        operation = DelayedFetch(self, params, respond)
-        keys = [(p.topic, p.partition) for p in params.partitions]
+        operation = DelayedFetch(self, params, respond)  # answers at once if it can
+        if params.replica_id >= 0:  # thousands of partitions: one key, not one per partition
+            keys = [ReplicaFetchKey(params.replica_id)]
+        else:
+            keys = [(p.topic, p.partition) for p in params.partitions]
         self.fetch_purgatory.try_complete_else_watch(operation, keys)
+
+    def _wake_fetches(self, key: TopicPartition) -> None:
+        """Parked fetches that `key`'s new records or new leadership may complete: consumers'
+        (watching the partition) and its other replicas' (watching their `ReplicaFetchKey`)."""
+        self._fetchable_changed(key)
+        partition = self._partitions.get(key)
+        if partition is not None:
+            for replica in partition.replicas:
+                if replica != self.broker_id:
+                    self.fetch_purgatory.check_and_complete(ReplicaFetchKey(replica))
+
+    def _fetchable_changed(self, key: TopicPartition) -> None:
+        """What a fetch of `key` would return may have changed: a new `fetch_generation`, then
+        the fetches watching `key` are tried."""
+        self.fetch_generation = next(self._fetch_generations)
+        self.fetch_purgatory.check_and_complete(key)
 
     def _update_follower_fetch_states(self, params: FetchParams) -> None:
         now = self.clock.monotonic_ms()
+        replica_id = params.replica_id
+        hosted = self._partitions
+        broker_id, isr_manager = self.broker_id, self.isr_manager
         for request in params.partitions:
-            partition = self._partitions.get((request.topic, request.partition))
-            if partition is None or not partition.is_leader:
+            partition = hosted.get((request.topic, request.partition))
+            if partition is None or partition.leader_id != broker_id:
                 continue
-            if partition.update_follower_fetch_state(params.replica_id, request.fetch_offset, now):
+            if partition.update_follower_fetch_state(replica_id, request.fetch_offset, now):
                 self.high_watermark_maybe_moved(partition.key)
-            if params.replica_id not in partition.isr and self.isr_manager is not None:
-                self.isr_manager.request_expand(partition.key)
+            if isr_manager is not None and replica_id not in partition.isr:
+                isr_manager.request_expand(partition.key)
 
     def high_watermark_maybe_moved(self, key: TopicPartition) -> None:
         """Acks=all produces and consumer fetches waiting on `key` may complete now."""
         self.produce_purgatory.check_and_complete(key)
-        self.fetch_purgatory.check_and_complete(key)
+        self._fetchable_changed(key)
 
-    def _fetch_end_offset(self, partition: Partition, replica_id: int) -> int:
-        return partition.log.log_end_offset if replica_id >= 0 else partition.high_watermark
+    def _fetched_leader(self, request: FetchPartition) -> Partition:
+        """`leader_partition` for one partition of a fetch, the common case (led here, the epoch
+        matching or not given) first: a follower's fetch asks for thousands at a time."""
+        partition = self._partitions.get((request.topic, request.partition))
+        epoch = request.current_leader_epoch
+        if partition is None or partition.leader_id != self.broker_id or (0 <= epoch != partition.leader_epoch):
+            partition = self.leader_partition(request.topic, request.partition, epoch)
+        return partition
 
     def fetch_is_satisfied(self, params: FetchParams) -> bool:
         accumulated = 0
+        from_follower = params.replica_id >= 0
         for request in params.partitions:
             try:
-                partition = self.leader_partition(request.topic, request.partition,
-                                                  request.current_leader_epoch)
+                log = self._fetched_leader(request).log
             except KafkaError:
                 return True  # an error answers at once
-            end_offset = self._fetch_end_offset(partition, params.replica_id)
-            if request.fetch_offset > end_offset or request.fetch_offset < partition.log.log_start_offset:
+            end_offset = log.log_end_offset if from_follower else log.high_watermark
+            fetch_offset = request.fetch_offset
+            if fetch_offset > end_offset or fetch_offset < log.log_start_offset:
                 return True  # out of range: answer now
-            if end_offset > request.fetch_offset:
-                if params.min_bytes <= SMALLEST_BATCH_BYTES:
-                    return True  # any new batch is enough: no need to read it twice
-                data = partition.log.read(request.fetch_offset, params.min_bytes, max_offset=end_offset,
-                                          min_one_message=True)
-                accumulated += len(data.records)
-                if accumulated >= params.min_bytes:
-                    return True
+            if fetch_offset == end_offset:
+                continue  # the idle case: nothing new
+            if params.min_bytes <= SMALLEST_BATCH_BYTES:
+                return True  # any new batch is enough: no need to read it twice
+            data = log.read(fetch_offset, params.min_bytes, max_offset=end_offset, min_one_message=True)
+            accumulated += len(data.records)
+            if accumulated >= params.min_bytes:
+                return True
         return False
 
     def read_for_fetch(self, params: FetchParams) -> dict[TopicPartition, FetchResult]:
         results: dict[TopicPartition, FetchResult] = {}
         remaining = params.max_bytes
         min_one_message = True
+        from_follower = params.replica_id >= 0
         for request in params.partitions:
             key = (request.topic, request.partition)
             try:
-                partition = self.leader_partition(request.topic, request.partition,
-                                                  request.current_leader_epoch)
-                end_offset = self._fetch_end_offset(partition, params.replica_id)
-                high_watermark = partition.high_watermark
-                log = partition.log
+                log = self._fetched_leader(request).log
+                high_watermark = log.high_watermark
+                end_offset = log.log_end_offset if from_follower else high_watermark
+                if request.fetch_offset == end_offset:  # the idle case: nothing to read
+                    results[key] = FetchResult(NONE, high_watermark, log.log_start_offset, b"")
+                    continue
                 limit = min(request.partition_max_bytes, remaining)
-                if request.fetch_offset == end_offset or (limit <= 0 and not min_one_message):
+                if limit <= 0 and not min_one_message:
                     records = b""
                 else:
                     data = log.read(request.fetch_offset, limit, max_offset=end_offset,
@@ -489,7 +557,7 @@ class ReplicaManager:
                 log.update_high_watermark(high_watermark)
             end = log.log_end_offset
         if records:
-            self.fetch_purgatory.check_and_complete(tp)
+            self._fetchable_changed(tp)
         return end
 
     def offset_for_leader_epoch(self, topic: str, index: int, current_leader_epoch: int,
@@ -542,7 +610,7 @@ class ReplicaManager:
     # ------------------------------------------------------------------ housekeeping
 
     def _complete_delayed(self, key: TopicPartition) -> None:
-        self.fetch_purgatory.check_and_complete(key)
+        self._wake_fetches(key)
         self.produce_purgatory.check_and_complete(key)
 
     def metrics_delayed_fetch_expired(self) -> None:
@@ -564,6 +632,7 @@ class ReplicaManager:
             self.fetcher_manager.shutdown()
         if self.isr_manager is not None:
             self.isr_manager.shutdown()
+        self._leader_and_isr_pool.shutdown(wait=True)
         self.checkpoint_high_watermarks()
         self.fetch_purgatory.shutdown()
         self.produce_purgatory.shutdown()

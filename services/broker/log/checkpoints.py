@@ -18,8 +18,10 @@ Entry formats:
     leader-epoch-checkpoint            `epoch startOffset`        per partition dir (LeaderEpochFileCache)
 
 Writes are atomic: `<file>.tmp` is written and fsynced, renamed over the file and the directory
-fsynced, so a crash leaves either the old or the new checkpoint. A missing or empty file reads as
-no entries; a malformed one raises `CheckpointError`.
+fsynced, so a crash leaves either the old or the new checkpoint. Writing the entries the file was
+last read or written with does nothing (an idle broker checkpoints thousands of unchanged high watermarks
+every few seconds). A missing or empty file reads as no entries; a malformed one raises
+`CheckpointError`.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class _CheckpointFile:
     def __init__(self, path: str) -> None:
         self.path = path
         self._lock = threading.Lock()
+        self._written: list | None = None  # the entries this object last wrote to `path`
 
     def _format(self, entry) -> str:
         raise NotImplementedError
@@ -61,10 +64,14 @@ class _CheckpointFile:
         raise NotImplementedError
 
     def _write_entries(self, entries: list) -> None:
-        lines = [str(CURRENT_VERSION), str(len(entries))]
-        lines.extend(self._format(entry) for entry in entries)
         with self._lock:
+            if entries == self._written:
+                return
+            lines = [str(CURRENT_VERSION), str(len(entries))]
+            lines.extend(self._format(entry) for entry in entries)
+            self._written = None
             atomic_write(self.path, ("\n".join(lines) + "\n").encode())
+            self._written = entries
 
     def _read_entries(self) -> list:
         with self._lock:
@@ -101,10 +108,14 @@ class _CheckpointFile:
                 raise CheckpointError(f"malformed line {line!r} in checkpoint file {self.path}") from None
         if len(entries) != expected:
             raise CheckpointError(f"expected {expected} entries in {self.path} but found {len(entries)}")
+        with self._lock:
+            self._written = list(entries)  # what the file holds: writing it again changes nothing
         return entries
 
     def update_dir(self, new_dir: str) -> None:
-        self.path = os.path.join(new_dir, os.path.basename(self.path))
+        with self._lock:
+            self.path = os.path.join(new_dir, os.path.basename(self.path))
+            self._written = None
 
 
 class OffsetCheckpointFile(_CheckpointFile):

@@ -5,20 +5,21 @@ entries; `trim_to_valid_size` cuts it back to its valid entries when the segment
 or is closed. An existing file is assumed full of valid entries (its length / entry size);
 `sanity_check` verifies that, and the owning segment rebuilds both indexes when it fails.
 
-Lookups read a read-only shared mapping of the file. An existing index is mapped on its first
-lookup (as Kafka's lazy indexes), so opening many segments costs neither mappings nor descriptors.
-New entries first collect in a short in-memory tail (at most `PENDING_ENTRIES`), which lookups
-search too, and are then written with one `pwrite` through a descriptor kept open while the index
-grows; anything that needs the file (flush, trim, truncation, sanity check) writes the tail first.
-The page cache is shared, so the mapping sees written entries at once, and appends never take the
+Lookups read a read-only shared mapping of the file, made on the first lookup that reaches the
+file's entries (as Kafka's lazy indexes), so thousands of idle partitions cost neither mappings nor
+descriptors (CPython keeps a duplicate descriptor per mapping). New entries first collect in a
+short in-memory tail (at most `PENDING_ENTRIES`), which lookups search too, and are then written
+with one `pwrite` through a descriptor opened on the first write and kept while the index grows;
+anything that needs the file (flush, trim, truncation, sanity check) writes the tail first. The
+page cache is shared, so the mapping sees written entries at once, and appends never take the
 page fault a store into a mapping takes whenever writeback has cleaned the page (which made such
 stores the dominant cost of large appends). A crash may lose the tail: the active segment's
 indexes are rebuilt by recovery anyway.
 
 Readers never lock: they take the (entries in the file, tail) pair in one read; the writer appends
-to the tail in place and replaces the pair only after writing it out. A resize maps the file again;
-a reader still holding the previous mapping keeps a valid view of the slots it knew. Entry
-layouts are documented by the subclasses (`offset_index`, `time_index`).
+to the tail in place and replaces the pair only after writing it out. After a resize the next
+lookup maps the file again; a reader still holding the previous mapping keeps a valid view of the
+slots it knew. Entry layouts are documented by the subclasses (`offset_index`, `time_index`).
 """
 
 from __future__ import annotations
@@ -74,20 +75,19 @@ class MmapIndex:
                     raise ValueError(f"invalid max index size {max_index_size}")
                 os.ftruncate(fd, round_down(max_index_size, self.ENTRY_SIZE))
             length = os.fstat(fd).st_size
-            # an index about to be written is mapped now; an existing one on its first lookup,
-            # so opening a log with many segments costs no mapping (and no descriptor) per index
-            self._mm: mmap.mmap | _Unmapped | None = _map(fd, length) if newly_created else UNMAPPED
-        except BaseException:
+            # mapped on the first lookup that needs the file, written through a descriptor opened
+            # on the first write: an idle index holds neither (a mapping keeps a descriptor too)
+            self._mm: mmap.mmap | _Unmapped | None = UNMAPPED
+            self._fd: int | None = None  # kept while entries are appended; closed once trimmed
+            self._opening_fd: int | None = fd
+            self._length = length
+            self._max_entries = length // self.ENTRY_SIZE
+            self._entries = 0 if newly_created else self._max_entries
+            self._tail: tuple[int, list[tuple[int, int]]] = (self._entries, [])  # (in the file, not yet)
+            self._on_entries_changed()
+        finally:
+            self._opening_fd = None
             os.close(fd)
-            raise
-        self._fd: int | None = fd  # kept while entries are appended; closed once trimmed
-        self._length = length
-        self._max_entries = length // self.ENTRY_SIZE
-        self._entries = 0 if newly_created else self._max_entries
-        self._tail: tuple[int, list[tuple[int, int]]] = (self._entries, [])  # (in the file, not yet)
-        self._on_entries_changed()
-        if not newly_created:
-            self._close_fd()
 
     def _mapping(self) -> mmap.mmap | None:
         """The mapping of the file's entries, made on first use; None if empty or gone."""
@@ -142,8 +142,8 @@ class MmapIndex:
             return pending[slot - written]
         mm = self._mm
         if mm is UNMAPPED:
-            if self._fd is not None:  # while opening: read it without mapping the file
-                return self.ENTRY.unpack(os.pread(self._fd, self.ENTRY_SIZE, slot * self.ENTRY_SIZE))
+            if self._opening_fd is not None:  # while opening: read it without mapping the file
+                return self.ENTRY.unpack(os.pread(self._opening_fd, self.ENTRY_SIZE, slot * self.ENTRY_SIZE))
             mm = self._mapping()
         return self.ENTRY.unpack_from(mm, slot * self.ENTRY_SIZE)
 
@@ -204,10 +204,13 @@ class MmapIndex:
             self._entries = rounded // self.ENTRY_SIZE
             self._tail = (self._entries, [])
             self._on_entries_changed()
-        fd = self._write_fd()
-        os.ftruncate(fd, rounded)
-        self._mm = _map(fd, rounded)  # the previous mapping closes when its last reader drops it
+        if self._fd is not None:
+            os.ftruncate(self._fd, rounded)
+        else:  # a reset index (recovery rebuilding thousands of them) keeps no descriptor open
+            os.truncate(self.path, rounded)
         self._length = rounded
+        # mapped again on the next lookup; the previous mapping closes when its last reader drops it
+        self._mm = UNMAPPED if rounded else None
         self._max_entries = rounded // self.ENTRY_SIZE
         return True
 

@@ -113,13 +113,17 @@ class LeaderEpochFileCache:
         self._epochs.append(entry)
         return True
 
-    def truncate_from_end(self, end_offset: int) -> None:
-        """Drops entries starting at or after `end_offset` (after the log was truncated there)."""
+    def truncate_from_end(self, end_offset: int, flush: bool = True) -> None:
+        """Drops entries starting at or after `end_offset` (after the log was truncated there).
+        Without `flush` the file keeps them: loading a log does this from the log's own end, which
+        every later load does again (an epoch assigned to an empty log is dropped so at every
+        start), so rewriting the file of each of thousands of logs at each start gains nothing."""
         with self._lock:
             if end_offset >= 0 and self._epochs and self._epochs[-1].start_offset >= end_offset:
                 while self._epochs and self._epochs[-1].start_offset >= end_offset:
                     self._epochs.pop()
-                self._flush()
+                if flush:
+                    self._flush()
                 self._changed()
 
     def truncate_from_start(self, start_offset: int) -> None:
@@ -128,12 +132,15 @@ class LeaderEpochFileCache:
             if start_offset < 0:
                 return
             removed = None
+            dropped = 0
             while self._epochs and self._epochs[0].start_offset <= start_offset:
                 removed = self._epochs.pop(0)
+                dropped += 1
             if removed is not None:
                 self._epochs.insert(0, EpochEntry(removed.epoch, start_offset))
-                self._flush()
-                self._changed()
+                if dropped > 1 or removed.start_offset != start_offset:  # else: as it was (a log load)
+                    self._flush()
+                    self._changed()
 
     def clear_and_flush(self) -> None:
         with self._lock:

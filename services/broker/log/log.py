@@ -121,7 +121,7 @@ class Log(LogMaintenance):
         self._log_start_offset = 0
         self._end = LogOffsetMetadata(0)
         self._update_log_end_offset(loaded.next_offset)
-        self.leader_epoch_cache.truncate_from_end(loaded.next_offset)
+        self.leader_epoch_cache.truncate_from_end(loaded.next_offset, flush=False)
         self._update_log_start_offset(max(log_start_offset, loaded.segments[0].base_offset))
         self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
         self._high_watermark = self._log_start_offset

@@ -81,6 +81,8 @@ class LogManager:
         self.log_dirs = _create_and_validate_log_dirs(config.log_dirs)
         self._dir_locks = {d: _lock_dir(d) for d in self.log_dirs}
         self._logs: dict[TopicPartition, Log] = {}
+        self._logs_per_dir: collections.Counter[str] = collections.Counter()  # where new logs go
+        self._creating: dict[TopicPartition, threading.Event] = {}  # logs being created, by partition
         self._lock = threading.RLock()
         self._to_delete: collections.deque[tuple[int, Log | str]] = collections.deque()
         self._tasks: list[ScheduledTask] = []
@@ -119,6 +121,7 @@ class LogManager:
 
     def load_logs(self) -> None:
         """Loads every partition directory of every log dir (in parallel per dir)."""
+        started_ms = self._clock.monotonic_ms()
         pools, jobs = [], []
         try:
             for log_dir in self.log_dirs:
@@ -150,12 +153,17 @@ class LogManager:
             for job in jobs:
                 log = job.result()
                 previous = self._logs.setdefault(log.topic_partition, log)
-                if previous is not log:
+                if previous is log:
+                    self._logs_per_dir[log.parent_dir] += 1
+                else:
                     raise KafkaStorageError(
                         f"duplicate log directories for {log.topic_partition}: {previous.dir} and {log.dir}")
         finally:
             for pool in pools:
                 pool.shutdown(wait=True)
+        logger.info("loaded %d logs from %d log dirs (%s shutdown) in %d ms", len(self._logs), len(self.log_dirs),
+                    "clean" if all(self.had_clean_shutdown.values()) else "unclean",
+                    self._clock.monotonic_ms() - started_ms)
 
     def _load_log(self, path: str, tp: TopicPartition, clean: bool, recovery_points, start_offsets) -> Log:
         return Log(path, self.log_config_for(tp.topic), log_start_offset=start_offsets.get(tp, 0),
@@ -213,14 +221,32 @@ class LogManager:
         return by_dir
 
     def get_or_create_log(self, tp: TopicPartition) -> Log:
-        """The partition's log, created empty in the log dir holding the fewest logs if missing."""
+        """The partition's log, created empty in the log dir holding the fewest logs if missing.
+        Logs of different partitions are created concurrently when called from several threads
+        (LeaderAndIsr creates thousands); a second caller for the same partition waits for the first."""
         tp = TopicPartition(*tp)
         with self._lock:
             log = self._logs.get(tp)
             if log is not None:
                 return log
-            errors = []
-            for log_dir in self._next_log_dirs():
+            creating = self._creating.get(tp)
+            if creating is None:
+                self._creating[tp] = threading.Event()
+                log_dirs = self._next_log_dirs()
+                self._logs_per_dir[log_dirs[0]] += 1  # counted now, so concurrent creations spread
+        if creating is not None:
+            creating.wait()
+            return self.get_or_create_log(tp)
+        try:
+            return self._create_log(tp, log_dirs)
+        finally:
+            with self._lock:
+                self._creating.pop(tp).set()
+
+    def _create_log(self, tp: TopicPartition, log_dirs: list[str]) -> Log:
+        errors = []
+        try:
+            for log_dir in log_dirs:
                 path = os.path.join(log_dir, log_dir_name(tp))
                 try:
                     os.makedirs(path, exist_ok=True)
@@ -228,22 +254,28 @@ class LogManager:
                     errors.append(e)
                     continue
                 log = Log(path, self.log_config_for(tp.topic), clock=self._clock, scheduler=self.scheduler)
-                self._logs[tp] = log
+                with self._lock:
+                    self._logs[tp] = log
+                    self._logs_per_dir[log_dir] += 1
                 logger.info("created log for %s in %s", tp, path)
                 return log
             raise KafkaStorageError(f"no log directory could hold {tp}: {errors}")
+        finally:
+            with self._lock:
+                self._logs_per_dir[log_dirs[0]] -= 1  # the count taken when the dir was chosen
 
     def _next_log_dirs(self) -> list[str]:
-        counts = dict.fromkeys(self.log_dirs, 0)
-        for log in list(self._logs.values()):
-            if log.parent_dir in counts:
-                counts[log.parent_dir] += 1
+        """The log dirs, those holding the fewest logs first (counted as logs come and go, not by
+        walking every log: LeaderAndIsr may create thousands at once)."""
+        counts = self._logs_per_dir
         return sorted(self.log_dirs, key=lambda d: counts[d])
 
     def async_delete(self, tp: TopicPartition) -> Log | None:
         """Removes the log now (directory renamed `...-delete`); its files go after file.delete.delay.ms."""
         with self._lock:
             log = self._logs.pop(TopicPartition(*tp), None)
+            if log is not None:
+                self._logs_per_dir[log.parent_dir] -= 1
         if log is None:
             return None
         if self.cleaner is not None:

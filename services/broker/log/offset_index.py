@@ -86,7 +86,7 @@ class OffsetIndex(MmapIndex):
             return pending[bisect.bisect_right(pending, (relative, _ABOVE_ANY)) - 1]
         mm = self._mm
         if mm is UNMAPPED:
-            mm = self._mapping()
+            mm = self._mapping() if written else None
         slot = self._file_slot(relative, written, mm)
         return None if slot < 0 else _ENTRY.unpack_from(mm, slot << 3)
 
@@ -123,7 +123,7 @@ class OffsetIndex(MmapIndex):
             return pending[bisect.bisect_right(pending, position, key=_position_of) - 1][1]
         mm = self._mm
         if mm is UNMAPPED:
-            mm = self._mapping()
+            mm = self._mapping() if written else None
         hi = written - 1 if mm is not None else -1
         unpack = _POSITION.unpack_from
         if hi < 0 or unpack(mm, 0)[0] > position:

@@ -114,7 +114,7 @@ class TimeIndex(MmapIndex):
             return timestamp, self.base_offset + relative
         mm = self._mm
         if mm is UNMAPPED:
-            mm = self._mapping()
+            mm = self._mapping() if written else None
         slot = self._slot_for_timestamp(target_timestamp, written, mm)
         if slot < 0:
             return NO_TIMESTAMP, self.base_offset

@@ -12,6 +12,8 @@ cancels the timeout and runs `on_complete`; everyone else gets False. The purgat
 `try_complete` only through `safe_try_complete*`, which hold `lock` so that two checks of the same
 operation never interleave; pass a shared `lock` when completion must be serialised with other
 state (as Kafka's group operations share the group's lock). On timeout the timer calls `run()`.
+Once completed, however that happened, the operation calls the callback its purgatory left with
+`when_completed`, which takes it off the watch lists of all its keys at once.
 """
 
 from __future__ import annotations
@@ -32,12 +34,17 @@ class _Lock(Protocol):
 class DelayedOperation(TimerTask):
     """Base class of everything a `DelayedOperationPurgatory` holds."""
 
-    __slots__ = ("lock", "_completed")
+    __slots__ = ("lock", "_completed", "_when_completed")
 
     def __init__(self, delay_ms: int, lock: _Lock | None = None) -> None:
         super().__init__(delay_ms)
         self.lock = lock if lock is not None else threading.RLock()
         self._completed = False
+        self._when_completed: Callable[[DelayedOperation], None] | None = None
+
+    def when_completed(self, callback: Callable[[DelayedOperation], None]) -> None:
+        """`callback(self)` runs once, after `on_complete`, by whoever completes the operation."""
+        self._when_completed = callback
 
     def try_complete(self) -> bool:
         raise NotImplementedError
@@ -61,7 +68,12 @@ class DelayedOperation(TimerTask):
             entry, self._entry = self._entry, None
         if entry is not None:
             entry.remove()  # what cancel() does, done in the same critical section
-        self.on_complete()
+        try:
+            self.on_complete()
+        finally:
+            callback, self._when_completed = self._when_completed, None
+            if callback is not None:
+                callback(self)
         return True
 
     def safe_try_complete(self) -> bool:

@@ -9,13 +9,14 @@
 Watch keys are any hashable values, e.g. `(topic, partition)`. Watch lists live in `SHARDS` shards,
 each a dict of key -> `Watchers` under its own lock, as Kafka shards them to cut contention.
 
-Memory bound: an operation leaves a key's watch list when that key is checked after it completed,
-and the key's entry is deleted once its list is empty. Operations that expire, or complete through
-another key, linger in other keys' lists until a purge: whenever the operations watched since the
-last purge minus those still pending exceed `purge_interval` (a count of operations, Kafka's
-`*.purgatory.purge.interval.requests`), `advance_clock` sweeps every watch list. So completed
-operations still referenced are at most about `purge_interval` plus those completed during one
-reaper period (`REAPER_TIMEOUT_MS`), and pending ones are bounded by the callers' request limits.
+Memory bound: an operation leaves the watch lists of all its keys as soon as it completes, however
+it completes (through any key, expiry, or directly), and a key's entry is deleted once its list is
+empty; a follower's fetch watches thousands of partitions, and thousands of such entries per fetch
+must not wait for a purge. As a fallback (an operation completed while still being watched),
+whenever the operations watched since the last purge minus those still pending exceed
+`purge_interval` (a count of operations, Kafka's `*.purgatory.purge.interval.requests`),
+`advance_clock` sweeps every watch list. Pending operations are bounded by the callers' request
+limits.
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ class DelayedOperationPurgatory(Generic[Op]):
             raise ValueError("an operation needs at least one watch key")
 
         def watch_all() -> None:
+            operation.when_completed(lambda op: self._unwatch(keys, op))
             for key in keys:
                 self._watch(key, operation)
             with self._counter_lock:
@@ -187,6 +189,16 @@ class DelayedOperationPurgatory(Generic[Op]):
             if watchers is None:
                 watchers = shard.watchers_by_key[key] = Watchers(key, shard.lock)
             watchers.watch_locked(operation)
+
+    def _unwatch(self, keys: tuple[Hashable, ...], operation: Op) -> None:
+        for key in keys:
+            shard = self._shard(key)
+            with shard.lock:
+                watchers = shard.watchers_by_key.get(key)
+                if watchers is not None:
+                    watchers.unwatch_locked(operation)
+                    if watchers.is_empty:
+                        del shard.watchers_by_key[key]
 
     def _remove_if_empty(self, key: Hashable, watchers: Watchers) -> None:
         shard = self._shard(key)

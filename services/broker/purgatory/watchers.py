@@ -40,6 +40,10 @@ class Watchers(Generic[Op]):
         """Add `operation`; the caller holds the lock given at construction."""
         self._operations[id(operation)] = operation
 
+    def unwatch_locked(self, operation: Op) -> None:
+        """Drop `operation`; the caller holds the lock given at construction."""
+        self._operations.pop(id(operation), None)
+
     def try_complete_watched(self) -> int:
         """Try to complete each watched operation; drop finished ones; return how many this call completed."""
         with self._lock:

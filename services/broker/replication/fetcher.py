@@ -48,6 +48,8 @@ class PartitionFetchState:
     leader_epoch: int
     truncating: bool = True
     delayed_until: float = 0.0
+    leader_high_watermark: int = -1  # the last one applied: an answer with no records and the same
+                                     # high watermark changes nothing (most answers, when idle)
 
 
 class FetchedPartition(Protocol):
@@ -150,9 +152,36 @@ class ReplicaFetcherThread:
             return bool(truncating)
         results = self.endpoint.fetch(self.config.replica_id, self.config.max_wait_ms, self.config.min_bytes,
                                       self.config.max_bytes, fetching)
-        for tp, data in results.items():
-            self._process(tp, fetching[tp][0], data)
+        failed: dict[int, list[TopicPartition]] = {}
+        for tp, data in self._changed_answers(fetching, results):
+            if not self._process(tp, fetching[tp][0], data):
+                failed.setdefault(data.error_code, []).append(tp)
+        self._log_failures("fetch", failed)
         return True
+
+    def _changed_answers(self, fetching: dict[TopicPartition, tuple[int, int, int]],
+                         results: dict[TopicPartition, FetchedPartition]
+                         ) -> list[tuple[TopicPartition, FetchedPartition]]:
+        """The answers that change something: not those without records, error or a new high
+        watermark (most of them, when thousands of partitions are idle), picked in one pass."""
+        changed = []
+        with self._lock:
+            partitions = self._partitions
+            for tp, data in results.items():
+                if data.error_code == NONE and not data.records:
+                    state = partitions.get(tp)
+                    if (state is not None and not state.truncating and state.fetch_offset == fetching[tp][0]
+                            and data.high_watermark == state.leader_high_watermark):
+                        continue
+                changed.append((tp, data))
+        return changed
+
+    def _log_failures(self, what: str, failed: dict[int, list[TopicPartition]]) -> None:
+        """One line per error code, not per partition: a leader that goes away fails thousands."""
+        for error_code, partitions in failed.items():
+            logger.info("%s of %d partitions from leader %d answered error %d (%s%s); backing off", what,
+                        len(partitions), self.leader_id, error_code, ", ".join(f"{t}-{p}" for t, p in partitions[:5]),
+                        ", ..." if len(partitions) > 5 else "")
 
     def _truncate(self, partitions: dict[TopicPartition, int]) -> None:
         """Finds each partition's divergence point with the leader and truncates there."""
@@ -166,14 +195,15 @@ class ReplicaFetcherThread:
         if not requests:
             return
         answers = self.endpoint.offsets_for_leader_epoch(requests)
+        failed: dict[int, list[TopicPartition]] = {}
         for tp, (error, leader_epoch, end_offset) in answers.items():
             if error != NONE:
-                logger.info("OffsetForLeaderEpoch for %s from leader %d failed with %d; retrying", tp,
-                            self.leader_id, error)
+                failed.setdefault(error, []).append(tp)
                 self._delay(tp)
                 continue
             offset = self.manager.divergence_offset(tp, requests[tp][1], leader_epoch, end_offset)
             self._start_fetching(tp, requests[tp][0], self.manager.truncate_follower(tp, offset))
+        self._log_failures("OffsetForLeaderEpoch", failed)
 
     def _start_fetching(self, tp: TopicPartition, epoch: int, fetch_offset: int | None) -> None:
         with self._lock:
@@ -185,6 +215,7 @@ class ReplicaFetcherThread:
                 return
             state.fetch_offset = fetch_offset
             state.truncating = False
+            state.leader_high_watermark = -1
 
     def _delay(self, tp: TopicPartition) -> None:
         with self._lock:
@@ -192,20 +223,22 @@ class ReplicaFetcherThread:
             if state is not None:
                 state.delayed_until = self.clock.monotonic_ms() + self.config.backoff_ms
 
-    def _process(self, tp: TopicPartition, fetch_offset: int, data: FetchedPartition) -> None:
+    def _process(self, tp: TopicPartition, fetch_offset: int, data: FetchedPartition) -> bool:
+        """Applies one partition's answer; False when it was an error the partition backs off on."""
         with self._lock:
             state = self._partitions.get(tp)
             if state is None or state.truncating or state.fetch_offset != fetch_offset:
-                return
+                return True
         if data.error_code == NONE:
             next_offset = self.manager.append_as_follower(tp, data.records, data.high_watermark)
             if next_offset is None:  # the partition is gone here
                 self.remove_partitions([tp])
-                return
+                return True
             with self._lock:
                 if state is self._partitions.get(tp):
                     state.fetch_offset = next_offset
-            return
+                    state.leader_high_watermark = data.high_watermark
+            return True
         if data.error_code == OFFSET_OUT_OF_RANGE:
             if fetch_offset < data.log_start_offset:
                 offset = self.manager.restart_follower_at(tp, data.log_start_offset)
@@ -215,10 +248,9 @@ class ReplicaFetcherThread:
             else:
                 with self._lock:
                     state.truncating = True
-            return
-        logger.info("fetch of %s from leader %d answered error %d; backing off", tp, self.leader_id,
-                    data.error_code)
+            return True
         self._delay(tp)
+        return False
 
 
 class ReplicaFetcherManager:

@@ -2,13 +2,18 @@
 `replica.lag.time.max.ms` (checked every half of it), expand them when a follower catches up, write
 each change to the partition state znode conditionally on its version (a lost race is dropped: the
 controller's next LeaderAndIsr carries the truth), and announce changed partitions to the
-controller through `/isr_change_notification` in batches (every 2.5 s, as Kafka does)."""
+controller through `/isr_change_notification` in batches (every 2.5 s, as Kafka does).
+
+The changes found in one pass are written `ISR_WRITE_CONCURRENCY` at a time: a broker that comes
+back rejoins the ISR of thousands of partitions at once, and one ZooKeeper write after another
+would take a round trip (and a ZooKeeper fsync) each."""
 
 from __future__ import annotations
 
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -19,6 +24,7 @@ logger = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 ISR_NOTIFICATION_INTERVAL_MS = 2500
+ISR_WRITE_CONCURRENCY = 16
 
 # (partition, new isr) -> new znode version, or None when the conditional write lost
 IsrWriter = Callable[["Partition", tuple[int, ...]], "int | None"]
@@ -40,6 +46,7 @@ class IsrManager:
         self._wakeup = threading.Event()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="isr-manager", daemon=True)
+        self._writers = ThreadPoolExecutor(ISR_WRITE_CONCURRENCY, thread_name_prefix="isr-write")
 
     def start(self) -> None:
         self._thread.start()
@@ -49,6 +56,7 @@ class IsrManager:
         self._wakeup.set()
         if self._thread.is_alive():
             self._thread.join(10)
+        self._writers.shutdown(wait=True)
         self._propagate()
 
     def request_expand(self, tp: TopicPartition) -> None:
@@ -83,14 +91,18 @@ class IsrManager:
     def _expand_requested(self) -> None:
         with self._lock:
             requests, self._expand_requests = self._expand_requests, set()
+        alive = self._alive_brokers() if requests else None
+        changes = []
         for tp in requests:
             partition = self.replica_manager.partition(*tp)
             if partition is None or not partition.is_leader:
                 continue
-            new_isr = partition.isr_to_expand(self._alive_brokers())
-            if new_isr is not None and self._write(partition, new_isr):
-                self.expands += 1
-                logger.info("%s-%d: ISR expanded to %s", tp[0], tp[1], list(new_isr))
+            new_isr = partition.isr_to_expand(alive)
+            if new_isr is not None:
+                changes.append((partition, new_isr))
+        for partition, new_isr in self._write_all(changes):
+            self.expands += 1
+            logger.info("%s-%d: ISR expanded to %s", partition.topic, partition.partition, list(new_isr))
 
     def _alive_brokers(self) -> frozenset[int] | None:
         """Ids of the brokers the metadata cache knows alive; None before it knows any."""
@@ -98,13 +110,23 @@ class IsrManager:
         return alive or None
 
     def maybe_shrink_isr(self, now_ms: int) -> None:
+        changes = []
         for partition in self.replica_manager.partitions():
             if not partition.is_leader:
                 continue
             new_isr = partition.isr_to_shrink(now_ms, self.lag_max_ms)
-            if new_isr is not None and self._write(partition, new_isr):
-                self.shrinks += 1
-                logger.info("%s-%d: ISR shrunk to %s", partition.topic, partition.partition, list(new_isr))
+            if new_isr is not None:
+                changes.append((partition, new_isr))
+        for partition, new_isr in self._write_all(changes):
+            self.shrinks += 1
+            logger.info("%s-%d: ISR shrunk to %s", partition.topic, partition.partition, list(new_isr))
+
+    def _write_all(self, changes: list[tuple[Partition, tuple[int, ...]]]) -> list[tuple[Partition, tuple[int, ...]]]:
+        """Writes the changes, several at a time when there are many; returns those written."""
+        if len(changes) <= 1:
+            return [change for change in changes if self._write(*change)]
+        written = self._writers.map(lambda change: self._write(*change), changes)
+        return [change for change, ok in zip(changes, written, strict=True) if ok]
 
     def _write(self, partition: Partition, new_isr: tuple[int, ...]) -> bool:
         version = self.writer(partition, new_isr)

@@ -1,6 +1,10 @@
 """The follower's gRPC view of one leader broker: Fetch (as replica `replica_id`) and
 OffsetForLeaderEpoch, with deadlines; a failed call answers every partition with a retriable error
-so the fetcher backs off rather than dies."""
+so the fetcher backs off rather than dies.
+
+A follower asks for the same thousands of partitions fetch after fetch, and mostly for the same
+offsets: the FetchRequest is kept between calls and only the fields of the partitions whose
+offset, epoch or size changed are set again; it is built anew when the partitions change."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from typing import NamedTuple
 
 import grpc
 
+from services.broker.replication.fetcher import FetchedPartition
 from services.common.errors import ERRORS_BY_NAME
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
 from services.common.service import insecure_channel
@@ -32,30 +37,53 @@ class GrpcLeaderEndpoint:
         self.timeout_s = request_timeout_ms / 1000
         self._channel = insecure_channel(target)
         self._stub = broker_pb2_grpc.BrokerServiceStub(self._channel)
+        # the last FetchRequest: its partitions in order, their (offset, epoch, max bytes), and
+        # their FetchPartition messages in the same order
+        self._request: broker_pb2.FetchRequest | None = None
+        self._request_keys: list[TopicPartition] = []
+        self._request_values: list[tuple[int, int, int]] = []
+        self._request_slots: list = []
+
+    def _fetch_request(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
+                       partitions: dict[TopicPartition, tuple[int, int, int]]) -> broker_pb2.FetchRequest:
+        keys, values = list(partitions), list(partitions.values())
+        request = self._request
+        if request is not None and keys == self._request_keys:
+            for slot, new, old in zip(self._request_slots, values, self._request_values, strict=True):
+                if new != old:
+                    slot.fetch_offset, slot.current_leader_epoch, slot.partition_max_bytes = new
+        else:
+            request = broker_pb2.FetchRequest()
+            by_topic: dict[str, broker_pb2.FetchRequest.FetchTopic] = {}
+            slots = []
+            for (topic, index), (offset, epoch, partition_max) in partitions.items():
+                entry = by_topic.get(topic)
+                if entry is None:
+                    entry = by_topic[topic] = request.topics.add(topic=topic)
+                slots.append(entry.partitions.add(partition=index, fetch_offset=offset, current_leader_epoch=epoch,
+                                                  last_fetched_epoch=-1, log_start_offset=-1,
+                                                  partition_max_bytes=partition_max))
+            self._request, self._request_keys, self._request_slots = request, keys, slots
+        self._request_values = values
+        request.replica_id, request.max_wait_ms, request.min_bytes, request.max_bytes = (
+            replica_id, max_wait_ms, min_bytes, max_bytes)
+        return request
 
     def fetch(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
-              partitions: dict[TopicPartition, tuple[int, int, int]]) -> dict[TopicPartition, FetchedData]:
-        request = broker_pb2.FetchRequest(replica_id=replica_id, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
-                                          max_bytes=max_bytes)
-        by_topic: dict[str, broker_pb2.FetchRequest.FetchTopic] = {}
-        for (topic, index), (offset, epoch, partition_max) in partitions.items():
-            entry = by_topic.get(topic)
-            if entry is None:
-                entry = by_topic[topic] = request.topics.add(topic=topic)
-            entry.partitions.add(partition=index, fetch_offset=offset, current_leader_epoch=epoch,
-                                 last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=partition_max)
+              partitions: dict[TopicPartition, tuple[int, int, int]]) -> dict[TopicPartition, FetchedPartition]:
+        request = self._fetch_request(replica_id, max_wait_ms, min_bytes, max_bytes, partitions)
         try:
             response = self._stub.Fetch(request, timeout=self.timeout_s + max_wait_ms / 1000)
-        except grpc.RpcError as exc:
+        except (grpc.RpcError, ValueError) as exc:  # ValueError: closed by a shutdown meanwhile
             logger.debug("fetch from %s failed: %s", self.target, exc)
             return {tp: FetchedData(NETWORK_EXCEPTION) for tp in partitions}
         if response.error_code:
             return {tp: FetchedData(response.error_code) for tp in partitions}
         out = {}
         for topic in response.responses:
-            for data in topic.partitions:
-                out[(topic.topic, data.partition_index)] = FetchedData(
-                    data.error_code, data.high_watermark, data.log_start_offset, data.records)
+            name = topic.topic
+            for data in topic.partitions:  # a PartitionData has the fields of a FetchedData
+                out[(name, data.partition_index)] = data
         return out
 
     def offsets_for_leader_epoch(self, partitions: dict[TopicPartition, tuple[int, int]]
@@ -69,7 +97,7 @@ class GrpcLeaderEndpoint:
             entry.partitions.add(partition=index, current_leader_epoch=current_epoch, leader_epoch=epoch)
         try:
             response = self._stub.OffsetForLeaderEpoch(request, timeout=self.timeout_s)
-        except grpc.RpcError as exc:
+        except (grpc.RpcError, ValueError) as exc:  # ValueError: closed by a shutdown meanwhile
             logger.debug("OffsetForLeaderEpoch to %s failed: %s", self.target, exc)
             return {tp: (NETWORK_EXCEPTION, -1, -1) for tp in partitions}
         out = {}

@@ -180,3 +180,23 @@ def test_a_shut_down_fetcher_manager_starts_no_fetcher():
     fetchers.shutdown()
     fetchers.add_fetchers({("t", 0): (2, 0)})
     assert started == [] and fetchers.fetch_state(("t", 0)) is None
+
+
+def test_one_leader_and_isr_reads_each_topic_config_once(tmp_path):
+    logs = LogManager(LogManagerConfig(log_dirs=(str(tmp_path / "logs"),)), LogConfig())
+    logs.startup()
+    reads = []
+
+    def topic_config(topic):
+        reads.append(topic)
+        return {"min.insync.replicas": "2"} if topic == "strict" else {}
+
+    rm = ReplicaManager(1, logs, MetadataCache(), topic_config=topic_config)
+    states = [LeaderAndIsrState(topic, index, 1, 1, 0, (1,), 0, (1,), True)
+              for topic in ("strict", "loose") for index in range(50)]
+    assert set(rm.become_leader_or_follower(1001, 1, states).values()) == {0}
+    assert sorted(reads) == ["loose", "strict"]
+    assert {rm.partition("strict", i).log.config.min_insync_replicas for i in range(50)} == {2}
+    assert {rm.partition("loose", i).log.config.min_insync_replicas for i in range(50)} == {1}
+    rm.shutdown()
+    logs.shutdown()

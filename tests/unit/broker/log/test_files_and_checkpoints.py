@@ -61,6 +61,24 @@ def test_offset_checkpoint_text_format(tmp_path):
     assert checkpoint.read() == {("a", 0): 100, ("b", 1): 7}
 
 
+def test_an_unchanged_checkpoint_is_not_written_again(tmp_path):
+    path = tmp_path / "replication-offset-checkpoint"
+    checkpoint = OffsetCheckpointFile(os.fspath(path))
+    offsets = {TopicPartition(f"t{i % 4}", i): i for i in range(4000)}
+    checkpoint.write(offsets)
+    written = path.stat().st_mtime_ns, path.stat().st_ino
+    checkpoint.write(dict(offsets))
+    assert (path.stat().st_mtime_ns, path.stat().st_ino) == written  # not replaced
+    offsets[TopicPartition("t1", 1)] = 2
+    checkpoint.write(offsets)
+    assert path.stat().st_ino != written[1]
+    assert checkpoint.read()[("t1", 1)] == 2
+    checkpoint.update_dir(os.fspath(tmp_path / "elsewhere"))
+    (tmp_path / "elsewhere").mkdir()
+    checkpoint.write(offsets)  # a new place is written even with the same entries
+    assert checkpoint.read() == offsets
+
+
 @pytest.mark.parametrize("text", ["1\n0\n", "0\n2\na 0 1\n", "0\n1\na 0\n", "0\nx\n", "0\n1\na b 1\n"])
 def test_malformed_checkpoints_are_errors(tmp_path, text):
     (tmp_path / "c").write_text(text)

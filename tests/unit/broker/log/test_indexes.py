@@ -238,3 +238,45 @@ def test_time_index_tail(tmp_path):
     index.close()
     assert os.path.getsize(index.path) == 99 * 12
     assert time_index(tmp_path).lookup(505) == (500, BASE + 50)
+
+
+def open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
+def test_idle_indexes_hold_no_descriptor_or_mapping(tmp_path):
+    before = open_descriptors()
+    indexes = [offset_index(tmp_path, f"{i}.index") for i in range(20)]
+    indexes += [time_index(tmp_path, f"{i}.timeindex") for i in range(20)]
+    assert open_descriptors() == before
+    for index in indexes[:20]:
+        assert index.lookup(BASE + 5) == (BASE, 0)  # nothing written: no mapping needed
+    assert open_descriptors() == before
+    written = indexes[0]
+    for i in range(200):
+        written.append(BASE + i, i * 100)
+    written.write_pending()
+    assert written.lookup(BASE + 3) == (BASE + 3, 300)
+    assert open_descriptors() == before + 2  # the write descriptor and the mapping's own
+    written.close()
+    assert open_descriptors() == before
+    for index in indexes[1:]:
+        index.close()
+    assert open_descriptors() == before
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
+def test_a_reset_index_holds_no_descriptor(tmp_path):
+    index = offset_index(tmp_path)
+    index.append(BASE + 1, 10)
+    index.close()
+    before = open_descriptors()
+    reopened = offset_index(tmp_path)
+    reopened.reset()  # as recovery does before rebuilding
+    assert (reopened.entries, reopened.length) == (0, 4096)
+    assert open_descriptors() == before
+    reopened.append(BASE + 2, 20)
+    assert reopened.lookup(BASE + 3) == (BASE + 2, 20)
+    reopened.close()
+    assert os.path.getsize(reopened.path) == 8

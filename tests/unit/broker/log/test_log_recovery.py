@@ -152,3 +152,27 @@ def test_preallocated_segments_recover_to_their_data(tmp_path):
     reopened = open_log(log.dir, cfg)
     assert reopened.log_end_offset == 2 and os.path.getsize(path) == ONE
     reopened.close()
+
+
+def test_loading_logs_rewrites_no_leader_epoch_checkpoint(tmp_path):
+    """A restart with thousands of logs must not rewrite (and fsync) a file per log: an epoch
+    assigned to an empty log is dropped in memory at load, the file keeps it, and assigning it
+    again (the next LeaderAndIsr) leaves the file as it is."""
+    empty = open_log(tmp_path / "t-0", had_clean_shutdown=True)
+    empty.leader_epoch_cache.assign(3, 0)
+    written = open_log(tmp_path / "t-1", had_clean_shutdown=True)
+    written.leader_epoch_cache.assign(2, 0)
+    written.append_as_leader(batch(2, epoch=2), 2)
+    for log in (empty, written):
+        log.close()
+    files = [tmp_path / name / "leader-epoch-checkpoint" for name in ("t-0", "t-1")]
+    before = [(f.stat().st_ino, f.read_text()) for f in files]
+    empty, written = (open_log(tmp_path / name, had_clean_shutdown=True) for name in ("t-0", "t-1"))
+    assert empty.leader_epoch_cache.latest_epoch is None  # the epoch started at the log end
+    assert written.leader_epoch_cache.latest_epoch == 2
+    empty.leader_epoch_cache.assign(3, 0)
+    assert [(f.stat().st_ino, f.read_text()) for f in files] == before
+    empty.leader_epoch_cache.assign(4, 0)
+    assert files[0].read_text() == "0\n1\n4 0\n"
+    for log in (empty, written):
+        log.close()

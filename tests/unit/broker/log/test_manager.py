@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -33,6 +34,33 @@ def test_logs_go_to_the_directory_with_fewest_logs(tmp_path):
     assert {first.parent_dir, second.parent_dir} == {os.fspath(tmp_path / "d1"), os.fspath(tmp_path / "d2")}
     assert logs.get_or_create_log(("t", 0)) is first
     assert logs.get_log(TP2) is None
+    logs.shutdown()
+
+
+def test_placement_counts_loaded_created_and_deleted_logs(tmp_path):
+    logs, _ = manager(tmp_path, dirs=("d1", "d2"))
+    d1, d2 = os.fspath(tmp_path / "d1"), os.fspath(tmp_path / "d2")
+    placed = [logs.get_or_create_log(TopicPartition("p", i)).parent_dir for i in range(6)]
+    assert placed.count(d1) == placed.count(d2) == 3
+    for i, parent in enumerate(placed):
+        if parent == d1:
+            logs.async_delete(TopicPartition("p", i))
+    assert logs.get_or_create_log(TopicPartition("q", 0)).parent_dir == d1  # d1 holds none now
+    logs.shutdown()
+    again, _ = manager(tmp_path, dirs=("d1", "d2"))  # counts rebuilt from the loaded logs
+    assert [again.get_or_create_log(TopicPartition("r", i)).parent_dir for i in range(2)] == [d1, d1]
+    again.shutdown()
+
+
+def test_logs_created_from_many_threads_are_one_per_partition(tmp_path):
+    logs, _ = manager(tmp_path, dirs=("d1", "d2"))
+    wanted = [TopicPartition("c", i % 20) for i in range(80)]  # each partition asked for four times
+    with ThreadPoolExecutor(8) as pool:
+        created = list(pool.map(logs.get_or_create_log, wanted))
+    for tp, log in zip(wanted, created, strict=True):
+        assert log is logs.get_log(tp)
+    assert len({id(log) for log in created}) == 20
+    assert sorted(len(by_tp) for by_tp in logs.logs_by_dir().values()) == [10, 10]
     logs.shutdown()
 
 

@@ -76,21 +76,29 @@ def test_an_expired_operation_is_not_completed_later(clock, purgatory) -> None:
     expire_until(clock, purgatory, 100)
     assert (op.completions, op.expirations) == (1, 1)
     assert purgatory.delayed == 0
-    assert purgatory.watched == 2
+    assert (purgatory.watched, purgatory.watch_keys) == (0, 0)
     op.ready = True
     assert purgatory.check_and_complete(TP0) == 0
     assert op.completions == 1
-    assert purgatory.watched == 1
 
 
-def test_an_operation_completed_through_one_key_lingers_on_the_others_until_checked(purgatory) -> None:
+def test_an_operation_completed_through_one_key_leaves_every_watch_list(purgatory) -> None:
     op = MockOperation(100)
+    other = MockOperation(100)
     purgatory.try_complete_else_watch(op, [TP0, TP1])
+    purgatory.try_complete_else_watch(other, [TP0])
     op.ready = True
     assert purgatory.check_and_complete(TP1) == 1
-    assert purgatory.watched == 1
+    assert (purgatory.watched, purgatory.watch_keys) == (1, 1)
     assert purgatory.check_and_complete(TP0) == 0
-    assert (purgatory.watched, purgatory.watch_keys) == (0, 0)
+    assert (purgatory.watched, purgatory.watch_keys) == (1, 1)
+
+
+def test_a_force_completed_operation_leaves_every_watch_list(purgatory) -> None:
+    op = MockOperation(100)
+    purgatory.try_complete_else_watch(op, [TP0, TP1])
+    assert op.force_complete()
+    assert (purgatory.watched, purgatory.watch_keys, purgatory.delayed) == (0, 0, 0)
 
 
 def test_purge_removes_completed_operations_once_past_the_interval(clock) -> None:
@@ -109,16 +117,18 @@ def test_purge_removes_completed_operations_once_past_the_interval(clock) -> Non
     purgatory.shutdown()
 
 
-def test_no_purge_below_the_interval(clock) -> None:
+def test_expired_operations_on_thousands_of_keys_leave_nothing_behind_below_the_purge_interval(clock) -> None:
+    """A follower's fetch watches every partition it follows: its entries must go when it expires,
+    not wait for `purge_interval` more fetches (a million entries at 4,000 partitions)."""
     purgatory = DelayedOperationPurgatory(
-        "Fetch", SystemTimer("Fetch", clock), purge_interval=100, reaper_enabled=False
+        "Fetch", SystemTimer("Fetch", clock), purge_interval=1000, reaper_enabled=False
     )
-    for i in range(20):
-        purgatory.try_complete_else_watch(MockOperation(100), [("a", i)])
+    keys = [("t", i) for i in range(4000)]
+    for _ in range(20):
+        purgatory.try_complete_else_watch(MockOperation(100), keys)
+    assert purgatory.watched == 20 * 4000
     expire_until(clock, purgatory, 100)
     assert purgatory.delayed == 0
-    assert purgatory.watched == 20
-    assert purgatory.purge_completed() == 20
     assert (purgatory.watched, purgatory.watch_keys) == (0, 0)
     purgatory.shutdown()
 

@@ -60,3 +60,64 @@ def test_shutdown_ends_a_request_hung_on_the_leader():
     assert time.monotonic() - started < 5
     assert leader.closed.is_set()
 
+
+
+class FailingLeader:
+    """A leader that answers every partition of every fetch with NOT_LEADER_OR_FOLLOWER."""
+
+    def fetch(self, replica_id, max_wait_ms, min_bytes, max_bytes, partitions) -> dict:
+        return {tp: _NotLeader() for tp in partitions}
+
+    def offsets_for_leader_epoch(self, partitions) -> dict:
+        raise AssertionError("not asked: the local log has no epoch")
+
+    def close(self) -> None:
+        pass
+
+
+class _NotLeader(_Failed):
+    error_code = code_of("NOT_LEADER_OR_FOLLOWER")
+
+
+def test_a_failed_fetch_of_many_partitions_logs_one_line(caplog):
+    fetcher = ReplicaFetcherThread(2, FailingLeader(), FollowerWithEmptyLog(),
+                                   FetcherConfig(replica_id=1), SYSTEM_CLOCK)
+    fetcher.add_partitions({("t", i): 3 for i in range(500)})
+    with caplog.at_level("INFO", logger="services.broker.replication.fetcher"):
+        assert fetcher._run_once()
+    assert len(caplog.records) == 1
+    assert "fetch of 500 partitions from leader 2 answered error 6" in caplog.records[0].getMessage()
+    assert all(fetcher.fetch_state(("t", i)).delayed_until > 0 for i in range(500))
+
+
+class _Empty:
+    error_code = 0
+    high_watermark = 4
+    log_start_offset = 0
+    records = b""
+
+
+class IdleLeader(FailingLeader):
+    """A leader whose partitions get nothing new: every answer is empty, with the same high watermark."""
+
+    def fetch(self, replica_id, max_wait_ms, min_bytes, max_bytes, partitions) -> dict:
+        return {tp: _Empty() for tp in partitions}
+
+
+class CountingFollower(FollowerWithEmptyLog):
+    def __init__(self) -> None:
+        self.appends = 0
+
+    def append_as_follower(self, tp, records, leader_high_watermark):
+        self.appends += 1
+        return 0
+
+
+def test_idle_answers_with_an_unchanged_high_watermark_touch_no_log():
+    follower = CountingFollower()
+    fetcher = ReplicaFetcherThread(2, IdleLeader(), follower, FetcherConfig(replica_id=1), SYSTEM_CLOCK)
+    fetcher.add_partitions({("t", i): 3 for i in range(50)})
+    assert fetcher._run_once()
+    assert follower.appends == 50  # the first answer brings each partition's high watermark
+    assert fetcher._run_once() and fetcher._run_once()
+    assert follower.appends == 50

@@ -1,0 +1,297 @@
+"""Benchmark: what thousands of partitions cost a broker, on three brokers and one controller.
+
+Starts its own cluster (ZooKeeper, one controller, three brokers; the `LocalCluster` launcher, free
+ports, a temp dir), creates `--partitions` partitions with replication factor 3 in topics of at most
+`--topic-partitions` partitions each, and prints, in one run:
+
+1. the time from the first CreateTopics call until every partition has a leader, and until every
+   ISR has 3 replicas (as the brokers' metadata shows them), and how long each broker took to apply
+   its LeaderAndIsr requests (from the broker logs, where a broker logs it);
+2. per broker, while every partition is idle: CPU% over `--idle-seconds`, RSS (anonymous and
+   file-backed; mmap'd index files count only where touched), virtual size, open file descriptors
+   and threads, and the RSS once more after the idle window;
+3. p50/p99 latency of `--produce-requests` sequential acks=all produces of one small batch to one
+   partition, the others idle;
+4. a broker restart: SIGTERM (controlled shutdown) and start again, timed until the broker exits,
+   until it serves again, and until every one of its replicas is back in its ISR; then the same
+   after kill -9 (where the controller notices the death by the ZooKeeper session timeout, and the
+   broker recovers its logs without a clean-shutdown marker).
+
+    python bench/broker_partitions.py [--partitions 4000] [--topic-partitions 1000]
+        [--idle-seconds 10] [--produce-requests 300] [--no-restarts]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from services.clients.admin import Admin  # noqa: E402
+from services.clients.admin_types import NewTopic  # noqa: E402
+from services.clients.launcher import LocalCluster  # noqa: E402
+from services.common.pb.odradek.broker.v1 import broker_pb2  # noqa: E402
+from services.common.proc import pid_alive, wait_until  # noqa: E402
+from services.common.records import build_batch  # noqa: E402
+from services.common.service import insecure_channel  # noqa: E402
+
+SESSION_TIMEOUT_MS = 6000
+REPLICATION_FACTOR = 3
+TOPIC_PREFIX = "scale"
+PRODUCE = "/odradek.broker.v1.BrokerService/Produce"
+CLIENT_CONFIG = {"request_timeout_ms": 30000, "default_api_timeout_ms": 120000}
+CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+LEADER_AND_ISR_LOG = re.compile(r"applied LeaderAndIsr of (\d+) partitions .* in (\d+) ms")
+LOADED_LOGS_LOG = re.compile(r"loaded (\d+) logs .* in (\d+) ms")
+MIB = 1024 * 1024
+
+
+# ---------------------------------------------------------------------- /proc
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS_PER_S  # utime, stime
+
+
+def status_fields(pid: int) -> dict[str, int]:
+    """VmRSS, RssAnon, RssFile, VmSize (bytes) and Threads of a process."""
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("VmRSS", "RssAnon", "RssFile", "VmSize"):
+            out[name] = int(value.split()[0]) * 1024
+        elif name == "Threads":
+            out[name] = int(value)
+    return out
+
+
+def open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def fd_limit(pid: int) -> str:
+    for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
+        if line.startswith("Max open files"):
+            soft, hard = line.split()[3:5]
+            return f"{soft}/{hard}"
+    return "?"
+
+
+# ---------------------------------------------------------------------- cluster state
+
+
+def partition_states(admin: Admin, topics: list[str]) -> list:
+    descriptions = admin.describe_topics(topics, raise_errors=False).values()
+    return [p for description in descriptions if not isinstance(description, Exception)
+            for p in description.partitions]
+
+
+def count_led_and_full(admin: Admin, topics: list[str]) -> tuple[int, int]:
+    partitions = partition_states(admin, topics)
+    led = sum(1 for p in partitions if p.leader >= 0)
+    full = sum(1 for p in partitions if p.leader >= 0 and len(p.isr) == REPLICATION_FACTOR)
+    return led, full
+
+
+def wait_all_full(admin: Admin, topics: list[str], total: int, timeout_s: float) -> None:
+    wait_until(lambda: count_led_and_full(admin, topics)[1] == total, timeout_s, 0.5,
+               message=lambda: f"ISR = {REPLICATION_FACTOR} everywhere (now {count_led_and_full(admin, topics)})")
+
+
+def log_matches(cluster: LocalCluster, name: str, pattern: re.Pattern, since: int) -> list[tuple[int, int]]:
+    """(count, ms) of every line of the service's log after byte `since` matching `pattern`."""
+    with open(cluster.log_path(name), "rb") as log:
+        log.seek(since)
+        text = log.read().decode(errors="replace")
+    return [(int(m.group(1)), int(m.group(2))) for m in pattern.finditer(text)]
+
+
+def log_size(cluster: LocalCluster, name: str) -> int:
+    try:
+        return cluster.log_path(name).stat().st_size
+    except OSError:
+        return 0
+
+
+def describe_applies(matches: list[tuple[int, int]]) -> str:
+    if not matches:
+        return "not logged"
+    partitions = sum(count for count, _ in matches)
+    return (f"{len(matches)} requests, {partitions} partitions, {sum(ms for _, ms in matches)} ms in all, "
+            f"slowest {max(ms for _, ms in matches)} ms")
+
+
+# ---------------------------------------------------------------------- phases
+
+
+def create(cluster: LocalCluster, admin: Admin, args) -> list[str]:
+    sizes = []
+    left = args.partitions
+    while left > 0:
+        sizes.append(min(left, args.topic_partitions))
+        left -= sizes[-1]
+    topics = [f"{TOPIC_PREFIX}-{i}" for i in range(len(sizes))]
+    marks = {name: log_size(cluster, name) for name in cluster.broker_names}
+    start = time.monotonic()
+    for topic, size in zip(topics, sizes, strict=True):
+        admin.create_topics([NewTopic(topic, size, REPLICATION_FACTOR)])
+    created = time.monotonic() - start
+    wait_until(lambda: count_led_and_full(admin, topics)[0] == args.partitions, args.timeout, 0.5,
+               message=lambda: f"a leader everywhere (now {count_led_and_full(admin, topics)})")
+    led = time.monotonic() - start
+    wait_all_full(admin, topics, args.partitions, args.timeout)
+    full = time.monotonic() - start
+    applied_text = wait_applied(cluster, marks, args.partitions * REPLICATION_FACTOR // len(marks), start,
+                                args.timeout)
+    print(f"create: {args.partitions} partitions RF={REPLICATION_FACTOR} as {len(topics)} topics "
+          f"of <= {args.topic_partitions}")
+    print(f"  CreateTopics calls answered after {created:.2f} s; every partition led after {led:.2f} s; "
+          f"every ISR = {REPLICATION_FACTOR} after {full:.2f} s (as the brokers' metadata shows them); "
+          f"{applied_text}")
+    for name in cluster.broker_names:
+        print(f"  {name} LeaderAndIsr: {describe_applies(log_matches(cluster, name, LEADER_AND_ISR_LOG, marks[name]))}")
+    return topics
+
+
+def wait_applied(cluster: LocalCluster, marks: dict[str, int], replicas_per_broker: int, start: float,
+                 timeout_s: float) -> str:
+    """Waits until every broker logged LeaderAndIsr for all its replicas (the controller's view
+    comes first); says when, or that the brokers do not log it."""
+
+    def applied(name: str) -> int:
+        return sum(count for count, _ in log_matches(cluster, name, LEADER_AND_ISR_LOG, marks[name]))
+
+    if not any(applied(name) for name in marks):
+        return "LeaderAndIsr applications not logged"
+    wait_until(lambda: all(applied(name) >= replicas_per_broker for name in marks), timeout_s, 0.5,
+               message="every broker to apply LeaderAndIsr for all its replicas")
+    return f"every broker applied LeaderAndIsr for all its replicas after {time.monotonic() - start:.2f} s"
+
+
+def measure_idle(cluster: LocalCluster, args, label: str) -> None:
+    pids = {name: cluster.running_pid(name) for name in cluster.broker_names}
+    before = {name: (cpu_seconds(pid), status_fields(pid)) for name, pid in pids.items()}
+    start = time.monotonic()
+    time.sleep(args.idle_seconds)
+    elapsed = time.monotonic() - start
+    print(f"idle ({label}): {elapsed:.1f} s with every partition idle")
+    for name, pid in pids.items():
+        cpu_before, status_before = before[name]
+        cpu = (cpu_seconds(pid) - cpu_before) / elapsed * 100
+        status = status_fields(pid)
+        print(f"  {name}: CPU {cpu:5.1f}%  RSS {status['VmRSS'] / MIB:6.1f} MiB "
+              f"(anon {status['RssAnon'] / MIB:.1f}, file {status['RssFile'] / MIB:.1f}; "
+              f"{status_before['VmRSS'] / MIB:.1f} at the start of the window)  "
+              f"virtual {status['VmSize'] / MIB / 1024:.1f} GiB  fds {open_fds(pid)} (limit {fd_limit(pid)})  "
+              f"threads {status['Threads']}")
+
+
+def measure_produce(cluster: LocalCluster, admin: Admin, topic: str, requests: int) -> None:
+    (description,) = admin.describe_topics([topic]).values()
+    leader = next(p.leader for p in description.partitions if p.partition == 0)
+    channel = insecure_channel(cluster.endpoint(cluster.broker_name(leader)))
+    call = channel.unary_unary(PRODUCE, response_deserializer=broker_pb2.ProduceResponse.FromString)
+    request = broker_pb2.ProduceRequest(acks=-1, timeout_ms=30000)
+    request.topic_data.add(name=topic).partition_data.add(index=0, records=build_batch([b"x" * 100]))
+    payload = request.SerializeToString()
+    try:
+        for _ in range(20):  # warm-up: connection, the followers' fetch sessions
+            call(payload, timeout=30)
+        latencies = []
+        for _ in range(requests):
+            start = time.perf_counter()
+            reply = call(payload, timeout=30)
+            latencies.append((time.perf_counter() - start) * 1000)
+            code = reply.responses[0].partition_responses[0].error_code
+            if code:
+                raise RuntimeError(f"produce to {topic}-0 failed with error code {code}")
+    finally:
+        channel.close()
+    latencies.sort()
+    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+    print(f"produce: {requests} sequential acks=all produces of one 100 B record to {topic}-0 "
+          f"(leader broker {leader}), the other partitions idle")
+    print(f"  p50 {statistics.median(latencies):.2f} ms  p99 {p99:.2f} ms  max {latencies[-1]:.2f} ms")
+
+
+def measure_restart(cluster: LocalCluster, admin: Admin, topics: list[str], total: int, broker_id: int,
+                    how: str, timeout_s: float) -> None:
+    name = cluster.broker_name(broker_id)
+    pid = cluster.running_pid(name)
+    start = time.monotonic()
+    os.kill(pid, signal.SIGTERM if how == "SIGTERM" else signal.SIGKILL)
+    wait_until(lambda: not pid_alive(pid), timeout_s, 0.05, message=f"{name} to exit")
+    exited = time.monotonic() - start
+    if how == "SIGKILL":  # the controller's view: the broker's ZooKeeper session has to expire
+        wait_until(lambda: count_led_and_full(admin, topics)[1] == 0, timeout_s, 0.5,
+                   message=f"{name} out of every ISR")
+    out_of_isr = time.monotonic() - start
+    mark = log_size(cluster, name)
+    started = time.monotonic()
+    new_pid = cluster.start_service(name, wait=False)
+    wait_until(lambda: cluster.is_serving(name) or not pid_alive(new_pid), timeout_s, 0.05,
+               message=f"{name} to serve")
+    if not pid_alive(new_pid):
+        raise RuntimeError(f"{name} exited while starting")
+    serving = time.monotonic() - started
+    wait_all_full(admin, topics, total, timeout_s)
+    back = time.monotonic() - started
+    loaded = log_matches(cluster, name, LOADED_LOGS_LOG, mark)
+    load_text = f"; log loading {loaded[-1][1]} ms for {loaded[-1][0]} logs" if loaded else ""
+    applies = describe_applies(log_matches(cluster, name, LEADER_AND_ISR_LOG, mark))
+    print(f"restart after {how} of {name}:")
+    if how == "SIGTERM":
+        print(f"  exited {exited:.2f} s after SIGTERM (controlled shutdown)")
+    else:
+        print(f"  out of every ISR {out_of_isr:.2f} s after the kill "
+              f"(zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS})")
+    print(f"  serving {serving:.2f} s after start{load_text}; every replica back in its ISR "
+          f"{back:.2f} s after start")
+    print(f"  LeaderAndIsr: {applies}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--partitions", type=int, default=4000)
+    parser.add_argument("--topic-partitions", type=int, default=1000,
+                        help="largest topic to create (the controller's limit on one topic)")
+    parser.add_argument("--idle-seconds", type=float, default=10.0)
+    parser.add_argument("--produce-requests", type=int, default=300)
+    parser.add_argument("--no-restarts", action="store_true", help="skip the restart measurements")
+    parser.add_argument("--timeout", type=float, default=600.0, help="patience of each wait, seconds")
+    parser.add_argument("--keep", help="lay the cluster out in this directory and leave it there")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
+        base = Path(args.keep) if args.keep else Path(tmp) / "cluster"
+        session = {"zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS}
+        cluster = LocalCluster(base, brokers=3, controllers=1, free_ports=True, broker_config=session,
+                               controller_config=session)
+        try:
+            cluster.start()
+            print(f"cluster: 3 brokers, 1 controller, {os.cpu_count()} CPUs, {base}")
+            with Admin(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG) as admin:
+                topics = create(cluster, admin, args)
+                measure_idle(cluster, args, "after creation")
+                measure_produce(cluster, admin, topics[0], args.produce_requests)
+                measure_idle(cluster, args, "after the produces")
+                if not args.no_restarts:
+                    measure_restart(cluster, admin, topics, args.partitions, 3, "SIGTERM", args.timeout)
+                    measure_restart(cluster, admin, topics, args.partitions, 3, "SIGKILL", args.timeout)
+                    measure_idle(cluster, args, "after the restarts")
+        finally:
+            cluster.stop()
+
+
+if __name__ == "__main__":
+    main()
