@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from services.common.errors import KafkaError
-from services.common.zk import configs, isr_change, partition_state, topics
+from services.common.zk import bounded, configs, isr_change, partition_state, topics
 from services.common.zk.access import Watch, ZkAccess
 from services.common.zk.codec import CONFLICT, ConditionalUpdate, TopicPartition, Versioned
 from services.common.zk.partition_state import PartitionState
@@ -32,21 +32,41 @@ class TopicOps(ZkAccess):
     # -- assignments --------------------------------------------------------------------------
     def create_topic(self, assignment: TopicAssignment, config: Mapping[str, str] | None = None) -> None:
         """Creates the topic's config and assignment znodes in one transaction; TOPIC_ALREADY_EXISTS
-        if the assignment exists."""
+        if the assignment exists, INVALID_REQUEST (nothing written) if either is too large for a
+        znode (`check_topic_size`)."""
         topic = assignment.topic
+        assignment_data, config_data = self.check_topic_size(assignment, config)
         self.zk.ensure_path(topics.TOPICS_PATH)
         self.zk.ensure_path(configs.entity_type_path(configs.TOPIC_ENTITY_TYPE))
         tx = self.transaction()
         config_path = configs.topic_config_path(topic)
         if self.zk.exists(config_path) is None:
-            tx.create(config_path, configs.encode_config(config or {}))
+            tx.create(config_path, config_data)
         else:
-            tx.set_data(config_path, configs.encode_config(config or {}))
-        tx.create(topics.topic_path(topic), topics.encode_topic(assignment))
+            tx.set_data(config_path, config_data)
+        tx.create(topics.topic_path(topic), assignment_data)
         try:
             tx.commit()
         except NodeExistsError as exc:
             raise KafkaError(f"topic {topic!r} already exists", error_name="TOPIC_ALREADY_EXISTS") from exc
+
+    @staticmethod
+    def check_topic_size(
+        assignment: TopicAssignment, config: Mapping[str, str] | None = None
+    ) -> tuple[bytes, bytes]:
+        """The encoded assignment and config znodes of a topic; INVALID_REQUEST
+        (`ZkRequestTooLargeError`) if either exceeds `bounded.ZNODE_MAX_BYTES`, with how many
+        partitions it has."""
+        assignment_data = topics.encode_topic(assignment)
+        config_data = configs.encode_config(config or {})
+        try:
+            bounded.check_znode_size(topics.topic_path(assignment.topic), assignment_data)
+            bounded.check_znode_size(configs.topic_config_path(assignment.topic), config_data)
+        except bounded.ZkRequestTooLargeError as exc:
+            raise bounded.ZkRequestTooLargeError(
+                f"Topic {assignment.topic} with {len(assignment.partitions)} partitions cannot be stored: {exc}"
+            ) from None
+        return assignment_data, config_data
 
     def get_all_topics(self, watch: Watch | None = None) -> list[str]:
         return self._children(topics.TOPICS_PATH, watch)
@@ -64,9 +84,11 @@ class TopicOps(ZkAccess):
     def set_topic_assignment(
         self, assignment: TopicAssignment, *, epoch_zk_version: int | None, expected_version: int = -1
     ) -> int:
-        """Rewrites an existing assignment; returns the znode's new version."""
+        """Rewrites an existing assignment; returns the znode's new version. INVALID_REQUEST
+        (nothing written) if it has grown too large for a znode."""
+        data, _ = self.check_topic_size(assignment)
         tx = self._write(epoch_zk_version)
-        tx.set_data(topics.topic_path(assignment.topic), topics.encode_topic(assignment), expected_version)
+        tx.set_data(topics.topic_path(assignment.topic), data, expected_version)
         return tx.commit()[-1].version
 
     # -- partition states ---------------------------------------------------------------------
@@ -93,19 +115,77 @@ class TopicOps(ZkAccess):
 
     def create_partition_states(
         self, states: Mapping[TopicPartition, PartitionState], *, epoch_zk_version: int
-    ) -> None:
-        """Creates the state znodes (version 0) of new partitions, with their missing parents, in one
-        fenced transaction: all of them or, if any exists already or the controller moved, none."""
-        tx = self.fenced(epoch_zk_version)
-        parents: list[str] = []
-        for tp in sorted(states):
-            parents += [partition_state.partitions_path(tp.topic), partition_state.partition_path(tp)]
-        for path in dict.fromkeys(parents):
-            if self.zk.exists(path) is None:
-                tx.create(path)
+    ) -> PartitionStateUpdates:
+        """Creates the state znodes (version 0) of new partitions with their missing parents, topic
+        by topic in partition order, in fenced multis bounded by `bounded.pack`: a partition's parent
+        and state go in the same multi, and a topic's first multi creates its `/partitions`. Every
+        multi stands on its own, so a controller that dies between two leaves a prefix of the
+        partitions created, and its successor, calling this again for the partitions without state,
+        completes the work. A state znode that exists already is kept and reported in `retry` (reread
+        it); partitions whose topic is gone are in `failed`. ControllerMovedError if fenced."""
+        result = PartitionStateUpdates()
+        by_topic: dict[str, dict[TopicPartition, PartitionState]] = {}
         for tp, state in sorted(states.items()):
-            tx.create(partition_state.partition_state_path(tp), partition_state.encode_partition_state(state))
-        tx.commit()
+            by_topic.setdefault(tp.topic, {})[tp] = state
+        for topic, topic_states in by_topic.items():
+            self._create_topic_partition_states(topic, topic_states, epoch_zk_version, result)
+        return result
+
+    def _create_topic_partition_states(
+        self,
+        topic: str,
+        states: dict[TopicPartition, PartitionState],
+        epoch_zk_version: int,
+        result: PartitionStateUpdates,
+    ) -> None:
+        partitions_path = partition_state.partitions_path(topic)
+        have_parent = {TopicPartition(topic, int(p)) for p in self._children(partitions_path)}
+        existing = self._get_many(
+            (tp, partition_state.partition_state_path(tp)) for tp in states if tp in have_parent
+        )
+        result.retry.extend(sorted(existing))
+        ops: list[tuple[str, bytes]] = []
+        if not have_parent and self.zk.exists(partitions_path) is None:
+            ops.append((partitions_path, b""))
+        groups = []
+        for tp, state in states.items():
+            if tp in existing:
+                continue
+            paths = [] if tp in have_parent else [(partition_state.partition_path(tp), b"")]
+            paths.append((partition_state.partition_state_path(tp), partition_state.encode_partition_state(state)))
+            groups.append(bounded.Group((tp, paths), len(paths), sum(bounded.op_bytes(*op) for op in paths)))
+        for chunk in bounded.pack(groups, reserved_ops=1 + len(ops)):
+            tx = self.fenced(epoch_zk_version)
+            for path, data in ops:
+                tx.create(path, data)
+            for _, paths in chunk:
+                for path, data in paths:
+                    tx.create(path, data)
+            try:
+                tx.commit()
+            except (NodeExistsError, NoNodeError):
+                for tp, _ in chunk:  # another writer raced this one: find out partition by partition
+                    self._create_partition_state(tp, states[tp], epoch_zk_version, result)
+            else:
+                result.updated.update((tp, 0) for tp, _ in chunk)
+            ops = []
+
+    def _create_partition_state(
+        self, tp: TopicPartition, state: PartitionState, epoch_zk_version: int, result: PartitionStateUpdates
+    ) -> None:
+        tx = self.fenced(epoch_zk_version)
+        for parent in (partition_state.partitions_path(tp.topic), partition_state.partition_path(tp)):
+            if self.zk.exists(parent) is None:
+                tx.create(parent)
+        tx.create(partition_state.partition_state_path(tp), partition_state.encode_partition_state(state))
+        try:
+            tx.commit()
+        except NodeExistsError:
+            result.retry.append(tp)
+        except NoNodeError as exc:
+            result.failed[tp] = exc
+        else:
+            result.updated[tp] = 0
 
     def set_partition_states(
         self, updates: Mapping[TopicPartition, Versioned[PartitionState]], *, epoch_zk_version: int
@@ -151,13 +231,15 @@ class TopicOps(ZkAccess):
         """Writes the topic's config overrides and, with `notify`, a change notification for
         brokers, in one transaction."""
         path = configs.topic_config_path(topic)
+        data = configs.encode_config(config)
+        bounded.check_znode_size(path, data)
         self.zk.ensure_path(configs.CONFIG_CHANGES_PATH)
         self.zk.ensure_path(configs.entity_type_path(configs.TOPIC_ENTITY_TYPE))
         tx = self.transaction()
         if self.zk.exists(path) is None:
-            tx.create(path, configs.encode_config(config))
+            tx.create(path, data)
         else:
-            tx.set_data(path, configs.encode_config(config))
+            tx.set_data(path, data)
         if notify:
             change = configs.encode_config_change(configs.topic_entity_path(topic))
             tx.create(configs.config_change_path(), change, sequence=True)
@@ -180,13 +262,18 @@ class TopicOps(ZkAccess):
 
     # -- ISR change notifications -------------------------------------------------------------
     def create_isr_change_notification(self, partitions: Iterable[TopicPartition]) -> str:
-        """Announces ISR changes to the controller; returns the notification's sequence number."""
-        data = isr_change.encode_isr_change(partitions)
-        try:
-            path = self.zk.create(isr_change.isr_change_path(), data, sequence=True)
-        except NoNodeError:
-            path = self.zk.create(isr_change.isr_change_path(), data, sequence=True, makepath=True)
-        return isr_change.sequence_number(path)
+        """Announces ISR changes to the controller; returns the notification's sequence number.
+        So many partitions that one notification would exceed `bounded.MULTI_MAX_BYTES` are
+        announced in several (created in order; the last one's number is returned)."""
+        sequence = ""
+        for chunk in isr_change.split_partitions(partitions, bounded.MULTI_MAX_BYTES):
+            data = isr_change.encode_isr_change(chunk)
+            try:
+                path = self.zk.create(isr_change.isr_change_path(), data, sequence=True)
+            except NoNodeError:
+                path = self.zk.create(isr_change.isr_change_path(), data, sequence=True, makepath=True)
+            sequence = isr_change.sequence_number(path)
+        return sequence
 
     def get_isr_change_notifications(self, watch: Watch | None = None) -> list[str]:
         """Sequence numbers of pending notifications, oldest first."""
