@@ -13,6 +13,7 @@ partitions have leaders and deletions have started. Each callback gets the resul
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from services.common.errors import KafkaError
 from services.controller.cluster_events import ClusterEventHandlers
@@ -62,6 +63,7 @@ class AdminEventHandlers(ClusterEventHandlers):
         results: dict[str, TopicCreation | KafkaError] = plan_topic_creations(
             event.topics, self.context, self.config
         )
+        self._check_sizes(results)
         if not event.validate_only:
             created = []
             for name, plan in results.items():
@@ -75,6 +77,15 @@ class AdminEventHandlers(ClusterEventHandlers):
                 logger.info("Created topics %s", created)
                 self._on_topic_change(TopicChange())
         self._answer(event, results)
+
+    def _check_sizes(self, plans: dict[str, Any]) -> None:
+        """Plans whose znodes would be too large for ZooKeeper become INVALID_REQUEST."""
+        for name, plan in plans.items():
+            if isinstance(plan, TopicCreation | PartitionCreation):
+                try:
+                    self.executor.check_topic_size(plan.effect())
+                except KafkaError as e:
+                    plans[name] = e
 
     def _on_delete_topics(self, event: DeleteTopics) -> None:
         results: dict[str, None | KafkaError] = {}
@@ -94,6 +105,7 @@ class AdminEventHandlers(ClusterEventHandlers):
         results: dict[str, PartitionCreation | KafkaError] = plan_partition_creations(
             event.topics, self.context
         )
+        self._check_sizes(results)
         if not event.validate_only:
             for name, plan in results.items():
                 if not isinstance(plan, PartitionCreation):

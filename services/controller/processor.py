@@ -25,14 +25,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from kazoo.exceptions import KazooException
-from kazoo.handlers.threading import KazooTimeoutError
-
 from services.common.errors import KafkaError
 from services.common.zk import ControllerEpoch, ControllerMovedError, OdradekZkClient
 from services.controller.admin_events import AUTO_REBALANCE_KEY, FIRST_REBALANCE_DELAY_S, AdminEventHandlers
 from services.controller.channel_manager import ControllerChannelManager
-from services.controller.executor import DEFAULT_MAX_ATTEMPTS, EffectsExecutor
+from services.controller.executor import DEFAULT_MAX_ATTEMPTS, ZOOKEEPER_ERRORS, EffectsExecutor
 from services.controller.scheduler import EventScheduler
 from services.controller.service_events import ConfigChangeNotification
 from services.controller.state.config import ControllerConfig
@@ -74,7 +71,6 @@ logger = logging.getLogger(__name__)
 REELECT_KEY = "reelect"
 DEFAULT_RETRY_BACKOFF_S = 1.0
 ELECTION_EVENTS = (Startup, ControllerChange, Reelect, RegisterBrokerAndReelect, Expire)
-ZOOKEEPER_ERRORS = (KazooException, KazooTimeoutError)
 
 
 class ControllerEventProcessor(AdminEventHandlers):
@@ -175,7 +171,12 @@ class ControllerEventProcessor(AdminEventHandlers):
 
     def _publish(self) -> None:
         self.view = view_of(
-            self.controller_id, self.cluster_id, self.active, self.active_controller_id, self.context
+            self.controller_id,
+            self.cluster_id,
+            self.active,
+            self.active_controller_id,
+            self.context,
+            self.executor.failed_writes,
         )
 
     # --- controllership ----------------------------------------------------------------------
