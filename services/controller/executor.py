@@ -209,21 +209,19 @@ class EffectsExecutor:
 
     def _write(self, effects: Iterable[Effect]) -> _Writes:
         writes = _Writes()
-        group: list[PartitionWrite] = []
+        group = _Group()
         for effect in effects:
             if isinstance(effect, REQUEST_TYPES):
                 continue
             if not isinstance(effect, CreatePartitionState | UpdatePartitionState):
-                self._isolated(group, writes)
-                group = []
+                self._isolated(group.take(), writes)
                 self._isolated(effect, writes)
                 continue
-            if group and not _joins(group, effect):
-                self._isolated(group, writes)
-                group = []
-            if effect.partition not in writes.skipped:
-                group.append(effect)
-        self._isolated(group, writes)
+            if not group.joins(effect):
+                self._isolated(group.take(), writes)
+            if effect.partition not in writes.conflicts and effect.partition not in writes.missing:
+                group.add(effect)
+        self._isolated(group.take(), writes)
         return writes
 
     def _isolated(self, what: list[PartitionWrite] | Effect, writes: _Writes) -> None:
@@ -245,7 +243,8 @@ class EffectsExecutor:
             logger.exception("ZooKeeper write for topics %s failed; going on without it", topics)
 
     def _flush(self, group: list[PartitionWrite], writes: _Writes) -> None:
-        group = [e for e in group if e.partition not in writes.skipped]
+        skipped = writes.skipped
+        group = [e for e in group if e.partition not in skipped]
         if not group:
             return
         epoch_zk_version = group[0].controller_epoch_zk_version
@@ -313,11 +312,27 @@ class EffectsExecutor:
         return {tp_from_zk(tp) for tp in found}
 
 
-def _joins(group: list[PartitionWrite], effect: PartitionWrite) -> bool:
-    """Whether `effect` can be written together with `group` (same kind and fencing, new partition)."""
-    first = group[0]
-    return (
-        type(effect) is type(first)
-        and effect.controller_epoch_zk_version == first.controller_epoch_zk_version
-        and all(e.partition != effect.partition for e in group)
-    )
+class _Group:
+    """Consecutive partition writes to make together: of one kind and fencing, each partition once."""
+
+    def __init__(self) -> None:
+        self._writes: list[PartitionWrite] = []
+        self._partitions: set[TopicPartition] = set()
+
+    def joins(self, effect: PartitionWrite) -> bool:
+        if not self._writes:
+            return True
+        first = self._writes[0]
+        return (
+            type(effect) is type(first)
+            and effect.controller_epoch_zk_version == first.controller_epoch_zk_version
+            and effect.partition not in self._partitions
+        )
+
+    def add(self, effect: PartitionWrite) -> None:
+        self._writes.append(effect)
+        self._partitions.add(effect.partition)
+
+    def take(self) -> list[PartitionWrite]:
+        writes, self._writes, self._partitions = self._writes, [], set()
+        return writes
