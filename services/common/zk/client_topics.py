@@ -191,14 +191,40 @@ class TopicOps(ZkAccess):
         self, updates: Mapping[TopicPartition, Versioned[PartitionState]], *, epoch_zk_version: int
     ) -> PartitionStateUpdates:
         """The controller's leader/ISR writes: each partition's new state, conditional on the version
-        it replaces, in its own fenced transaction (pipelined). ControllerMovedError if fenced."""
-        pending = []
+        it replaces. They go in fenced multis bounded by `bounded.pack`, all sent before any answer
+        is awaited; a multi that fails on one partition's version (or a vanished znode) is written
+        again partition by partition, each in its own fenced transaction (pipelined), so that only
+        the stale ones fail. ControllerMovedError if fenced."""
+        groups = []
         for tp, update in updates.items():
-            tx = self.fenced(epoch_zk_version)
             path = partition_state.partition_state_path(tp)
-            tx.set_data(path, partition_state.encode_partition_state(update.value), update.version)
-            pending.append((tp, tx, tx.commit_async()))
+            data = partition_state.encode_partition_state(update.value)
+            groups.append(bounded.Group((tp, path, data, update.version), 1, bounded.op_bytes(path, data)))
+        pending = []
+        for chunk in bounded.pack(groups):
+            tx = self.fenced(epoch_zk_version)
+            for _, path, data, version in chunk:
+                tx.set_data(path, data, version)
+            pending.append((chunk, tx, tx.commit_async()))
         result = PartitionStateUpdates()
+        retry_each = []
+        for chunk, tx, raw in pending:
+            try:
+                stats = tx.outcome(raw.get())
+            except (BadVersionError, NoNodeError):
+                retry_each += chunk
+                continue
+            result.updated.update((tp, stat.version) for (tp, *_), stat in zip(chunk, stats, strict=True))
+        self._set_each_partition_state(retry_each, epoch_zk_version, result)
+        return result
+
+    def _set_each_partition_state(
+        self, writes: list[tuple[TopicPartition, str, bytes, int]], epoch_zk_version: int, result: PartitionStateUpdates
+    ) -> None:
+        pending = []
+        for tp, path, data, version in writes:
+            tx = self.fenced(epoch_zk_version).set_data(path, data, version)
+            pending.append((tp, tx, tx.commit_async()))
         for tp, tx, raw in pending:
             try:
                 result.updated[tp] = tx.outcome(raw.get())[0].version
@@ -206,7 +232,6 @@ class TopicOps(ZkAccess):
                 result.retry.append(tp)
             except NoNodeError as exc:
                 result.failed[tp] = exc
-        return result
 
     def update_leader_and_isr(
         self, tp: TopicPartition, state: PartitionState, expected_version: int

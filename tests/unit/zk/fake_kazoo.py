@@ -112,7 +112,10 @@ class FakeKazoo:
                     self._put(undone, old)
                 index = len(results)
                 return [RolledBackError()] * index + [error] + [RuntimeInconsistency()] * (len(ops) - index - 1)
-            results.append(path if kind == "create" else True)
+            if kind == "set":
+                results.append(SimpleNamespace(version=self.nodes[path][1]))
+            else:
+                results.append(path if kind == "create" else True)
         self.committed.append((len(ops), size_bytes))
         return results
 
