@@ -78,8 +78,8 @@ class TopicOps(ZkAccess):
         return None if found is None else Versioned(topics.decode_topic(topic, found[0]), found[1].version)
 
     def get_topic_assignments(self, names: Iterable[str]) -> dict[str, Versioned[TopicAssignment]]:
-        found = self._get_many((t, topics.topic_path(t)) for t in names)
-        return {t: Versioned(topics.decode_topic(t, data), stat.version) for t, (data, stat) in found.items()}
+        """Assignments of these topics (absent ones and ones that do not decode are left out)."""
+        return self._decode_each(self._get_many((t, topics.topic_path(t)) for t in names), topics.decode_topic)
 
     def set_topic_assignment(
         self, assignment: TopicAssignment, *, epoch_zk_version: int | None, expected_version: int = -1
@@ -107,11 +107,9 @@ class TopicOps(ZkAccess):
     def get_partition_states(
         self, tps: Iterable[TopicPartition]
     ) -> dict[TopicPartition, Versioned[PartitionState]]:
+        """States of these partitions (absent ones and ones that do not decode are left out)."""
         found = self._get_many((tp, partition_state.partition_state_path(tp)) for tp in tps)
-        return {
-            tp: Versioned(partition_state.decode_partition_state(tp, data), stat.version)
-            for tp, (data, stat) in found.items()
-        }
+        return self._decode_each(found, partition_state.decode_partition_state)
 
     def create_partition_states(
         self, states: Mapping[TopicPartition, PartitionState], *, epoch_zk_version: int

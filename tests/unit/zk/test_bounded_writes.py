@@ -254,3 +254,13 @@ def test_a_preferred_replica_election_of_too_many_partitions_is_refused(kazoo):
     with pytest.raises(ZkRequestTooLargeError):
         zk.request_preferred_replica_election(many)
     assert zk.get_preferred_replica_election() is None
+
+
+def test_a_state_znode_that_does_not_decode_is_left_out_of_a_batch_read(kazoo, zk):
+    zk.create_partition_states(states(3), epoch_zk_version=0)
+    bad = TopicPartition(TOPIC, 1)
+    kazoo.nodes[partition_state.partition_state_path(bad)] = (b"not json", 3)
+
+    found = zk.get_partition_states(states(3))
+
+    assert sorted(found) == [TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 2)]
