@@ -170,6 +170,22 @@ def test_create_topics_validates_writes_and_elects_at_once(processor, zk):
     assert "new" in processor.context.all_topics
 
 
+@pytest.mark.parametrize("validate_only", [False, True])
+def test_a_topic_whose_assignment_znode_cannot_fit_is_refused_before_anything_is_written(
+    processor, zk, validate_only
+):
+    processor.process(Startup())
+    answers = Answers()
+    topics = (NewTopic("too-wide", 60000, 2), NewTopic("fine", 1, 1))
+    processor.process(CreateTopics(topics, validate_only=validate_only, callback=answers))
+
+    refused = answers[0]["too-wide"]
+    assert refused.error_name == "INVALID_REQUEST" and "60000 partitions" in str(refused)
+    assert isinstance(answers[0]["fine"], TopicCreation)
+    assert "too-wide" not in zk.topics and ("fine" in zk.topics) != validate_only
+    assert not [tp for tp in zk.states if tp.topic == "too-wide"]
+
+
 def test_validate_only_writes_nothing(processor, zk):
     processor.process(Startup())
     answers = Answers()
