@@ -17,7 +17,7 @@ from typing import Any
 
 from services.common.errors import KafkaError
 from services.controller.cluster_events import ClusterEventHandlers
-from services.controller.executor import Retry
+from services.controller.executor import Retry, sample
 from services.controller.state.effects import Outcome, PartitionStateChangeOutcome
 from services.controller.state.election import (
     ControlledShutdownPartitionLeaderElectionStrategy,
@@ -215,13 +215,11 @@ class AdminEventHandlers(ClusterEventHandlers):
             return
         try:
             outcome = self.core.on_auto_leader_rebalance()
-            moved = (
-                sorted(map(str, outcome.successes()))
-                if isinstance(outcome, PartitionStateChangeOutcome)
-                else []
-            )
+            moved = outcome.successes() if isinstance(outcome, PartitionStateChangeOutcome) else {}
             if moved:
-                logger.info("Moved leadership back to preferred replicas of %s", moved)
+                logger.info(
+                    "Moved leadership of %d partitions back to preferred replicas: %s", len(moved), sample(moved)
+                )
             self._execute(outcome, self._election_retry(PreferredReplicaPartitionLeaderElectionStrategy()))
         finally:
             self._schedule_auto_rebalance(self.config.leader_imbalance_check_interval_seconds)

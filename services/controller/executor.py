@@ -170,11 +170,15 @@ class EffectsExecutor:
             if retry is None or not reloaded or attempt == self._max_attempts:
                 if reloaded:
                     logger.warning(
-                        "Giving up on partitions %s after %d attempts", sorted(map(str, reloaded)), attempt
+                        "Giving up on %d partitions after %d attempts: %s", len(reloaded), attempt, sample(reloaded)
                     )
                 execution.conflicted |= reloaded
                 return execution
-            logger.info("Retrying the state change of %s after version conflicts", sorted(map(str, reloaded)))
+            logger.info(
+                "Retrying the state change of %d partitions after version conflicts: %s",
+                len(reloaded),
+                sample(reloaded),
+            )
             current = retry(sorted(reloaded))
             execution.outcomes.append(current)
         return execution
@@ -310,6 +314,13 @@ class EffectsExecutor:
             self._context.apply(record)
             execution.reloads.append(record)
         return {tp_from_zk(tp) for tp in found}
+
+
+def sample(partitions: Iterable[TopicPartition], shown: int = 20) -> str:
+    """The first partitions by name, and how many more: a log line stays short at any scale."""
+    names = sorted(map(str, partitions))
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 class _Group:
