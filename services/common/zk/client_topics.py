@@ -17,6 +17,10 @@ from services.common.zk.codec import CONFLICT, ConditionalUpdate, TopicPartition
 from services.common.zk.partition_state import PartitionState
 from services.common.zk.topics import TopicAssignment
 
+SET_STATE_MULTI_ROUNDS = 3
+# A partition state write: the partition, its state znode's path, the new data, the expected version.
+_StateWrite = tuple[TopicPartition, str, bytes, int]
+
 
 @dataclass
 class PartitionStateUpdates:
@@ -190,34 +194,53 @@ class TopicOps(ZkAccess):
     ) -> PartitionStateUpdates:
         """The controller's leader/ISR writes: each partition's new state, conditional on the version
         it replaces. They go in fenced multis bounded by `bounded.pack`, all sent before any answer
-        is awaited; a multi that fails on one partition's version (or a vanished znode) is written
-        again partition by partition, each in its own fenced transaction (pipelined), so that only
-        the stale ones fail. ControllerMovedError if fenced."""
+        is awaited. ZooKeeper names the first op of a failed multi: that partition's version was
+        stale (or its znode is gone), and the multi is sent again without it, a few rounds at most;
+        what is left then is written partition by partition, each in its own fenced transaction
+        (pipelined), so that only the stale ones fail. ControllerMovedError if fenced."""
         groups = []
         for tp, update in updates.items():
             path = partition_state.partition_state_path(tp)
             data = partition_state.encode_partition_state(update.value)
             groups.append(bounded.Group((tp, path, data, update.version), 1, bounded.op_bytes(path, data)))
+        result = PartitionStateUpdates()
+        chunks = bounded.pack(groups)
+        for _ in range(SET_STATE_MULTI_ROUNDS):
+            chunks = self._set_partition_state_multis(chunks, epoch_zk_version, result)
+        self._set_each_partition_state([w for chunk in chunks for w in chunk], epoch_zk_version, result)
+        return result
+
+    def _set_partition_state_multis(
+        self, chunks: list[list[_StateWrite]], epoch_zk_version: int, result: PartitionStateUpdates
+    ) -> list[list[_StateWrite]]:
+        """Sends each chunk as one multi (pipelined); returns the failed chunks without the write
+        that failed them, which goes to `result`."""
         pending = []
-        for chunk in bounded.pack(groups):
+        for chunk in chunks:
             tx = self.fenced(epoch_zk_version)
             for _, path, data, version in chunk:
                 tx.set_data(path, data, version)
             pending.append((chunk, tx, tx.commit_async()))
-        result = PartitionStateUpdates()
-        retry_each = []
+        again = []
         for chunk, tx, raw in pending:
+            results = raw.get()
             try:
-                stats = tx.outcome(raw.get())
-            except (BadVersionError, NoNodeError):
-                retry_each += chunk
+                stats = tx.outcome(results)
+            except (BadVersionError, NoNodeError) as exc:
+                index = next(i for i, r in enumerate(results[1:]) if isinstance(r, BadVersionError | NoNodeError))
+                tp = chunk[index][0]
+                if isinstance(exc, BadVersionError):
+                    result.retry.append(tp)
+                else:
+                    result.failed[tp] = exc
+                if len(chunk) > 1:
+                    again.append(chunk[:index] + chunk[index + 1 :])
                 continue
             result.updated.update((tp, stat.version) for (tp, *_), stat in zip(chunk, stats, strict=True))
-        self._set_each_partition_state(retry_each, epoch_zk_version, result)
-        return result
+        return again
 
     def _set_each_partition_state(
-        self, writes: list[tuple[TopicPartition, str, bytes, int]], epoch_zk_version: int, result: PartitionStateUpdates
+        self, writes: list[_StateWrite], epoch_zk_version: int, result: PartitionStateUpdates
     ) -> None:
         pending = []
         for tp, path, data, version in writes:
