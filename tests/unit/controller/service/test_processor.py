@@ -18,13 +18,14 @@ from services.controller.state.events import (
     BrokerChange,
     ControlledShutdown,
     ControllerChange,
+    CreatePartitions,
     CreateTopics,
     DeleteTopics,
     Expire,
     Startup,
 )
 from services.controller.state.model import TopicPartition
-from services.controller.state.topic_admin import NewTopic, TopicCreation
+from services.controller.state.topic_admin import NewPartitions, NewTopic, TopicCreation
 from tests.unit.controller.service.fakes import (
     SESSION_ID,
     FakeChannels,
@@ -184,6 +185,15 @@ def test_a_topic_whose_assignment_znode_cannot_fit_is_refused_before_anything_is
     assert isinstance(answers[0]["fine"], TopicCreation)
     assert "too-wide" not in zk.topics and ("fine" in zk.topics) != validate_only
     assert not [tp for tp in zk.states if tp.topic == "too-wide"]
+
+
+def test_partitions_whose_assignment_znode_cannot_fit_are_refused_before_anything_is_written(processor, zk):
+    processor.process(Startup())
+    answers = Answers()
+    processor.process(CreatePartitions((NewPartitions("t", 60000),), validate_only=False, callback=answers))
+
+    assert answers[0]["t"].error_name == "INVALID_REQUEST"
+    assert len(zk.topics["t"].partitions) == 1 and len(processor.context.partitions_for_topic("t")) == 1
 
 
 def test_validate_only_writes_nothing(processor, zk):
