@@ -6,12 +6,13 @@ free ports, a temp dir) with `zookeeper.session.timeout.ms` = 6000, creates one 
 
 1. create: from the CreateTopics call until every partition has a live leader in every broker's
    metadata and one ProduceRequest per leader (acks=1) to every partition has succeeded;
-2. re-elect: kill -9 of a broker until no partition is led by it any more in metadata (the
-   session timeout is part of it: ZooKeeper must first expire the dead broker), after which it is
-   started again;
-3. controlled shutdown: SIGTERM of a broker until metadata shows no partition led by it (its
+2. controlled shutdown: SIGTERM of a broker until metadata shows no partition led by it (its
    controlled shutdown moved its leaders away), and until its process has exited; it is then
    started again;
+3. re-elect: once every partition another broker leads has a second replica in its ISR (the wait
+   is printed: it is the brokers' replication catching up), kill -9 of that broker until no
+   partition is led by it any more in metadata (the session timeout is part of it: ZooKeeper must
+   first expire the dead broker), after which it is started again;
 4. controller failover: kill -9 of the active controller until `/controller` names the other one,
    and until that one answers DescribeCluster as active (its failover, which reads every partition
    state and sends UpdateMetadata / LeaderAndIsr, is done);
@@ -96,6 +97,12 @@ def fully_replicated(admin: Admin) -> bool:
     return all(p.leader >= 0 and set(p.isr) == set(p.replicas) for p in description.partitions)
 
 
+def leaders_replaceable(admin: Admin, broker_id: int) -> bool:
+    """Whether every partition `broker_id` leads has another replica in its ISR to take over."""
+    (description,) = admin.describe_topics([TOPIC]).values()
+    return all(len(p.isr) > 1 for p in description.partitions if p.leader == broker_id)
+
+
 def restart_broker(cluster: LocalCluster, broker_id: int) -> None:
     """Starts a stopped broker and waits until it serves (not until it is back in every ISR: at
     thousands of partitions that is the brokers' replication, not the controller, at work)."""
@@ -132,14 +139,6 @@ def measure(cluster: LocalCluster, admin: Admin, partitions: int) -> None:
     timed("created, led everywhere and produced to every partition", create)
     wait_until(lambda: fully_replicated(admin), STEP_TIMEOUT_S, 1.0, message="every replica in its ISR")
 
-    victim = 1
-    print(f"re-elect: kill -9 of broker {victim}, which leads {led_by(admin, victim)} partitions "
-          f"(zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS})")
-    cluster.kill_service(cluster.broker_name(victim))
-    timed("no partition led by it in metadata",
-          lambda: wait_until(lambda: led_by(admin, victim) == 0, STEP_TIMEOUT_S, 0.2, message="new leaders"))
-    timed("restarted and serving", lambda: restart_broker(cluster, victim))
-
     victim = 2
     print(f"controlled shutdown: SIGTERM of broker {victim}, which leads {led_by(admin, victim)} partitions")
     pid = cluster.signal_service(cluster.broker_name(victim), signal.SIGTERM)
@@ -155,6 +154,17 @@ def measure(cluster: LocalCluster, admin: Admin, partitions: int) -> None:
         time.sleep(0.1)
     print(f"  no partition led by it in metadata: {moved_s:.2f} s")
     print(f"  process exited: {exited_s:.2f} s")
+    timed("restarted and serving", lambda: restart_broker(cluster, victim))
+
+    victim = 1
+    print(f"re-elect: kill -9 of broker {victim} (zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS})")
+    timed(f"waited until every partition broker {victim} leads has another replica in its ISR",
+          lambda: wait_until(lambda: leaders_replaceable(admin, victim), STEP_TIMEOUT_S, 1.0,
+                             message=f"another ISR member for every partition led by broker {victim}"))
+    print(f"  broker {victim} leads {led_by(admin, victim)} partitions; killed")
+    cluster.kill_service(cluster.broker_name(victim))
+    timed("no partition led by it in metadata",
+          lambda: wait_until(lambda: led_by(admin, victim) == 0, STEP_TIMEOUT_S, 0.2, message="new leaders"))
     timed("restarted and serving", lambda: restart_broker(cluster, victim))
 
     active = wait_until(lambda: active_controller(cluster), 60, 0.2, message="an active controller")
