@@ -15,7 +15,8 @@ Failures while processing: `ControllerMovedError` (a fenced write found a newer 
 epoch) resigns at once; a ZooKeeper error (connection loss, timeout) resigns too, since the
 context may no longer match ZooKeeper, and a Reelect is scheduled to reload it. Either way a
 waiting caller is answered NOT_CONTROLLER. Any other error is logged and the loop goes on.
-After every event a fresh `ControllerView` is published.
+After every event that changed the context (or controllership) a fresh `ControllerView` is
+published.
 """
 
 from __future__ import annotations
@@ -104,6 +105,7 @@ class ControllerEventProcessor(AdminEventHandlers):
         self.active_controller_id = NO_CONTROLLER
         self.last_config_change = ""
         self.view = ControllerView(controller_id, cluster_id)
+        self._published: tuple | None = None
         self._session_id = session_id
         self._retry_backoff_s = retry_backoff_s
         self._handlers: dict[type, Callable[[Any], None]] = {
@@ -170,6 +172,12 @@ class ControllerEventProcessor(AdminEventHandlers):
         self._publish()
 
     def _publish(self) -> None:
+        """A new view, unless nothing it shows can have changed (the gauges walk every partition:
+        brokers' answers, which change nothing, do not pay for that)."""
+        published = (self.active, self.active_controller_id, self.context.revision, self.executor.failed_writes)
+        if published == self._published:
+            return
+        self._published = published
         self.view = view_of(
             self.controller_id,
             self.cluster_id,

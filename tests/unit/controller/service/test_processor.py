@@ -22,6 +22,7 @@ from services.controller.state.events import (
     CreateTopics,
     DeleteTopics,
     Expire,
+    LeaderAndIsrResponseReceived,
     Startup,
 )
 from services.controller.state.model import TopicPartition
@@ -91,6 +92,15 @@ def test_the_winner_fails_over_and_brings_new_partitions_online(processor, zk, c
     assert {e.broker_id for e in channels.sent if isinstance(e, SendUpdateMetadata)} == {1, 2}
     assert scheduler.scheduled[AUTO_REBALANCE_KEY][0] == 2
     assert processor.view.global_partition_count == 1 and processor.view.active_controller_id == CONTROLLER_ID
+
+
+def test_the_view_is_rebuilt_only_after_events_that_change_something(processor, zk):
+    processor.process(Startup())
+    view = processor.view
+    processor.process(LeaderAndIsrResponseReceived(1, 0))
+    assert processor.view is view
+    processor.process(CreateTopics((NewTopic("new", 1, 1),), callback=Answers()))
+    assert processor.view is not view and processor.view.global_topic_count == view.global_topic_count + 1
 
 
 def test_a_standby_answers_not_controller(processor, zk, channels):
