@@ -13,10 +13,11 @@ partitions have leaders and deletions have started. Each callback gets the resul
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from services.common.errors import KafkaError
 from services.controller.cluster_events import ClusterEventHandlers
-from services.controller.executor import Retry
+from services.controller.executor import Retry, sample
 from services.controller.state.effects import Outcome, PartitionStateChangeOutcome
 from services.controller.state.election import (
     ControlledShutdownPartitionLeaderElectionStrategy,
@@ -62,6 +63,7 @@ class AdminEventHandlers(ClusterEventHandlers):
         results: dict[str, TopicCreation | KafkaError] = plan_topic_creations(
             event.topics, self.context, self.config
         )
+        self._check_sizes(results)
         if not event.validate_only:
             created = []
             for name, plan in results.items():
@@ -75,6 +77,15 @@ class AdminEventHandlers(ClusterEventHandlers):
                 logger.info("Created topics %s", created)
                 self._on_topic_change(TopicChange())
         self._answer(event, results)
+
+    def _check_sizes(self, plans: dict[str, Any]) -> None:
+        """Plans whose znodes would be too large for ZooKeeper become INVALID_REQUEST."""
+        for name, plan in plans.items():
+            if isinstance(plan, TopicCreation | PartitionCreation):
+                try:
+                    self.executor.check_topic_size(plan.effect())
+                except KafkaError as e:
+                    plans[name] = e
 
     def _on_delete_topics(self, event: DeleteTopics) -> None:
         results: dict[str, None | KafkaError] = {}
@@ -94,6 +105,7 @@ class AdminEventHandlers(ClusterEventHandlers):
         results: dict[str, PartitionCreation | KafkaError] = plan_partition_creations(
             event.topics, self.context
         )
+        self._check_sizes(results)
         if not event.validate_only:
             for name, plan in results.items():
                 if not isinstance(plan, PartitionCreation):
@@ -203,13 +215,11 @@ class AdminEventHandlers(ClusterEventHandlers):
             return
         try:
             outcome = self.core.on_auto_leader_rebalance()
-            moved = (
-                sorted(map(str, outcome.successes()))
-                if isinstance(outcome, PartitionStateChangeOutcome)
-                else []
-            )
+            moved = outcome.successes() if isinstance(outcome, PartitionStateChangeOutcome) else {}
             if moved:
-                logger.info("Moved leadership back to preferred replicas of %s", moved)
+                logger.info(
+                    "Moved leadership of %d partitions back to preferred replicas: %s", len(moved), sample(moved)
+                )
             self._execute(outcome, self._election_retry(PreferredReplicaPartitionLeaderElectionStrategy()))
         finally:
             self._schedule_auto_rebalance(self.config.leader_imbalance_check_interval_seconds)

@@ -11,8 +11,14 @@ repair (Kafka's retry loop in electLeaderForPartitions and removeReplicasFromIsr
     `PartitionLeadershipChanged` record) and `retry` runs the same change again for those
     partitions; the new decision is executed the same way, at most `max_attempts` times in all;
   - a state znode that is gone (its topic was deleted) drops that partition's requests;
-  - `ControllerMovedError` (the controller-epoch check failed) propagates at once, before any
-    request is sent: the controller resigns.
+  - `ControllerMovedError` (the controller-epoch check failed) and ZooKeeper's own errors
+    (connection loss, timeout) propagate at once, before any request is sent: the controller
+    resigns;
+  - any other failure of a write (one ZooKeeper would refuse as too large, a znode it cannot
+    decode) concerns that write's topic alone: it is logged, counted in `failed_writes` (the
+    `odradek_controller_failed_zk_writes_total` metric), its partitions' requests are dropped,
+    and the other writes and requests of the decision go on. It is not retried: the next
+    controller failover, which rereads ZooKeeper, tries again.
 
 Requests left go to `send`, in order.
 """
@@ -24,10 +30,17 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
 
 from services.common.errors import KafkaError
-from services.common.zk import PartitionState, PartitionStateUpdates, TopicAssignment, Versioned
+from services.common.zk import (
+    ControllerMovedError,
+    PartitionState,
+    PartitionStateUpdates,
+    TopicAssignment,
+    Versioned,
+)
 from services.common.zk import TopicPartition as ZkTopicPartition
 from services.common.zk.topics import new_topic_id
 from services.controller.state.context import ControllerContext
@@ -60,6 +73,7 @@ from services.controller.zk_convert import (
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_ATTEMPTS = 5
+ZOOKEEPER_ERRORS = (KazooException, KazooTimeoutError)
 REQUEST_TYPES = (SendLeaderAndIsr, SendUpdateMetadata, SendStopReplica)
 
 Retry = Callable[[list[TopicPartition]], Outcome]
@@ -71,7 +85,7 @@ class ZkWriter(Protocol):
 
     def create_partition_states(
         self, states: Mapping[ZkTopicPartition, PartitionState], *, epoch_zk_version: int
-    ) -> None: ...
+    ) -> PartitionStateUpdates: ...
 
     def set_partition_states(
         self, updates: Mapping[ZkTopicPartition, Versioned[PartitionState]], *, epoch_zk_version: int
@@ -80,6 +94,10 @@ class ZkWriter(Protocol):
     def get_partition_states(
         self, tps: Iterable[ZkTopicPartition]
     ) -> dict[ZkTopicPartition, Versioned[PartitionState]]: ...
+
+    def check_topic_size(
+        self, assignment: TopicAssignment, config: Mapping[str, str] | None = None
+    ) -> tuple[bytes, bytes]: ...
 
     def create_topic(self, assignment: TopicAssignment, config: Mapping[str, str] | None = None) -> None: ...
 
@@ -132,6 +150,7 @@ class EffectsExecutor:
         self._context = context
         self._send = send
         self._max_attempts = max(1, max_attempts)
+        self.failed_writes = 0
 
     def execute(self, outcome: Outcome, retry: Retry | None = None) -> Execution:
         execution = Execution([outcome])
@@ -151,16 +170,29 @@ class EffectsExecutor:
             if retry is None or not reloaded or attempt == self._max_attempts:
                 if reloaded:
                     logger.warning(
-                        "Giving up on partitions %s after %d attempts", sorted(map(str, reloaded)), attempt
+                        "Giving up on %d partitions after %d attempts: %s", len(reloaded), attempt, sample(reloaded)
                     )
                 execution.conflicted |= reloaded
                 return execution
-            logger.info("Retrying the state change of %s after version conflicts", sorted(map(str, reloaded)))
+            logger.info(
+                "Retrying the state change of %d partitions after version conflicts: %s",
+                len(reloaded),
+                sample(reloaded),
+            )
             current = retry(sorted(reloaded))
             execution.outcomes.append(current)
         return execution
 
     # --- single writes the admin requests make -----------------------------------------------
+
+    def check_topic_size(self, effect: CreateTopic | UpdateTopicAssignment) -> None:
+        """INVALID_REQUEST, before anything is written, if the topic's assignment or config znode
+        would be too large for ZooKeeper."""
+        if isinstance(effect, CreateTopic):
+            assignment = TopicAssignment.of(effect.topic, effect.assignment, new_topic_id())
+            self._zk.check_topic_size(assignment, dict(effect.configs))
+        else:
+            self._zk.check_topic_size(topic_assignment_to_zk(effect.topic, effect.assignment, self._context))
 
     def create_topic(self, effect: CreateTopic) -> None:
         """Create the topic's znodes with a new topic id; TOPIC_ALREADY_EXISTS if it exists."""
@@ -181,25 +213,42 @@ class EffectsExecutor:
 
     def _write(self, effects: Iterable[Effect]) -> _Writes:
         writes = _Writes()
-        group: list[PartitionWrite] = []
+        group = _Group()
         for effect in effects:
             if isinstance(effect, REQUEST_TYPES):
                 continue
             if not isinstance(effect, CreatePartitionState | UpdatePartitionState):
-                self._flush(group, writes)
-                group = []
-                self._write_one(effect)
+                self._isolated(group.take(), writes)
+                self._isolated(effect, writes)
                 continue
-            if group and not _joins(group, effect):
-                self._flush(group, writes)
-                group = []
-            if effect.partition not in writes.skipped:
-                group.append(effect)
-        self._flush(group, writes)
+            if not group.joins(effect):
+                self._isolated(group.take(), writes)
+            if effect.partition not in writes.conflicts and effect.partition not in writes.missing:
+                group.add(effect)
+        self._isolated(group.take(), writes)
         return writes
 
+    def _isolated(self, what: list[PartitionWrite] | Effect, writes: _Writes) -> None:
+        """Writes a group of partition states or one other effect; a failure other than the
+        controller's move or ZooKeeper's own is that write's alone: logged, counted, and its
+        partitions' requests dropped."""
+        try:
+            if isinstance(what, list):
+                self._flush(what, writes)
+            else:
+                self._write_one(what)
+        except (ControllerMovedError, *ZOOKEEPER_ERRORS):
+            raise
+        except Exception:
+            self.failed_writes += 1
+            partitions = {e.partition for e in what} if isinstance(what, list) else set()
+            writes.missing |= partitions
+            topics = sorted({p.topic for p in partitions} or {str(getattr(what, "topic", what))})
+            logger.exception("ZooKeeper write for topics %s failed; going on without it", topics)
+
     def _flush(self, group: list[PartitionWrite], writes: _Writes) -> None:
-        group = [e for e in group if e.partition not in writes.skipped]
+        skipped = writes.skipped
+        group = [e for e in group if e.partition not in skipped]
         if not group:
             return
         epoch_zk_version = group[0].controller_epoch_zk_version
@@ -223,21 +272,13 @@ class EffectsExecutor:
         states = {
             tp_to_zk(e.partition): partition_state_to_zk(e.leader_and_isr, e.controller_epoch) for e in group
         }
-        try:
-            self._zk.create_partition_states(states, epoch_zk_version=epoch_zk_version)
-            return
-        except (NodeExistsError, NoNodeError) as e:
-            if len(group) > 1:  # one transaction for all: find out which one failed
-                for effect in group:
-                    self._create_states([effect], epoch_zk_version, writes)
-                return
-            partition = group[0].partition
-            if isinstance(e, NodeExistsError):
-                logger.warning("State znode of new partition %s already exists", partition)
-                writes.conflicts.add(partition)
-            else:
-                logger.warning("Topic of new partition %s no longer exists", partition)
-                writes.missing.add(partition)
+        result = self._zk.create_partition_states(states, epoch_zk_version=epoch_zk_version)
+        for tp in result.retry:
+            logger.warning("State znode of new partition %s already exists", tp)
+        for tp in result.failed:
+            logger.warning("Topic of new partition %s no longer exists", tp)
+        writes.conflicts |= {tp_from_zk(tp) for tp in result.retry}
+        writes.missing |= {tp_from_zk(tp) for tp in result.failed}
 
     def _write_one(self, effect: Effect) -> None:
         match effect:
@@ -275,11 +316,34 @@ class EffectsExecutor:
         return {tp_from_zk(tp) for tp in found}
 
 
-def _joins(group: list[PartitionWrite], effect: PartitionWrite) -> bool:
-    """Whether `effect` can be written together with `group` (same kind and fencing, new partition)."""
-    first = group[0]
-    return (
-        type(effect) is type(first)
-        and effect.controller_epoch_zk_version == first.controller_epoch_zk_version
-        and all(e.partition != effect.partition for e in group)
-    )
+def sample(partitions: Iterable[TopicPartition], shown: int = 20) -> str:
+    """The first partitions by name, and how many more: a log line stays short at any scale."""
+    names = sorted(map(str, partitions))
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
+class _Group:
+    """Consecutive partition writes to make together: of one kind and fencing, each partition once."""
+
+    def __init__(self) -> None:
+        self._writes: list[PartitionWrite] = []
+        self._partitions: set[TopicPartition] = set()
+
+    def joins(self, effect: PartitionWrite) -> bool:
+        if not self._writes:
+            return True
+        first = self._writes[0]
+        return (
+            type(effect) is type(first)
+            and effect.controller_epoch_zk_version == first.controller_epoch_zk_version
+            and effect.partition not in self._partitions
+        )
+
+    def add(self, effect: PartitionWrite) -> None:
+        self._writes.append(effect)
+        self._partitions.add(effect.partition)
+
+    def take(self) -> list[PartitionWrite]:
+        writes, self._writes, self._partitions = self._writes, [], set()
+        return writes

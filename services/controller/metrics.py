@@ -1,14 +1,16 @@
 """The controller's Prometheus metrics, read at scrape time from the published `ControllerView`
 and the event queue (Kafka's KafkaController gauges: ActiveControllerCount,
 OfflinePartitionsCount, PreferredReplicaImbalanceCount, GlobalTopicCount, GlobalPartitionCount,
-TopicsToDeleteCount, and the ControllerEventManager's EventQueueSize)."""
+TopicsToDeleteCount, and the ControllerEventManager's EventQueueSize), and the count of
+ZooKeeper writes the controller gave up on (`failed_zk_writes_total`: a write of one topic that
+failed for a reason of its own, logged and skipped so the other work goes on)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
 
-from prometheus_client.core import REGISTRY, GaugeMetricFamily
+from prometheus_client.core import REGISTRY, CounterMetricFamily, GaugeMetricFamily
 
 from services.controller.view import ControllerView
 
@@ -38,7 +40,7 @@ class ControllerMetrics:
             self._registry.unregister(self)
             self._registry = None
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         view = self._view()
 
         def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
@@ -79,3 +81,10 @@ class ControllerMetrics:
             "Events waiting for the controller event thread.",
             self._event_queue_size(),
         )
+        failed = CounterMetricFamily(
+            "odradek_controller_failed_zk_writes",
+            "ZooKeeper writes given up on (logged; the topic's other work and other topics go on).",
+            labels=["controller"],
+        )
+        failed.add_metric(self._labels, view.failed_zk_writes)
+        yield failed

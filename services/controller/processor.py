@@ -15,7 +15,8 @@ Failures while processing: `ControllerMovedError` (a fenced write found a newer 
 epoch) resigns at once; a ZooKeeper error (connection loss, timeout) resigns too, since the
 context may no longer match ZooKeeper, and a Reelect is scheduled to reload it. Either way a
 waiting caller is answered NOT_CONTROLLER. Any other error is logged and the loop goes on.
-After every event a fresh `ControllerView` is published.
+After every event that changed the context (or controllership) a fresh `ControllerView` is
+published.
 """
 
 from __future__ import annotations
@@ -25,14 +26,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from kazoo.exceptions import KazooException
-from kazoo.handlers.threading import KazooTimeoutError
-
 from services.common.errors import KafkaError
 from services.common.zk import ControllerEpoch, ControllerMovedError, OdradekZkClient
 from services.controller.admin_events import AUTO_REBALANCE_KEY, FIRST_REBALANCE_DELAY_S, AdminEventHandlers
 from services.controller.channel_manager import ControllerChannelManager
-from services.controller.executor import DEFAULT_MAX_ATTEMPTS, EffectsExecutor
+from services.controller.executor import DEFAULT_MAX_ATTEMPTS, ZOOKEEPER_ERRORS, EffectsExecutor
 from services.controller.scheduler import EventScheduler
 from services.controller.service_events import ConfigChangeNotification
 from services.controller.state.config import ControllerConfig
@@ -74,7 +72,6 @@ logger = logging.getLogger(__name__)
 REELECT_KEY = "reelect"
 DEFAULT_RETRY_BACKOFF_S = 1.0
 ELECTION_EVENTS = (Startup, ControllerChange, Reelect, RegisterBrokerAndReelect, Expire)
-ZOOKEEPER_ERRORS = (KazooException, KazooTimeoutError)
 
 
 class ControllerEventProcessor(AdminEventHandlers):
@@ -108,6 +105,7 @@ class ControllerEventProcessor(AdminEventHandlers):
         self.active_controller_id = NO_CONTROLLER
         self.last_config_change = ""
         self.view = ControllerView(controller_id, cluster_id)
+        self._published: tuple | None = None
         self._session_id = session_id
         self._retry_backoff_s = retry_backoff_s
         self._handlers: dict[type, Callable[[Any], None]] = {
@@ -174,8 +172,19 @@ class ControllerEventProcessor(AdminEventHandlers):
         self._publish()
 
     def _publish(self) -> None:
+        """A new view, unless nothing it shows can have changed (the gauges walk every partition:
+        brokers' answers, which change nothing, do not pay for that)."""
+        published = (self.active, self.active_controller_id, self.context.revision, self.executor.failed_writes)
+        if published == self._published:
+            return
+        self._published = published
         self.view = view_of(
-            self.controller_id, self.cluster_id, self.active, self.active_controller_id, self.context
+            self.controller_id,
+            self.cluster_id,
+            self.active,
+            self.active_controller_id,
+            self.context,
+            self.executor.failed_writes,
         )
 
     # --- controllership ----------------------------------------------------------------------

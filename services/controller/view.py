@@ -4,7 +4,8 @@ every event, so RPC threads and metric scrapes read it without touching the cont
 
 It holds whether this instance is the active controller, the active controller's id, the epoch,
 the live brokers, and Kafka's controller gauges (offline partitions, preferred replica imbalance,
-topic and partition counts, topics queued for deletion).
+topic and partition counts, topics queued for deletion), and how many ZooKeeper writes this
+controller has given up on since it started (`failed_zk_writes`).
 """
 
 from __future__ import annotations
@@ -30,14 +31,23 @@ class ControllerView:
     global_topic_count: int = 0
     global_partition_count: int = 0
     topics_to_delete_count: int = 0
+    failed_zk_writes: int = 0
 
 
 def view_of(
-    controller_id: int, cluster_id: str, active: bool, active_controller_id: int, context: ControllerContext
+    controller_id: int,
+    cluster_id: str,
+    active: bool,
+    active_controller_id: int,
+    context: ControllerContext,
+    failed_zk_writes: int = 0,
 ) -> ControllerView:
-    """The view of a controller; a standby's gauges are all 0, as Kafka resets them on resignation."""
+    """The view of a controller; a standby's gauges are all 0, as Kafka resets them on resignation
+    (the count of failed writes is kept)."""
     if not active:
-        return ControllerView(controller_id, cluster_id, False, active_controller_id)
+        return ControllerView(
+            controller_id, cluster_id, False, active_controller_id, failed_zk_writes=failed_zk_writes
+        )
     return ControllerView(
         controller_id=controller_id,
         cluster_id=cluster_id,
@@ -50,4 +60,5 @@ def view_of(
         global_topic_count=len(context.all_topics),
         global_partition_count=context.global_partition_count(),
         topics_to_delete_count=len(context.topics_to_be_deleted),
+        failed_zk_writes=failed_zk_writes,
     )

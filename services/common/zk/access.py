@@ -9,7 +9,8 @@ re-registers it when it rereads. Nothing here does work inside a watch callback.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import logging
+from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
 from kazoo.client import KazooClient
@@ -17,11 +18,14 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 
 from services.common.clock import Clock, SystemClock
-from services.common.zk.errors import DuplicateRegistrationError
+from services.common.zk.codec import Versioned
+from services.common.zk.errors import DuplicateRegistrationError, ZnodeFormatError
 from services.common.zk.fencing import FencedTransaction, ZkTransaction
 
 Watch = Callable[[WatchedEvent], None]
 K = TypeVar("K")
+T = TypeVar("T")
+logger = logging.getLogger(__name__)
 EPHEMERAL_CREATE_ATTEMPTS = 5
 
 
@@ -69,6 +73,20 @@ class ZkAccess:
             except NoNodeError:
                 continue
         return found
+
+    @staticmethod
+    def _decode_each(
+        found: Mapping[K, tuple[bytes, ZnodeStat]], decode: Callable[[K, bytes], T]
+    ) -> dict[K, Versioned[T]]:
+        """Each read znode decoded with its version. One that does not have its documented shape
+        is logged and left out, so that a bad znode of one topic does not stop reading the others."""
+        decoded: dict[K, Versioned[T]] = {}
+        for key, (data, stat) in found.items():
+            try:
+                decoded[key] = Versioned(decode(key, data), stat.version)
+            except ZnodeFormatError as exc:
+                logger.error("Skipping a znode that cannot be decoded: %s", exc)
+        return decoded
 
     def _delete_each_fenced(self, paths: Iterable[str], epoch_zk_version: int) -> None:
         """Deletes each path in its own fenced transaction, pipelined; absent paths are skipped."""

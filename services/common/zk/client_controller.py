@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from services.common.zk import admin, configs, controller, partition_state, topics
+from services.common.zk import admin, bounded, configs, controller, partition_state, topics
 from services.common.zk.access import Watch, ZkAccess
 from services.common.zk.codec import TopicPartition
 from services.common.zk.controller import ControllerEpoch, ControllerInfo
@@ -112,23 +112,43 @@ class ControllerOps(ZkAccess):
         self._delete_each_fenced((admin.delete_topic_path(t) for t in names), epoch_zk_version)
 
     def delete_topic(self, topic: str, *, epoch_zk_version: int) -> None:
-        """Deletes the topic's znodes in one fenced transaction: partition states and their parents,
-        the assignment, the config and the deletion request (those that exist)."""
-        tx = self.fenced(epoch_zk_version)
-        for name in self._children(partition_state.partitions_path(topic)):
-            tp = TopicPartition(topic, int(name))
-            for path in (partition_state.partition_state_path(tp), partition_state.partition_path(tp)):
-                if self.zk.exists(path) is not None:
-                    tx.delete(path)
-        for path in (
+        """Deletes the topic's znodes (those that exist) in fenced multis bounded by `bounded.pack`:
+        first the partition state znodes, each with its parent in the same multi, in partition
+        order; then, in one last multi, `/partitions`, the assignment, the config and the deletion
+        request. A controller that dies in between leaves the assignment and the deletion request in
+        place, so its successor resumes the deletion and calls this again for what is left."""
+        partition_paths = [
+            partition_state.partition_path(TopicPartition(topic, int(name)))
+            for name in self._children(partition_state.partitions_path(topic))
+        ]
+        states = self._get_many((path, f"{path}/state") for path in partition_paths)
+        groups = []
+        for path in partition_paths:
+            paths = [f"{path}/state", path] if path in states else [path]
+            groups.append(bounded.Group(paths, len(paths), sum(bounded.op_bytes(p) for p in paths)))
+        for chunk in bounded.pack(groups):
+            self._delete_fenced([p for paths in chunk for p in paths], epoch_zk_version)
+        topic_paths = (
             partition_state.partitions_path(topic),
             topics.topic_path(topic),
             configs.topic_config_path(topic),
             admin.delete_topic_path(topic),
-        ):
-            if self.zk.exists(path) is not None:
-                tx.delete(path)
-        tx.commit()
+        )
+        found = self._get_many((p, p) for p in topic_paths)
+        self._delete_fenced([p for p in topic_paths if p in found], epoch_zk_version)
+
+    def _delete_fenced(self, paths: list[str], epoch_zk_version: int) -> None:
+        """Deletes `paths` in order in one fenced transaction; if one vanished meanwhile, each of
+        them on its own (absent ones skipped)."""
+        if not paths:
+            return
+        tx = self.fenced(epoch_zk_version)
+        for path in paths:
+            tx.delete(path)
+        try:
+            tx.commit()
+        except NoNodeError:
+            self._delete_each_fenced(paths, epoch_zk_version)
 
     # -- reassignment and preferred replica election ------------------------------------------
     def get_partition_reassignment(
@@ -141,8 +161,10 @@ class ControllerOps(ZkAccess):
         self._delete_each_fenced([admin.REASSIGN_PARTITIONS_PATH], epoch_zk_version)
 
     def request_preferred_replica_election(self, partitions: Iterable[TopicPartition]) -> bool:
-        """Creates `/admin/preferred_replica_election`; False while an earlier one is pending."""
+        """Creates `/admin/preferred_replica_election`; False while an earlier one is pending.
+        INVALID_REQUEST (`ZkRequestTooLargeError`) for more partitions than one znode holds."""
         data = admin.encode_preferred_replica_election(partitions)
+        bounded.check_znode_size(admin.PREFERRED_REPLICA_ELECTION_PATH, data)
         try:
             self.zk.create(admin.PREFERRED_REPLICA_ELECTION_PATH, data, makepath=True)
             return True

@@ -11,11 +11,15 @@ from dataclasses import dataclass, field
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from services.common.errors import KafkaError
-from services.common.zk import configs, isr_change, partition_state, topics
+from services.common.zk import bounded, configs, isr_change, partition_state, topics
 from services.common.zk.access import Watch, ZkAccess
 from services.common.zk.codec import CONFLICT, ConditionalUpdate, TopicPartition, Versioned
 from services.common.zk.partition_state import PartitionState
 from services.common.zk.topics import TopicAssignment
+
+SET_STATE_MULTI_ROUNDS = 3
+# A partition state write: the partition, its state znode's path, the new data, the expected version.
+_StateWrite = tuple[TopicPartition, str, bytes, int]
 
 
 @dataclass
@@ -32,21 +36,41 @@ class TopicOps(ZkAccess):
     # -- assignments --------------------------------------------------------------------------
     def create_topic(self, assignment: TopicAssignment, config: Mapping[str, str] | None = None) -> None:
         """Creates the topic's config and assignment znodes in one transaction; TOPIC_ALREADY_EXISTS
-        if the assignment exists."""
+        if the assignment exists, INVALID_REQUEST (nothing written) if either is too large for a
+        znode (`check_topic_size`)."""
         topic = assignment.topic
+        assignment_data, config_data = self.check_topic_size(assignment, config)
         self.zk.ensure_path(topics.TOPICS_PATH)
         self.zk.ensure_path(configs.entity_type_path(configs.TOPIC_ENTITY_TYPE))
         tx = self.transaction()
         config_path = configs.topic_config_path(topic)
         if self.zk.exists(config_path) is None:
-            tx.create(config_path, configs.encode_config(config or {}))
+            tx.create(config_path, config_data)
         else:
-            tx.set_data(config_path, configs.encode_config(config or {}))
-        tx.create(topics.topic_path(topic), topics.encode_topic(assignment))
+            tx.set_data(config_path, config_data)
+        tx.create(topics.topic_path(topic), assignment_data)
         try:
             tx.commit()
         except NodeExistsError as exc:
             raise KafkaError(f"topic {topic!r} already exists", error_name="TOPIC_ALREADY_EXISTS") from exc
+
+    @staticmethod
+    def check_topic_size(
+        assignment: TopicAssignment, config: Mapping[str, str] | None = None
+    ) -> tuple[bytes, bytes]:
+        """The encoded assignment and config znodes of a topic; INVALID_REQUEST
+        (`ZkRequestTooLargeError`) if either exceeds `bounded.ZNODE_MAX_BYTES`, with how many
+        partitions it has."""
+        assignment_data = topics.encode_topic(assignment)
+        config_data = configs.encode_config(config or {})
+        try:
+            bounded.check_znode_size(topics.topic_path(assignment.topic), assignment_data)
+            bounded.check_znode_size(configs.topic_config_path(assignment.topic), config_data)
+        except bounded.ZkRequestTooLargeError as exc:
+            raise bounded.ZkRequestTooLargeError(
+                f"Topic {assignment.topic} with {len(assignment.partitions)} partitions cannot be stored: {exc}"
+            ) from None
+        return assignment_data, config_data
 
     def get_all_topics(self, watch: Watch | None = None) -> list[str]:
         return self._children(topics.TOPICS_PATH, watch)
@@ -58,15 +82,17 @@ class TopicOps(ZkAccess):
         return None if found is None else Versioned(topics.decode_topic(topic, found[0]), found[1].version)
 
     def get_topic_assignments(self, names: Iterable[str]) -> dict[str, Versioned[TopicAssignment]]:
-        found = self._get_many((t, topics.topic_path(t)) for t in names)
-        return {t: Versioned(topics.decode_topic(t, data), stat.version) for t, (data, stat) in found.items()}
+        """Assignments of these topics (absent ones and ones that do not decode are left out)."""
+        return self._decode_each(self._get_many((t, topics.topic_path(t)) for t in names), topics.decode_topic)
 
     def set_topic_assignment(
         self, assignment: TopicAssignment, *, epoch_zk_version: int | None, expected_version: int = -1
     ) -> int:
-        """Rewrites an existing assignment; returns the znode's new version."""
+        """Rewrites an existing assignment; returns the znode's new version. INVALID_REQUEST
+        (nothing written) if it has grown too large for a znode."""
+        data, _ = self.check_topic_size(assignment)
         tx = self._write(epoch_zk_version)
-        tx.set_data(topics.topic_path(assignment.topic), topics.encode_topic(assignment), expected_version)
+        tx.set_data(topics.topic_path(assignment.topic), data, expected_version)
         return tx.commit()[-1].version
 
     # -- partition states ---------------------------------------------------------------------
@@ -85,40 +111,141 @@ class TopicOps(ZkAccess):
     def get_partition_states(
         self, tps: Iterable[TopicPartition]
     ) -> dict[TopicPartition, Versioned[PartitionState]]:
+        """States of these partitions (absent ones and ones that do not decode are left out)."""
         found = self._get_many((tp, partition_state.partition_state_path(tp)) for tp in tps)
-        return {
-            tp: Versioned(partition_state.decode_partition_state(tp, data), stat.version)
-            for tp, (data, stat) in found.items()
-        }
+        return self._decode_each(found, partition_state.decode_partition_state)
 
     def create_partition_states(
         self, states: Mapping[TopicPartition, PartitionState], *, epoch_zk_version: int
-    ) -> None:
-        """Creates the state znodes (version 0) of new partitions, with their missing parents, in one
-        fenced transaction: all of them or, if any exists already or the controller moved, none."""
-        tx = self.fenced(epoch_zk_version)
-        parents: list[str] = []
-        for tp in sorted(states):
-            parents += [partition_state.partitions_path(tp.topic), partition_state.partition_path(tp)]
-        for path in dict.fromkeys(parents):
-            if self.zk.exists(path) is None:
-                tx.create(path)
+    ) -> PartitionStateUpdates:
+        """Creates the state znodes (version 0) of new partitions with their missing parents, topic
+        by topic in partition order, in fenced multis bounded by `bounded.pack`: a partition's parent
+        and state go in the same multi, and a topic's first multi creates its `/partitions`. Every
+        multi stands on its own, so a controller that dies between two leaves a prefix of the
+        partitions created, and its successor, calling this again for the partitions without state,
+        completes the work. A state znode that exists already is kept and reported in `retry` (reread
+        it); partitions whose topic is gone are in `failed`. ControllerMovedError if fenced."""
+        result = PartitionStateUpdates()
+        by_topic: dict[str, dict[TopicPartition, PartitionState]] = {}
         for tp, state in sorted(states.items()):
-            tx.create(partition_state.partition_state_path(tp), partition_state.encode_partition_state(state))
-        tx.commit()
+            by_topic.setdefault(tp.topic, {})[tp] = state
+        for topic, topic_states in by_topic.items():
+            self._create_topic_partition_states(topic, topic_states, epoch_zk_version, result)
+        return result
+
+    def _create_topic_partition_states(
+        self,
+        topic: str,
+        states: dict[TopicPartition, PartitionState],
+        epoch_zk_version: int,
+        result: PartitionStateUpdates,
+    ) -> None:
+        partitions_path = partition_state.partitions_path(topic)
+        have_parent = {TopicPartition(topic, int(p)) for p in self._children(partitions_path)}
+        existing = self._get_many(
+            (tp, partition_state.partition_state_path(tp)) for tp in states if tp in have_parent
+        )
+        result.retry.extend(sorted(existing))
+        ops: list[tuple[str, bytes]] = []
+        if not have_parent and self.zk.exists(partitions_path) is None:
+            ops.append((partitions_path, b""))
+        groups = []
+        for tp, state in states.items():
+            if tp in existing:
+                continue
+            paths = [] if tp in have_parent else [(partition_state.partition_path(tp), b"")]
+            paths.append((partition_state.partition_state_path(tp), partition_state.encode_partition_state(state)))
+            groups.append(bounded.Group((tp, paths), len(paths), sum(bounded.op_bytes(*op) for op in paths)))
+        for chunk in bounded.pack(groups, reserved_ops=1 + len(ops)):
+            tx = self.fenced(epoch_zk_version)
+            for path, data in ops:
+                tx.create(path, data)
+            for _, paths in chunk:
+                for path, data in paths:
+                    tx.create(path, data)
+            try:
+                tx.commit()
+            except (NodeExistsError, NoNodeError):
+                for tp, _ in chunk:  # another writer raced this one: find out partition by partition
+                    self._create_partition_state(tp, states[tp], epoch_zk_version, result)
+            else:
+                result.updated.update((tp, 0) for tp, _ in chunk)
+            ops = []
+
+    def _create_partition_state(
+        self, tp: TopicPartition, state: PartitionState, epoch_zk_version: int, result: PartitionStateUpdates
+    ) -> None:
+        tx = self.fenced(epoch_zk_version)
+        for parent in (partition_state.partitions_path(tp.topic), partition_state.partition_path(tp)):
+            if self.zk.exists(parent) is None:
+                tx.create(parent)
+        tx.create(partition_state.partition_state_path(tp), partition_state.encode_partition_state(state))
+        try:
+            tx.commit()
+        except NodeExistsError:
+            result.retry.append(tp)
+        except NoNodeError as exc:
+            result.failed[tp] = exc
+        else:
+            result.updated[tp] = 0
 
     def set_partition_states(
         self, updates: Mapping[TopicPartition, Versioned[PartitionState]], *, epoch_zk_version: int
     ) -> PartitionStateUpdates:
         """The controller's leader/ISR writes: each partition's new state, conditional on the version
-        it replaces, in its own fenced transaction (pipelined). ControllerMovedError if fenced."""
-        pending = []
+        it replaces. They go in fenced multis bounded by `bounded.pack`, all sent before any answer
+        is awaited. ZooKeeper names the first op of a failed multi: that partition's version was
+        stale (or its znode is gone), and the multi is sent again without it, a few rounds at most;
+        what is left then is written partition by partition, each in its own fenced transaction
+        (pipelined), so that only the stale ones fail. ControllerMovedError if fenced."""
+        groups = []
         for tp, update in updates.items():
-            tx = self.fenced(epoch_zk_version)
             path = partition_state.partition_state_path(tp)
-            tx.set_data(path, partition_state.encode_partition_state(update.value), update.version)
-            pending.append((tp, tx, tx.commit_async()))
+            data = partition_state.encode_partition_state(update.value)
+            groups.append(bounded.Group((tp, path, data, update.version), 1, bounded.op_bytes(path, data)))
         result = PartitionStateUpdates()
+        chunks = bounded.pack(groups)
+        for _ in range(SET_STATE_MULTI_ROUNDS):
+            chunks = self._set_partition_state_multis(chunks, epoch_zk_version, result)
+        self._set_each_partition_state([w for chunk in chunks for w in chunk], epoch_zk_version, result)
+        return result
+
+    def _set_partition_state_multis(
+        self, chunks: list[list[_StateWrite]], epoch_zk_version: int, result: PartitionStateUpdates
+    ) -> list[list[_StateWrite]]:
+        """Sends each chunk as one multi (pipelined); returns the failed chunks without the write
+        that failed them, which goes to `result`."""
+        pending = []
+        for chunk in chunks:
+            tx = self.fenced(epoch_zk_version)
+            for _, path, data, version in chunk:
+                tx.set_data(path, data, version)
+            pending.append((chunk, tx, tx.commit_async()))
+        again = []
+        for chunk, tx, raw in pending:
+            results = raw.get()
+            try:
+                stats = tx.outcome(results)
+            except (BadVersionError, NoNodeError) as exc:
+                index = next(i for i, r in enumerate(results[1:]) if isinstance(r, BadVersionError | NoNodeError))
+                tp = chunk[index][0]
+                if isinstance(exc, BadVersionError):
+                    result.retry.append(tp)
+                else:
+                    result.failed[tp] = exc
+                if len(chunk) > 1:
+                    again.append(chunk[:index] + chunk[index + 1 :])
+                continue
+            result.updated.update((tp, stat.version) for (tp, *_), stat in zip(chunk, stats, strict=True))
+        return again
+
+    def _set_each_partition_state(
+        self, writes: list[_StateWrite], epoch_zk_version: int, result: PartitionStateUpdates
+    ) -> None:
+        pending = []
+        for tp, path, data, version in writes:
+            tx = self.fenced(epoch_zk_version).set_data(path, data, version)
+            pending.append((tp, tx, tx.commit_async()))
         for tp, tx, raw in pending:
             try:
                 result.updated[tp] = tx.outcome(raw.get())[0].version
@@ -126,7 +253,6 @@ class TopicOps(ZkAccess):
                 result.retry.append(tp)
             except NoNodeError as exc:
                 result.failed[tp] = exc
-        return result
 
     def update_leader_and_isr(
         self, tp: TopicPartition, state: PartitionState, expected_version: int
@@ -151,13 +277,15 @@ class TopicOps(ZkAccess):
         """Writes the topic's config overrides and, with `notify`, a change notification for
         brokers, in one transaction."""
         path = configs.topic_config_path(topic)
+        data = configs.encode_config(config)
+        bounded.check_znode_size(path, data)
         self.zk.ensure_path(configs.CONFIG_CHANGES_PATH)
         self.zk.ensure_path(configs.entity_type_path(configs.TOPIC_ENTITY_TYPE))
         tx = self.transaction()
         if self.zk.exists(path) is None:
-            tx.create(path, configs.encode_config(config))
+            tx.create(path, data)
         else:
-            tx.set_data(path, configs.encode_config(config))
+            tx.set_data(path, data)
         if notify:
             change = configs.encode_config_change(configs.topic_entity_path(topic))
             tx.create(configs.config_change_path(), change, sequence=True)
@@ -180,13 +308,18 @@ class TopicOps(ZkAccess):
 
     # -- ISR change notifications -------------------------------------------------------------
     def create_isr_change_notification(self, partitions: Iterable[TopicPartition]) -> str:
-        """Announces ISR changes to the controller; returns the notification's sequence number."""
-        data = isr_change.encode_isr_change(partitions)
-        try:
-            path = self.zk.create(isr_change.isr_change_path(), data, sequence=True)
-        except NoNodeError:
-            path = self.zk.create(isr_change.isr_change_path(), data, sequence=True, makepath=True)
-        return isr_change.sequence_number(path)
+        """Announces ISR changes to the controller; returns the notification's sequence number.
+        So many partitions that one notification would exceed `bounded.MULTI_MAX_BYTES` are
+        announced in several (created in order; the last one's number is returned)."""
+        sequence = ""
+        for chunk in isr_change.split_partitions(partitions, bounded.MULTI_MAX_BYTES):
+            data = isr_change.encode_isr_change(chunk)
+            try:
+                path = self.zk.create(isr_change.isr_change_path(), data, sequence=True)
+            except NoNodeError:
+                path = self.zk.create(isr_change.isr_change_path(), data, sequence=True, makepath=True)
+            sequence = isr_change.sequence_number(path)
+        return sequence
 
     def get_isr_change_notifications(self, watch: Watch | None = None) -> list[str]:
         """Sequence numbers of pending notifications, oldest first."""

@@ -7,6 +7,11 @@ ZooKeeper applies none of the transaction's ops: the deposed controller's write 
 behind and raises `ControllerMovedError`. Any other failing op raises that op's kazoo exception
 (NodeExistsError, BadVersionError, ...) with a note naming the op and path; a transaction is
 all-or-nothing either way.
+
+A transaction counts the encoded size of its ops (`bounded.op_bytes`); one that would exceed
+`bounded.REQUEST_MAX_BYTES` is never sent: committing it raises `ZkRequestTooLargeError`, since
+ZooKeeper would only drop the connection. Writes that grow with partitions are split with
+`bounded.pack` before they get there.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, RolledBackError, RuntimeInconsistency
 from kazoo.interfaces import IAsyncResult
 
+from services.common.zk.bounded import REQUEST_MAX_BYTES, REQUEST_OVERHEAD_BYTES, ZkRequestTooLargeError, op_bytes
 from services.common.zk.controller import CONTROLLER_EPOCH_PATH
 from services.common.zk.errors import ControllerMovedError
 
@@ -28,30 +34,41 @@ class ZkTransaction:
     def __init__(self, zk: KazooClient):
         self._tx = zk.transaction()
         self._ops: list[str] = []
+        self.size_bytes = REQUEST_OVERHEAD_BYTES
 
     def create(
         self, path: str, value: bytes = b"", *, ephemeral: bool = False, sequence: bool = False
     ) -> Self:
         self._tx.create(path, value, ephemeral=ephemeral, sequence=sequence)
-        self._ops.append(f"create {path}")
+        self._add(f"create {path}", path, value)
         return self
 
     def set_data(self, path: str, value: bytes, version: int = -1) -> Self:
         self._tx.set_data(path, value, version)
-        self._ops.append(f"set {path} at version {version}")
+        self._add(f"set {path} at version {version}", path, value)
         return self
 
     def delete(self, path: str, version: int = -1) -> Self:
         self._tx.delete(path, version)
-        self._ops.append(f"delete {path}")
+        self._add(f"delete {path}", path)
         return self
 
     def check(self, path: str, version: int) -> Self:
         self._tx.check(path, version)
-        self._ops.append(f"check {path} at version {version}")
+        self._add(f"check {path} at version {version}", path)
         return self
 
+    def _add(self, op: str, path: str, value: bytes = b"") -> None:
+        self._ops.append(op)
+        self.size_bytes += op_bytes(path, value)
+
     def commit_async(self) -> IAsyncResult:
+        if self.size_bytes > REQUEST_MAX_BYTES:
+            raise ZkRequestTooLargeError(
+                f"a ZooKeeper transaction of {len(self._ops)} ops would encode to about {self.size_bytes} "
+                f"bytes, more than the {REQUEST_MAX_BYTES} bytes Odradek sends in one request "
+                f"(first op: {self._ops[0]}); not sent"
+            )
         return self._tx.commit_async()
 
     def commit(self) -> list[Any]:

@@ -5,13 +5,16 @@ them, refreshes those partitions' state and deletes the notifications (fenced). 
 
     {"version":1,"partitions":[{"topic":"t","partition":0},{"topic":"t","partition":1}]}
 
-`<seq>` is ZooKeeper's 10-digit sequence number; readers refer to a notification by it.
+`<seq>` is ZooKeeper's 10-digit sequence number; readers refer to a notification by it. A
+change of more partitions than one znode should hold is announced in several notifications
+(`split_partitions`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from services.common.zk import bounded
 from services.common.zk.codec import (
     TopicPartition,
     decode_partition_list,
@@ -41,3 +44,12 @@ def encode_isr_change(partitions: Iterable[TopicPartition]) -> bytes:
 def decode_isr_change(data: bytes | None) -> set[TopicPartition]:
     what = ISR_CHANGE_NOTIFICATION_PATH
     return set(decode_partition_list(required(loads_object(data, what), "partitions", what), what))
+
+
+def split_partitions(partitions: Iterable[TopicPartition], max_bytes: int) -> list[list[TopicPartition]]:
+    """The partitions (sorted, without repeats) in consecutive lists whose notifications each
+    encode to about `max_bytes` or less; one empty list for none."""
+    groups = [
+        bounded.Group(tp, 1, len(dumps(encode_partition_list([tp])))) for tp in sorted(set(partitions))
+    ]
+    return bounded.pack(groups, reserved_ops=0, reserved_bytes=0, max_ops=len(groups) + 1, max_bytes=max_bytes) or [[]]

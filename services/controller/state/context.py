@@ -31,6 +31,7 @@ class ControllerContext:
         self._reset()
 
     def _reset(self) -> None:
+        self.revision = 0  # records applied since the reset: what was derived at one revision holds
         self.epoch = INITIAL_CONTROLLER_EPOCH
         self.epoch_zk_version = INITIAL_CONTROLLER_EPOCH_ZK_VERSION
         self._live_brokers: dict[int, BrokerInfo] = {}
@@ -50,6 +51,7 @@ class ControllerContext:
     # the mutator
 
     def apply(self, record: r.Record) -> None:
+        self.revision += 1
         match record:
             case r.ContextReset():
                 self._reset()

@@ -12,9 +12,10 @@
     New/Online/Offline -> Offline  record the state
     Offline -> NonExistent         record the state
 
-An invalid transition is logged and skipped. Leadership is read from the context (which the
-controller keeps in step with the state znodes); one written by a newer controller epoch aborts
-that partition's change.
+An invalid transition is logged and skipped. Each partition's change is logged at DEBUG (a line per
+partition costs seconds at thousands of partitions); each call logs one INFO summary. Leadership
+is read from the context (which the controller keeps in step with the state znodes); one written
+by a newer controller epoch aborts that partition's change.
 """
 
 from __future__ import annotations
@@ -111,6 +112,15 @@ class PartitionStateMachine:
                 self._log_change(partition, target_state)
                 outcome.apply(context, PartitionStateChanged(partition, target_state))
         outcome.effects.extend(batch.build())
+        failed = len(outcome.failures)
+        logger.info(
+            "Moved %d of %d partitions to %s (%d failed), e.g. %s",
+            len(valid) - failed,
+            len(partitions),
+            target_state,
+            failed,
+            partitions[0],
+        )
         return outcome
 
     def _initialize_leader_and_isr(
@@ -215,7 +225,8 @@ class PartitionStateMachine:
     ) -> None:
         current = self._context.partition_state(partition)
         suffix = f" with state {leader_and_isr}" if leader_and_isr is not None else ""
-        logger.info("Changed partition %s from %s to %s%s", partition, current, target, suffix)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("Changed partition %s from %s to %s%s", partition, current, target, suffix)
 
     def _log_invalid_transition(
         self, outcome: PartitionStateChangeOutcome, partition: TopicPartition, target: PartitionState

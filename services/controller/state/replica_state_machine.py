@@ -17,7 +17,8 @@
     DeletionSuccessful -> NonExistent
                                     drop the replica from the assignment and forget its state
 
-Invalid transitions are logged and skipped. Replicas are handled broker by broker.
+Invalid transitions are logged and skipped. Replicas are handled broker by broker; a replica's
+change is logged at DEBUG, each call logs one INFO summary.
 """
 
 from __future__ import annotations
@@ -78,6 +79,14 @@ class ReplicaStateMachine:
         for broker_id, group in by_broker:
             self._handle_for_broker(broker_id, list(group), target_state, outcome, batch)
         outcome.effects.extend(batch.build())
+        logger.info(
+            "Moved %d of %d replicas to %s (%d failed), e.g. %s",
+            len(replicas) - len(outcome.failures),
+            len(replicas),
+            target_state,
+            len(outcome.failures),
+            replicas[0],
+        )
         return outcome
 
     def _handle_for_broker(
@@ -208,13 +217,14 @@ class ReplicaStateMachine:
                 updated = current
             new_leadership = LeaderIsrAndControllerEpoch(updated, context.epoch)
             outcome.apply(context, PartitionLeadershipChanged(partition, new_leadership))
-            logger.info(
-                "Partition %s state changed to %s after removing replica %s from the ISR as part of "
-                "transition to OfflineReplica",
-                partition,
-                updated,
-                broker_id,
-            )
+            if logger.isEnabledFor(logging.DEBUG):
+                logger.debug(
+                    "Partition %s state changed to %s after removing replica %s from the ISR as part of "
+                    "transition to OfflineReplica",
+                    partition,
+                    updated,
+                    broker_id,
+                )
             if not context.is_topic_queued_for_deletion(partition.topic):
                 assignment = context.partition_full_replica_assignment(partition)
                 recipients = [r for r in assignment.replicas if r != broker_id]

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import NoNodeError
 
 from services.common.errors import KafkaError
 from services.common.zk import (
@@ -26,6 +26,7 @@ from services.common.zk import (
     TopicPartition,
     Versioned,
 )
+from services.common.zk.client_topics import TopicOps
 from services.controller.state.core import ClusterSnapshot, TopicDescription
 from services.controller.state.model import BrokerInfo, EndPoint
 from services.controller.state.model import TopicPartition as CoreTopicPartition
@@ -110,16 +111,19 @@ class FakeZooKeeper:
 
     def create_partition_states(
         self, states: Mapping[TopicPartition, PartitionState], *, epoch_zk_version: int
-    ) -> None:
+    ) -> PartitionStateUpdates:
         self.calls.append(("create_partition_states", sorted(states)))
         self._fence(epoch_zk_version)
-        for tp in states:
+        result = PartitionStateUpdates()
+        for tp, state in sorted(states.items()):
             if tp.topic not in self.topics:
-                raise NoNodeError(str(tp))
-            if tp in self.states:
-                raise NodeExistsError(str(tp))
-        for tp, state in states.items():
-            self.states[tp] = Versioned(state, 0)
+                result.failed[tp] = NoNodeError(str(tp))
+            elif tp in self.states:
+                result.retry.append(tp)
+            else:
+                self.states[tp] = Versioned(state, 0)
+                result.updated[tp] = 0
+        return result
 
     def set_partition_states(
         self, updates: Mapping[TopicPartition, Versioned[PartitionState]], *, epoch_zk_version: int
@@ -142,6 +146,8 @@ class FakeZooKeeper:
         self, tps: Iterable[TopicPartition]
     ) -> dict[TopicPartition, Versioned[PartitionState]]:
         return {tp: self.states[tp] for tp in tps if tp in self.states}
+
+    check_topic_size = staticmethod(TopicOps.check_topic_size)
 
     def create_topic(self, assignment: TopicAssignment, config: Mapping[str, str] | None = None) -> None:
         self.calls.append(("create_topic", assignment.topic))

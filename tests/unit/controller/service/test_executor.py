@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from kazoo.exceptions import ConnectionLoss
 
 from services.common.zk import ControllerEpoch, ControllerMovedError
 from services.common.zk import TopicPartition as ZkTopicPartition
+from services.common.zk.bounded import ZkRequestTooLargeError
 from services.controller.executor import EffectsExecutor
 from services.controller.state.context import ControllerContext
 from services.controller.state.effects import (
@@ -199,3 +201,45 @@ def test_a_fenced_write_raises_before_any_request_is_sent(zk, context):
         )
     assert sent == []
     assert zk.states[ZkTopicPartition("t", 0)].version == 0
+
+
+def test_a_write_that_fails_for_its_own_reason_is_counted_and_the_others_go_on(zk, context):
+    zk.add_topic("u", {0: (1, 2)})
+    u0 = TopicPartition("u", 0)
+    created = LeaderAndIsr.initial(1, (1, 2))
+    real_create = zk.create_partition_states
+
+    def create(states, *, epoch_zk_version):
+        if any(tp.topic == "t" for tp in states):
+            raise ZkRequestTooLargeError("too large")
+        return real_create(states, epoch_zk_version=epoch_zk_version)
+
+    zk.create_partition_states = create
+    outcome = Outcome(
+        effects=[
+            CreatePartitionState(T0, created, EPOCH, EPOCH_ZK_VERSION),
+            DeleteTopicDeletionMarkers(("gone",), EPOCH_ZK_VERSION),
+            CreatePartitionState(u0, created, EPOCH, EPOCH_ZK_VERSION),
+            leader_and_isr(1, (T0, created), (u0, created)),
+        ]
+    )
+    sent: list = []
+    run = executor(zk, context, sent)
+
+    execution = run.execute(outcome)
+
+    assert run.failed_writes == 1
+    assert execution.missing == {T0}
+    assert ZkTopicPartition("u", 0) in zk.states and ZkTopicPartition("t", 0) not in zk.states
+    assert [[s.partition for s in request.partition_states] for request in sent] == [[u0]]
+
+
+def test_a_zookeeper_failure_still_stops_the_decision(zk, context):
+    def create(states, *, epoch_zk_version):
+        raise ConnectionLoss()
+
+    zk.create_partition_states = create
+    outcome = Outcome(effects=[CreatePartitionState(T0, LeaderAndIsr.initial(1, (1, 2)), EPOCH, EPOCH_ZK_VERSION)])
+
+    with pytest.raises(ConnectionLoss):
+        executor(zk, context, []).execute(outcome)

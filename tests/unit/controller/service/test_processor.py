@@ -18,13 +18,15 @@ from services.controller.state.events import (
     BrokerChange,
     ControlledShutdown,
     ControllerChange,
+    CreatePartitions,
     CreateTopics,
     DeleteTopics,
     Expire,
+    LeaderAndIsrResponseReceived,
     Startup,
 )
 from services.controller.state.model import TopicPartition
-from services.controller.state.topic_admin import NewTopic, TopicCreation
+from services.controller.state.topic_admin import NewPartitions, NewTopic, TopicCreation
 from tests.unit.controller.service.fakes import (
     SESSION_ID,
     FakeChannels,
@@ -90,6 +92,15 @@ def test_the_winner_fails_over_and_brings_new_partitions_online(processor, zk, c
     assert {e.broker_id for e in channels.sent if isinstance(e, SendUpdateMetadata)} == {1, 2}
     assert scheduler.scheduled[AUTO_REBALANCE_KEY][0] == 2
     assert processor.view.global_partition_count == 1 and processor.view.active_controller_id == CONTROLLER_ID
+
+
+def test_the_view_is_rebuilt_only_after_events_that_change_something(processor, zk):
+    processor.process(Startup())
+    view = processor.view
+    processor.process(LeaderAndIsrResponseReceived(1, 0))
+    assert processor.view is view
+    processor.process(CreateTopics((NewTopic("new", 1, 1),), callback=Answers()))
+    assert processor.view is not view and processor.view.global_topic_count == view.global_topic_count + 1
 
 
 def test_a_standby_answers_not_controller(processor, zk, channels):
@@ -168,6 +179,31 @@ def test_create_topics_validates_writes_and_elects_at_once(processor, zk):
     assert "new" in zk.topics and zk.topics["new"].topic_id
     assert {ZkTopicPartition("new", 0), ZkTopicPartition("new", 1)} <= set(zk.states)
     assert "new" in processor.context.all_topics
+
+
+@pytest.mark.parametrize("validate_only", [False, True])
+def test_a_topic_whose_assignment_znode_cannot_fit_is_refused_before_anything_is_written(
+    processor, zk, validate_only
+):
+    processor.process(Startup())
+    answers = Answers()
+    topics = (NewTopic("too-wide", 60000, 2), NewTopic("fine", 1, 1))
+    processor.process(CreateTopics(topics, validate_only=validate_only, callback=answers))
+
+    refused = answers[0]["too-wide"]
+    assert refused.error_name == "INVALID_REQUEST" and "60000 partitions" in str(refused)
+    assert isinstance(answers[0]["fine"], TopicCreation)
+    assert "too-wide" not in zk.topics and ("fine" in zk.topics) != validate_only
+    assert not [tp for tp in zk.states if tp.topic == "too-wide"]
+
+
+def test_partitions_whose_assignment_znode_cannot_fit_are_refused_before_anything_is_written(processor, zk):
+    processor.process(Startup())
+    answers = Answers()
+    processor.process(CreatePartitions((NewPartitions("t", 60000),), validate_only=False, callback=answers))
+
+    assert answers[0]["t"].error_name == "INVALID_REQUEST"
+    assert len(zk.topics["t"].partitions) == 1 and len(processor.context.partitions_for_topic("t")) == 1
 
 
 def test_validate_only_writes_nothing(processor, zk):

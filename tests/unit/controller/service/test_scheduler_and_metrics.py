@@ -34,7 +34,7 @@ def test_one_pending_event_per_key_and_cancel():
 def test_metrics_read_the_published_view():
     context = make_context(live=[1, 2])
     online_topic(context, "t", {0: (1, 2), 1: (2, 1)}, leaders={1: 1})
-    view = view_of(1001, "cid", True, 1001, context)
+    view = view_of(1001, "cid", True, 1001, context, failed_zk_writes=2)
     assert (view.global_topic_count, view.global_partition_count, view.preferred_replica_imbalance_count) == (
         1,
         2,
@@ -48,6 +48,7 @@ def test_metrics_read_the_published_view():
     assert registry.get_sample_value("odradek_controller_global_partition_count", labels) == 2
     assert registry.get_sample_value("odradek_controller_preferred_replica_imbalance_count", labels) == 1
     assert registry.get_sample_value("odradek_controller_event_queue_size", labels) == 7
+    assert registry.get_sample_value("odradek_controller_failed_zk_writes_total", labels) == 2
     current["view"] = ControllerView(1001)
     assert registry.get_sample_value("odradek_controller_active_controller_count", labels) == 0
     assert registry.get_sample_value("odradek_controller_global_partition_count", labels) == 0
