@@ -22,8 +22,16 @@ from services.clients.cli_console import (
     start_reading,
     starting_point,
 )
-from services.clients.cli_perf import RebalanceTimer, Stats, Throttler, consumer_perf_settings, consumer_summary
+from services.clients.cli_perf import (
+    RebalanceTimer,
+    Stats,
+    Throttler,
+    consumer_perf_settings,
+    consumer_summary,
+    payload_bytes,
+)
 from services.clients.cluster import TopicPartition
+from services.clients.consumer.records import ConsumerRecords, RecordBlock
 
 
 def record(**fields):
@@ -413,6 +421,15 @@ def test_rebalance_timer_adds_up_the_time_from_each_revocation_to_the_next_assig
     clock.now += 0.5
     timer.on_partitions_assigned([])
     assert timer.rebalance_s == pytest.approx(0.75)
+
+
+def test_consumer_perf_test_counts_key_and_value_bytes_with_nulls_as_zero():
+    tp = TopicPartition("t", 0)
+    block = RecordBlock("t", 0, 0, None, range(3), [1, 2, 3], [b"k", None, b"kk"], [b"abc", b"de", None],
+                        key_sizes=[1, -1, 2], value_sizes=[3, 2, -1])
+    plain = RecordBlock("t", 0, 0, None, range(3, 5), [4, 5], None, [b"x" * 10, b"y" * 20])
+    assert payload_bytes(ConsumerRecords({tp: [block, plain]})) == (5, 1 + 2 + 3 + 2 + 10 + 20)
+    assert payload_bytes(ConsumerRecords()) == (0, 0)
 
 
 def test_consumer_summary_splits_the_run_into_rebalance_and_fetch_time():
