@@ -192,7 +192,9 @@ class Producer:
         """Calls `listener(result)` on the sender thread for every batch of records answered from now
         on, after their callbacks: the timestamps, values and outcome of a whole batch in one call,
         so that accounting for every record costs one call per batch rather than a callback each
-        (records sent without a callback keep the fast path of `send`)."""
+        (records sent without a callback keep the fast path of `send`). As with callbacks, a batch's
+        futures are done, and `flush` may return, just before its listeners run; once `close`
+        returns, every listener has seen every batch."""
         self._sender.add_batch_listener(listener)
 
     def _on_send(self, record: ProducerRecord) -> ProducerRecord:
