@@ -21,7 +21,11 @@ earliest offset) beside a plain loop: a `Consumer` of a fresh group subscribed t
 `poll()` until N records came, reading each record's value, timed from after the consumer is built
 (the tool's nMsg.sec, whose clock starts there too, is its figure). Prints records/s of each and the
 ratio tool / plain (target >= 0.8x) per round, then over all rounds (records over the summed times).
-On a shared machine single rounds swing both ways: read the ratios of several rounds.
+Beside each, the client's CPU per record relative to the plain loop's (CPU time of this process, all
+threads, from building the client to closing it; for the subprocess, its CPU less that of one that
+sends nothing, measured first: the interpreter's start-up and imports): what the tool costs, which
+other processes on a shared machine disturb far less than the clock figures, which there swing both
+ways from one round to the next.
 
     python bench/perf_tools.py [--records 1000000] [--record-size 100] [--rounds 2] [--partitions 1]
 """
@@ -29,14 +33,17 @@ On a shared machine single rounds swing both ways: read the ratios of several ro
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 import os
 import random
+import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -64,9 +71,15 @@ def fully_replicated(admin: Admin, topic: str) -> bool:
 
 # --------------------------------------------------------------------------------------------- producer
 
+@functools.cache
+def plain_values(records: int, record_size: int) -> list[bytes]:
+    """The plain loop's values, made once: 1024 random payloads in turn."""
+    pool = [random.randbytes(record_size) for _ in range(1024)]
+    return [pool[index & 1023] for index in range(records)]
+
+
 def plain_producer(bootstrap: str, topic: str, acks: str, args) -> float:
-    pool = [random.randbytes(args.record_size) for _ in range(1024)]
-    values = [pool[index & 1023] for index in range(args.records)]
+    values = plain_values(args.records, args.record_size)
     producer = Producer({"bootstrap.servers": bootstrap, "acks": acks})
     try:
         send = producer.send
@@ -147,31 +160,58 @@ CONSUMER_PEERS = {"plain": plain_consumer, "tool": consumer_tool}
 
 # --------------------------------------------------------------------------------------------- report
 
-def report(kind: str, label: str, rates: dict[str, list[float]]) -> None:
-    for round_index, plain in enumerate(rates["plain"]):
-        cells = [f"plain {plain:>9,.0f}"]
-        for peer in rates:
-            if peer == "plain":
-                continue
-            ratio = rates[peer][round_index] / plain
-            verdict = "meets" if ratio >= RATIO_TARGET else "MISSES"
-            cells.append(f"{peer} {rates[peer][round_index]:>9,.0f} ({ratio:.2f}x, {verdict})")
-        print(f"  {kind} {label} round {round_index + 1}: " + ", ".join(cells) + " records/s", flush=True)
-    if len(rates["plain"]) > 1:  # all rounds together: the same records over the summed times
-        overall = {peer: len(values) / sum(1 / rate for rate in values) for peer, values in rates.items()}
-        cells = [f"{peer} {rate:,.0f} ({rate / overall['plain']:.2f}x)" for peer, rate in overall.items()
-                 if peer != "plain"]
-        print(f"  {kind} {label} all rounds: plain {overall['plain']:,.0f}, " + ", ".join(cells) + " records/s",
-              flush=True)
+class Run(NamedTuple):
+    """One peer's run: records/s on the clock, and records per second of client CPU."""
+
+    rate: float
+    cpu_rate: float
 
 
-def run_rounds(peers: dict, args, call) -> dict[str, list[float]]:
-    rates: dict[str, list[float]] = {peer: [] for peer in peers}
+def client_cpu_s() -> float:
+    """CPU seconds of this process (all its threads) and of its finished children."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+def run_rounds(peers: dict, args, call, start_up_cpu_s: dict[str, float] | None = None) -> dict[str, list[Run]]:
+    """Each peer once per round, in alternating order; `start_up_cpu_s` is CPU not to count per peer."""
+    runs: dict[str, list[Run]] = {peer: [] for peer in peers}
     for round_index in range(args.rounds):
         order = list(peers) if round_index % 2 == 0 else list(reversed(peers))
         for peer in order:
-            rates[peer].append(call(peers[peer]))
-    return rates
+            cpu_s = client_cpu_s() + (start_up_cpu_s or {}).get(peer, 0.0)
+            rate = call(peers[peer])
+            runs[peer].append(Run(rate, args.records / (client_cpu_s() - cpu_s)))
+    return runs
+
+
+def process_start_up_cpu_s(bootstrap: str, topic: str, acks: str, args) -> float:
+    """The CPU of an `odradek producer-perf-test` that sends nothing: the interpreter's start-up and
+    imports, and the producer's creation and close."""
+    cpu_s = client_cpu_s()
+    producer_tool_process(bootstrap, topic, acks, argparse.Namespace(**{**vars(args), "records": 0}))
+    return client_cpu_s() - cpu_s
+
+
+def ratio_cell(peer: str, value: float, plain: float) -> str:
+    ratio = value / plain
+    return f"{peer} {value:>9,.0f} ({ratio:.2f}x, {'meets' if ratio >= RATIO_TARGET else 'MISSES'})"
+
+
+def report(kind: str, label: str, runs: dict[str, list[Run]]) -> None:
+    tools = [peer for peer in runs if peer != "plain"]
+    for round_index, plain in enumerate(runs["plain"]):
+        cells = [ratio_cell(peer, runs[peer][round_index].rate, plain.rate) for peer in tools]
+        cpu_cells = [f"{peer} {plain.cpu_rate / runs[peer][round_index].cpu_rate:.2f}x" for peer in tools]
+        print(f"  {kind} {label} round {round_index + 1}: plain {plain.rate:>9,.0f}, " + ", ".join(cells)
+              + " records/s; client CPU per record / plain's: " + ", ".join(cpu_cells), flush=True)
+    if len(runs["plain"]) > 1:  # all rounds together: the same records over the summed times
+        overall = {peer: len(values) / sum(1 / run.rate for run in values) for peer, values in runs.items()}
+        cpu = {peer: len(values) / sum(1 / run.cpu_rate for run in values) for peer, values in runs.items()}
+        cells = [ratio_cell(peer, overall[peer], overall["plain"]) for peer in tools]
+        cpu_cells = [f"{peer} {cpu['plain'] / cpu[peer]:.2f}x" for peer in tools]
+        print(f"  {kind} {label} all rounds: plain {overall['plain']:>9,.0f}, " + ", ".join(cells)
+              + " records/s; client CPU per record / plain's: " + ", ".join(cpu_cells), flush=True)
 
 
 def main() -> None:
@@ -201,8 +241,11 @@ def main() -> None:
                   f"{args.rounds} rounds in alternating order, {os.cpu_count()} CPUs; ratio = tool / plain "
                   f"(target >= {RATIO_TARGET}x)", flush=True)
             for label, (topic, acks) in SETUPS.items():
-                rates = run_rounds(PRODUCER_PEERS, args,
-                                   lambda peer, t=topic, a=acks: peer(bootstrap, t, a, args))
+                start_up_cpu_s = process_start_up_cpu_s(bootstrap, topic, acks, args)
+                print(f"  {label}: odradek producer-perf-test sending nothing takes {start_up_cpu_s:.2f} s of CPU, "
+                      f"not counted in its CPU per record", flush=True)
+                rates = run_rounds(PRODUCER_PEERS, args, lambda peer, t=topic, a=acks: peer(bootstrap, t, a, args),
+                                   {"tool (subprocess)": start_up_cpu_s})
                 report("producer", label, rates)
             if not args.skip_consumer:
                 for topic in (REPLICATED, UNREPLICATED):
