@@ -16,16 +16,19 @@ round:
 - tool (subprocess): the real `odradek producer-perf-test` command, as users run it; its figure is
   again its summary line (its interpreter's start-up is not in it, as the JVM's is not in Kafka's).
 
-Then for each topic, alternately, `consumer-perf-test --messages N` (a fresh group, from the
-earliest offset) beside a plain loop: a `Consumer` of a fresh group subscribed to the topic,
-`poll()` until N records came, reading each record's value, timed from after the consumer is built
-(the tool's nMsg.sec, whose clock starts there too, is its figure). Prints records/s of each and the
-ratio tool / plain (target >= 0.8x) per round, then over all rounds (records over the summed times).
-Beside each, the client's CPU per record relative to the plain loop's (CPU time of this process, all
-threads, from building the client to closing it; for the subprocess, its CPU less that of one that
-sends nothing, measured first: the interpreter's start-up and imports): what the tool costs, which
-other processes on a shared machine disturb far less than the clock figures, which there swing both
-ways from one round to the next.
+Before the rounds, a plain producer writes a fifth of `--records` to each topic: the first run on a
+new cluster is slower whoever makes it. Then for each topic, alternately, `consumer-perf-test
+--messages N` (a fresh group, from the earliest offset) beside a plain loop: a `Consumer` of a fresh
+group subscribed to the topic, `poll()` until N records came, reading each record's value, timed
+from after the consumer is built (the tool's nMsg.sec, whose clock starts there too, is its figure).
+
+Prints records/s of each and the ratio tool / plain (target >= 0.8x) per round, then over all
+rounds (records over the summed times). Beside each, the client's CPU per record relative to the
+plain loop's (CPU time of this process, all threads, from building the client to closing it; for
+the subprocess, its CPU less that of one that sends nothing, measured first: the interpreter's
+start-up and imports). On a shared machine the clock figures swing both ways from round to round;
+the consumer's CPU per record holds steadier, the producer's less so, since slower brokers make
+larger batches and so less CPU per record.
 
     python bench/perf_tools.py [--records 1000000] [--record-size 100] [--rounds 2] [--partitions 1]
 """
@@ -240,6 +243,9 @@ def main() -> None:
             print(f"{args.records:,} records x {args.record_size} B, {args.partitions} partition(s), "
                   f"{args.rounds} rounds in alternating order, {os.cpu_count()} CPUs; ratio = tool / plain "
                   f"(target >= {RATIO_TARGET}x)", flush=True)
+            warm_up = argparse.Namespace(**{**vars(args), "records": max(1, args.records // 5)})
+            for topic, acks in SETUPS.values():  # the first run on a new cluster is slow: not a measured one
+                plain_producer(bootstrap, topic, acks, warm_up)
             for label, (topic, acks) in SETUPS.items():
                 start_up_cpu_s = process_start_up_cpu_s(bootstrap, topic, acks, args)
                 print(f"  {label}: odradek producer-perf-test sending nothing takes {start_up_cpu_s:.2f} s of CPU, "
