@@ -9,38 +9,51 @@ The producer test sends N records of random upper-case letters (or lines of a pa
 records/s (-1: no limit), and measures each record's latency from send() to its acknowledgement. Every
 5 s it prints `N records sent, R records/sec (M MB/sec), A ms avg latency, X ms max latency.` and at the
 end the same over the whole run followed by the 50th, 95th, 99th and 99.9th percentiles, as Kafka's
-ProducerPerformance. The consumer test joins group G (default `perf-consumer-NNNNN`, five random
-digits; a `group.id` of --consumer.config is kept when --group is absent), subscribes to the topic,
-reads N records starting where the group committed (else at the earliest offset, or the latest with
---from-latest), and prints Kafka's ConsumerPerformance CSV line: start, end, MB, MB/s, records,
-records/s, the time spent in rebalances (from the start or a revocation to the next assignment) and
-the rest of the run as fetch time with the throughput over it. --timeout counts from the start, so a
-slow first rebalance ends the run as an idle topic does.
+ProducerPerformance (which keeps a bounded sample of latencies for those). It must cost no more than
+the producer it measures: records go through the plain `send` (no callback), each one's send time is
+its timestamp, and a batch listener of the producer accounts for a whole batch at its acknowledgement.
+
+The consumer test joins group G (default `perf-consumer-NNNNN`, five random digits; a `group.id` of
+--consumer.config is kept when --group is absent), subscribes to the topic, reads N records starting
+where the group committed (else at the earliest offset, or the latest with --from-latest), and prints
+Kafka's ConsumerPerformance CSV line: start, end, MB, MB/s, records, records/s, the time spent in
+rebalances (from the start or a revocation to the next assignment) and the rest of the run as fetch
+time with the throughput over it. --timeout counts from the start, so a slow first rebalance ends
+the run as an idle topic does.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import itertools
+import operator
 import random
-import string
 import sys
-import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import TextIO
 
 from services.clients.cli_console import client_settings, random_group_id
+from services.common.clock import SYSTEM_CLOCK
 from services.common.config import ConfigError
 from services.common.errors import KafkaError
 
 REPORTING_INTERVAL_MS = 5000
 MAX_LATENCY_SAMPLES = 500000
+CHUNK_RECORDS = 1000  # records sent between two looks at the throttle and at failures
+THROTTLE_STEP_S = 0.01
+PAYLOAD_POOL_RECORDS = 1024
+PAYLOAD_POOL_BYTES = 16 * 1024 * 1024
+UPPER_CASE = bytes(ord("A") + byte % 26 for byte in range(256))  # a translate table: any byte -> a letter
 MB = 1024 * 1024
 CONSUMER_HEADER = ("start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
                    "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec")
 DETAILED_HEADER = "time, threadId, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec"
 DATE_FORMAT = "%Y-%m-%d %H:%M:%S:%f"
+KEY_SIZE = operator.attrgetter("serialized_key_size")
+VALUE_SIZE = operator.attrgetter("serialized_value_size")
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
@@ -79,70 +92,93 @@ def check_producer_perf(args: argparse.Namespace) -> None:
 
 
 class Stats:
-    """Latency and throughput bookkeeping of ProducerPerformance: window lines and the summary."""
+    """ProducerPerformance's bookkeeping. Every record's latency (whole ms, from its send to its
+    acknowledgement, on the wall clock of record timestamps) counts in the totals and in the window
+    printed every `reporting_interval_ms`; for the percentiles every `sampling`-th acknowledged
+    record's latency is kept, `sampling` chosen so that at most MAX_LATENCY_SAMPLES (+1) are. Records
+    are counted a batch at a time with no Python code run per record: a batch's sampled send times
+    are kept as one slice beside its acknowledgement time, and turned into latencies only for the
+    percentiles, after the run (as Kafka's tool sorts its sample then)."""
 
     def __init__(self, num_records: int, out: TextIO, reporting_interval_ms: int = REPORTING_INTERVAL_MS,
-                 clock: Callable[[], float] = time.monotonic):
-        self.clock = clock
+                 clock_ms: Callable[[], int] = SYSTEM_CLOCK.time_ms):
+        self.clock_ms = clock_ms
         self.out = out
-        self.start = clock()
+        self.start_ms = clock_ms()
         self.sampling = max(1, num_records // min(max(num_records, 1), MAX_LATENCY_SAMPLES))
-        self.latencies: list[float] = []
+        self.max_samples = num_records // self.sampling + 1
+        self._sampled: list[tuple[int, Sequence[int]]] = []
+        self.sample_count = 0
+        self.iteration = 0
         self.count = 0
         self.bytes = 0
-        self.total_latency_ms = 0.0
-        self.max_latency_ms = 0.0
+        self.total_latency_ms = 0
+        self.max_latency_ms = 0
         self.reporting_interval_ms = reporting_interval_ms
-        self._window_reset(self.start)
-        self._lock = threading.Lock()
+        self._window_reset(self.start_ms)
 
-    def _window_reset(self, now: float) -> None:
-        self.window_start = now
+    def _window_reset(self, now_ms: int) -> None:
+        self.window_start_ms = now_ms
         self.window_count = 0
         self.window_bytes = 0
-        self.window_total_latency_ms = 0.0
-        self.window_max_latency_ms = 0.0
+        self.window_total_latency_ms = 0
+        self.window_max_latency_ms = 0
 
-    def record(self, sequence: int, latency_ms: float, size: int, now: float) -> None:
-        with self._lock:
-            self.count += 1
-            self.bytes += size
-            self.total_latency_ms += latency_ms
-            if latency_ms > self.max_latency_ms:
-                self.max_latency_ms = latency_ms
-            self.window_count += 1
-            self.window_bytes += size
-            self.window_total_latency_ms += latency_ms
-            if latency_ms > self.window_max_latency_ms:
-                self.window_max_latency_ms = latency_ms
-            if sequence % self.sampling == 0:
-                self.latencies.append(latency_ms)
-            if (now - self.window_start) * 1000 >= self.reporting_interval_ms:
-                self._print_window(now)
-                self._window_reset(now)
+    def record_batch(self, sent_ms: Sequence[int], size: int, now_ms: int) -> None:
+        """Counts records sent at `sent_ms` (a list, in send order) and acknowledged at `now_ms`,
+        `size` bytes of payload in all."""
+        count = len(sent_ms)
+        if not count:
+            return
+        total_latency_ms = count * now_ms - sum(sent_ms)
+        max_latency_ms = now_ms - min(sent_ms)
+        self.count += count
+        self.bytes += size
+        self.total_latency_ms += total_latency_ms
+        self.max_latency_ms = max(self.max_latency_ms, max_latency_ms)
+        self.window_count += count
+        self.window_bytes += size
+        self.window_total_latency_ms += total_latency_ms
+        self.window_max_latency_ms = max(self.window_max_latency_ms, max_latency_ms)
+        room = self.max_samples - self.sample_count
+        if room > 0:  # the send times of the sampled records, kept with their acknowledgement time
+            sampled = sent_ms[-self.iteration % self.sampling::self.sampling]
+            if len(sampled) > room:
+                sampled = sampled[:room]
+            self._sampled.append((now_ms, sampled))
+            self.sample_count += len(sampled)
+        self.iteration += count
+        if now_ms - self.window_start_ms >= self.reporting_interval_ms:
+            print(self.window_line(now_ms), file=self.out, flush=True)
+            self._window_reset(now_ms)
 
-    def _print_window(self, now: float) -> None:
-        elapsed = max(now - self.window_start, 1e-9)
+    def window_line(self, now_ms: int) -> str:
+        elapsed_ms = max(now_ms - self.window_start_ms, 1)
         count = max(self.window_count, 1)
-        print(f"{self.window_count} records sent, {self.window_count / elapsed:.1f} records/sec "
-              f"({self.window_bytes / elapsed / MB:.2f} MB/sec), "
-              f"{self.window_total_latency_ms / count:.1f} ms avg latency, "
-              f"{self.window_max_latency_ms:.1f} ms max latency.", file=self.out, flush=True)
+        return (f"{self.window_count} records sent, {1000 * self.window_count / elapsed_ms:.1f} records/sec "
+                f"({1000 * self.window_bytes / elapsed_ms / MB:.2f} MB/sec), "
+                f"{self.window_total_latency_ms / count:.1f} ms avg latency, "
+                f"{self.window_max_latency_ms:.1f} ms max latency.")
 
-    def percentiles(self, *quantiles: float) -> list[float]:
+    @property
+    def latencies(self) -> list[int]:
+        """The sampled latencies (ms), in the order the records were acknowledged."""
+        return [now_ms - at for now_ms, sent_ms in self._sampled for at in sent_ms]
+
+    def percentiles(self, *quantiles: float) -> list[int]:
         ordered = sorted(self.latencies)
         if not ordered:
-            return [0.0 for _ in quantiles]
-        return [ordered[min(len(ordered) - 1, int(q * len(ordered)))] for q in quantiles]
+            return [0 for _ in quantiles]
+        return [ordered[int(q * len(ordered))] for q in quantiles]
 
     def summary(self) -> str:
-        elapsed = max(self.clock() - self.start, 1e-9)
+        elapsed_ms = max(self.clock_ms() - self.start_ms, 1)
         count = max(self.count, 1)
         p50, p95, p99, p999 = self.percentiles(0.5, 0.95, 0.99, 0.999)
-        return (f"{self.count} records sent, {self.count / elapsed:.1f} records/sec "
-                f"({self.bytes / elapsed / MB:.2f} MB/sec), {self.total_latency_ms / count:.2f} ms avg latency, "
-                f"{self.max_latency_ms:.2f} ms max latency, {p50:.0f} ms 50th, {p95:.0f} ms 95th, "
-                f"{p99:.0f} ms 99th, {p999:.0f} ms 99.9th.")
+        return (f"{self.count} records sent, {1000 * self.count / elapsed_ms:f} records/sec "
+                f"({1000 * self.bytes / elapsed_ms / MB:.2f} MB/sec), {self.total_latency_ms / count:.2f} ms avg "
+                f"latency, {self.max_latency_ms:.2f} ms max latency, {p50} ms 50th, {p95} ms 95th, "
+                f"{p99} ms 99th, {p999} ms 99.9th.")
 
 
 class Throttler:
@@ -163,12 +199,22 @@ class Throttler:
         if ahead_s > 0.001:
             time.sleep(ahead_s)
 
+    def chunk_records(self) -> int:
+        """Records to send between two checks: CHUNK_RECORDS, or fewer when throttled, so that the
+        sender sleeps at least every THROTTLE_STEP_S."""
+        if self.target_per_s < 0:
+            return CHUNK_RECORDS
+        return max(1, min(CHUNK_RECORDS, int(self.target_per_s * THROTTLE_STEP_S)))
+
 
 def payloads(args: argparse.Namespace) -> list[bytes]:
+    """The payloads to send: random upper-case letters of --record-size bytes (a pool of up to
+    PAYLOAD_POOL_RECORDS different ones, PAYLOAD_POOL_BYTES in all, sent in turn), or the lines of
+    --payload-file (picked at random)."""
     if args.record_size is not None:
         rng = random.Random()
-        letters = string.ascii_uppercase
-        return ["".join(rng.choice(letters) for _ in range(args.record_size)).encode("ascii")]
+        pool_records = max(1, min(PAYLOAD_POOL_RECORDS, PAYLOAD_POOL_BYTES // args.record_size, args.num_records))
+        return [rng.randbytes(args.record_size).translate(UPPER_CASE) for _ in range(pool_records)]
     with open(args.payload_file, "rb") as f:
         text = f.read()
     delimiter = args.payload_delimiter.encode("utf-8").decode("unicode_escape").encode("utf-8")
@@ -178,6 +224,14 @@ def payloads(args: argparse.Namespace) -> list[bytes]:
     print(f"Reading payloads from: {args.payload_file}", file=sys.stderr)
     print(f"Number of messages read: {len(lines)}", file=sys.stderr)
     return lines
+
+
+def payload_source(args: argparse.Namespace, bodies: list[bytes]) -> Callable[[int], Iterable[bytes]]:
+    """`take(n)`: the next n payloads, the pool of --record-size in turn or file lines at random."""
+    if args.record_size is not None:
+        return functools.partial(itertools.islice, itertools.cycle(bodies))
+    pick = random.Random().choices
+    return lambda count: pick(bodies, k=count)
 
 
 def producer_perf_settings(args: argparse.Namespace) -> dict[str, str]:
@@ -198,39 +252,40 @@ def run_producer_perf(args: argparse.Namespace, out: TextIO) -> int:
         print(f"Error: {error}", file=sys.stderr)
         return 1
     stats = Stats(args.num_records, out)
-    throttler = Throttler(args.throughput, stats.start)
     failures: list[BaseException] = []
-    clock = time.monotonic
-    pick = random.Random().choice if len(bodies) > 1 else None
-    body = bodies[0]
-    size = len(body)
+    clock_ms = stats.clock_ms
+    record_size = args.record_size  # every payload has it, unless they are lines of a file
 
-    def completion(sequence: int, sent_at: float, length: int):
-        def on_done(metadata, exception) -> None:
-            if exception is not None:
-                if not failures:
-                    failures.append(exception)
-                    print(f"Error: {exception}", file=sys.stderr)
-                return
-            now = clock()
-            stats.record(sequence, (now - sent_at) * 1000, length, now)
-        return on_done
+    def on_batch(result) -> None:  # on the producer's sender thread, once per answered batch
+        if result.error is not None:
+            if not failures:
+                failures.append(result.error)
+                print(f"Error: {result.error}", file=sys.stderr)
+            return
+        values = result.values
+        size = len(values) * record_size if record_size is not None else sum(map(len, values))
+        stats.record_batch(result.timestamps, size, clock_ms())
 
+    producer.add_batch_listener(on_batch)
+    throttler = Throttler(args.throughput, time.monotonic())
+    take = payload_source(args, bodies)
+    chunk = throttler.chunk_records()
+    send = producer.send
+    topic = args.topic
     try:
-        for sequence in range(args.num_records):
-            if pick is not None:
-                body = pick(bodies)
-                size = len(body)
-            producer.send(args.topic, body, callback=completion(sequence, clock(), size))
-            throttler.throttle(sequence + 1)
-            if failures:
-                break
+        sent = 0
+        while sent < args.num_records and not failures:
+            count = min(chunk, args.num_records - sent)
+            for body in take(count):  # each record's send time is its timestamp, taken by send()
+                send(topic, body)
+            sent += count
+            throttler.throttle(sent)
         producer.flush()
     except KafkaError as error:
         print(f"Error: {error}", file=sys.stderr)
         return 1
     finally:
-        producer.close()  # as Kafka's tool: every callback has run before the total is printed
+        producer.close()  # as Kafka's tool: every batch is accounted for before the total is printed
         print(stats.summary(), file=out, flush=True)
         if args.print_metrics:
             for name, value in sorted(producer.metrics().items()):
@@ -333,6 +388,15 @@ def consumer_summary(start_wall: float, elapsed_s: float, rebalance_s: float, co
             f"{fetch_s * 1000:.0f}, {megabytes / fetch_s:.4f}, {count / fetch_s:.4f}")
 
 
+def payload_bytes(records: Iterable) -> tuple[int, int]:
+    """(records, bytes of their keys and values), as ConsumerPerformance counts them (a null key or
+    value counts 0, its serialized size being -1), with no Python code run per record."""
+    polled = list(records)
+    key_sizes = list(map(KEY_SIZE, polled))
+    value_sizes = list(map(VALUE_SIZE, polled))
+    return len(polled), sum(key_sizes) + key_sizes.count(-1) + sum(value_sizes) + value_sizes.count(-1)
+
+
 def _consume(consumer, args: argparse.Namespace, out: TextIO, start: float) -> tuple[int, int]:
     count = size = 0
     last_record = last_report = start
@@ -348,9 +412,9 @@ def _consume(consumer, args: argparse.Namespace, out: TextIO, start: float) -> t
                 break
             continue
         last_record = now
-        for record in records:
-            count += 1
-            size += record.serialized_value_size + max(record.serialized_key_size, 0)
+        polled, polled_bytes = payload_bytes(records)
+        count += polled
+        size += polled_bytes
         if args.show_detailed_stats and (now - last_report) * 1000 >= args.reporting_interval:
             window = max(now - last_report, 1e-9)
             window_mb = (size - report_size) / MB

@@ -8,7 +8,7 @@ from services.clients.producer.errors import (
     ProducerClosedError,
     RecordTooLargeError,
 )
-from services.clients.producer.futures import FutureRecordMetadata, ProducerRecord, RecordMetadata
+from services.clients.producer.futures import BatchResult, FutureRecordMetadata, ProducerRecord, RecordMetadata
 from services.clients.producer.partitioner import (
     DefaultPartitioner,
     Partitioner,
@@ -19,8 +19,8 @@ from services.clients.producer.partitioner import (
 from services.clients.producer.producer import Producer
 
 __all__ = [
-    "BufferExhaustedError", "DefaultPartitioner", "FutureRecordMetadata", "KafkaTimeoutError", "Partitioner",
-    "Producer", "ProducerClosedError", "ProducerConfig", "ProducerPlugins", "ProducerRecord", "RecordMetadata",
-    "RecordTooLargeError", "RoundRobinPartitioner", "StickyPartitionCache", "UniformStickyPartitioner",
-    "load_producer_config",
+    "BatchResult", "BufferExhaustedError", "DefaultPartitioner", "FutureRecordMetadata", "KafkaTimeoutError",
+    "Partitioner", "Producer", "ProducerClosedError", "ProducerConfig", "ProducerPlugins", "ProducerRecord",
+    "RecordMetadata", "RecordTooLargeError", "RoundRobinPartitioner", "StickyPartitionCache",
+    "UniformStickyPartitioner", "load_producer_config",
 ]

@@ -5,6 +5,7 @@ A `ProducerBatch` holds its records as parallel plain lists (values, timestamps,
 headers once any record has them) that `send` appends to; it is encoded only when drained. Its futures point at it by
 index, and it keeps the result of every record as segments `(start, end, offset of index 0,
 log append time, error)`: one segment normally, several when its records went out in parts.
+`results()` gives the same outcome per segment as `BatchResult`s, for batch listeners.
 
 A `WireBatch` is what the sender encodes and sends: whole `ProducerBatch`es merged (the queued
 batches of a partition drained together), or a slice of one after a split. It carries the producer
@@ -16,9 +17,10 @@ halved, as Kafka's producer splits a batch after MESSAGE_TOO_LARGE.
 from __future__ import annotations
 
 import threading
+from operator import itemgetter
 
 from services.clients.cluster import TopicPartition
-from services.clients.producer.futures import FutureRecordMetadata, RecordMetadata
+from services.clients.producer.futures import BatchResult, FutureRecordMetadata, RecordMetadata
 from services.common.records import build_batch
 
 BATCH_HEADER_BYTES = 61
@@ -141,6 +143,20 @@ class ProducerBatch:
         if error is not None:
             return None, error
         return self.metadata(index), None
+
+    def results(self) -> list[BatchResult]:
+        """The outcome of a done batch: one `BatchResult` per run of records answered together (a
+        single one, sharing the batch's lists, unless the batch went out in parts)."""
+        segments = self.segments if len(self.segments) == 1 else sorted(self.segments, key=itemgetter(0))
+        count = len(self.values)
+        results = []
+        for start, end, first, _, error in segments:
+            whole = start == 0 and end == count
+            results.append(BatchResult(
+                self.topic, self.partition, first + start if first >= 0 else NO_OFFSET,
+                self.timestamps if whole else self.timestamps[start:end],
+                self.values if whole else self.values[start:end], error))
+        return results
 
     def __repr__(self) -> str:
         return f"<ProducerBatch {self.topic}-{self.partition} records={len(self.values)} done={self.done}>"

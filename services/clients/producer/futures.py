@@ -1,5 +1,5 @@
-"""What `Producer.send` returns: `FutureRecordMetadata`, resolving to a `RecordMetadata`; and the
-`ProducerRecord` interceptors see.
+"""What `Producer.send` returns: `FutureRecordMetadata`, resolving to a `RecordMetadata`; the
+`ProducerRecord` interceptors see; and the `BatchResult` batch listeners see.
 
 A future is two references, its batch and its index in that batch; nothing waits per record.
 The batch is completed once for all its records by the sender thread, and a `threading.Event`
@@ -11,6 +11,7 @@ is only created, per batch, when someone calls `get` before the batch is done. `
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from services.clients.producer.errors import KafkaTimeoutError
@@ -28,6 +29,20 @@ class RecordMetadata(NamedTuple):
     timestamp: int
     serialized_key_size: int
     serialized_value_size: int
+
+
+class BatchResult(NamedTuple):
+    """Records of one partition answered together, as a listener of `Producer.add_batch_listener`
+    receives them: their timestamps (ms; the wall-clock time of `send` unless the caller gave one)
+    and values, in the order they were sent; the offset of the first (-1 with acks=0 or on error);
+    and the error every one of them failed with, or None. The sequences must not be changed."""
+
+    topic: str
+    partition: int
+    base_offset: int
+    timestamps: Sequence[int]
+    values: Sequence[bytes | None]
+    error: BaseException | None
 
 
 class ProducerRecord(NamedTuple):

@@ -20,6 +20,8 @@ the metadata after `max.block.ms` (`KafkaTimeoutError`), no buffer memory after 
 
 `flush(timeout)` waits for every record sent before it; `close(timeout)` flushes, then stops the
 threads (after `timeout` seconds whatever is still pending fails). Safe to share between threads.
+`add_batch_listener(listener)` has the sender thread hand each answered batch to `listener` as a
+`BatchResult` (timestamps, values, base offset, error): per-record accounting at a per-batch cost.
 
 Where this differs from the Java producer, and why:
 - errors found before a record is queued are raised rather than returned as a failed future;
@@ -37,7 +39,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from time import time_ns as _time_ns
 from typing import Any
 
@@ -49,7 +51,7 @@ from services.clients.producer.batch import BATCH_HEADER_BYTES, RECORD_OVERHEAD_
 from services.clients.producer.buffer_pool import BufferPool
 from services.clients.producer.config import load_producer_config
 from services.clients.producer.errors import KafkaTimeoutError, ProducerClosedError, RecordTooLargeError
-from services.clients.producer.futures import FutureRecordMetadata, ProducerRecord
+from services.clients.producer.futures import BatchResult, FutureRecordMetadata, ProducerRecord
 from services.clients.producer.metadata_updater import MetadataUpdater
 from services.clients.producer.metrics import ProducerMetrics
 from services.clients.producer.partitioner import (
@@ -185,6 +187,15 @@ class Producer:
                 except Exception:
                     logger.exception("interceptor %r failed in on_acknowledgement", interceptor)
             raise
+
+    def add_batch_listener(self, listener: Callable[[BatchResult], None]) -> None:
+        """Calls `listener(result)` on the sender thread for every batch of records answered from now
+        on, after their callbacks: the timestamps, values and outcome of a whole batch in one call,
+        so that accounting for every record costs one call per batch rather than a callback each
+        (records sent without a callback keep the fast path of `send`). As with callbacks, a batch's
+        futures are done, and `flush` may return, just before its listeners run; once `close`
+        returns, every listener has seen every batch."""
+        self._sender.add_batch_listener(listener)
 
     def _on_send(self, record: ProducerRecord) -> ProducerRecord:
         for interceptor in self._interceptors:

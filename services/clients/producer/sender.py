@@ -6,7 +6,9 @@ producer id, ask the accumulator which leaders are ready, expire batches past
 `max.in.flight.requests.per.connection` requests unanswered, and send each as an asynchronous
 gRPC call bounded by `request.timeout.ms` (several requests are in flight at once; an answer
 wakes the thread). Then sleep until a batch may become ready (`linger.ms`, `retry.backoff.ms`),
-a new batch was started, or an answer arrived. Callbacks and interceptors run on this thread.
+a new batch was started, or an answer arrived. Callbacks, interceptors and batch listeners run on
+this thread: when a batch is done, each record's interceptors and callback, then each listener
+once per run of records answered together.
 
 Answers, per partition:
 
@@ -48,6 +50,7 @@ from services.clients.producer.accumulator import NO_DELAY_LIMIT_MS, PartitionQu
 from services.clients.producer.batch import NO_OFFSET, SEQUENCE_MODULUS, ProducerBatch, WireBatch
 from services.clients.producer.config import ProducerConfig
 from services.clients.producer.errors import KafkaTimeoutError
+from services.clients.producer.futures import BatchResult
 from services.clients.producer.metrics import ProducerMetrics
 from services.clients.retry import Deadline
 from services.common.clock import SYSTEM_CLOCK, Clock
@@ -89,6 +92,7 @@ class Sender(threading.Thread):
         self._metrics = metrics
         self._request_metadata_update = request_metadata_update
         self._interceptors = tuple(interceptors)
+        self._batch_listeners: tuple[Callable[[BatchResult], None], ...] = ()
         self._clock = clock
         self._acks = config.required_acks
         self._idempotent = config.enable_idempotence
@@ -129,6 +133,9 @@ class Sender(threading.Thread):
         self._forced = True
         self._running = False
         self._wakeup.set()
+
+    def add_batch_listener(self, listener: Callable[[BatchResult], None]) -> None:
+        self._batch_listeners += (listener,)
 
     @property
     def requests_in_flight(self) -> int:
@@ -392,6 +399,8 @@ class Sender(threading.Thread):
             self._accumulator.batches_done(finished)
             for batch in finished:
                 self._run_callbacks(batch)
+                if self._batch_listeners:
+                    self._notify_listeners(batch)
 
     def _run_callbacks(self, batch: ProducerBatch) -> None:
         callbacks = dict(batch.callbacks) if batch.callbacks else {}
@@ -409,6 +418,14 @@ class Sender(threading.Thread):
                     callback(metadata, error)
                 except Exception:
                     logger.exception("a send callback failed")
+
+    def _notify_listeners(self, batch: ProducerBatch) -> None:
+        for result in batch.results():
+            for listener in self._batch_listeners:
+                try:
+                    listener(result)
+                except Exception:
+                    logger.exception("batch listener %r failed", listener)
 
     def _abort(self, error: KafkaError) -> None:
         """Fails every record not yet answered (a forced close or a fatal error)."""

@@ -1,6 +1,7 @@
 """The console and perf-test tools' pure parts: line parsing, record formatting, the consumers'
-group settings and how they start reading (against a fake consumer), the latency statistics, the
-throughput throttle and the consumer perf test's rebalance timing."""
+group settings and how they start reading (against a fake consumer), the producer perf test's
+latency statistics (bounded sampling, percentiles, Kafka's output lines) and its send loop (against
+a fake producer), the throughput throttle and the consumer perf test's rebalance timing."""
 
 from __future__ import annotations
 
@@ -21,8 +22,16 @@ from services.clients.cli_console import (
     start_reading,
     starting_point,
 )
-from services.clients.cli_perf import RebalanceTimer, Stats, Throttler, consumer_perf_settings, consumer_summary
+from services.clients.cli_perf import (
+    RebalanceTimer,
+    Stats,
+    Throttler,
+    consumer_perf_settings,
+    consumer_summary,
+    payload_bytes,
+)
 from services.clients.cluster import TopicPartition
+from services.clients.consumer.records import ConsumerRecords, RecordBlock
 
 
 def record(**fields):
@@ -238,37 +247,151 @@ class FakeClock:
         return self.now
 
 
-def test_stats_summary_has_throughput_latency_and_percentiles():
+def ms_clock(start_ms: int = 1_700_000_000_000) -> FakeClock:
     clock = FakeClock()
+    clock.now = start_ms
+    return clock
+
+
+def test_stats_summary_counts_every_record_of_each_batch():
+    clock = ms_clock()
     out = io.StringIO()
-    stats = Stats(1000, out, clock=clock)
-    for i in range(1000):
-        stats.record(i, float(i % 100), 100, clock.now)
-    clock.now += 2.0
-    summary = stats.summary()
-    assert summary.startswith("1000 records sent, 500.0 records/sec (0.05 MB/sec), 49.50 ms avg latency, "
-                              "99.00 ms max latency, 50 ms 50th, 95 ms 95th, 99 ms 99th, 99 ms 99.9th.")
+    stats = Stats(1000, out, clock_ms=clock)
+    start = clock.now
+    for first in range(0, 1000, 100):  # ten batches; record i was sent at start + i % 100, acknowledged at +100
+        stats.record_batch([start + i for i in range(100)], 100 * 100, start + 100 + first // 100)
+    clock.now += 2000
+    assert stats.summary() == ("1000 records sent, 500.000000 records/sec (0.05 MB/sec), 55.00 ms avg latency, "
+                               "109.00 ms max latency, 55 ms 50th, 100 ms 95th, 106 ms 99th, 109 ms 99.9th.")
     assert out.getvalue() == ""
 
 
 def test_stats_prints_a_window_line_every_interval():
-    clock = FakeClock()
+    clock = ms_clock()
     out = io.StringIO()
-    stats = Stats(10, out, reporting_interval_ms=5000, clock=clock)
-    stats.record(0, 4.0, 100, clock.now + 1)
-    stats.record(1, 6.0, 100, clock.now + 5)
-    assert out.getvalue() == ("2 records sent, 0.4 records/sec (0.00 MB/sec), 5.0 ms avg latency, "
-                              "6.0 ms max latency.\n")
-    stats.record(2, 1.0, 100, clock.now + 6)
-    assert out.getvalue().count("\n") == 1
+    stats = Stats(10, out, reporting_interval_ms=5000, clock_ms=clock)
+    start = clock.now
+    stats.record_batch([start, start + 2], 200, start + 4000)  # latencies 4000 and 3998 ms
+    assert out.getvalue() == ""
+    stats.record_batch([start + 1000], 100, start + 5000)
+    assert out.getvalue() == ("3 records sent, 0.6 records/sec (0.00 MB/sec), 3999.3 ms avg latency, "
+                              "4000.0 ms max latency.\n")
+    stats.record_batch([start + 5000], 100, start + 6000)
+    assert out.getvalue().count("\n") == 1  # a new window started at +5000
+    stats.record_batch([start + 9000], 100, start + 10000)
+    assert out.getvalue().splitlines()[1] == ("2 records sent, 0.4 records/sec (0.00 MB/sec), 1000.0 ms avg latency, "
+                                              "1000.0 ms max latency.")
 
 
-def test_stats_samples_latencies_of_large_runs():
-    stats = Stats(2_000_000, io.StringIO(), clock=FakeClock())
-    assert stats.sampling == 4
-    for i in range(8):
-        stats.record(i, 1.0, 1, 100.0)
-    assert len(stats.latencies) == 2
+def test_stats_samples_every_nth_acknowledged_record_across_batches():
+    stats = Stats(2_000_000, io.StringIO(), clock_ms=ms_clock(0))
+    assert (stats.sampling, stats.max_samples) == (4, 500_001)
+    stats.record_batch([0, 1, 2, 3, 4, 5], 6, 100)  # records 0 and 4 of the run are sampled
+    stats.record_batch([10, 11, 12], 3, 100)  # records 6, 7, 8: 8 is
+    stats.record_batch([20], 1, 100)  # record 9 is not
+    assert stats.latencies == [100, 96, 88]
+    assert stats.count == 10 and stats.total_latency_ms == 1000 - 15 - 33 - 20 and stats.max_latency_ms == 100
+
+
+def test_stats_keep_a_bounded_sample_whatever_arrives():
+    stats = Stats(1000, io.StringIO(), clock_ms=ms_clock(0))
+    assert (stats.sampling, stats.max_samples) == (1, 1001)
+    for _ in range(30):  # three times the records announced
+        stats.record_batch(list(range(100)), 100, 100)
+    assert len(stats.latencies) == 1001 and stats.count == 3000
+    small = Stats(0, io.StringIO(), clock_ms=ms_clock(0))
+    assert small.summary().startswith("0 records sent, 0.000000 records/sec (0.00 MB/sec), 0.00 ms avg latency")
+
+
+def test_stats_percentiles_index_the_sorted_sample_as_kafka_does():
+    stats = Stats(10, io.StringIO(), clock_ms=ms_clock(0))
+    stats.record_batch(list(range(10)), 10, 10)  # latencies 10, 9, ..., 1
+    assert stats.percentiles(0.0, 0.5, 0.95, 0.99, 0.999) == [1, 6, 10, 10, 10]
+    assert Stats(5, io.StringIO(), clock_ms=ms_clock(0)).percentiles(0.5) == [0]
+
+
+class FakeProducer:
+    """Takes sends and answers them in batches of `batch_records` to its batch listeners on flush."""
+
+    instances: list[FakeProducer] = []
+    fail_after: int | None = None
+
+    def __init__(self, settings, clock=None):
+        self.settings = settings
+        self.listeners = []
+        self.sent: list[tuple[str, bytes]] = []
+        self.answered = 0
+        self.closed = False
+        FakeProducer.instances.append(self)
+
+    def add_batch_listener(self, listener) -> None:
+        self.listeners.append(listener)
+
+    def send(self, topic, value, **kwargs) -> None:
+        assert not kwargs and value.__class__ is bytes  # the plain path of Producer.send
+        self.sent.append((topic, value))
+        if self.fail_after is not None and len(self.sent) == self.fail_after:
+            self.flush()
+
+    def flush(self) -> None:
+        from services.clients.producer import BatchResult
+
+        while self.answered < len(self.sent):
+            values = [value for _, value in self.sent[self.answered:self.answered + 100]]
+            error = RuntimeError("refused") if self.fail_after is not None else None
+            for listener in self.listeners:
+                listener(BatchResult("perf", 0, self.answered, [1] * len(values), values, error))
+            self.answered += len(values)
+
+    def close(self) -> None:
+        self.flush()
+        self.closed = True
+
+    def metrics(self) -> dict[str, float]:
+        return {"record-send-total": float(self.answered)}
+
+
+@pytest.fixture
+def fake_producer(monkeypatch):
+    FakeProducer.instances = []
+    FakeProducer.fail_after = None
+    monkeypatch.setattr("services.clients.producer.Producer", FakeProducer)
+    return FakeProducer
+
+
+def run_producer_perf_test(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    args = cli.build_parser().parse_args(["producer-perf-test", "--topic", "perf", "--bootstrap-server", "h:1",
+                                          *argv])
+    return args.run(args, out), out.getvalue()
+
+
+def test_producer_perf_test_sends_every_record_and_prints_kafkas_summary(fake_producer):
+    code, out = run_producer_perf_test("--num-records", "2500", "--record-size", "10", "--throughput", "-1",
+                                       "--print-metrics")
+    (producer,) = fake_producer.instances
+    assert code == 0 and producer.closed and producer.settings["bootstrap.servers"] == "h:1"
+    values = [value for _, value in producer.sent]
+    assert len(values) == 2500 and all(len(v) == 10 and v.isalpha() and v.isupper() for v in values)
+    assert len(set(values)) > 1000  # a pool of different payloads, sent in turn
+    summary, metrics = out.splitlines()
+    assert re.fullmatch(r"2500 records sent, \d+\.\d{6} records/sec \(\d+\.\d\d MB/sec\), \d+\.\d\d ms avg latency, "
+                        r"\d+\.\d\d ms max latency, \d+ ms 50th, \d+ ms 95th, \d+ ms 99th, \d+ ms 99\.9th\.", summary)
+    assert metrics == "record-send-total : 2500.0"
+
+
+def test_producer_perf_test_picks_payload_file_lines_and_stops_at_the_first_failure(fake_producer, tmp_path,
+                                                                                     capsys):
+    payload_file = tmp_path / "payloads.txt"
+    payload_file.write_bytes(b"alpha\nbeta\n\ngamma\n")
+    fake_producer.fail_after = 10
+    code, out = run_producer_perf_test("--num-records", "5000", "--payload-file", str(payload_file),
+                                       "--throughput", "-1")
+    (producer,) = fake_producer.instances
+    assert code == 1 and len(producer.sent) < 5000
+    assert {value for _, value in producer.sent} <= {b"alpha", b"beta", b"gamma"}
+    assert out.startswith("0 records sent, ")
+    assert capsys.readouterr().err.count("Error: refused") == 1
 
 
 def test_throttler_sleeps_only_when_ahead(monkeypatch):
@@ -283,6 +406,9 @@ def test_throttler_sleeps_only_when_ahead(monkeypatch):
     assert len(slept) == 1
     Throttler(-1, start=0.0, clock=clock).throttle(10 ** 9)
     assert len(slept) == 1
+    assert Throttler(-1, start=0.0).chunk_records() == 1000
+    assert Throttler(50_000, start=0.0).chunk_records() == 500  # a look at the throttle every 10 ms
+    assert Throttler(10, start=0.0).chunk_records() == 1
 
 
 def test_rebalance_timer_adds_up_the_time_from_each_revocation_to_the_next_assignment():
@@ -295,6 +421,15 @@ def test_rebalance_timer_adds_up_the_time_from_each_revocation_to_the_next_assig
     clock.now += 0.5
     timer.on_partitions_assigned([])
     assert timer.rebalance_s == pytest.approx(0.75)
+
+
+def test_consumer_perf_test_counts_key_and_value_bytes_with_nulls_as_zero():
+    tp = TopicPartition("t", 0)
+    block = RecordBlock("t", 0, 0, None, range(3), [1, 2, 3], [b"k", None, b"kk"], [b"abc", b"de", None],
+                        key_sizes=[1, -1, 2], value_sizes=[3, 2, -1])
+    plain = RecordBlock("t", 0, 0, None, range(3, 5), [4, 5], None, [b"x" * 10, b"y" * 20])
+    assert payload_bytes(ConsumerRecords({tp: [block, plain]})) == (5, 1 + 2 + 3 + 2 + 10 + 20)
+    assert payload_bytes(ConsumerRecords()) == (0, 0)
 
 
 def test_consumer_summary_splits_the_run_into_rebalance_and_fetch_time():

@@ -270,3 +270,35 @@ def test_flush_timeout_and_close_fail_what_cannot_be_sent(fake_nodes):
         future.get(0.05)
     producer.close(0.2)
     assert isinstance(future.exception(5), KafkaError)
+
+
+def test_batch_listeners_see_every_answered_batch_after_its_callbacks(broker, make_producer):
+    producer = make_producer(linger_ms=50)
+    events: list = []
+    producer.add_batch_listener(events.append)
+    futures = [producer.send("t", b"v%d" % i) for i in range(5)]
+    futures.append(producer.send("t", b"last", callback=lambda md, exc: events.append(("callback", md.offset))))
+    producer.flush(5)
+    producer.close(5)  # the listener has surely run once the sender thread is gone
+    assert events[0] == ("callback", 5)
+    (result,) = events[1:]
+    assert (result.topic, result.partition, result.base_offset, result.error) == ("t", 0, 0, None)
+    assert list(result.values) == [b"v0", b"v1", b"v2", b"v3", b"v4", b"last"]
+    assert list(result.timestamps) == [f.get().timestamp for f in futures]
+
+
+def test_batch_listeners_see_each_part_of_a_split_batch_and_failures(broker, make_producer):
+    broker.faults.append(lambda pid, sequence, values: TOO_LARGE if len(values) > 2 else None)
+    broker.faults.append(lambda pid, sequence, values: INVALID_RECORD if values == [b"bad"] else None)
+    producer = make_producer(linger_ms=50)
+    results: list = []
+    producer.add_batch_listener(results.append)
+    producer.add_batch_listener(lambda result: 1 / 0)  # a failing listener is logged, the others still run
+    for i in range(4):
+        producer.send("t", b"r%d" % i)
+    producer.flush(10)
+    assert producer.send("t", b"bad", partition=0).exception(5) is not None
+    producer.close(5)
+    answered = [(r.base_offset, list(r.values), r.error is None) for r in results]
+    assert answered[:2] == [(0, [b"r0", b"r1"], True), (2, [b"r2", b"r3"], True)]
+    assert answered[2][1:] == ([b"bad"], False) and answered[2][0] == -1
