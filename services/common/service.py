@@ -25,6 +25,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from services.common.config import ConfigError
 from services.common.logging_setup import configure_logging
+from services.common.zk.errors import DuplicateRegistrationError
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +85,8 @@ def run_service(kind: str, description: str, config_class, server_class, node_id
                 argv: list[str] | None = None) -> int:
     """The whole of a service's `__main__`: parse `--config` / `--override`, load `config_class`
     (exit 2 with the error on a bad config), log as `<kind>-<id>`, run `server_class(config)`
-    until stopped. `node_id_key` names the config attribute holding the process's id."""
+    until stopped (exit 1 with Kafka's error when its id is registered by a live process).
+    `node_id_key` names the config attribute holding the process's id."""
     args = service_arguments(description, argv)
     sources = [args.config] if args.config else []
     try:
@@ -93,7 +95,11 @@ def run_service(kind: str, description: str, config_class, server_class, node_id
         print(f"{kind}: {exc}", file=sys.stderr)
         return 2
     configure_logging(f"{kind}-{getattr(config, node_id_key)}")
-    server_class(config).run()
+    try:
+        server_class(config).run()
+    except DuplicateRegistrationError as exc:
+        logger.error("%s cannot start: %s", kind, exc)
+        return 1
     return 0
 
 

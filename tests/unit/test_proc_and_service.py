@@ -17,7 +17,8 @@ from services.common.proc import (
     wait_until,
     write_pid_file,
 )
-from services.common.service import ServiceRuntime, insecure_channel, parse_listener
+from services.common.service import ServiceRuntime, insecure_channel, parse_listener, run_service
+from services.common.zk.errors import DuplicateRegistrationError
 
 
 def test_wait_until_returns_value_or_times_out():
@@ -92,3 +93,26 @@ def test_runtime_serves_health_and_runs_shutdown_hooks_in_order():
         runtime.shutdown(grace_s=0.1)
     assert order == ["first", "last"]
     assert runtime.stopping
+
+
+class _Config:
+    node_id = 7
+
+    @classmethod
+    def load(cls, *_sources):
+        return cls()
+
+
+class _AlreadyRegisteredServer:
+    def __init__(self, _config) -> None:
+        pass
+
+    def run(self) -> None:
+        raise DuplicateRegistrationError("broker 7 is still registered at /brokers/ids/7")
+
+
+def test_a_service_whose_id_is_held_by_a_live_process_exits_with_the_error(monkeypatch, caplog):
+    monkeypatch.setattr("services.common.service.configure_logging", lambda _name: None)
+    code = run_service("broker", "test", _Config, _AlreadyRegisteredServer, "node_id", argv=[])
+    assert code == 1
+    assert "DUPLICATE_BROKER_REGISTRATION (101): broker 7 is still registered" in caplog.text
