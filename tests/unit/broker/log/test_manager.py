@@ -128,6 +128,56 @@ def test_async_delete_renames_then_removes_after_the_delay(tmp_path):
     logs.shutdown()
 
 
+def test_deleting_many_logs_writes_each_checkpoint_once_per_log_dir(tmp_path, monkeypatch):
+    logs, clock = manager(tmp_path, dirs=("d1", "d2"), default=LogConfig(file_delete_delay_ms=0))
+    doomed = [TopicPartition("big", i) for i in range(40)]
+    for tp in doomed + [TP2]:
+        log = logs.get_or_create_log(tp)
+        log.append_as_leader(batch(2), 0)
+        log.flush()
+    writes, fsyncs = [], []
+    write = OffsetCheckpointFile.write
+    monkeypatch.setattr(OffsetCheckpointFile, "write", lambda self, offsets: (writes.append(self.path),
+                                                                              write(self, offsets)))
+    monkeypatch.setattr("services.broker.log.log.fsync_dir", fsyncs.append)
+    deleted, failed = logs.async_delete_logs(doomed + [TopicPartition("absent", 0)])
+    assert sorted(log.topic_partition for log in deleted) == doomed and failed == {}
+    assert fsyncs == []  # no fsync per renamed log: one per log dir
+    assert sorted(os.path.basename(path) for path in writes) == sorted(
+        ["recovery-point-offset-checkpoint", "log-start-offset-checkpoint", "cleaner-offset-checkpoint"] * 2)
+    assert logs.all_logs() == [logs.get_log(TP2)]
+    left = {d: os.listdir(tmp_path / d) for d in ("d1", "d2")}
+    assert sum(name.startswith("big-") and name.endswith("-delete") for names in left.values() for name in names) == 40
+    points = {}
+    for d in ("d1", "d2"):
+        points.update(OffsetCheckpointFile(os.fspath(tmp_path / d / "recovery-point-offset-checkpoint")).read())
+    assert points == {TP2: 2}
+    clock.advance(100)
+    logs.scheduler.run_due()
+    assert [name for names in left for name in os.listdir(tmp_path / names) if name.startswith("big-")] == []
+    logs.shutdown()
+
+
+def test_a_log_whose_directory_cannot_be_renamed_is_kept_and_reported(tmp_path, monkeypatch):
+    logs, _ = manager(tmp_path)
+    kept, gone = logs.get_or_create_log(TP0), logs.get_or_create_log(TP1)
+    rename = type(kept).rename_dir
+
+    def failing_rename(log, name, **kwargs):
+        if log is kept:
+            raise OSError("read-only file system")
+        rename(log, name, **kwargs)
+
+    monkeypatch.setattr(type(kept), "rename_dir", failing_rename)
+    deleted, failed = logs.async_delete_logs([TP0, TP1])
+    assert deleted == [gone] and list(failed) == [TP0]
+    assert failed[TP0].error_name == "KAFKA_STORAGE_ERROR"
+    assert logs.get_log(TP0) is kept and logs.get_log(TP1) is None
+    with pytest.raises(KafkaStorageError):
+        logs.async_delete(TP0)
+    logs.shutdown()
+
+
 def test_leftover_delete_directories_are_removed(tmp_path):
     os.makedirs(tmp_path / "d1" / "t-0.0123456789abcdef0123456789abcdef-delete")
     os.makedirs(tmp_path / "d1" / "not a log")
