@@ -89,6 +89,7 @@ class LogManager:
         self._to_delete: collections.deque[tuple[int, Log | str]] = collections.deque()
         self._tasks: list[ScheduledTask] = []
         self._delete_task: ScheduledTask | None = None
+        self._delete_lock = threading.Lock()  # guards _to_delete and _delete_task
         self._started = self._stopped = False
         self.had_clean_shutdown: dict[str, bool] = {}
         self._recovery_checkpoints = {
@@ -114,7 +115,8 @@ class LogManager:
              config.log_flush_start_offset_checkpoint_interval_ms),
         ):
             self._tasks.append(self.scheduler.schedule(name, fn, delay, period))
-        self._delete_task = self.scheduler.schedule("kafka-delete-logs", self.delete_logs, delay)
+        with self._delete_lock:
+            self._delete_task = self.scheduler.schedule("kafka-delete-logs", self.delete_logs, delay)
         self._started = True
         if self._owns_scheduler:
             self.scheduler.startup()
@@ -177,7 +179,9 @@ class LogManager:
         self._stopped = True
         if self.cleaner is not None:
             self.cleaner.shutdown()
-        for task in self._tasks + [self._delete_task]:
+        with self._delete_lock:
+            delete_task = self._delete_task
+        for task in self._tasks + [delete_task]:
             if task is not None:
                 task.cancel()
         if self._owns_scheduler:
@@ -316,10 +320,10 @@ class LogManager:
             self._write_log_start_offsets(log_dir, logs)
             if self.cleaner is not None:
                 self.cleaner.update_checkpoints(log_dir)
-        now = self._clock.monotonic_ms()
-        self._to_delete.extend((now, log) for log in deleted)
-        if self._started and deleted:
-            self._schedule_delete_logs(self.default_config.file_delete_delay_ms)
+        with self._delete_lock:
+            self._to_delete.extend((self._clock.monotonic_ms(), log) for log in deleted)
+            if self._started and deleted:
+                self._schedule_delete_logs(self.default_config.file_delete_delay_ms)
         for tp, error in failed.items():
             logger.error("log for %s not deleted: %s", tp, error)
         logger.info("%d logs of topics %s renamed and scheduled for deletion in %d ms", len(deleted),
@@ -328,28 +332,35 @@ class LogManager:
         return deleted, failed
 
     def delete_logs(self) -> None:
-        """Removes logs whose deletion delay has passed; runs again when the next one is due."""
+        """Removes logs whose deletion delay has passed, each looked at again under `_delete_lock`
+        with the time of that moment; runs again when the next one is due. A run clears
+        `_delete_task` only when it stops, under the lock that deletions take to add logs and
+        schedule: a log added while it runs is either seen by it or scheduled anew."""
         delay = self.default_config.file_delete_delay_ms
-        now = self._clock.monotonic_ms()
-        self._delete_task = None  # this run is the scheduled one
-        while self._to_delete and self._to_delete[0][0] + delay <= now:
-            _, doomed = self._to_delete.popleft()
+        while True:
+            with self._delete_lock:
+                now = self._clock.monotonic_ms()
+                if not self._to_delete or self._to_delete[0][0] + delay > now:
+                    self._delete_task = None
+                    if self._to_delete:
+                        self._schedule_delete_logs(self._to_delete[0][0] + delay - now)
+                    return
+                _, doomed = self._to_delete.popleft()
             try:
                 if isinstance(doomed, Log):
                     doomed.delete()
                 else:
                     shutil.rmtree(doomed, ignore_errors=True)
-            except OSError:
+            except Exception:
                 logger.exception("failed to delete %s", doomed)
-        if self._to_delete:
-            self._schedule_delete_logs(self._to_delete[0][0] + delay - now)
 
     def _schedule_delete_logs(self, delay_ms: int) -> None:
+        """Makes `delete_logs` run within `delay_ms`; called with `_delete_lock` held."""
         if self._stopped:
             return
         task = self._delete_task
         if task is not None and not task.cancelled and task.due_ms <= self._clock.monotonic_ms() + delay_ms:
-            return  # an earlier run will look again
+            return  # a run due earlier (or running now) will look again
         if task is not None:
             task.cancel()
         self._delete_task = self.scheduler.schedule("kafka-delete-logs", self.delete_logs, max(delay_ms, 0))

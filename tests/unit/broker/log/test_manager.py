@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -175,6 +176,44 @@ def test_a_log_whose_directory_cannot_be_renamed_is_kept_and_reported(tmp_path, 
     assert logs.get_log(TP0) is kept and logs.get_log(TP1) is None
     with pytest.raises(KafkaStorageError):
         logs.async_delete(TP0)
+    logs.shutdown()
+
+
+class RacingScheduler(Scheduler):
+    """Runs due tasks in another thread as soon as a deletion is scheduled, as a scheduler thread
+    that was idle does, and gives it a moment to finish before `schedule` returns."""
+
+    def __init__(self, clock) -> None:
+        super().__init__(clock)
+        self.racing = False
+        self.runners: list[threading.Thread] = []
+
+    def schedule(self, name, fn, delay_ms=0, period_ms=-1):
+        task = super().schedule(name, fn, delay_ms, period_ms)
+        if self.racing and name == "kafka-delete-logs":
+            runner = threading.Thread(target=self.run_due)
+            self.runners.append(runner)
+            runner.start()
+            runner.join(0.2)  # lets a run that can proceed at once finish before the task is returned
+        return task
+
+
+def test_a_log_deleted_after_a_run_that_started_at_once_is_still_removed(tmp_path):
+    clock = manual_clock()
+    scheduler = RacingScheduler(clock)
+    config = LogManagerConfig(log_dirs=(os.fspath(tmp_path / "d1"),))
+    logs = LogManager(config, LogConfig(file_delete_delay_ms=0), clock=clock, scheduler=scheduler,
+                      initial_task_delay_ms=100)
+    logs.startup()
+    for tp in (TP0, TP1, TP2):
+        logs.get_or_create_log(tp)
+    scheduler.racing = True
+    for tp in (TP0, TP1, TP2):
+        logs.async_delete(tp)
+    for runner in scheduler.runners:
+        runner.join()
+    scheduler.run_due()
+    assert [name for name in os.listdir(tmp_path / "d1") if name.endswith("-delete")] == []
     logs.shutdown()
 
 
