@@ -218,6 +218,7 @@ class ReplicaManager:
             self.controller_epoch = controller_epoch
             errors = {}
             removed = []
+            deleted = []
             for topic, index, delete in partitions:
                 key = (topic, index)
                 partition = self._partitions.get(key)
@@ -226,12 +227,12 @@ class ReplicaManager:
                     removed.append(key)
                 if delete:
                     self._partitions.pop(key, None)
-                    try:
-                        self.log_manager.async_delete((topic, index))
-                    except KafkaError as exc:
-                        errors[key] = exc.code
-                        continue
+                    self._checkpointed_hw.pop(key, None)
+                    deleted.append(key)
                 errors[key] = NONE
+            # one rename per log, then one fsync and one write of each checkpoint per log dir
+            _, failed = self.log_manager.async_delete_logs(deleted)
+            errors.update({tuple(tp): exc.code for tp, exc in failed.items()})
         for key in removed:
             self._complete_delayed(key)
         return errors

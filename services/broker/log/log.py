@@ -648,11 +648,14 @@ class Log(LogMaintenance):
             for segment in self._view[1]:
                 segment.close_handlers()
 
-    def rename_dir(self, name: str) -> None:
+    def rename_dir(self, name: str, *, sync_parent: bool = True) -> None:
+        """Renames the log's directory inside its log dir; without `sync_parent` the caller makes
+        the rename durable (one fsync of the log dir for many renames)."""
         with self._lock:
             new_dir = os.path.join(self.parent_dir, name)
             os.rename(self.dir, new_dir)
-            fsync_dir(self.parent_dir)
+            if sync_parent:
+                fsync_dir(self.parent_dir)
             self.dir = new_dir
             for segment in self._view[1]:
                 segment.update_dir(new_dir)

@@ -26,7 +26,9 @@ cleaner checkpoint; deletion aborts any clean and drops the partition from the c
 
 `shutdown()` flushes and closes every log, writes both checkpoints and then the clean-shutdown
 marker in each directory. New logs go to the directory holding the fewest. Deleting a log renames
-its directory to `<topic>-<partition>.<uuid>-delete` at once and removes it after `file.delete.delay.ms`.
+its directory to `<topic>-<partition>.<uuid>-delete` at once and removes it after `file.delete.delay.ms`;
+deleting many (`async_delete_logs`, a StopReplica's) fsyncs each log dir and writes its checkpoints
+once for all of them.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import logging
 import os
 import shutil
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -87,6 +89,7 @@ class LogManager:
         self._to_delete: collections.deque[tuple[int, Log | str]] = collections.deque()
         self._tasks: list[ScheduledTask] = []
         self._delete_task: ScheduledTask | None = None
+        self._delete_lock = threading.Lock()  # guards _to_delete and _delete_task
         self._started = self._stopped = False
         self.had_clean_shutdown: dict[str, bool] = {}
         self._recovery_checkpoints = {
@@ -112,7 +115,8 @@ class LogManager:
              config.log_flush_start_offset_checkpoint_interval_ms),
         ):
             self._tasks.append(self.scheduler.schedule(name, fn, delay, period))
-        self._delete_task = self.scheduler.schedule("kafka-delete-logs", self.delete_logs, delay)
+        with self._delete_lock:
+            self._delete_task = self.scheduler.schedule("kafka-delete-logs", self.delete_logs, delay)
         self._started = True
         if self._owns_scheduler:
             self.scheduler.startup()
@@ -175,7 +179,9 @@ class LogManager:
         self._stopped = True
         if self.cleaner is not None:
             self.cleaner.shutdown()
-        for task in self._tasks + [self._delete_task]:
+        with self._delete_lock:
+            delete_task = self._delete_task
+        for task in self._tasks + [delete_task]:
             if task is not None:
                 task.cancel()
         if self._owns_scheduler:
@@ -272,46 +278,89 @@ class LogManager:
 
     def async_delete(self, tp: TopicPartition) -> Log | None:
         """Removes the log now (directory renamed `...-delete`); its files go after file.delete.delay.ms."""
+        deleted, failed = self.async_delete_logs([tp])
+        for error in failed.values():
+            raise error
+        return deleted[0] if deleted else None
+
+    def async_delete_logs(self, tps: Iterable[TopicPartition]
+                          ) -> tuple[list[Log], dict[TopicPartition, KafkaStorageError]]:
+        """Removes the logs now, as `async_delete` does one, for the cost of a few files per log dir
+        whatever their number: each directory is renamed `...-delete` without an fsync of its own,
+        then every log dir touched is fsynced once and its checkpoints (recovery points, log start
+        offsets, cleaner offsets) are written once. Returns the logs removed and, for each log whose
+        directory could not be renamed (it is kept), the error; partitions without a log are left out."""
         with self._lock:
-            log = self._logs.pop(TopicPartition(*tp), None)
-            if log is not None:
+            doomed = [log for log in (self._logs.pop(TopicPartition(*tp), None) for tp in tps) if log is not None]
+            for log in doomed:
                 self._logs_per_dir[log.parent_dir] -= 1
-        if log is None:
-            return None
+        if not doomed:
+            return [], {}
         if self.cleaner is not None:
-            self.cleaner.abort_cleaning(log.topic_partition)
-            self.cleaner.update_checkpoints(log.parent_dir, remove=log.topic_partition)
-        log.rename_dir(log_delete_dir_name(log.topic_partition))
-        self._checkpoint_dir(log.parent_dir)
-        self._to_delete.append((self._clock.monotonic_ms(), log))
-        if self._started:
-            self._schedule_delete_logs(self.default_config.file_delete_delay_ms)
-        logger.info("log for %s renamed to %s and scheduled for deletion", tp, log.dir)
-        return log
+            for log in doomed:
+                self.cleaner.abort_cleaning(log.topic_partition)
+        deleted: list[Log] = []
+        failed: dict[TopicPartition, KafkaStorageError] = {}
+        for log in doomed:
+            try:
+                log.rename_dir(log_delete_dir_name(log.topic_partition), sync_parent=False)
+            except OSError as e:
+                failed[log.topic_partition] = KafkaStorageError(f"cannot rename {log.dir} for deletion: {e}")
+                with self._lock:
+                    self._logs[log.topic_partition] = log
+                    self._logs_per_dir[log.parent_dir] += 1
+                continue
+            deleted.append(log)
+        touched = sorted({log.parent_dir for log in deleted})
+        by_dir = self.logs_by_dir()
+        for log_dir in touched:
+            fsync_dir(log_dir)
+            logs = by_dir.get(log_dir, {})
+            self._write_recovery_points(log_dir, logs)
+            self._write_log_start_offsets(log_dir, logs)
+            if self.cleaner is not None:
+                self.cleaner.update_checkpoints(log_dir)
+        with self._delete_lock:
+            self._to_delete.extend((self._clock.monotonic_ms(), log) for log in deleted)
+            if self._started and deleted:
+                self._schedule_delete_logs(self.default_config.file_delete_delay_ms)
+        for tp, error in failed.items():
+            logger.error("log for %s not deleted: %s", tp, error)
+        logger.info("%d logs of topics %s renamed and scheduled for deletion in %d ms", len(deleted),
+                    ", ".join(sorted({log.topic_partition.topic for log in deleted})),
+                    self.default_config.file_delete_delay_ms)
+        return deleted, failed
 
     def delete_logs(self) -> None:
-        """Removes logs whose deletion delay has passed; runs again when the next one is due."""
+        """Removes logs whose deletion delay has passed, each looked at again under `_delete_lock`
+        with the time of that moment; runs again when the next one is due. A run clears
+        `_delete_task` only when it stops, under the lock that deletions take to add logs and
+        schedule: a log added while it runs is either seen by it or scheduled anew."""
         delay = self.default_config.file_delete_delay_ms
-        now = self._clock.monotonic_ms()
-        self._delete_task = None  # this run is the scheduled one
-        while self._to_delete and self._to_delete[0][0] + delay <= now:
-            _, doomed = self._to_delete.popleft()
+        while True:
+            with self._delete_lock:
+                now = self._clock.monotonic_ms()
+                if not self._to_delete or self._to_delete[0][0] + delay > now:
+                    self._delete_task = None
+                    if self._to_delete:
+                        self._schedule_delete_logs(self._to_delete[0][0] + delay - now)
+                    return
+                _, doomed = self._to_delete.popleft()
             try:
                 if isinstance(doomed, Log):
                     doomed.delete()
                 else:
                     shutil.rmtree(doomed, ignore_errors=True)
-            except OSError:
+            except Exception:
                 logger.exception("failed to delete %s", doomed)
-        if self._to_delete:
-            self._schedule_delete_logs(self._to_delete[0][0] + delay - now)
 
     def _schedule_delete_logs(self, delay_ms: int) -> None:
+        """Makes `delete_logs` run within `delay_ms`; called with `_delete_lock` held."""
         if self._stopped:
             return
         task = self._delete_task
         if task is not None and not task.cancelled and task.due_ms <= self._clock.monotonic_ms() + delay_ms:
-            return  # an earlier run will look again
+            return  # a run due earlier (or running now) will look again
         if task is not None:
             task.cancel()
         self._delete_task = self.scheduler.schedule("kafka-delete-logs", self.delete_logs, max(delay_ms, 0))
@@ -417,10 +466,6 @@ class LogManager:
         self._start_offset_checkpoints[log_dir].write(
             {tp: log.log_start_offset for tp, log in logs.items()
              if log.log_start_offset > log.segments[0].base_offset})
-
-    def _checkpoint_dir(self, log_dir: str) -> None:
-        self._checkpoint_recovery_points(log_dir)
-        self._write_log_start_offsets(log_dir, self.logs_by_dir().get(log_dir, {}))
 
 
 def _flush_and_close(log: Log) -> None:

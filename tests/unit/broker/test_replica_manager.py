@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import threading
 
 import pytest
 
 from services.broker.log.config import LogConfig, LogManagerConfig
+from services.broker.log.errors import KafkaStorageError
 from services.broker.log.manager import LogManager
 from services.broker.metadata_cache import MetadataCache, PartitionMetadata
 from services.broker.partition import LeaderAndIsrState
@@ -150,6 +152,29 @@ def test_stop_replica_with_delete_removes_the_log(manager, tmp_path):
     assert manager.stop_replicas(1001, 1, [("t", 0, True)]) == {("t", 0): 0}
     assert manager.partition("t", 0) is None
     assert not (tmp_path / "logs" / "t-0").exists()
+
+
+def test_stop_replica_deletes_all_its_logs_in_one_call_and_reports_each_failure(manager, tmp_path, monkeypatch):
+    states = [LeaderAndIsrState("big", p, 1, 1, 0, (1,), 0, (1,), True) for p in range(30)]
+    manager.become_leader_or_follower(1001, 1, states)
+    calls = []
+    delete_logs = manager.log_manager.async_delete_logs
+
+    def recorded(tps):
+        tps = list(tps)
+        calls.append(tps)
+        deleted, failed = delete_logs([tp for tp in tps if tp != ("big", 7)])
+        failed[("big", 7)] = KafkaStorageError("read-only file system")
+        return deleted, failed
+
+    monkeypatch.setattr(manager.log_manager, "async_delete_logs", recorded)
+    errors = manager.stop_replicas(1001, 1, [("big", p, True) for p in range(30)] + [("big", 40, False)])
+    assert len(calls) == 1 and sorted(calls[0]) == [("big", p) for p in range(30)]
+    assert errors == {**{("big", p): 0 for p in range(30) if p != 7}, ("big", 7): code_of("KAFKA_STORAGE_ERROR"),
+                      ("big", 40): 0}
+    assert all(manager.partition("big", p) is None for p in range(30))
+    assert [name for name in os.listdir(tmp_path / "logs") if name.startswith("big-") and "-delete" not in name] == [
+        "big-7"]
 
 
 def test_a_new_leader_epoch_is_known_before_its_first_append(manager):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -125,6 +126,94 @@ def test_async_delete_renames_then_removes_after_the_delay(tmp_path):
     clock.advance(5000)
     logs.scheduler.run_due()
     assert not [n for n in os.listdir(tmp_path / "d1") if n.endswith("-delete")]
+    logs.shutdown()
+
+
+def test_deleting_many_logs_writes_each_checkpoint_once_per_log_dir(tmp_path, monkeypatch):
+    logs, clock = manager(tmp_path, dirs=("d1", "d2"), default=LogConfig(file_delete_delay_ms=0))
+    doomed = [TopicPartition("big", i) for i in range(40)]
+    for tp in doomed + [TP2]:
+        log = logs.get_or_create_log(tp)
+        log.append_as_leader(batch(2), 0)
+        log.flush()
+    writes, fsyncs = [], []
+    write = OffsetCheckpointFile.write
+    monkeypatch.setattr(OffsetCheckpointFile, "write", lambda self, offsets: (writes.append(self.path),
+                                                                              write(self, offsets)))
+    monkeypatch.setattr("services.broker.log.log.fsync_dir", fsyncs.append)
+    deleted, failed = logs.async_delete_logs(doomed + [TopicPartition("absent", 0)])
+    assert sorted(log.topic_partition for log in deleted) == doomed and failed == {}
+    assert fsyncs == []  # no fsync per renamed log: one per log dir
+    assert sorted(os.path.basename(path) for path in writes) == sorted(
+        ["recovery-point-offset-checkpoint", "log-start-offset-checkpoint", "cleaner-offset-checkpoint"] * 2)
+    assert logs.all_logs() == [logs.get_log(TP2)]
+    left = {d: os.listdir(tmp_path / d) for d in ("d1", "d2")}
+    assert sum(name.startswith("big-") and name.endswith("-delete") for names in left.values() for name in names) == 40
+    points = {}
+    for d in ("d1", "d2"):
+        points.update(OffsetCheckpointFile(os.fspath(tmp_path / d / "recovery-point-offset-checkpoint")).read())
+    assert points == {TP2: 2}
+    clock.advance(100)
+    logs.scheduler.run_due()
+    assert [name for names in left for name in os.listdir(tmp_path / names) if name.startswith("big-")] == []
+    logs.shutdown()
+
+
+def test_a_log_whose_directory_cannot_be_renamed_is_kept_and_reported(tmp_path, monkeypatch):
+    logs, _ = manager(tmp_path)
+    kept, gone = logs.get_or_create_log(TP0), logs.get_or_create_log(TP1)
+    rename = type(kept).rename_dir
+
+    def failing_rename(log, name, **kwargs):
+        if log is kept:
+            raise OSError("read-only file system")
+        rename(log, name, **kwargs)
+
+    monkeypatch.setattr(type(kept), "rename_dir", failing_rename)
+    deleted, failed = logs.async_delete_logs([TP0, TP1])
+    assert deleted == [gone] and list(failed) == [TP0]
+    assert failed[TP0].error_name == "KAFKA_STORAGE_ERROR"
+    assert logs.get_log(TP0) is kept and logs.get_log(TP1) is None
+    with pytest.raises(KafkaStorageError):
+        logs.async_delete(TP0)
+    logs.shutdown()
+
+
+class RacingScheduler(Scheduler):
+    """Runs due tasks in another thread as soon as a deletion is scheduled, as a scheduler thread
+    that was idle does, and gives it a moment to finish before `schedule` returns."""
+
+    def __init__(self, clock) -> None:
+        super().__init__(clock)
+        self.racing = False
+        self.runners: list[threading.Thread] = []
+
+    def schedule(self, name, fn, delay_ms=0, period_ms=-1):
+        task = super().schedule(name, fn, delay_ms, period_ms)
+        if self.racing and name == "kafka-delete-logs":
+            runner = threading.Thread(target=self.run_due)
+            self.runners.append(runner)
+            runner.start()
+            runner.join(0.2)  # lets a run that can proceed at once finish before the task is returned
+        return task
+
+
+def test_a_log_deleted_after_a_run_that_started_at_once_is_still_removed(tmp_path):
+    clock = manual_clock()
+    scheduler = RacingScheduler(clock)
+    config = LogManagerConfig(log_dirs=(os.fspath(tmp_path / "d1"),))
+    logs = LogManager(config, LogConfig(file_delete_delay_ms=0), clock=clock, scheduler=scheduler,
+                      initial_task_delay_ms=100)
+    logs.startup()
+    for tp in (TP0, TP1, TP2):
+        logs.get_or_create_log(tp)
+    scheduler.racing = True
+    for tp in (TP0, TP1, TP2):
+        logs.async_delete(tp)
+    for runner in scheduler.runners:
+        runner.join()
+    scheduler.run_due()
+    assert [name for name in os.listdir(tmp_path / "d1") if name.endswith("-delete")] == []
     logs.shutdown()
 
 
