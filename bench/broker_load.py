@@ -1,0 +1,189 @@
+"""Benchmark: acks=all produce latency while hundreds of consumers long-poll an idle topic.
+
+Starts its own cluster (ZooKeeper, one controller, three brokers; the `LocalCluster` launcher, free
+ports, a temp dir), an idle topic with one partition per broker (replication factor 1) and a
+replication-factor-3 topic with `min.insync.replicas`=2. For each number of idle consumers
+(`--pollers`, default 0, 100 and 500), `LongPollers` keeps that many Fetch calls parked on the
+idle partitions' leaders (max_wait_ms `--max-wait-ms`, at the log end, so each waits out its
+max_wait and is sent again at once), while one thread sends acks=all ProduceRequests of one batch
+(10 records x 100 B) to the replicated topic, one at a time, for `--seconds`. Prints p50/p99 of
+the produce latency per level and the ratio p99(most pollers) / p99(no pollers) (target: within
+2x). A broker whose parked requests held threads would starve the produce, and the followers'
+fetches it waits for, as soon as the pollers outnumber those threads.
+
+    python bench/broker_load.py [--pollers 0,100,500] [--seconds 10] [--max-wait-ms 3000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import grpc  # noqa: E402
+
+from services.clients.admin import Admin  # noqa: E402
+from services.clients.admin_types import NewTopic  # noqa: E402
+from services.clients.cluster import TopicPartition  # noqa: E402
+from services.clients.launcher import LocalCluster  # noqa: E402
+from services.clients.lowlevel import LowLevelClient  # noqa: E402
+from services.clients.partition_requests import fetch_request, produce_request  # noqa: E402
+from services.common.proc import wait_until  # noqa: E402
+from services.common.records import build_batch  # noqa: E402
+
+IDLE = "idle"
+REPLICATED = "acks-all-rf3"
+RATIO_TARGET = 2.0
+FETCH_CALL_MARGIN_S = 30.0
+PRODUCE_TIMEOUT_MS = 30000
+
+
+class LongPollers:
+    """`count` consumers long-polling the partitions of an idle topic through the client's channel
+    pool: each is a chain of Fetch calls, the next sent from the previous one's completion
+    callback, so no thread waits per consumer. Fetches that fail are kept in `errors` and end
+    their chain."""
+
+    def __init__(self, client: LowLevelClient, topic: str, count: int, max_wait_ms: int) -> None:
+        self.max_wait_ms = max_wait_ms
+        self.completed = 0
+        self.errors: list[str] = []
+        self._in_flight = 0
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        partitions = client.partitions_for(topic)
+        calls = []
+        for info in partitions:
+            leader = client.metadata.leader_for(topic, info.partition)
+            end_offset = client.list_offset(topic, info.partition, "latest").offset
+            request = fetch_request({TopicPartition(topic, info.partition): end_offset},
+                                    partition_max_bytes=1 << 20, max_wait_ms=max_wait_ms, min_bytes=1,
+                                    max_bytes=1 << 20)
+            calls.append((client.pool.broker(leader.address).Fetch, request))
+        self._slots = [calls[i % len(calls)] for i in range(count)]
+
+    @property
+    def in_flight(self) -> int:
+        with self._lock:
+            return self._in_flight
+
+    def start(self) -> None:
+        with self._lock:
+            self._in_flight = len(self._slots)
+        for slot in range(len(self._slots)):
+            self._send(slot)
+
+    def _send(self, slot: int) -> None:
+        fetch, request = self._slots[slot]
+        future = fetch.future(request, timeout=self.max_wait_ms / 1000 + FETCH_CALL_MARGIN_S)
+        future.add_done_callback(lambda done: self._on_done(slot, done))
+
+    def _on_done(self, slot: int, future: grpc.Future) -> None:
+        error = None
+        try:
+            response = future.result()
+            codes = [p.error_code for t in response.responses for p in t.partitions]
+            if response.error_code or any(codes):
+                error = f"fetch answered error {response.error_code} / {codes}"
+        except grpc.RpcError as exc:
+            error = f"fetch failed: {exc.code()} {exc.details()}"
+        with self._lock:
+            self.completed += 1
+            if error is not None:
+                self.errors.append(error)
+            if error is not None or self._stopped.is_set():
+                self._in_flight -= 1
+                return
+        self._send(slot)
+
+    def stop(self, timeout_s: float) -> None:
+        """Sends no more fetches and waits for the ones in flight to be answered."""
+        self._stopped.set()
+        wait_until(lambda: self.in_flight == 0, timeout_s, 0.05, message="the long polls to be answered")
+
+
+def produce_latencies_ms(client: LowLevelClient, seconds: float) -> list[float]:
+    """acks=all produces of one batch, one at a time, for `seconds`; each must be acknowledged."""
+    tp = TopicPartition(REPLICATED, 0)
+    leader = client.metadata.leader_for(REPLICATED, 0)
+    produce = client.pool.broker(leader.address).Produce
+    request = produce_request({tp: build_batch([os.urandom(100) for _ in range(10)])}, -1, PRODUCE_TIMEOUT_MS)
+    latencies = []
+    stop_at = time.perf_counter() + seconds
+    while time.perf_counter() < stop_at:
+        started = time.perf_counter()
+        reply = produce(request, timeout=PRODUCE_TIMEOUT_MS / 1000 + 5)
+        latencies.append((time.perf_counter() - started) * 1000)
+        code = reply.responses[0].partition_responses[0].error_code
+        if code:
+            raise RuntimeError(f"acks=all produce failed with error code {code}")
+    return latencies
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def measure(client: LowLevelClient, pollers: int, args) -> tuple[int, float, float, int]:
+    """(produces, p50 ms, p99 ms, fetches answered meanwhile) with `pollers` idle long polls."""
+    polling = LongPollers(client, IDLE, pollers, args.max_wait_ms)
+    polling.start()
+    try:
+        produce_latencies_ms(client, 1.0)  # warm-up, and the pollers' first calls reach the brokers
+        answered_before = polling.completed
+        latencies = produce_latencies_ms(client, args.seconds)
+        answered = polling.completed - answered_before
+    finally:
+        polling.stop(args.max_wait_ms / 1000 + FETCH_CALL_MARGIN_S)
+    if polling.errors:
+        raise RuntimeError(f"{len(polling.errors)} long polls failed, first: {polling.errors[0]}")
+    return len(latencies), statistics.median(latencies), percentile(latencies, 0.99), answered
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pollers", type=lambda text: [int(n) for n in text.split(",")], default=[0, 100, 500],
+                        help="numbers of idle long-polling consumers, comma-separated")
+    parser.add_argument("--seconds", type=float, default=10.0, help="produce time per level")
+    parser.add_argument("--max-wait-ms", type=int, default=3000, help="the long polls' max_wait_ms")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
+        cluster = LocalCluster(Path(tmp) / "cluster", brokers=3, controllers=1, free_ports=True)
+        try:
+            cluster.start()
+            with Admin(bootstrap_servers=cluster.bootstrap_servers) as admin, \
+                    LowLevelClient(bootstrap_servers=cluster.bootstrap_servers) as client:
+                admin.create_topics([NewTopic(IDLE, 3, 1),
+                                     NewTopic(REPLICATED, 1, 3, configs={"min.insync.replicas": "2"})])
+                admin.wait_for_topic(IDLE, 60, partitions=3)
+                admin.wait_for_topic(REPLICATED, 60, partitions=1)
+                wait_until(lambda: client.produce(REPLICATED, 0, build_batch([b"warm"]), acks=-1).error_code == 0,
+                           60, 0.2, message="the replicated topic to take acks=all produces")
+                print(f"cluster: 3 brokers, 1 controller, {os.cpu_count()} CPUs; idle topic {IDLE!r} with one "
+                      f"partition per broker, long polls of max_wait_ms={args.max_wait_ms}; acks=all produces "
+                      f"of 10 x 100 B to {REPLICATED!r} (RF=3, min.insync.replicas=2), one at a time, "
+                      f"{args.seconds:g} s per level")
+                print(f"{'pollers':>8}{'produces':>10}{'p50 ms':>9}{'p99 ms':>9}{'fetches answered':>18}")
+                p99 = {}
+                for pollers in args.pollers:
+                    count, p50, p99[pollers], answered = measure(client, pollers, args)
+                    print(f"{pollers:>8}{count:>10}{p50:>9.2f}{p99[pollers]:>9.2f}{answered:>18}")
+                least, most = min(p99), max(p99)
+                ratio = p99[most] / p99[least]
+                verdict = "meets" if ratio <= RATIO_TARGET else "MISSES"
+                print(f"ratio p99({most}) / p99({least}): {ratio:.2f}x ({verdict} the target <= {RATIO_TARGET:g}x)")
+        finally:
+            cluster.stop()
+
+
+if __name__ == "__main__":
+    main()
