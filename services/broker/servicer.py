@@ -3,15 +3,18 @@ metadata cache, encodes responses. Kafka errors travel as per-partition `error_c
 that fails as a whole (a stale controller epoch) carries a top-level error code.
 
 Produce, Fetch and ListOffsets run on the server's event loop: the ReplicaManager's synchronous
-part (validation, the append, a read) runs inline, and a produce or fetch that has to wait parks
-in its purgatory while the coroutine awaits the `Completion` the purgatory resolves; no thread is
-held. Clients' produces and fetches (not followers') count against `queued.max.requests`; one
-more is answered at once with THROTTLING_QUOTA_EXCEEDED. The other methods (controller requests,
-metadata, which may call the controller or ZooKeeper) run in the runtime's executor.
+part (a read, the append of a produce of up to `INLINE_APPEND_MAX_BYTES`) runs inline, a larger
+append in the runtime's executor, and a produce or fetch that has to wait parks in its purgatory
+while the coroutine awaits the `Completion` the purgatory resolves; no thread is held. Clients'
+produces and fetches (not followers') count against `queued.max.requests`; one more is answered
+at once with THROTTLING_QUOTA_EXCEEDED. The other methods (controller requests, metadata, which
+may call the controller or ZooKeeper) run in the runtime's executor.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 from collections.abc import Callable
 
@@ -36,6 +39,9 @@ THROTTLING_QUOTA_EXCEEDED = ERRORS_BY_NAME["THROTTLING_QUOTA_EXCEEDED"].code
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 DEFAULT_QUEUED_MAX_REQUESTS = 500
 _WAIT_SLACK_S = 5.0
+# a produce carrying more runs its append (validation, CRC, the write) in the executor, where
+# several overlap and the loop goes on serving meanwhile; a smaller one costs less inline
+INLINE_APPEND_MAX_BYTES = 64 * 1024
 
 
 def node_to_proto(node: BrokerNode) -> common_pb2.Node:
@@ -89,8 +95,12 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
             # only live coordinator instances write the internal topics
             internal_allowed = (request.HasField("coordinator_id")
                                 and request.coordinator_id in self.coordinators().live)
-            self.replica_manager.append_records(request.acks, request.timeout_ms, entries, reply,
-                                                internal_topics_allowed=internal_allowed)
+            append = functools.partial(self.replica_manager.append_records, request.acks, request.timeout_ms,
+                                       entries, reply, internal_topics_allowed=internal_allowed)
+            if sum(len(records) for records in entries.values()) <= INLINE_APPEND_MAX_BYTES:
+                append()
+            else:
+                await asyncio.get_running_loop().run_in_executor(None, append)
             results = await reply.result(max(request.timeout_ms, 0) / 1000 + _WAIT_SLACK_S)
         finally:
             self.client_requests.release()

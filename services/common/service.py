@@ -128,10 +128,15 @@ class Completion:
     def __call__(self, value: Any) -> None:
         if asyncio._get_running_loop() is self.loop:
             _resolve(self.future, value)
-        else:
+            return
+        try:
             self.loop.call_soon_threadsafe(_resolve, self.future, value)
+        except RuntimeError:  # the loop has closed: the server stopped and nobody waits any more
+            pass
 
     async def result(self, timeout_s: float) -> Any:
+        if self.future.done():  # answered at once (acks 0 or 1, a fetch with data): no timer
+            return self.future.result()
         timer = self.loop.call_later(max(timeout_s, 0.0), _resolve, self.future, None)
         try:
             return await self.future
@@ -147,11 +152,9 @@ class RequestLimit:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.held = 0
-        self.rejected = 0
 
     def try_acquire(self) -> bool:
         if self.held >= self.limit:
-            self.rejected += 1
             return False
         self.held += 1
         return True
@@ -175,6 +178,7 @@ class ServiceRuntime:
         self.metrics_host = metrics_host
         self.executor = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=f"{name}-rpc")
         self.loop = asyncio.new_event_loop()
+        self.loop.set_default_executor(self.executor)
         self._loop_thread = threading.Thread(target=self.loop.run_forever, name=f"{name}-rpc-loop",
                                              daemon=True)
         self._loop_thread.start()

@@ -9,7 +9,7 @@ import pytest
 
 from services.broker.metadata_cache import MetadataCache
 from services.broker.replica_manager import FetchParams, FetchResult, ProduceResult
-from services.broker.servicer import BrokerServicer
+from services.broker.servicer import INLINE_APPEND_MAX_BYTES, BrokerServicer
 from services.common.errors import ERRORS_BY_NAME
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
 from services.common.proc import wait_until
@@ -26,6 +26,7 @@ class ParkingReplicaManager(Parked):
         self.hold(params, respond)
 
     def append_records(self, acks, timeout_ms, entries, respond, internal_topics_allowed=False) -> None:
+        self.appended_on = threading.current_thread().name
         self.hold(entries, respond)
 
     def answer(self) -> None:
@@ -47,9 +48,9 @@ def fetch_request(replica_id: int = -1) -> broker_pb2.FetchRequest:
     return request
 
 
-def produce_request() -> broker_pb2.ProduceRequest:
+def produce_request(records: bytes = b"") -> broker_pb2.ProduceRequest:
     request = broker_pb2.ProduceRequest(acks=-1, timeout_ms=30000)
-    request.topic_data.add(name="t").partition_data.add(index=0, records=b"")
+    request.topic_data.add(name="t").partition_data.add(index=0, records=records)
     return request
 
 
@@ -83,3 +84,14 @@ def test_requests_beyond_the_limit_are_refused_at_once(broker):
     wait_until(lambda: len(manager) == 1, 10, 0.01, message="a fetch to park again")
     manager.answer()
     assert admitted.result(timeout=10).error_code == 0
+
+
+def test_small_appends_run_on_the_loop_and_large_ones_in_the_executor(broker):
+    manager, stub = broker
+    for records, thread_prefix in ((b"x" * INLINE_APPEND_MAX_BYTES, "servicer-test-rpc-loop"),
+                                   (b"x" * (INLINE_APPEND_MAX_BYTES + 1), "servicer-test-rpc_")):
+        produced = stub.Produce.future(produce_request(records), timeout=30)
+        wait_until(lambda: len(manager) == 1, 10, 0.01, message="the produce to park")
+        assert manager.appended_on.startswith(thread_prefix)
+        manager.answer()
+        assert produced.result(timeout=10).responses[0].partition_responses[0].error_code == 0
