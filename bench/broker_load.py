@@ -5,11 +5,13 @@ ports, a temp dir), an idle topic with one partition per broker (replication fac
 replication-factor-3 topic with `min.insync.replicas`=2. For each number of idle consumers
 (`--pollers`, default 0, 100 and 500), `LongPollers` keeps that many Fetch calls parked on the
 idle partitions' leaders (max_wait_ms `--max-wait-ms`, at the log end, so each waits out its
-max_wait and is sent again at once), while one thread sends acks=all ProduceRequests of one batch
-(10 records x 100 B) to the replicated topic, one at a time, for `--seconds`. Prints p50/p99 of
-the produce latency per level and the ratio p99(most pollers) / p99(no pollers) (target: within
-2x). A broker whose parked requests held threads would starve the produce, and the followers'
-fetches it waits for, as soon as the pollers outnumber those threads.
+max_wait and is sent again at once; their first fetches are spread over one max_wait, as
+consumers that did not all start in the same millisecond), while one thread sends acks=all
+ProduceRequests of one batch (10 records x 100 B) to the replicated topic, one at a time, for
+`--seconds`. Prints p50/p99 of the produce latency per level and the ratio p99(most pollers) /
+p99(no pollers) (target: within 2x). A broker whose parked requests held threads would starve
+the produce, and the followers' fetches it waits for, as soon as the pollers outnumber those
+threads.
 
     python bench/broker_load.py [--pollers 0,100,500] [--seconds 10] [--max-wait-ms 3000]
 """
@@ -58,6 +60,7 @@ class LongPollers:
         self._in_flight = 0
         self._lock = threading.Lock()
         self._stopped = threading.Event()
+        self.started = threading.Event()
         partitions = client.partitions_for(topic)
         calls = []
         for info in partitions:
@@ -74,11 +77,24 @@ class LongPollers:
         with self._lock:
             return self._in_flight
 
-    def start(self) -> None:
+    def start(self, spread_s: float = 0.0) -> None:
+        """Sends every consumer's first fetch, spread evenly over `spread_s` (from a thread of its
+        own) so that their long polls do not all expire at the same moment; `started` is set
+        once all are sent."""
         with self._lock:
             self._in_flight = len(self._slots)
-        for slot in range(len(self._slots)):
-            self._send(slot)
+
+        def send_all() -> None:
+            for slot in range(len(self._slots)):
+                self._send(slot)
+                if spread_s:
+                    self._stopped.wait(spread_s / len(self._slots))
+            self.started.set()
+
+        if spread_s:
+            threading.Thread(target=send_all, name="long-poll-starter", daemon=True).start()
+        else:
+            send_all()
 
     def _send(self, slot: int) -> None:
         fetch, request = self._slots[slot]
@@ -135,9 +151,10 @@ def percentile(values: list[float], fraction: float) -> float:
 def measure(client: LowLevelClient, pollers: int, args) -> tuple[int, float, float, int]:
     """(produces, p50 ms, p99 ms, fetches answered meanwhile) with `pollers` idle long polls."""
     polling = LongPollers(client, IDLE, pollers, args.max_wait_ms)
-    polling.start()
+    polling.start(spread_s=args.max_wait_ms / 1000)
     try:
-        produce_latencies_ms(client, 1.0)  # warm-up, and the pollers' first calls reach the brokers
+        polling.started.wait()
+        produce_latencies_ms(client, 1.0)  # warm-up
         answered_before = polling.completed
         latencies = produce_latencies_ms(client, args.seconds)
         answered = polling.completed - answered_before
