@@ -6,7 +6,8 @@ replication-factor-3 topic with `min.insync.replicas`=2. For each number of idle
 (`--pollers`, default 0, 100 and 500), `LongPollers` keeps that many Fetch calls parked on the
 idle partitions' leaders (max_wait_ms `--max-wait-ms`, at the log end, so each waits out its
 max_wait and is sent again at once; their first fetches are spread over one max_wait, as
-consumers that did not all start in the same millisecond), while one thread sends acks=all
+consumers that did not all start in the same millisecond; from a process of their own, so that
+their callbacks do not take this process's interpreter lock), while one thread sends acks=all
 ProduceRequests of one batch (10 records x 100 B) to the replicated topic, one at a time, for
 `--seconds`. Prints p50/p99 of the produce latency per level and the ratio p99(most pollers) /
 p99(no pollers) (target: within 2x). A broker whose parked requests held threads would starve
@@ -19,7 +20,9 @@ threads.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -37,7 +40,7 @@ from services.clients.cluster import TopicPartition  # noqa: E402
 from services.clients.launcher import LocalCluster  # noqa: E402
 from services.clients.lowlevel import LowLevelClient  # noqa: E402
 from services.clients.partition_requests import fetch_request, produce_request  # noqa: E402
-from services.common.proc import wait_until  # noqa: E402
+from services.common.proc import start_process, stop_process, wait_until  # noqa: E402
 from services.common.records import build_batch  # noqa: E402
 
 IDLE = "idle"
@@ -148,21 +151,36 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-def measure(client: LowLevelClient, pollers: int, args) -> tuple[int, float, float, int]:
-    """(produces, p50 ms, p99 ms, fetches answered meanwhile) with `pollers` idle long polls."""
-    polling = LongPollers(client, IDLE, pollers, args.max_wait_ms)
-    polling.start(spread_s=args.max_wait_ms / 1000)
-    try:
+def serve_pollers(bootstrap: str, count: int, max_wait_ms: int) -> None:
+    """The pollers' process: long-polls until SIGTERM, then prints what was answered as JSON."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with LowLevelClient(bootstrap_servers=bootstrap) as client:
+        polling = LongPollers(client, IDLE, count, max_wait_ms)
+        polling.start(spread_s=max_wait_ms / 1000)
         polling.started.wait()
+        print("started", flush=True)
+        stop.wait()
+        polling.stop(max_wait_ms / 1000 + FETCH_CALL_MARGIN_S)
+        print(json.dumps({"answered": polling.completed, "errors": polling.errors}), flush=True)
+
+
+def measure(client: LowLevelClient, bootstrap: str, pollers: int, log_dir: Path,
+            args) -> tuple[int, float, float, int]:
+    """(produces, p50 ms, p99 ms, long polls answered) with `pollers` idle long polls."""
+    log = log_dir / f"pollers-{pollers}.log"
+    process = start_process([sys.executable, __file__, "--serve-pollers", str(pollers), "--bootstrap", bootstrap,
+                             "--max-wait-ms", str(args.max_wait_ms)], log)
+    try:
+        wait_until(lambda: "started" in log.read_text(), 120, 0.1, message="the pollers to start")
         produce_latencies_ms(client, 1.0)  # warm-up
-        answered_before = polling.completed
         latencies = produce_latencies_ms(client, args.seconds)
-        answered = polling.completed - answered_before
     finally:
-        polling.stop(args.max_wait_ms / 1000 + FETCH_CALL_MARGIN_S)
-    if polling.errors:
-        raise RuntimeError(f"{len(polling.errors)} long polls failed, first: {polling.errors[0]}")
-    return len(latencies), statistics.median(latencies), percentile(latencies, 0.99), answered
+        stop_process(process, timeout_s=args.max_wait_ms / 1000 + FETCH_CALL_MARGIN_S)
+    report = json.loads(log.read_text().splitlines()[-1])
+    if report["errors"]:
+        raise RuntimeError(f"{len(report['errors'])} long polls failed, first: {report['errors'][0]}")
+    return len(latencies), statistics.median(latencies), percentile(latencies, 0.99), report["answered"]
 
 
 def main() -> None:
@@ -171,7 +189,12 @@ def main() -> None:
                         help="numbers of idle long-polling consumers, comma-separated")
     parser.add_argument("--seconds", type=float, default=10.0, help="produce time per level")
     parser.add_argument("--max-wait-ms", type=int, default=3000, help="the long polls' max_wait_ms")
+    parser.add_argument("--serve-pollers", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve_pollers is not None:
+        serve_pollers(args.bootstrap, args.serve_pollers, args.max_wait_ms)
+        return
 
     with tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
         cluster = LocalCluster(Path(tmp) / "cluster", brokers=3, controllers=1, free_ports=True)
@@ -189,11 +212,12 @@ def main() -> None:
                       f"partition per broker, long polls of max_wait_ms={args.max_wait_ms}; acks=all produces "
                       f"of 10 x 100 B to {REPLICATED!r} (RF=3, min.insync.replicas=2), one at a time, "
                       f"{args.seconds:g} s per level")
-                print(f"{'pollers':>8}{'produces':>10}{'p50 ms':>9}{'p99 ms':>9}{'fetches answered':>18}")
+                print(f"{'pollers':>8}{'produces':>10}{'p50 ms':>9}{'p99 ms':>9}{'long polls answered':>21}")
                 p99 = {}
                 for pollers in args.pollers:
-                    count, p50, p99[pollers], answered = measure(client, pollers, args)
-                    print(f"{pollers:>8}{count:>10}{p50:>9.2f}{p99[pollers]:>9.2f}{answered:>18}")
+                    count, p50, p99[pollers], answered = measure(client, cluster.bootstrap_servers, pollers,
+                                                                 Path(tmp), args)
+                    print(f"{pollers:>8}{count:>10}{p50:>9.2f}{p99[pollers]:>9.2f}{answered:>21}")
                 least, most = min(p99), max(p99)
                 ratio = p99[most] / p99[least]
                 verdict = "meets" if ratio <= RATIO_TARGET else "MISSES"
