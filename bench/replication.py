@@ -7,12 +7,13 @@ ports, a temp dir) with `zookeeper.session.timeout.ms` = 6000, then measures in 
    `--inflight` threads, each sending one ProduceRequest at a time to the leader of its partition:
    acks=all to a topic with replication factor 3 and `min.insync.replicas`=2, beside acks=1 to a
    topic with replication factor 1 (three partitions each, so both spread over every broker).
-   Rounds alternate between the two; the ratio acks=all / acks=1 has a target of >= 0.4. The
+   Rounds alternate between the two; the ratio acks=all / acks=1 has a target of >= 0.4. Beside
+   each rate: the CPU time and the context switches per request of the three brokers together
+   and of this process (the client), counted over all their threads from /proc, which say what a
+   request costs even when other work on the machine moves the rates. The
    default levels: 6 (two requests in flight per leader), 15 (five per leader: one Kafka producer
    at its default max.in.flight.requests.per.connection), 24 (eight per leader) and 48 (sixteen per
-   leader, where throughput saturates). Keep the requests in flight to one broker below its
-   `grpc.worker.threads` (64): a waiting acks=all produce holds one of its gRPC worker threads, and
-   when all are held the followers' fetches cannot be served until the produces time out.
+   leader, where throughput saturates).
 2. The same comparison with the Python `Producer` at full speed, as Kafka's producer-perf-test
    measures throughput: `--producer-records` records of 100 bytes sent with no key (so spread by
    the sticky partitioner) and flushed, acks=1 without idempotence to the RF=1 topic beside the
@@ -58,6 +59,24 @@ UNREPLICATED = "acks-1-rf1"
 FAILOVER = "failover-rf3"
 PRODUCE = "/odradek.broker.v1.BrokerService/Produce"
 CLIENT_CONFIG = {"request_timeout_ms": 2000, "retry_backoff_ms": 50, "default_api_timeout_ms": 30000}
+
+
+CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+
+
+def process_cost(pids: list[int]) -> tuple[float, int]:
+    """(CPU seconds, context switches) the processes used so far, over all their live threads."""
+    cpu_s, switches = 0.0, 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        cpu_s += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS_PER_S
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                status = (task / "status").read_text()
+            except OSError:
+                continue  # the thread ended
+            switches += sum(int(line.split()[1]) for line in status.splitlines() if "ctxt_switches" in line)
+    return cpu_s, switches
 
 
 def leaders(admin: Admin, topic: str) -> dict[int, int]:
@@ -137,18 +156,26 @@ def measure_throughput(cluster: LocalCluster, admin: Admin, args) -> None:
     try:
         for driver in drivers.values():
             driver.run(1.0, min(args.inflight))  # warm-up: connections, segment files, fetcher threads
+        brokers = [cluster.running_pid(name) for name in cluster.broker_names]
+        client = [os.getpid()]
         for inflight in args.inflight:
-            totals = {label: [0, 0.0] for label in drivers}
+            totals = {label: [0, 0.0, 0.0, 0, 0.0, 0] for label in drivers}
             for _ in range(args.rounds):
                 for label, driver in drivers.items():
+                    before = process_cost(brokers) + process_cost(client)
                     requests, elapsed = driver.run(args.seconds, inflight)
-                    totals[label][0] += requests
-                    totals[label][1] += elapsed
+                    after = process_cost(brokers) + process_cost(client)
+                    costs = [b - a for a, b in zip(before, after, strict=True)]
+                    totals[label] = [t + c for t, c in zip(totals[label], [requests, elapsed, *costs], strict=True)]
             rates = {}
-            for label, (requests, elapsed) in totals.items():
+            for label, (requests, elapsed, broker_cpu_s, broker_switches, client_cpu_s, client_switches) \
+                    in totals.items():
                 rates[label] = requests * RECORDS_PER_BATCH / elapsed
                 print(f"  {inflight:>3} in flight, {label}: {rates[label]:>9,.0f} records/s "
-                      f"{requests * len(batch) / elapsed / 1e6:>6.1f} MB/s {requests / elapsed:>6.0f} requests/s")
+                      f"{requests * len(batch) / elapsed / 1e6:>6.1f} MB/s {requests / elapsed:>6.0f} requests/s; "
+                      f"per request: brokers {broker_cpu_s / requests * 1000:.2f} ms CPU, "
+                      f"{broker_switches / requests:.1f} switches; client {client_cpu_s / requests * 1000:.2f} ms "
+                      f"CPU, {client_switches / requests:.1f} switches")
             ratio = rates["acks=all RF=3"] / rates["acks=1   RF=1"]
             verdict = "meets" if ratio >= RATIO_TARGET else "MISSES"
             print(f"  {inflight:>3} in flight, ratio acks=all RF=3 / acks=1 RF=1: {ratio:.2f}x "

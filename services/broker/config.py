@@ -30,7 +30,13 @@ class BrokerConfig(Config):
     metrics_port: int = setting(ConfigType.INT, -1, doc="Prometheus endpoint port; -1 disables it.")
     grpc_worker_threads: int = setting(
         ConfigType.INT, 64, at_least(1),
-        doc="Threads serving gRPC calls; a parked long-poll fetch or acks=all produce holds one.")
+        doc="Threads serving the gRPC calls that do not run on the event loop (controller requests, "
+            "metadata); produce and fetch run on the loop, and a parked one holds no thread.")
+    queued_max_requests: int = setting(
+        ConfigType.INT, 500, at_least(1),
+        doc="Client produce and fetch requests the broker holds at once, being handled or parked in a "
+            "purgatory (followers' fetches are not counted); one more is answered at once with "
+            "THROTTLING_QUOTA_EXCEEDED.")
     sched_batch_enable: bool = setting(
         ConfigType.BOOLEAN, True,
         doc="On Linux, run the broker's threads under the SCHED_BATCH scheduling policy. Its threads "

@@ -99,7 +99,8 @@ class BrokerServer:
                                   if self.config.auto_create_topics_enable else None,
                                   on_live_leaders=self._remember_leaders,
                                   producer_ids=self.producer_ids,
-                                  coordinators=self.coordinator_directory.snapshot)
+                                  coordinators=self.coordinator_directory.snapshot,
+                                  queued_max_requests=self.config.queued_max_requests)
         self.runtime.add_servicer(broker_pb2_grpc.add_BrokerServiceServicer_to_server, servicer)
         port = self.runtime.start()
         self.zk_raw.add_listener(self._on_zk_state)

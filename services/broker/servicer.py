@@ -1,12 +1,21 @@
 """The broker's gRPC adapter: decodes BrokerService requests, calls the ReplicaManager and the
 metadata cache, encodes responses. Kafka errors travel as per-partition `error_code`s; a request
 that fails as a whole (a stale controller epoch) carries a top-level error code.
+
+Produce, Fetch and ListOffsets run on the server's event loop: the ReplicaManager's synchronous
+part (a read, the append of a produce of up to `INLINE_APPEND_MAX_BYTES`) runs inline, a larger
+append in the runtime's executor, and a produce or fetch that has to wait parks in its purgatory
+while the coroutine awaits the `Completion` the purgatory resolves; no thread is held. Clients'
+produces and fetches (not followers') count against `queued.max.requests`; one more is answered
+at once with THROTTLING_QUOTA_EXCEEDED. The other methods (controller requests, metadata, which
+may call the controller or ZooKeeper) run in the runtime's executor.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
-import threading
 from collections.abc import Callable
 
 from services.broker.metadata_cache import BrokerNode, MetadataCache, PartitionMetadata
@@ -17,6 +26,7 @@ from services.common.coordinator_lookup import coordinator_nodes, find_coordinat
 from services.common.errors import ERRORS_BY_NAME, KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
 from services.common.pb.odradek.common.v1 import common_pb2
+from services.common.service import Completion, RequestLimit
 from services.common.zk.coordinator_directory import DirectorySnapshot
 
 logger = logging.getLogger(__name__)
@@ -25,25 +35,13 @@ UNKNOWN_TOPIC_OR_PARTITION = ERRORS_BY_NAME["UNKNOWN_TOPIC_OR_PARTITION"].code
 LEADER_NOT_AVAILABLE = ERRORS_BY_NAME["LEADER_NOT_AVAILABLE"].code
 INVALID_TOPIC = ERRORS_BY_NAME["INVALID_TOPIC_EXCEPTION"].code
 REQUEST_TIMED_OUT = ERRORS_BY_NAME["REQUEST_TIMED_OUT"].code
+THROTTLING_QUOTA_EXCEEDED = ERRORS_BY_NAME["THROTTLING_QUOTA_EXCEEDED"].code
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
+DEFAULT_QUEUED_MAX_REQUESTS = 500
 _WAIT_SLACK_S = 5.0
-
-
-class _Reply:
-    """A one-shot slot a delayed operation fills from another thread."""
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-        self.value = None
-
-    def __call__(self, value) -> None:
-        self.value = value
-        self._event.set()
-
-    def wait(self, timeout_s: float):
-        if not self._event.wait(timeout_s):
-            return None
-        return self.value
+# a produce carrying more runs its append (validation, CRC, the write) in the executor, where
+# several overlap and the loop goes on serving meanwhile; a smaller one costs less inline
+INLINE_APPEND_MAX_BYTES = 64 * 1024
 
 
 def node_to_proto(node: BrokerNode) -> common_pb2.Node:
@@ -69,8 +67,10 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                  on_metadata_update: Callable[[], None] | None = None,
                  on_live_leaders: Callable[[list[BrokerNode]], None] | None = None,
                  producer_ids: ProducerIdManager | None = None,
-                 coordinators: Callable[[], DirectorySnapshot] | None = None) -> None:
+                 coordinators: Callable[[], DirectorySnapshot] | None = None,
+                 queued_max_requests: int = DEFAULT_QUEUED_MAX_REQUESTS) -> None:
         self.broker_id = broker_id
+        self.client_requests = RequestLimit(queued_max_requests)
         self.coordinators = coordinators or DirectorySnapshot
         self.producer_ids = producer_ids
         self.replica_manager = replica_manager
@@ -82,28 +82,44 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
 
     # ------------------------------------------------------------------ data path
 
-    def Produce(self, request, context):
+    async def Produce(self, request, context):
         entries = {}
         for topic in request.topic_data:
             for part in topic.partition_data:
                 entries[(topic.name, part.index)] = part.records
-        reply = _Reply()
-        # only live coordinator instances write the internal topics
-        internal_allowed = (request.HasField("coordinator_id")
-                            and request.coordinator_id in self.coordinators().live)
-        self.replica_manager.append_records(request.acks, request.timeout_ms, entries, reply,
-                                            internal_topics_allowed=internal_allowed)
-        results = reply.wait(max(request.timeout_ms, 0) / 1000 + _WAIT_SLACK_S)
+        if not self.client_requests.try_acquire():
+            return self._produce_response(entries, {}, THROTTLING_QUOTA_EXCEEDED,
+                                          self.client_requests.describe())
+        try:
+            reply = Completion()
+            # only live coordinator instances write the internal topics
+            internal_allowed = (request.HasField("coordinator_id")
+                                and request.coordinator_id in self.coordinators().live)
+            append = functools.partial(self.replica_manager.append_records, request.acks, request.timeout_ms,
+                                       entries, reply, internal_topics_allowed=internal_allowed)
+            if sum(len(records) for records in entries.values()) <= INLINE_APPEND_MAX_BYTES:
+                append()
+            else:
+                await asyncio.get_running_loop().run_in_executor(None, append)
+            results = await reply.result(max(request.timeout_ms, 0) / 1000 + _WAIT_SLACK_S)
+        finally:
+            self.client_requests.release()
+        return self._produce_response(entries, results or {}, REQUEST_TIMED_OUT, "")
+
+    @staticmethod
+    def _produce_response(entries, results: dict, missing_code: int, missing_message: str):
+        """One partition response per entry: its result, or `missing_code` where there is none."""
         response = broker_pb2.ProduceResponse()
         by_topic: dict[str, broker_pb2.ProduceResponse.TopicProduceResponse] = {}
         for (topic, index) in entries:
-            result = results.get((topic, index)) if results else None
+            result = results.get((topic, index))
             out = by_topic.get(topic)
             if out is None:
                 out = by_topic[topic] = response.responses.add(name=topic)
             if result is None:
-                out.partition_responses.add(index=index, error_code=REQUEST_TIMED_OUT, base_offset=-1,
-                                            log_append_time_ms=-1, log_start_offset=-1)
+                out.partition_responses.add(index=index, error_code=missing_code, base_offset=-1,
+                                            log_append_time_ms=-1, log_start_offset=-1,
+                                            error_message=missing_message)
             else:
                 out.partition_responses.add(index=index, error_code=result.error_code,
                                             base_offset=result.base_offset,
@@ -112,7 +128,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                                             error_message=result.error_message)
         return response
 
-    def Fetch(self, request, context):
+    async def Fetch(self, request, context):
         partitions = []
         for topic in request.topics:
             for part in topic.partitions:
@@ -123,9 +139,17 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                         self.fetch_max_bytes)
         params = FetchParams(request.replica_id, request.max_wait_ms, request.min_bytes, max_bytes,
                              tuple(partitions))
-        reply = _Reply()
-        self.replica_manager.fetch_messages(params, reply)
-        results = reply.wait(max(request.max_wait_ms, 0) / 1000 + _WAIT_SLACK_S)
+        limited = request.replica_id < 0
+        if limited and not self.client_requests.try_acquire():
+            return broker_pb2.FetchResponse(error_code=THROTTLING_QUOTA_EXCEEDED,
+                                            error_message=self.client_requests.describe())
+        try:
+            reply = Completion()
+            self.replica_manager.fetch_messages(params, reply)
+            results = await reply.result(max(request.max_wait_ms, 0) / 1000 + _WAIT_SLACK_S)
+        finally:
+            if limited:
+                self.client_requests.release()
         if results is None:
             return broker_pb2.FetchResponse(error_code=REQUEST_TIMED_OUT,
                                             error_message="fetch did not complete in time")
@@ -152,7 +176,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
             data.current_leader.leader_id = meta.leader
             data.current_leader.leader_epoch = meta.leader_epoch
 
-    def ListOffsets(self, request, context):
+    async def ListOffsets(self, request, context):
         response = broker_pb2.ListOffsetsResponse()
         for topic in request.topics:
             out = response.topics.add(name=topic.name)

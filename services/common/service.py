@@ -5,6 +5,13 @@
 SIGTERM/SIGINT handling and the ordered shutdown hooks. A service's `__main__` builds its core,
 registers its servicers here, calls `start()` and then `run_until_stopped()`.
 
+The server is `grpc.aio`'s, on an event loop thread of its own. A servicer method written
+`async def` runs on that loop, so a request that waits (a long-poll fetch, an acks=all produce, a
+JoinGroup) holds no thread: it awaits a `Completion` that the core's callback resolves from
+whichever thread completes it. A plain `def` method runs in the runtime's executor
+(`max_workers` threads), as it did under the synchronous server. `RequestLimit` bounds how many
+requests a service holds at once (Kafka's `queued.max.requests`).
+
 Listener strings are Kafka's: `PLAINTEXT://host:port` (`listeners`, `advertised.listeners`); an
 empty host means all interfaces.
 """
@@ -12,16 +19,19 @@ empty host means all interfaces.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent import futures
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1.health import aio as health_aio
 
 from services.common.config import ConfigError
 from services.common.logging_setup import configure_logging
@@ -30,6 +40,7 @@ from services.common.zk.errors import DuplicateRegistrationError
 logger = logging.getLogger(__name__)
 
 GRPC_MAX_MESSAGE_BYTES = 128 * 1024 * 1024
+LOOP_CALL_TIMEOUT_S = 30.0
 GRPC_OPTIONS = [
     ("grpc.max_send_message_length", GRPC_MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", GRPC_MAX_MESSAGE_BYTES),
@@ -103,8 +114,67 @@ def run_service(kind: str, description: str, config_class, server_class, node_id
     return 0
 
 
+def _resolve(future: asyncio.Future, value: Any) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+class Completion:
+    """A one-shot result that a callback delivers, from any thread, to a coroutine on the loop.
+
+    Created on the event loop; pass the object itself as the core's `respond` callback, then
+    `await completion.result(timeout_s)` (None when the timeout passed first)."""
+
+    __slots__ = ("loop", "future")
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.future = self.loop.create_future()
+
+    def __call__(self, value: Any) -> None:
+        if asyncio._get_running_loop() is self.loop:
+            _resolve(self.future, value)
+            return
+        try:
+            self.loop.call_soon_threadsafe(_resolve, self.future, value)
+        except RuntimeError:  # the loop has closed: the server stopped and nobody waits any more
+            pass
+
+    async def result(self, timeout_s: float) -> Any:
+        if self.future.done():  # answered at once (acks 0 or 1, a fetch with data): no timer
+            return self.future.result()
+        timer = self.loop.call_later(max(timeout_s, 0.0), _resolve, self.future, None)
+        try:
+            return await self.future
+        finally:
+            timer.cancel()
+
+
+class RequestLimit:
+    """At most `limit` requests held at once (Kafka's `queued.max.requests`): `try_acquire` says
+    whether one more may be taken, `release` gives its place back. Used on the event loop thread
+    only, so it needs no lock."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+
+    def try_acquire(self) -> bool:
+        if self.held >= self.limit:
+            return False
+        self.held += 1
+        return True
+
+    def release(self) -> None:
+        self.held -= 1
+
+    def describe(self) -> str:
+        return f"{self.held} requests are already held (queued.max.requests={self.limit})"
+
+
 class ServiceRuntime:
-    """gRPC server + health + metrics + signal-driven graceful shutdown for one service."""
+    """grpc.aio server on its own event loop thread + health + metrics + signal-driven graceful
+    shutdown for one service."""
 
     def __init__(self, name: str, bind_address: str, *, max_workers: int = 32,
                  metrics_port: int = -1, metrics_host: str = "127.0.0.1"):
@@ -112,18 +182,31 @@ class ServiceRuntime:
         self.bind_address = bind_address
         self.metrics_port = metrics_port
         self.metrics_host = metrics_host
-        self.server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=f"{name}-rpc"),
-            options=GRPC_OPTIONS,
-        )
-        self.health = health.HealthServicer()
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        self.executor = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=f"{name}-rpc")
+        self.loop = asyncio.new_event_loop()
+        self.loop.set_default_executor(self.executor)
+        self._loop_thread = threading.Thread(target=self.loop.run_forever, name=f"{name}-rpc-loop",
+                                             daemon=True)
+        self._loop_thread.start()
+        self.server = self.call_on_loop(self._build_server())
+        self.health = health_aio.HealthServicer()
+        self.add_servicer(health_pb2_grpc.add_HealthServicer_to_server, self.health)
         self.bound_port = 0
         self._stop = threading.Event()
         self._shutdown_hooks: list[tuple[str, Callable[[], None]]] = []
 
+    async def _build_server(self) -> grpc.aio.Server:
+        return grpc.aio.server(migration_thread_pool=self.executor, options=GRPC_OPTIONS)
+
+    def call_on_loop(self, coroutine: Coroutine, timeout_s: float = LOOP_CALL_TIMEOUT_S) -> Any:
+        """Runs `coroutine` on the event loop from another thread and returns its result."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout_s)
+
     def add_servicer(self, register: Callable[[object, grpc.Server], None], servicer: object) -> None:
-        register(servicer, self.server)
+        async def add() -> None:
+            register(servicer, self.server)
+
+        self.call_on_loop(add())
 
     def on_shutdown(self, name: str, hook: Callable[[], None]) -> None:
         """Hooks run in registration order while the server still serves (then it stops)."""
@@ -132,16 +215,31 @@ class ServiceRuntime:
     def set_serving(self, serving: bool, service: str = "") -> None:
         status = health_pb2.HealthCheckResponse.SERVING if serving else \
             health_pb2.HealthCheckResponse.NOT_SERVING
-        self.health.set(service, status)
-        if service == "":
-            self.health.set(self.name, status)
+
+        async def publish() -> None:
+            await self.health.set(service, status)
+            if service == "":
+                await self.health.set(self.name, status)
+
+        if asyncio._get_running_loop() is self.loop:
+            self.loop.create_task(publish())
+        else:
+            self.call_on_loop(publish())
 
     def start(self) -> int:
-        self.bound_port = self.server.add_insecure_port(self.bind_address)
+        async def bind_and_start() -> int:
+            port = self.server.add_insecure_port(self.bind_address)
+            if port:
+                await self.server.start()
+            return port
+
+        try:
+            self.bound_port = self.call_on_loop(bind_and_start())
+        except RuntimeError as exc:
+            raise RuntimeError(f"{self.name}: cannot listen on {self.bind_address}: {exc}") from exc
         if self.bound_port == 0:
             raise RuntimeError(f"{self.name}: cannot listen on {self.bind_address}")
         self.set_serving(False)
-        self.server.start()
         if self.metrics_port >= 0:
             from prometheus_client import start_http_server
 
@@ -178,5 +276,11 @@ class ServiceRuntime:
                 hook()
             except Exception:
                 logger.exception("%s: shutdown step %s failed", self.name, name)
-        self.server.stop(grace_s).wait(grace_s + 1)
+        try:
+            self.call_on_loop(self.server.stop(grace_s), grace_s + 1)
+        except Exception:
+            logger.exception("%s: stopping the gRPC server failed", self.name)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._loop_thread.join(grace_s + 1)
+        self.executor.shutdown(wait=False, cancel_futures=True)
         logger.info("%s stopped", self.name)

@@ -33,7 +33,12 @@ class CoordinatorServiceConfig(GroupConfig):
         doc="Brokers to reach the internal topics through (default: the brokers registered in ZooKeeper).")
     metrics_port: int = setting(ConfigType.INT, -1, doc="Prometheus endpoint port; -1 disables it.")
     num_io_threads: int = setting(ConfigType.INT, 32, at_least(1),
-                                  doc="gRPC worker threads (JoinGroup calls park one while they wait).")
+                                  doc="Threads serving the gRPC calls that answer at once; the calls "
+                                      "that wait (JoinGroup, SyncGroup, commits) hold none.")
+    queued_max_requests: int = setting(
+        ConfigType.INT, 500, at_least(1),
+        doc="Waiting requests (JoinGroup, SyncGroup, OffsetCommit, DeleteGroups) held at once; one more "
+            "is answered at once with THROTTLING_QUOTA_EXCEEDED.")
     offsets_topic_replication_factor: int = setting(
         ConfigType.SHORT, 3, at_least(1),
         doc="Replication factor of __consumer_offsets (capped at the number of live brokers).")

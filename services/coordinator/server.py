@@ -96,7 +96,8 @@ class CoordinatorServer:
         self.groups.start()
         self.metrics = CoordinatorMetrics(self.coordinator_id, self.groups)
         self.runtime.add_servicer(coordinator_pb2_grpc.add_CoordinatorServiceServicer_to_server,
-                                  CoordinatorServicer(self.groups, self.directory.snapshot))
+                                  CoordinatorServicer(self.groups, self.directory.snapshot,
+                                                      queued_max_requests=self.config.queued_max_requests))
         port = self.runtime.start()
         advertised = self.config.advertised_listener(port)
         self.endpoint = f"{advertised.host}:{advertised.port}"

@@ -1,13 +1,15 @@
 """The coordinator's gRPC adapter: decodes CoordinatorService group requests, calls the
-`GroupCoordinator`, encodes its answers. JoinGroup and SyncGroup park the calling gRPC thread
-until the group coordinator answers (the rebalance completes) or the caller's deadline passes;
-every other group call answers at once or when its write to `__consumer_offsets` is replicated.
+`GroupCoordinator`, encodes its answers. JoinGroup and SyncGroup wait until the group
+coordinator answers (the rebalance completes) or the caller's deadline passes, OffsetCommit and
+DeleteGroups until their write to `__consumer_offsets` is replicated: these run on the server's
+event loop and await the `Completion` the coordinator's callback resolves, so a waiting request
+holds no thread. They count against `queued.max.requests`; one more is answered at once with
+THROTTLING_QUOTA_EXCEEDED. Every other call answers at once, in the runtime's executor.
 FindCoordinator is answered from the coordinator directory, as brokers answer it.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -16,27 +18,15 @@ from services.common.coordinator_lookup import find_coordinator
 from services.common.errors import ERRORS_BY_NAME
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2_grpc
+from services.common.service import Completion, RequestLimit
 from services.common.zk.coordinator_directory import DirectorySnapshot
 from services.coordinator.group import GroupCoordinator, OffsetAndMetadata, TopicPartition
 
 REQUEST_TIMED_OUT = ERRORS_BY_NAME["REQUEST_TIMED_OUT"].code
 REBALANCE_IN_PROGRESS = ERRORS_BY_NAME["REBALANCE_IN_PROGRESS"].code
+THROTTLING_QUOTA_EXCEEDED = ERRORS_BY_NAME["THROTTLING_QUOTA_EXCEEDED"].code
+DEFAULT_QUEUED_MAX_REQUESTS = 500
 _DEFAULT_WAIT_S = 330.0
-
-
-class _Reply:
-    """A one-shot slot a callback fills from another thread."""
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-        self.value: Any = None
-
-    def __call__(self, value: Any) -> None:
-        self.value = value
-        self._event.set()
-
-    def wait(self, timeout_s: float) -> Any:
-        return self.value if self._event.wait(timeout_s) else None
 
 
 def _wait_s(context, fallback_s: float = _DEFAULT_WAIT_S) -> float:
@@ -61,23 +51,35 @@ def client_host(context) -> str:
 
 class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
     def __init__(self, groups: GroupCoordinator, directory: Callable[[], DirectorySnapshot],
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock = SYSTEM_CLOCK, queued_max_requests: int = DEFAULT_QUEUED_MAX_REQUESTS) -> None:
         self.groups = groups
         self.directory = directory
         self.clock = clock
+        self.waiting = RequestLimit(queued_max_requests)
+
+    async def _call_and_wait(self, start: Callable[[Completion], None], timeout_s: float) -> Any:
+        """`start(reply)` hands the request to the coordinator; its answer, or None once
+        `timeout_s` passed. The caller has taken a place in `self.waiting`; it is given back here."""
+        try:
+            reply = Completion()
+            start(reply)
+            return await reply.result(timeout_s)
+        finally:
+            self.waiting.release()
 
     def FindCoordinator(self, request, context):
         return find_coordinator(self.directory(), request.key, request.key_type)
 
     # ------------------------------------------------------------------ membership
 
-    def JoinGroup(self, request, context):
-        reply = _Reply()
-        self.groups.handle_join_group(
+    async def JoinGroup(self, request, context):
+        if not self.waiting.try_acquire():
+            return pb.JoinGroupResponse(error_code=THROTTLING_QUOTA_EXCEEDED, generation_id=-1,
+                                        member_id=request.member_id, error_message=self.waiting.describe())
+        result = await self._call_and_wait(lambda reply: self.groups.handle_join_group(
             request.group_id, request.member_id, _optional(request, "group_instance_id"), request.client_id,
             client_host(context), request.rebalance_timeout_ms, request.session_timeout_ms,
-            request.protocol_type, [(p.name, p.metadata) for p in request.protocols], reply)
-        result = reply.wait(_wait_s(context))
+            request.protocol_type, [(p.name, p.metadata) for p in request.protocols], reply), _wait_s(context))
         if result is None:
             return pb.JoinGroupResponse(error_code=REBALANCE_IN_PROGRESS, generation_id=-1,
                                         member_id=request.member_id,
@@ -94,13 +96,13 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
                 out.group_instance_id = member.group_instance_id
         return response
 
-    def SyncGroup(self, request, context):
-        reply = _Reply()
-        self.groups.handle_sync_group(
+    async def SyncGroup(self, request, context):
+        if not self.waiting.try_acquire():
+            return pb.SyncGroupResponse(error_code=THROTTLING_QUOTA_EXCEEDED, error_message=self.waiting.describe())
+        result = await self._call_and_wait(lambda reply: self.groups.handle_sync_group(
             request.group_id, request.generation_id, request.member_id, _optional(request, "group_instance_id"),
             _optional(request, "protocol_type"), _optional(request, "protocol_name"),
-            {a.member_id: a.assignment for a in request.assignments}, reply)
-        result = reply.wait(_wait_s(context))
+            {a.member_id: a.assignment for a in request.assignments}, reply), _wait_s(context))
         if result is None:
             return pb.SyncGroupResponse(error_code=REBALANCE_IN_PROGRESS,
                                         error_message="the rebalance did not complete before the deadline")
@@ -128,7 +130,7 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
 
     # ------------------------------------------------------------------ offsets
 
-    def OffsetCommit(self, request, context):
+    async def OffsetCommit(self, request, context):
         now_ms = self.clock.time_ms()
         expire_ms = now_ms + request.retention_time_ms if request.retention_time_ms > 0 else None
         offsets = {}
@@ -138,18 +140,20 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
                     part.committed_offset, part.committed_leader_epoch,
                     part.committed_metadata if part.HasField("committed_metadata") else "",
                     now_ms, expire_ms)
-        reply = _Reply()
-        self.groups.handle_commit_offsets(request.group_id, request.member_id,
-                                          _optional(request, "group_instance_id"), request.generation_id,
-                                          offsets, reply)
-        results = reply.wait(_wait_s(context, 60.0))
+        if self.waiting.try_acquire():
+            results = await self._call_and_wait(lambda reply: self.groups.handle_commit_offsets(
+                request.group_id, request.member_id, _optional(request, "group_instance_id"),
+                request.generation_id, offsets, reply), _wait_s(context, 60.0))
+            refused = REQUEST_TIMED_OUT
+        else:
+            results, refused = {}, THROTTLING_QUOTA_EXCEEDED
         response = pb.OffsetCommitResponse()
         by_topic: dict[str, Any] = {}
         for tp in offsets:
             out = by_topic.get(tp.topic)
             if out is None:
                 out = by_topic[tp.topic] = response.topics.add(name=tp.topic)
-            code = REQUEST_TIMED_OUT if results is None else results.get(tp, REQUEST_TIMED_OUT)
+            code = refused if results is None else results.get(tp, refused)
             out.partitions.add(partition_index=tp.partition, error_code=code)
         return response
 
@@ -196,11 +200,15 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
                     described.group_instance_id = member.group_instance_id
         return response
 
-    def DeleteGroups(self, request, context):
-        reply = _Reply()
-        self.groups.handle_delete_groups(list(request.groups_names), reply)
-        results = reply.wait(_wait_s(context, 60.0)) or {}
+    async def DeleteGroups(self, request, context):
+        if self.waiting.try_acquire():
+            results = await self._call_and_wait(
+                lambda reply: self.groups.handle_delete_groups(list(request.groups_names), reply),
+                _wait_s(context, 60.0)) or {}
+            refused = REQUEST_TIMED_OUT
+        else:
+            results, refused = {}, THROTTLING_QUOTA_EXCEEDED
         response = pb.DeleteGroupsResponse()
         for group_id in request.groups_names:
-            response.results.add(group_id=group_id, error_code=results.get(group_id, REQUEST_TIMED_OUT))
+            response.results.add(group_id=group_id, error_code=results.get(group_id, refused))
         return response

@@ -95,6 +95,25 @@ def test_runtime_serves_health_and_runs_shutdown_hooks_in_order():
     assert runtime.stopping
 
 
+def test_runtime_still_serves_while_its_shutdown_hooks_run():
+    runtime = ServiceRuntime("probe", "127.0.0.1:0")
+    port = runtime.start()
+    runtime.set_serving(True)
+    channel = insecure_channel(f"127.0.0.1:{port}")
+    seen = []
+
+    def hook():
+        stub = health_pb2_grpc.HealthStub(channel)
+        seen.append(stub.Check(health_pb2.HealthCheckRequest(service="probe"), timeout=5).status)
+
+    runtime.on_shutdown("probe the health service", hook)
+    try:
+        runtime.shutdown(grace_s=0.1)
+    finally:
+        channel.close()
+    assert seen == [health_pb2.HealthCheckResponse.NOT_SERVING]
+
+
 class _Config:
     node_id = 7
 

@@ -1,0 +1,91 @@
+"""The coordinator's gRPC servicer on the shared runtime: JoinGroup, SyncGroup and commits wait
+without holding a thread, and beyond `queued.max.requests` are refused at once."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from services.common.errors import ERRORS_BY_NAME
+from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
+from services.common.pb.odradek.coordinator.v1 import coordinator_pb2_grpc
+from services.common.proc import wait_until
+from services.common.zk.coordinator_directory import DirectorySnapshot
+from services.coordinator.group.api import JoinGroupResult, SyncGroupResult
+from services.coordinator.servicer import CoordinatorServicer
+from tests.unit.runtime_support import Parked, serving
+
+THROTTLED = ERRORS_BY_NAME["THROTTLING_QUOTA_EXCEEDED"].code
+LIMIT = 3
+ANSWERS = {"join": JoinGroupResult(0, generation_id=1, leader_id="m", member_id="m"),
+           "sync": SyncGroupResult(0, assignment=b"a"), "commit": 0}
+
+
+class ParkingGroups(Parked):
+    """Holds every JoinGroup, SyncGroup and commit until the test answers it."""
+
+    def handle_join_group(self, *args) -> None:
+        self.hold("join", args[-1])
+
+    def handle_sync_group(self, *args) -> None:
+        self.hold("sync", args[-1])
+
+    def handle_commit_offsets(self, group_id, member_id, instance_id, generation_id, offsets, callback) -> None:
+        self.hold("commit", lambda code: callback({tp: code for tp in offsets}))
+
+    def handle_heartbeat(self, *args) -> int:
+        return 0
+
+    def answer(self) -> None:
+        self.answer_all(ANSWERS.get)
+
+
+@pytest.fixture
+def coordinator():
+    groups = ParkingGroups()
+    servicer = CoordinatorServicer(groups, DirectorySnapshot, queued_max_requests=LIMIT)
+    with serving(coordinator_pb2_grpc.add_CoordinatorServiceServicer_to_server, servicer) as channel:
+        yield groups, coordinator_pb2_grpc.CoordinatorServiceStub(channel)
+
+
+def join_request() -> pb.JoinGroupRequest:
+    return pb.JoinGroupRequest(group_id="g", member_id="", session_timeout_ms=10000, rebalance_timeout_ms=10000,
+                               protocol_type="consumer")
+
+
+def commit_request() -> pb.OffsetCommitRequest:
+    request = pb.OffsetCommitRequest(group_id="g", member_id="m", generation_id=1)
+    request.topics.add(name="t").partitions.add(partition_index=0, committed_offset=5)
+    return request
+
+
+def test_waiting_calls_hold_no_thread_and_complete_from_another_thread(coordinator):
+    groups, stub = coordinator
+    join = stub.JoinGroup.future(join_request(), timeout=30)
+    sync = stub.SyncGroup.future(pb.SyncGroupRequest(group_id="g", member_id="m", generation_id=1), timeout=30)
+    commit = stub.OffsetCommit.future(commit_request(), timeout=30)
+    wait_until(lambda: len(groups) == LIMIT, 10, 0.01, message="the calls to wait")
+    # the executor has one thread; a call that runs there is still answered
+    assert stub.Heartbeat(pb.HeartbeatRequest(group_id="g", member_id="m"), timeout=10).error_code == 0
+    threading.Thread(target=groups.answer).start()
+    assert join.result(timeout=10).generation_id == 1
+    assert sync.result(timeout=10).assignment == b"a"
+    assert commit.result(timeout=10).topics[0].partitions[0].error_code == 0
+
+
+def test_waiting_calls_beyond_the_limit_are_refused_at_once(coordinator):
+    groups, stub = coordinator
+    parked = [stub.JoinGroup.future(join_request(), timeout=30) for _ in range(LIMIT)]
+    wait_until(lambda: len(groups) == LIMIT, 10, 0.01, message="the joins to wait")
+    refused = stub.JoinGroup(join_request(), timeout=10)
+    assert refused.error_code == THROTTLED and "queued.max.requests=3" in refused.error_message
+    assert stub.SyncGroup(pb.SyncGroupRequest(group_id="g"), timeout=10).error_code == THROTTLED
+    committed = stub.OffsetCommit(commit_request(), timeout=10).topics[0].partitions[0]
+    assert committed.error_code == THROTTLED
+    groups.answer()
+    assert [f.result(timeout=10).error_code for f in parked] == [0] * LIMIT
+    admitted = stub.OffsetCommit.future(commit_request(), timeout=30)
+    wait_until(lambda: len(groups) == 1, 10, 0.01, message="a commit to wait again")
+    groups.answer()
+    assert admitted.result(timeout=10).topics[0].partitions[0].error_code == 0
