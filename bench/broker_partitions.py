@@ -17,7 +17,7 @@ ports, a temp dir), creates `--partitions` partitions with replication factor 3 
    after kill -9 (where the controller notices the death by the ZooKeeper session timeout, and the
    broker recovers its logs without a clean-shutdown marker).
 
-    python bench/broker_partitions.py [--partitions 4000] [--topic-partitions 1000]
+    python bench/broker_partitions.py [--partitions 4000] [--topic-partitions 4000]
         [--idle-seconds 10] [--produce-requests 300] [--no-restarts]
 """
 
@@ -263,8 +263,8 @@ def measure_restart(cluster: LocalCluster, admin: Admin, topics: list[str], tota
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--partitions", type=int, default=4000)
-    parser.add_argument("--topic-partitions", type=int, default=1000,
-                        help="largest topic to create (the controller's limit on one topic)")
+    parser.add_argument("--topic-partitions", type=int, default=4000,
+                        help="partitions of each topic created (default: one topic of them all)")
     parser.add_argument("--idle-seconds", type=float, default=10.0)
     parser.add_argument("--produce-requests", type=int, default=300)
     parser.add_argument("--no-restarts", action="store_true", help="skip the restart measurements")

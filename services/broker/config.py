@@ -32,8 +32,8 @@ class BrokerConfig(Config):
         ConfigType.INT, 64, at_least(1),
         doc="Threads serving the gRPC calls that do not run on the event loop (controller requests, "
             "metadata); produce and fetch run on the loop, and a parked one holds no thread.")
-    queued_max_requests: int = setting(
-        ConfigType.INT, 500, at_least(1),
+    parked_max_requests: int = setting(
+        ConfigType.INT, 10_000, at_least(1),
         doc="Client produce and fetch requests the broker holds at once, being handled or parked in a "
             "purgatory (followers' fetches are not counted); one more is answered at once with "
             "THROTTLING_QUOTA_EXCEEDED.")

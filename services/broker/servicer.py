@@ -6,7 +6,7 @@ Produce, Fetch and ListOffsets run on the server's event loop: the ReplicaManage
 part (a read, the append of a produce of up to `INLINE_APPEND_MAX_BYTES`) runs inline, a larger
 append in the runtime's executor, and a produce or fetch that has to wait parks in its purgatory
 while the coroutine awaits the `Completion` the purgatory resolves; no thread is held. Clients'
-produces and fetches (not followers') count against `queued.max.requests`; one more is answered
+produces and fetches (not followers') count against `parked.max.requests`; one more is answered
 at once with THROTTLING_QUOTA_EXCEEDED. The other methods (controller requests, metadata, which
 may call the controller or ZooKeeper) run in the runtime's executor.
 """
@@ -37,7 +37,7 @@ INVALID_TOPIC = ERRORS_BY_NAME["INVALID_TOPIC_EXCEPTION"].code
 REQUEST_TIMED_OUT = ERRORS_BY_NAME["REQUEST_TIMED_OUT"].code
 THROTTLING_QUOTA_EXCEEDED = ERRORS_BY_NAME["THROTTLING_QUOTA_EXCEEDED"].code
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
-DEFAULT_QUEUED_MAX_REQUESTS = 500
+DEFAULT_PARKED_MAX_REQUESTS = 10_000
 _WAIT_SLACK_S = 5.0
 # a produce carrying more runs its append (validation, CRC, the write) in the executor, where
 # several overlap and the loop goes on serving meanwhile; a smaller one costs less inline
@@ -68,9 +68,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                  on_live_leaders: Callable[[list[BrokerNode]], None] | None = None,
                  producer_ids: ProducerIdManager | None = None,
                  coordinators: Callable[[], DirectorySnapshot] | None = None,
-                 queued_max_requests: int = DEFAULT_QUEUED_MAX_REQUESTS) -> None:
+                 parked_max_requests: int = DEFAULT_PARKED_MAX_REQUESTS) -> None:
         self.broker_id = broker_id
-        self.client_requests = RequestLimit(queued_max_requests)
+        self.client_requests = RequestLimit(parked_max_requests)
         self.coordinators = coordinators or DirectorySnapshot
         self.producer_ids = producer_ids
         self.replica_manager = replica_manager

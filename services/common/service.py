@@ -10,7 +10,8 @@ The server is `grpc.aio`'s, on an event loop thread of its own. A servicer metho
 JoinGroup) holds no thread: it awaits a `Completion` that the core's callback resolves from
 whichever thread completes it. A plain `def` method runs in the runtime's executor
 (`max_workers` threads), as it did under the synchronous server. `RequestLimit` bounds how many
-requests a service holds at once (Kafka's `queued.max.requests`).
+requests a service holds at once (`parked.max.requests`: Kafka bounds its request queue with
+`queued.max.requests`, but a parked request here is only a future, so the bound is set by memory).
 
 Listener strings are Kafka's: `PLAINTEXT://host:port` (`listeners`, `advertised.listeners`); an
 empty host means all interfaces.
@@ -151,7 +152,7 @@ class Completion:
 
 
 class RequestLimit:
-    """At most `limit` requests held at once (Kafka's `queued.max.requests`): `try_acquire` says
+    """At most `limit` requests held at once (`parked.max.requests`): `try_acquire` says
     whether one more may be taken, `release` gives its place back. Used on the event loop thread
     only, so it needs no lock."""
 
@@ -169,7 +170,7 @@ class RequestLimit:
         self.held -= 1
 
     def describe(self) -> str:
-        return f"{self.held} requests are already held (queued.max.requests={self.limit})"
+        return f"{self.held} requests are already held (parked.max.requests={self.limit})"
 
 
 class ServiceRuntime:

@@ -35,8 +35,8 @@ class CoordinatorServiceConfig(GroupConfig):
     num_io_threads: int = setting(ConfigType.INT, 32, at_least(1),
                                   doc="Threads serving the gRPC calls that answer at once; the calls "
                                       "that wait (JoinGroup, SyncGroup, commits) hold none.")
-    queued_max_requests: int = setting(
-        ConfigType.INT, 500, at_least(1),
+    parked_max_requests: int = setting(
+        ConfigType.INT, 10_000, at_least(1),
         doc="Waiting requests (JoinGroup, SyncGroup, OffsetCommit, DeleteGroups) held at once; one more "
             "is answered at once with THROTTLING_QUOTA_EXCEEDED.")
     offsets_topic_replication_factor: int = setting(

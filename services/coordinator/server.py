@@ -97,7 +97,7 @@ class CoordinatorServer:
         self.metrics = CoordinatorMetrics(self.coordinator_id, self.groups)
         self.runtime.add_servicer(coordinator_pb2_grpc.add_CoordinatorServiceServicer_to_server,
                                   CoordinatorServicer(self.groups, self.directory.snapshot,
-                                                      queued_max_requests=self.config.queued_max_requests))
+                                                      parked_max_requests=self.config.parked_max_requests))
         port = self.runtime.start()
         advertised = self.config.advertised_listener(port)
         self.endpoint = f"{advertised.host}:{advertised.port}"

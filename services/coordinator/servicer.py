@@ -3,7 +3,7 @@
 coordinator answers (the rebalance completes) or the caller's deadline passes, OffsetCommit and
 DeleteGroups until their write to `__consumer_offsets` is replicated: these run on the server's
 event loop and await the `Completion` the coordinator's callback resolves, so a waiting request
-holds no thread. They count against `queued.max.requests`; one more is answered at once with
+holds no thread. They count against `parked.max.requests`; one more is answered at once with
 THROTTLING_QUOTA_EXCEEDED. Every other call answers at once, in the runtime's executor.
 FindCoordinator is answered from the coordinator directory, as brokers answer it.
 """
@@ -25,7 +25,7 @@ from services.coordinator.group import GroupCoordinator, OffsetAndMetadata, Topi
 REQUEST_TIMED_OUT = ERRORS_BY_NAME["REQUEST_TIMED_OUT"].code
 REBALANCE_IN_PROGRESS = ERRORS_BY_NAME["REBALANCE_IN_PROGRESS"].code
 THROTTLING_QUOTA_EXCEEDED = ERRORS_BY_NAME["THROTTLING_QUOTA_EXCEEDED"].code
-DEFAULT_QUEUED_MAX_REQUESTS = 500
+DEFAULT_PARKED_MAX_REQUESTS = 10_000
 _DEFAULT_WAIT_S = 330.0
 
 
@@ -51,11 +51,11 @@ def client_host(context) -> str:
 
 class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
     def __init__(self, groups: GroupCoordinator, directory: Callable[[], DirectorySnapshot],
-                 clock: Clock = SYSTEM_CLOCK, queued_max_requests: int = DEFAULT_QUEUED_MAX_REQUESTS) -> None:
+                 clock: Clock = SYSTEM_CLOCK, parked_max_requests: int = DEFAULT_PARKED_MAX_REQUESTS) -> None:
         self.groups = groups
         self.directory = directory
         self.clock = clock
-        self.waiting = RequestLimit(queued_max_requests)
+        self.waiting = RequestLimit(parked_max_requests)
 
     async def _call_and_wait(self, start: Callable[[Completion], None], timeout_s: float) -> Any:
         """`start(reply)` hands the request to the coordinator; its answer, or None once

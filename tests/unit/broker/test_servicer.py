@@ -1,5 +1,5 @@
 """The broker's gRPC servicer on the shared runtime: parked produces and fetches hold no thread,
-complete from another thread, and beyond `queued.max.requests` are refused at once."""
+complete from another thread, and beyond `parked.max.requests` are refused at once."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ class ParkingReplicaManager(Parked):
 @pytest.fixture
 def broker():
     manager = ParkingReplicaManager()
-    servicer = BrokerServicer(1, manager, MetadataCache(), fetch_max_bytes=1 << 20, queued_max_requests=LIMIT)
+    servicer = BrokerServicer(1, manager, MetadataCache(), fetch_max_bytes=1 << 20, parked_max_requests=LIMIT)
     with serving(broker_pb2_grpc.add_BrokerServiceServicer_to_server, servicer) as channel:
         yield manager, broker_pb2_grpc.BrokerServiceStub(channel)
 
@@ -73,7 +73,7 @@ def test_requests_beyond_the_limit_are_refused_at_once(broker):
     parked = [stub.Fetch.future(fetch_request(), timeout=30) for _ in range(LIMIT)]
     wait_until(lambda: len(manager) == LIMIT, 10, 0.01, message="the fetches to park")
     refused = stub.Fetch(fetch_request(), timeout=10)
-    assert refused.error_code == THROTTLED and "queued.max.requests=3" in refused.error_message
+    assert refused.error_code == THROTTLED and "parked.max.requests=3" in refused.error_message
     partition = stub.Produce(produce_request(), timeout=10).responses[0].partition_responses[0]
     assert partition.error_code == THROTTLED
     follower = stub.Fetch.future(fetch_request(replica_id=2), timeout=30)

@@ -1,5 +1,5 @@
 """The coordinator's gRPC servicer on the shared runtime: JoinGroup, SyncGroup and commits wait
-without holding a thread, and beyond `queued.max.requests` are refused at once."""
+without holding a thread, and beyond `parked.max.requests` are refused at once."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ class ParkingGroups(Parked):
 @pytest.fixture
 def coordinator():
     groups = ParkingGroups()
-    servicer = CoordinatorServicer(groups, DirectorySnapshot, queued_max_requests=LIMIT)
+    servicer = CoordinatorServicer(groups, DirectorySnapshot, parked_max_requests=LIMIT)
     with serving(coordinator_pb2_grpc.add_CoordinatorServiceServicer_to_server, servicer) as channel:
         yield groups, coordinator_pb2_grpc.CoordinatorServiceStub(channel)
 
@@ -79,7 +79,7 @@ def test_waiting_calls_beyond_the_limit_are_refused_at_once(coordinator):
     parked = [stub.JoinGroup.future(join_request(), timeout=30) for _ in range(LIMIT)]
     wait_until(lambda: len(groups) == LIMIT, 10, 0.01, message="the joins to wait")
     refused = stub.JoinGroup(join_request(), timeout=10)
-    assert refused.error_code == THROTTLED and "queued.max.requests=3" in refused.error_message
+    assert refused.error_code == THROTTLED and "parked.max.requests=3" in refused.error_message
     assert stub.SyncGroup(pb.SyncGroupRequest(group_id="g"), timeout=10).error_code == THROTTLED
     committed = stub.OffsetCommit(commit_request(), timeout=10).topics[0].partitions[0]
     assert committed.error_code == THROTTLED
