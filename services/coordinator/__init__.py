@@ -1,1 +1,1 @@
-"""The coordinator service: consumer groups, committed offsets, producer ids and transactions."""
+"""The coordinator service: consumer groups and their committed offsets, kept in `__consumer_offsets`."""

@@ -104,9 +104,13 @@ def test_stale_broker_epoch_is_refused():
     assert context.shutting_down_broker_ids == set()
 
 
-def test_newer_or_unknown_broker_epoch_is_accepted():
-    shut_down(cluster(), 1, broker_epoch=500)
-    shut_down(cluster(), 1, broker_epoch=-1)
+@pytest.mark.parametrize("broker_epoch", [500, -1])
+def test_newer_or_unknown_broker_epoch_is_accepted(broker_epoch):
+    context = cluster()
+    outcome = shut_down(context, 1, broker_epoch=broker_epoch)
+    assert context.shutting_down_broker_ids == {1}
+    assert context.partition_leadership(tp("t", 0)).leader_and_isr.leader == 2
+    assert outcome.remaining_partitions == [] and outcome.failures == []
 
 
 def test_unknown_broker_is_refused():
