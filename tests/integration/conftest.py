@@ -9,8 +9,12 @@ import contextlib
 from collections.abc import Callable, Iterator
 
 import pytest
+from kazoo.client import KazooClient
 
+from services.clients.admin import Admin
 from services.clients.launcher import LocalCluster
+from services.clients.lowlevel import LowLevelClient
+from services.common.zk import OdradekZkClient
 
 # Short timeouts so failure handling shows within a test's patience.
 TEST_BROKER_CONFIG = {
@@ -80,3 +84,35 @@ def module_cluster(request: pytest.FixtureRequest, zookeeper, zk_root_client, tm
             print(f"\n===== service logs of {cluster.base_dir} =====\n{cluster.dump_logs()}")
         cluster.stop(timeout_s=15)
         zk_root_client.delete(chroot, recursive=True)
+
+
+@pytest.fixture(scope="module")
+def client_config() -> dict[str, int]:
+    """Settings of the module's `admin` and `writer`; a module overrides this fixture with its own."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def admin(cluster: LocalCluster, client_config: dict[str, int]) -> Iterator[Admin]:
+    """An Admin of the module's cluster: for modules whose `cluster` fixture is module-scoped."""
+    with Admin(bootstrap_servers=cluster.bootstrap_servers, **client_config) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def writer(cluster: LocalCluster, client_config: dict[str, int]) -> Iterator[LowLevelClient]:
+    """A LowLevelClient of the module's cluster that tests produce with."""
+    with LowLevelClient(bootstrap_servers=cluster.bootstrap_servers, **client_config) as client:
+        yield client
+
+
+@contextlib.contextmanager
+def zk_session(connect_string: str) -> Iterator[OdradekZkClient]:
+    """Odradek's ZooKeeper layer over a session of its own, closed however the block ends."""
+    client = KazooClient(hosts=connect_string)
+    client.start()
+    try:
+        yield OdradekZkClient(client)
+    finally:
+        client.stop()
+        client.close()

@@ -35,22 +35,15 @@ CONSUMER_CONFIG = {**CLIENT_CONFIG, "fetch_max_wait_ms": 100, "reconnect_backoff
 
 
 @pytest.fixture(scope="module")
+def client_config() -> dict[str, int]:
+    return CLIENT_CONFIG
+
+
+@pytest.fixture(scope="module")
 def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path_factory) -> Iterator[LocalCluster]:
     with module_cluster(request, zookeeper, _zk_root_client, tmp_path_factory, "consumer", brokers=3,
                         controllers=1) as local:
         yield local
-
-
-@pytest.fixture(scope="module")
-def admin(cluster: LocalCluster) -> Iterator[Admin]:
-    with Admin(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
-def producer(cluster: LocalCluster) -> Iterator[LowLevelClient]:
-    with LowLevelClient(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG) as client:
-        yield client
 
 
 def create_topic(admin: Admin, name: str, partitions: int = 1, replication: int = 1, **configs: str) -> str:
@@ -80,13 +73,13 @@ def poll_until(consumer: Consumer, count: int, timeout_s: float = 20, max_record
     return records
 
 
-def test_poll_reads_every_partition_in_offset_order(cluster, admin, producer):
+def test_poll_reads_every_partition_in_offset_order(cluster, admin, writer):
     topic = create_topic(admin, "orders", partitions=3)
     expected = {}
     for p in range(3):
         values = [b"p%d-%04d" % (p, i) for i in range(300)]
         for start in range(0, 300, 60):
-            produce(producer, topic, p, values[start:start + 60])
+            produce(writer, topic, p, values[start:start + 60])
         expected[TopicPartition(topic, p)] = values
     with consumer_for(cluster, auto_offset_reset="earliest", max_poll_records=100,
                       max_partition_fetch_bytes=4096) as consumer:
@@ -118,10 +111,10 @@ def test_poll_reads_every_partition_in_offset_order(cluster, admin, producer):
         assert consumer.partitions_for("no-such-topic", timeout_ms=2000) == []
 
 
-def test_seek_and_positions(cluster, admin, producer):
+def test_seek_and_positions(cluster, admin, writer):
     topic = create_topic(admin, "seeks")
     tp = TopicPartition(topic, 0)
-    produce(producer, topic, 0, [b"v%d" % i for i in range(50)], keys=[b"k%d" % i for i in range(50)])
+    produce(writer, topic, 0, [b"v%d" % i for i in range(50)], keys=[b"k%d" % i for i in range(50)])
     with consumer_for(cluster, auto_offset_reset="latest", key_deserializer=bytes.decode) as consumer:
         consumer.assign([tp])
         assert consumer.position(tp) == 50  # lazily reset to the end
@@ -134,13 +127,13 @@ def test_seek_and_positions(cluster, admin, producer):
         assert poll_until(consumer, 1)[0].offset == 0
         consumer.seek_to_end()  # lazy: the end is looked up by the next poll or position()
         assert consumer.position(tp) == 50
-        produce(producer, topic, 0, [b"late"])
+        produce(writer, topic, 0, [b"late"])
         (late,) = poll_until(consumer, 1)
         assert (late.offset, late.value) == (50, b"late")
         assert consumer.position(tp) == 51
 
 
-def test_positions_on_a_partition_never_written(cluster, admin, producer):
+def test_positions_on_a_partition_never_written(cluster, admin, writer):
     """An empty log's leader epoch is known from the moment it leads, so the position resolves."""
     topic = create_topic(admin, "empty", replication=3)
     tp = TopicPartition(topic, 0)
@@ -150,16 +143,16 @@ def test_positions_on_a_partition_never_written(cluster, admin, producer):
         assert consumer.position(tp, timeout_ms=10000) == 0
         consumer.seek_to_beginning(tp)
         assert consumer.position(tp, timeout_ms=10000) == 0
-        produce(producer, topic, 0, [b"first"])
+        produce(writer, topic, 0, [b"first"])
         (first,) = poll_until(consumer, 1)
         assert (first.offset, first.value) == (0, b"first")
 
 
-def test_pause_keeps_a_partition_back_until_resumed(cluster, admin, producer):
+def test_pause_keeps_a_partition_back_until_resumed(cluster, admin, writer):
     topic = create_topic(admin, "paused", partitions=2)
     a, b = TopicPartition(topic, 0), TopicPartition(topic, 1)
     for tp in (a, b):
-        produce(producer, topic, tp.partition, [b"%d-%d" % (tp.partition, i) for i in range(10)])
+        produce(writer, topic, tp.partition, [b"%d-%d" % (tp.partition, i) for i in range(10)])
     with consumer_for(cluster, auto_offset_reset="earliest") as consumer:
         consumer.assign([a, b])
         consumer.pause(a)
@@ -172,7 +165,7 @@ def test_pause_keeps_a_partition_back_until_resumed(cluster, admin, producer):
         records = poll_until(consumer, 10)
         assert [(r.partition, r.offset) for r in records] == [(0, i) for i in range(10)]
         # records already fetched for a partition paused afterwards are held back, then returned in order
-        produce(producer, topic, 1, [b"kept-%d" % i for i in range(5)])
+        produce(writer, topic, 1, [b"kept-%d" % i for i in range(5)])
         (first,) = poll_until(consumer, 1, max_records=1)
         assert (first.partition, first.value) == (1, b"kept-0")
         consumer.pause(b)
@@ -181,11 +174,11 @@ def test_pause_keeps_a_partition_back_until_resumed(cluster, admin, producer):
         assert [r.value for r in poll_until(consumer, 4)] == [b"kept-%d" % i for i in range(1, 5)]
 
 
-def test_offset_lookups(cluster, admin, producer):
+def test_offset_lookups(cluster, admin, writer):
     topic = create_topic(admin, "times")
     tp = TopicPartition(topic, 0)
     for i in range(5):
-        produce(producer, topic, 0, [b"a%d" % i, b"b%d" % i], timestamps=[1000 * (i + 1), 1000 * (i + 1) + 500])
+        produce(writer, topic, 0, [b"a%d" % i, b"b%d" % i], timestamps=[1000 * (i + 1), 1000 * (i + 1) + 500])
     with consumer_for(cluster) as consumer:
         assert consumer.beginning_offsets([tp]) == {tp: 0}
         assert consumer.end_offsets([tp]) == {tp: 10}
@@ -198,10 +191,10 @@ def test_offset_lookups(cluster, admin, producer):
             consumer.offsets_for_times({tp: -5})
 
 
-def test_auto_offset_reset_policies(cluster, admin, producer):
+def test_auto_offset_reset_policies(cluster, admin, writer):
     topic = create_topic(admin, "resets")
     tp = TopicPartition(topic, 0)
-    produce(producer, topic, 0, [b"old-%d" % i for i in range(5)])
+    produce(writer, topic, 0, [b"old-%d" % i for i in range(5)])
     with consumer_for(cluster, auto_offset_reset="earliest") as consumer:
         consumer.assign([tp])
         assert [r.value for r in poll_until(consumer, 5)] == [b"old-%d" % i for i in range(5)]
@@ -210,7 +203,7 @@ def test_auto_offset_reset_policies(cluster, admin, producer):
     with consumer_for(cluster, auto_offset_reset="latest") as consumer:
         consumer.assign([tp])
         assert consumer.position(tp) == 5
-        produce(producer, topic, 0, [b"new"])
+        produce(writer, topic, 0, [b"new"])
         assert [r.value for r in poll_until(consumer, 1)] == [b"new"]
     with consumer_for(cluster, auto_offset_reset="none") as consumer:
         consumer.assign([tp])
@@ -232,10 +225,10 @@ def test_auto_offset_reset_policies(cluster, admin, producer):
         assert [r.offset for r in poll_until(consumer, 3)] == [3, 4, 5]
 
 
-def test_iteration_stops_after_consumer_timeout_and_wakeup_interrupts_poll(cluster, admin, producer):
+def test_iteration_stops_after_consumer_timeout_and_wakeup_interrupts_poll(cluster, admin, writer):
     topic = create_topic(admin, "iterated")
     tp = TopicPartition(topic, 0)
-    produce(producer, topic, 0, [b"i%d" % i for i in range(25)])
+    produce(writer, topic, 0, [b"i%d" % i for i in range(25)])
     with consumer_for(cluster, auto_offset_reset="earliest", consumer_timeout_ms=1000,
                       max_poll_records=10) as consumer:
         consumer.assign([tp])
@@ -252,19 +245,19 @@ def test_iteration_stops_after_consumer_timeout_and_wakeup_interrupts_poll(clust
             consumer.poll(timeout_ms=30000)
         timer.join()
         assert time.monotonic() - started < 10
-        produce(producer, topic, 0, [b"after"])
+        produce(writer, topic, 0, [b"after"])
         for record in consumer:
             assert record.value == b"after"
             consumer.close()
         assert consumer.closed
 
 
-def test_consumer_follows_a_leader_killed_mid_consumption(cluster, admin, producer):
+def test_consumer_follows_a_leader_killed_mid_consumption(cluster, admin, writer):
     topic = create_topic(admin, "failover", replication=3, **{"min.insync.replicas": "2"})
     tp = TopicPartition(topic, 0)
     expected = [b"before-%04d" % i for i in range(1000)]
     for start in range(0, 1000, 100):
-        produce(producer, topic, 0, expected[start:start + 100])
+        produce(writer, topic, 0, expected[start:start + 100])
     (description,) = admin.describe_topics([topic]).values()
     old_leader = description.partitions[0].leader
     killed = cluster.broker_name(old_leader)
@@ -282,7 +275,7 @@ def test_consumer_follows_a_leader_killed_mid_consumption(cluster, admin, produc
             wait_until(new_leader, 30, 0.2, message="a new leader")
             after = [b"after-%04d" % i for i in range(200)]
             for start in range(0, 200, 50):
-                produce(producer, topic, 0, after[start:start + 50])
+                produce(writer, topic, 0, after[start:start + 50])
             expected += after
             seen += poll_until(consumer, len(expected) - len(seen), timeout_s=40)
             assert consumer.poll(timeout_ms=500).count() == 0

@@ -46,22 +46,15 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
+def client_config() -> dict[str, int]:
+    return CLIENT_CONFIG
+
+
+@pytest.fixture(scope="module")
 def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path_factory) -> Iterator[LocalCluster]:
     with module_cluster(request, zookeeper, _zk_root_client, tmp_path_factory, "groups", brokers=3, controllers=1,
                         coordinators=2, coordinator_config=COORDINATOR_CONFIG) as local:
         yield local
-
-
-@pytest.fixture(scope="module")
-def admin(cluster: LocalCluster) -> Iterator[Admin]:
-    with Admin(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
-def writer(cluster: LocalCluster) -> Iterator[LowLevelClient]:
-    with LowLevelClient(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG) as client:
-        yield client
 
 
 def create_topic(admin: Admin, name: str, partitions: int, replication: int = 2) -> str:

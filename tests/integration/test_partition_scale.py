@@ -10,9 +10,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from kazoo.client import KazooClient
 
-from services.clients.admin import Admin
 from services.clients.admin_types import NewTopic
 from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
@@ -20,11 +18,16 @@ from services.common.errors import KafkaError
 from services.common.proc import wait_until
 from services.common.records import build_batch
 from services.common.zk import OdradekZkClient
-from tests.integration.conftest import module_cluster
+from tests.integration.conftest import module_cluster, zk_session
 
 PARTITIONS = 4000
 CLIENT_CONFIG = {"request_timeout_ms": 30000, "retry_backoff_ms": 100, "default_api_timeout_ms": 120000}
 READY_TIMEOUT_S = 90
+
+
+@pytest.fixture(scope="module")
+def client_config() -> dict[str, int]:
+    return CLIENT_CONFIG
 
 
 @pytest.fixture(scope="module")
@@ -36,18 +39,7 @@ def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path
 
 @pytest.fixture(scope="module")
 def zk(cluster: LocalCluster, zookeeper) -> Iterator[OdradekZkClient]:
-    client = KazooClient(hosts=f"{zookeeper.connect_string}{cluster.chroot}")
-    client.start()
-    try:
-        yield OdradekZkClient(client)
-    finally:
-        client.stop()
-        client.close()
-
-
-@pytest.fixture(scope="module")
-def admin(cluster: LocalCluster) -> Iterator[Admin]:
-    with Admin(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG) as client:
+    with zk_session(f"{zookeeper.connect_string}{cluster.chroot}") as client:
         yield client
 
 

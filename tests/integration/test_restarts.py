@@ -51,6 +51,11 @@ NOT_CONTROLLER = code_of("NOT_CONTROLLER")
 
 
 @pytest.fixture(scope="module")
+def client_config() -> dict[str, int]:
+    return CLIENT_CONFIG
+
+
+@pytest.fixture(scope="module")
 def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path_factory) -> Iterator[LocalCluster]:
     with module_cluster(request, zookeeper, _zk_root_client, tmp_path_factory, "restarts", brokers=3,
                         controllers=2, coordinators=1, coordinator_config=COORDINATOR_CONFIG) as local:
@@ -69,18 +74,6 @@ def zk_raw(cluster: LocalCluster, zookeeper) -> Iterator[KazooClient]:
 @pytest.fixture(scope="module")
 def zk(zk_raw: KazooClient) -> OdradekZkClient:
     return OdradekZkClient(zk_raw)
-
-
-@pytest.fixture(scope="module")
-def admin(cluster: LocalCluster) -> Iterator[Admin]:
-    with Admin(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
-def writer(cluster: LocalCluster) -> Iterator[LowLevelClient]:
-    with LowLevelClient(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG) as client:
-        yield client
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ import os
 from collections.abc import Iterator
 
 import pytest
-from kazoo.client import KazooClient
 
 from services.clients.admin import Admin
 from services.clients.admin_types import NewTopic
@@ -18,6 +17,7 @@ from services.clients.lowlevel import LowLevelClient
 from services.common.proc import wait_until
 from services.common.records import build_batch, iter_records
 from services.common.zk import OdradekZkClient
+from tests.integration.conftest import zk_session
 
 PARTITIONS = 2000
 TOPIC = "wide-doomed"
@@ -32,13 +32,8 @@ def cluster(cluster_factory) -> LocalCluster:
 
 @pytest.fixture
 def zk(cluster: LocalCluster) -> Iterator[OdradekZkClient]:
-    client = KazooClient(hosts=cluster.zookeeper_connect)
-    client.start()
-    try:
-        yield OdradekZkClient(client)
-    finally:
-        client.stop()
-        client.close()
+    with zk_session(cluster.zookeeper_connect) as client:
+        yield client
 
 
 def topic_dirs(cluster: LocalCluster, topic: str) -> dict[str, list[str]]:
