@@ -13,7 +13,7 @@ from services.common.config import (
     one_of,
     setting,
 )
-from services.common.service import Listener, parse_listener
+from services.common.service import DEFAULT_PARKED_MAX_REQUESTS, Listener, parse_listener
 
 LONG_MAX = 2**63 - 1
 
@@ -33,7 +33,7 @@ class BrokerConfig(Config):
         doc="Threads serving the gRPC calls that do not run on the event loop (controller requests, "
             "metadata); produce and fetch run on the loop, and a parked one holds no thread.")
     parked_max_requests: int = setting(
-        ConfigType.INT, 10_000, at_least(1),
+        ConfigType.INT, DEFAULT_PARKED_MAX_REQUESTS, at_least(1),
         doc="Client produce and fetch requests the broker holds at once, being handled or parked in a "
             "purgatory (followers' fetches are not counted); one more is answered at once with "
             "THROTTLING_QUOTA_EXCEEDED.")

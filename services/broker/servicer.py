@@ -26,7 +26,7 @@ from services.common.coordinator_lookup import coordinator_nodes, find_coordinat
 from services.common.errors import ERRORS_BY_NAME, KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
 from services.common.pb.odradek.common.v1 import common_pb2
-from services.common.service import Completion, RequestLimit
+from services.common.service import DEFAULT_PARKED_MAX_REQUESTS, Completion, RequestLimit
 from services.common.zk.coordinator_directory import DirectorySnapshot
 
 logger = logging.getLogger(__name__)
@@ -37,7 +37,6 @@ INVALID_TOPIC = ERRORS_BY_NAME["INVALID_TOPIC_EXCEPTION"].code
 REQUEST_TIMED_OUT = ERRORS_BY_NAME["REQUEST_TIMED_OUT"].code
 THROTTLING_QUOTA_EXCEEDED = ERRORS_BY_NAME["THROTTLING_QUOTA_EXCEEDED"].code
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
-DEFAULT_PARKED_MAX_REQUESTS = 10_000
 _WAIT_SLACK_S = 5.0
 # a produce carrying more runs its append (validation, CRC, the write) in the executor, where
 # several overlap and the loop goes on serving meanwhile; a smaller one costs less inline

@@ -151,6 +151,9 @@ class Completion:
             timer.cancel()
 
 
+DEFAULT_PARKED_MAX_REQUESTS = 10_000
+
+
 class RequestLimit:
     """At most `limit` requests held at once (`parked.max.requests`): `try_acquire` says
     whether one more may be taken, `release` gives its place back. Used on the event loop thread

@@ -11,7 +11,7 @@ broker.
 from __future__ import annotations
 
 from services.common.config import REQUIRED, ConfigType, at_least, setting
-from services.common.service import Listener, parse_listener
+from services.common.service import DEFAULT_PARKED_MAX_REQUESTS, Listener, parse_listener
 from services.coordinator.group.config import GroupConfig
 
 DEFAULT_HOST = "127.0.0.1"
@@ -36,7 +36,7 @@ class CoordinatorServiceConfig(GroupConfig):
                                   doc="Threads serving the gRPC calls that answer at once; the calls "
                                       "that wait (JoinGroup, SyncGroup, commits) hold none.")
     parked_max_requests: int = setting(
-        ConfigType.INT, 10_000, at_least(1),
+        ConfigType.INT, DEFAULT_PARKED_MAX_REQUESTS, at_least(1),
         doc="Waiting requests (JoinGroup, SyncGroup, OffsetCommit, DeleteGroups) held at once; one more "
             "is answered at once with THROTTLING_QUOTA_EXCEEDED.")
     offsets_topic_replication_factor: int = setting(

@@ -18,14 +18,13 @@ from services.common.coordinator_lookup import find_coordinator
 from services.common.errors import ERRORS_BY_NAME
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2_grpc
-from services.common.service import Completion, RequestLimit
+from services.common.service import DEFAULT_PARKED_MAX_REQUESTS, Completion, RequestLimit
 from services.common.zk.coordinator_directory import DirectorySnapshot
 from services.coordinator.group import GroupCoordinator, OffsetAndMetadata, TopicPartition
 
 REQUEST_TIMED_OUT = ERRORS_BY_NAME["REQUEST_TIMED_OUT"].code
 REBALANCE_IN_PROGRESS = ERRORS_BY_NAME["REBALANCE_IN_PROGRESS"].code
 THROTTLING_QUOTA_EXCEEDED = ERRORS_BY_NAME["THROTTLING_QUOTA_EXCEEDED"].code
-DEFAULT_PARKED_MAX_REQUESTS = 10_000
 _DEFAULT_WAIT_S = 330.0
 
 
