@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -21,11 +22,38 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
+EPHEMERAL_RANGE_PATH = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LISTEN_PORT_SPAN = 12_000
+_handed_out_ports: set[int] = set()
+
+
+def listen_port_range() -> range:
+    """Ports below the kernel's ephemeral range: no outgoing connection is ever given one, so a
+    port chosen here stays free until its service binds it, and again when the service restarts."""
+    try:
+        ephemeral_low = int(EPHEMERAL_RANGE_PATH.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32768
+    high = max(ephemeral_low, 2048)
+    return range(max(1024, high - LISTEN_PORT_SPAN), high)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free on `host` a moment ago (the kernel's choice for port 0)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+    """A TCP port free on `host` now, outside the ephemeral range, never handed out twice by
+    this process (a cluster's ports are all chosen before its first service binds one)."""
+    candidates = listen_port_range()
+    for _ in range(len(candidates)):
+        port = random.choice(candidates)
+        if port in _handed_out_ports:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+        _handed_out_ports.add(port)
+        return port
+    raise RuntimeError(f"no free port on {host} in {candidates.start}-{candidates.stop - 1}")
 
 
 def wait_until(

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import socket
 import sys
 
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from services.common.proc import (
+    free_port,
+    listen_port_range,
     pid_alive,
     read_pid_file,
     running_pid_from_file,
@@ -26,6 +29,15 @@ def test_wait_until_returns_value_or_times_out():
     assert wait_until(lambda: calls.append(1) or len(calls) >= 3 and "done", 5, 0.001) == "done"
     with pytest.raises(TimeoutError, match="the moon"):
         wait_until(lambda: False, 0.05, 0.01, message=lambda: "the moon")
+
+
+def test_free_ports_are_distinct_bindable_and_never_ephemeral():
+    ephemeral_low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    ports = [free_port() for _ in range(50)]
+    assert len(set(ports)) == 50
+    assert all(port in listen_port_range() and port < ephemeral_low for port in ports)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", ports[0]))
 
 
 def test_child_stopped_by_pid_even_when_it_ignores_sigterm(tmp_path):
