@@ -24,8 +24,16 @@ system-deps:
 	    exit 1; \
 	  fi; \
 	fi
+	@if ! command -v cc >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing a C compiler for the compiled record check (Debian package gcc)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc >/dev/null; \
+	  else \
+	    echo "no C compiler: records are checked by the slower Python form" >&2; \
+	  fi; \
+	fi
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml services/common/records/_framing.c
 	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'

@@ -6,7 +6,7 @@ INVALID_REQUEST for an empty key.
 
 from __future__ import annotations
 
-from services.common.errors import ERRORS_BY_NAME
+from services.common.errors import Errors
 from services.common.hashing import coordinator_partition
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.zk.coordinator_directory import DirectorySnapshot, coordinator_address
@@ -14,8 +14,6 @@ from services.common.zk.coordinator_directory import DirectorySnapshot, coordina
 GROUP_METADATA_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 INTERNAL_TOPIC_PARTITIONS = 50
-COORDINATOR_NOT_AVAILABLE = ERRORS_BY_NAME["COORDINATOR_NOT_AVAILABLE"].code
-INVALID_REQUEST = ERRORS_BY_NAME["INVALID_REQUEST"].code
 
 
 def internal_topic_for(key_type: int) -> str:
@@ -26,14 +24,14 @@ def find_coordinator(snapshot: DirectorySnapshot, key: str, key_type: int,
                      num_partitions: int = INTERNAL_TOPIC_PARTITIONS) -> common_pb2.FindCoordinatorResponse:
     no_node = common_pb2.Node(node_id=-1, host="", port=-1)
     if not key:
-        return common_pb2.FindCoordinatorResponse(error_code=INVALID_REQUEST, coordinator=no_node,
+        return common_pb2.FindCoordinatorResponse(error_code=Errors.INVALID_REQUEST, coordinator=no_node,
                                                   error_message="the coordinator key must not be empty")
     topic = internal_topic_for(key_type)
     partition = coordinator_partition(key, num_partitions)
     owner = snapshot.owner_of(topic, partition)
     if owner is None:
         return common_pb2.FindCoordinatorResponse(
-            error_code=COORDINATOR_NOT_AVAILABLE, coordinator=no_node,
+            error_code=Errors.COORDINATOR_NOT_AVAILABLE, coordinator=no_node,
             error_message=f"no live coordinator owns {topic}-{partition} yet")
     host, port = coordinator_address(owner)
     return common_pb2.FindCoordinatorResponse(

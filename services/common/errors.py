@@ -7,6 +7,7 @@ Per-partition results carry these codes in an `error_code` field; Python callers
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import IntEnum
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +136,10 @@ _TABLE = [
 ERRORS_BY_CODE: dict[int, ErrorCode] = {row[0]: ErrorCode(*row) for row in _TABLE}
 ERRORS_BY_NAME: dict[str, ErrorCode] = {e.name: e for e in ERRORS_BY_CODE.values()}
 
-NONE = 0
+Errors = IntEnum("Errors", {row[1]: row[0] for row in _TABLE}, module=__name__)
+"""Every error code by name, the one way code names a code: `Errors.NOT_COORDINATOR` is an `int`
+(16), so it goes straight into a protobuf `error_code` field and compares equal to one read back;
+`Errors(16).name` is "NOT_COORDINATOR"."""
 
 
 def error_for_code(code: int) -> ErrorCode:
@@ -144,10 +148,6 @@ def error_for_code(code: int) -> ErrorCode:
     if found is None:
         return ErrorCode(code, f"UNKNOWN_ERROR_CODE_{code}", False, False, "An error code unknown to this client.")
     return found
-
-
-def code_of(name: str) -> int:
-    return ERRORS_BY_NAME[name].code
 
 
 class KafkaError(Exception):
@@ -192,5 +192,5 @@ class KafkaError(Exception):
 
 def raise_for_code(code: int, message: str = "") -> None:
     """Raises a KafkaError for any code but NONE."""
-    if code != NONE:
+    if code != Errors.NONE:
         raise KafkaError.from_code(code, message)

@@ -5,8 +5,8 @@ import pytest
 from services.common.errors import (
     ERRORS_BY_CODE,
     ERRORS_BY_NAME,
+    Errors,
     KafkaError,
-    code_of,
     error_for_code,
     raise_for_code,
 )
@@ -42,11 +42,11 @@ def test_known_codes(name, code, retriable, invalid_metadata):
     spec = ERRORS_BY_NAME[name]
     assert (spec.code, spec.retriable, spec.invalid_metadata) == (code, retriable, invalid_metadata)
     assert error_for_code(code) is spec
-    assert code_of(name) == code
+    assert Errors[name] == code and Errors(code).name == name
 
 
 def test_table_is_consistent():
-    assert len(ERRORS_BY_CODE) == len(ERRORS_BY_NAME)
+    assert len(ERRORS_BY_CODE) == len(ERRORS_BY_NAME) == len(Errors)
     assert sorted(ERRORS_BY_CODE) == list(range(-1, max(ERRORS_BY_CODE) + 1))
     assert all(spec.retriable for spec in ERRORS_BY_CODE.values() if spec.invalid_metadata)
 

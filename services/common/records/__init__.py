@@ -1,7 +1,8 @@
-"""Kafka's RecordBatch v2 format: header handling for servers, encoding and decoding for clients.
+"""Kafka's RecordBatch v2 format: headers, encoding, and the one reader of records.
 
-`batch` owns the 61-byte header, `builder` encodes records, `reader` decodes them,
-`compression` holds the codecs and `varint` the zigzag varints.
+`batch` owns the 61-byte header, `builder` encodes records, `reader` checks and decodes them
+(the only code that walks records; `_framing.c` is its compiled framing check), `compression`
+holds the codecs and `varint` the zigzag varints.
 """
 
 from services.common.records.batch import (

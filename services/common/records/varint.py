@@ -38,21 +38,25 @@ def size_of_varint(value: int) -> int:
     return size
 
 
-def decode_varint(buf, pos: int) -> tuple[int, int]:
-    """Reads a zigzag varint at `pos`; returns (value, next position). Raises ValueError if cut."""
+def decode_varint(buf, pos: int, max_bytes: int = 10, end: int | None = None) -> tuple[int, int]:
+    """Reads a zigzag varint at `pos`; returns (value, next position).
+
+    Raises ValueError if it runs past `end` (the buffer's end by default) or is longer than
+    `max_bytes` (Kafka's limits: 5 for a varint, 10 for a varlong).
+    """
+    limit = len(buf) if end is None else end
     result = 0
     shift = 0
-    while True:
-        if pos >= len(buf):
-            raise ValueError("varint runs past the end of the buffer")
+    for _ in range(max_bytes):
+        if pos >= limit:
+            raise ValueError("varint runs past the end of its buffer")
         byte = buf[pos]
         pos += 1
         result |= (byte & 0x7F) << shift
         if byte < 0x80:
             return (result >> 1) ^ -(result & 1), pos
         shift += 7
-        if shift > 63:
-            raise ValueError("varint is longer than 10 bytes")
+    raise ValueError(f"varint is longer than {max_bytes} bytes")
 
 
 ZIGZAG_BYTES: list[bytes] = [

@@ -17,15 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from services.common.zk.codec import (
-    TopicPartition,
-    as_int,
-    decode_partition_list,
-    dumps,
-    encode_partition_list,
-    loads_object,
-    segment,
-)
+from services.common.topic_partition import TopicPartition
+from services.common.zk.codec import as_int, decode_partition_list, dumps, encode_partition_list, loads_object, segment
 from services.common.zk.codec import field as required
 from services.common.zk.errors import ZnodeFormatError
 

@@ -4,7 +4,7 @@ and a clock for registration timestamps:
 
     zk = OdradekZkClient(kazoo_client)
     zk.ensure_paths()
-    epoch = zk.register_broker(BrokerInfo(1, (EndPoint("PLAINTEXT", "h1", 9092),)))
+    epoch = zk.register_broker(BrokerInfo(1, (EndPoint("h1", 9092),)))
 
 The operations live in mixins by concern: `client_registry` (brokers, coordinators, cluster id,
 producer ids), `client_topics` (assignments, partition states, configs, ISR notifications),

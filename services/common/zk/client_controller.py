@@ -7,9 +7,10 @@ from collections.abc import Iterable
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from services.common.shared_types import INITIAL_CONTROLLER_EPOCH
+from services.common.topic_partition import TopicPartition
 from services.common.zk import admin, bounded, configs, controller, partition_state, topics
 from services.common.zk.access import Watch, ZkAccess
-from services.common.zk.codec import TopicPartition
 from services.common.zk.controller import ControllerEpoch, ControllerInfo
 from services.common.zk.errors import ControllerMovedError
 from services.common.zk.previous_session import await_previous_session
@@ -49,7 +50,7 @@ class ControllerOps(ZkAccess):
         )
 
     def _create_controller_epoch(self) -> ControllerEpoch:
-        initial = controller.INITIAL_CONTROLLER_EPOCH
+        initial = INITIAL_CONTROLLER_EPOCH
         try:
             self.zk.create(controller.CONTROLLER_EPOCH_PATH, controller.encode_controller_epoch(initial))
             return ControllerEpoch(initial, 0)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
+from services.common.topic_partition import TopicPartition
 from services.common.zk import consumers
 from services.common.zk.access import Watch, ZkAccess
-from services.common.zk.codec import TopicPartition
 from services.common.zk.consumers import ConsumerRegistration
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from services.common.shared_types import BrokerInfo
 from services.common.zk import brokers, cluster_id, coordinators, producer_ids
 from services.common.zk.access import Watch, ZkAccess
-from services.common.zk.brokers import BrokerAndEpoch, BrokerInfo
 from services.common.zk.codec import CONFLICT, ConditionalUpdate, Versioned
 from services.common.zk.coordinators import CoordinatorInfo, CoordinatorOwnership
 from services.common.zk.previous_session import await_previous_session
@@ -32,21 +32,20 @@ class RegistryOps(ZkAccess):
     def update_broker_info(self, info: BrokerInfo) -> None:
         self.zk.set(brokers.broker_path(info.broker_id), brokers.encode_broker(info))
 
-    def get_broker(self, broker_id: int) -> BrokerAndEpoch | None:
+    def get_broker(self, broker_id: int) -> BrokerInfo | None:
+        """A registration, its broker epoch the znode's czxid."""
         found = self._get(brokers.broker_path(broker_id))
         if found is None:
             return None
-        return BrokerAndEpoch(brokers.decode_broker(broker_id, found[0]), found[1].czxid)
+        return brokers.decode_broker(broker_id, found[0], found[1].czxid)
 
     def get_live_broker_ids(self, watch: Watch | None = None) -> list[int]:
         return sorted(int(name) for name in self._children(brokers.BROKER_IDS_PATH, watch))
 
-    def get_all_brokers(self) -> dict[int, BrokerAndEpoch]:
+    def get_all_brokers(self) -> dict[int, BrokerInfo]:
         ids = self.get_live_broker_ids()
         found = self._get_many((i, brokers.broker_path(i)) for i in ids)
-        return {
-            i: BrokerAndEpoch(brokers.decode_broker(i, data), stat.czxid) for i, (data, stat) in found.items()
-        }
+        return {i: brokers.decode_broker(i, data, stat.czxid) for i, (data, stat) in found.items()}
 
     def generate_broker_sequence_id(self) -> int:
         """A new broker sequence id: the data version of `/brokers/seqid` after an empty write."""

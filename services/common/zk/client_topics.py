@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from services.common.errors import KafkaError
+from services.common.topic_partition import TopicPartition
 from services.common.zk import bounded, configs, isr_change, partition_state, topics
 from services.common.zk.access import Watch, ZkAccess
-from services.common.zk.codec import CONFLICT, ConditionalUpdate, TopicPartition, Versioned
-from services.common.zk.partition_state import PartitionState
+from services.common.zk.codec import CONFLICT, ConditionalUpdate, Versioned
+from services.common.zk.partition_state import PartitionStateZnode
 from services.common.zk.topics import TopicAssignment
 
 SET_STATE_MULTI_ROUNDS = 3
@@ -102,7 +103,7 @@ class TopicOps(ZkAccess):
 
     def get_partition_state(
         self, tp: TopicPartition, watch: Watch | None = None
-    ) -> Versioned[PartitionState] | None:
+    ) -> Versioned[PartitionStateZnode] | None:
         found = self._get(partition_state.partition_state_path(tp), watch)
         if found is None:
             return None
@@ -110,13 +111,13 @@ class TopicOps(ZkAccess):
 
     def get_partition_states(
         self, tps: Iterable[TopicPartition]
-    ) -> dict[TopicPartition, Versioned[PartitionState]]:
+    ) -> dict[TopicPartition, Versioned[PartitionStateZnode]]:
         """States of these partitions (absent ones and ones that do not decode are left out)."""
         found = self._get_many((tp, partition_state.partition_state_path(tp)) for tp in tps)
         return self._decode_each(found, partition_state.decode_partition_state)
 
     def create_partition_states(
-        self, states: Mapping[TopicPartition, PartitionState], *, epoch_zk_version: int
+        self, states: Mapping[TopicPartition, PartitionStateZnode], *, epoch_zk_version: int
     ) -> PartitionStateUpdates:
         """Creates the state znodes (version 0) of new partitions with their missing parents, topic
         by topic in partition order, in fenced multis bounded by `bounded.pack`: a partition's parent
@@ -126,7 +127,7 @@ class TopicOps(ZkAccess):
         completes the work. A state znode that exists already is kept and reported in `retry` (reread
         it); partitions whose topic is gone are in `failed`. ControllerMovedError if fenced."""
         result = PartitionStateUpdates()
-        by_topic: dict[str, dict[TopicPartition, PartitionState]] = {}
+        by_topic: dict[str, dict[TopicPartition, PartitionStateZnode]] = {}
         for tp, state in sorted(states.items()):
             by_topic.setdefault(tp.topic, {})[tp] = state
         for topic, topic_states in by_topic.items():
@@ -136,7 +137,7 @@ class TopicOps(ZkAccess):
     def _create_topic_partition_states(
         self,
         topic: str,
-        states: dict[TopicPartition, PartitionState],
+        states: dict[TopicPartition, PartitionStateZnode],
         epoch_zk_version: int,
         result: PartitionStateUpdates,
     ) -> None:
@@ -173,7 +174,7 @@ class TopicOps(ZkAccess):
             ops = []
 
     def _create_partition_state(
-        self, tp: TopicPartition, state: PartitionState, epoch_zk_version: int, result: PartitionStateUpdates
+        self, tp: TopicPartition, state: PartitionStateZnode, epoch_zk_version: int, result: PartitionStateUpdates
     ) -> None:
         tx = self.fenced(epoch_zk_version)
         for parent in (partition_state.partitions_path(tp.topic), partition_state.partition_path(tp)):
@@ -190,7 +191,7 @@ class TopicOps(ZkAccess):
             result.updated[tp] = 0
 
     def set_partition_states(
-        self, updates: Mapping[TopicPartition, Versioned[PartitionState]], *, epoch_zk_version: int
+        self, updates: Mapping[TopicPartition, Versioned[PartitionStateZnode]], *, epoch_zk_version: int
     ) -> PartitionStateUpdates:
         """The controller's leader/ISR writes: each partition's new state, conditional on the version
         it replaces. They go in fenced multis bounded by `bounded.pack`, all sent before any answer
@@ -255,7 +256,7 @@ class TopicOps(ZkAccess):
                 result.failed[tp] = exc
 
     def update_leader_and_isr(
-        self, tp: TopicPartition, state: PartitionState, expected_version: int
+        self, tp: TopicPartition, state: PartitionStateZnode, expected_version: int
     ) -> ConditionalUpdate:
         """A partition leader's ISR change: writes `state` only if the znode is still at
         `expected_version`; returns the new version, or CONFLICT if the controller or another

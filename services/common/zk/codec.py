@@ -1,5 +1,5 @@
-"""What every znode module shares: compact JSON in and out, znode path segments, `TopicPartition`,
-`Versioned` (a decoded znode value paired with its ZooKeeper data version, `stat.version`) and
+"""What every znode module shares: compact JSON in and out, znode path segments, lists of
+partitions, `Versioned` (a decoded znode value paired with its ZooKeeper data version, `stat.version`) and
 `ConditionalUpdate` (the result of a write conditional on that version).
 
 JSON is written as Kafka's Jackson writes it, without spaces (`{"version":1,"leader":2}`), and

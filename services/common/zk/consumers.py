@@ -18,15 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from services.common.zk.codec import (
-    TopicPartition,
-    as_int,
-    decode_int,
-    dumps,
-    encode_int,
-    loads_object,
-    segment,
-)
+from services.common.topic_partition import TopicPartition
+from services.common.zk.codec import as_int, decode_int, dumps, encode_int, loads_object, segment
 from services.common.zk.codec import field as required
 from services.common.zk.errors import ZnodeFormatError
 

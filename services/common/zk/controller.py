@@ -23,7 +23,6 @@ from services.common.zk.codec import field as required
 
 CONTROLLER_PATH = "/controller"
 CONTROLLER_EPOCH_PATH = "/controller_epoch"
-INITIAL_CONTROLLER_EPOCH = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,9 +15,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from services.common.topic_partition import TopicPartition
 from services.common.zk import coordinators
 from services.common.zk.client import OdradekZkClient
-from services.common.zk.codec import TopicPartition
 from services.common.zk.coordinators import CoordinatorInfo, CoordinatorOwnership
 from services.common.zk.watches import ZkEvent, enqueue_watch
 

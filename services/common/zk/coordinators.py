@@ -28,7 +28,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from services.common.zk.codec import TopicPartition, as_int, dumps, loads_object
+from services.common.topic_partition import TopicPartition
+from services.common.zk.codec import as_int, dumps, loads_object
 from services.common.zk.codec import field as required
 from services.common.zk.errors import ZnodeFormatError
 

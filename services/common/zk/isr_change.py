@@ -14,14 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from services.common.topic_partition import TopicPartition
 from services.common.zk import bounded
-from services.common.zk.codec import (
-    TopicPartition,
-    decode_partition_list,
-    dumps,
-    encode_partition_list,
-    loads_object,
-)
+from services.common.zk.codec import decode_partition_list, dumps, encode_partition_list, loads_object
 from services.common.zk.codec import field as required
 
 ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"

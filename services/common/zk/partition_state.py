@@ -14,12 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.common.zk.codec import TopicPartition, as_int, dumps, loads_object
+from services.common.topic_partition import TopicPartition
+from services.common.zk.codec import as_int, dumps, loads_object
 from services.common.zk.codec import field as required
 from services.common.zk.errors import ZnodeFormatError
 from services.common.zk.topics import topic_path
-
-NO_LEADER = -1
 
 
 def partitions_path(topic: str) -> str:
@@ -35,14 +34,19 @@ def partition_state_path(tp: TopicPartition) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class PartitionState:
+class PartitionStateZnode:
+    """What a partition's state znode holds: leader, leader epoch, ISR and the epoch of the
+    controller that wrote it (Kafka's LeaderIsrAndControllerEpoch; its zkVersion is the data
+    version a `Versioned` pairs it with). Not to be confused with the controller's partition
+    state machine states (`services.controller.state.states.PartitionState`)."""
+
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
     controller_epoch: int
 
 
-def encode_partition_state(state: PartitionState) -> bytes:
+def encode_partition_state(state: PartitionStateZnode) -> bytes:
     return dumps(
         {
             "controller_epoch": state.controller_epoch,
@@ -54,13 +58,13 @@ def encode_partition_state(state: PartitionState) -> bytes:
     )
 
 
-def decode_partition_state(tp: TopicPartition, data: bytes | None) -> PartitionState:
+def decode_partition_state(tp: TopicPartition, data: bytes | None) -> PartitionStateZnode:
     what = partition_state_path(tp)
     obj = loads_object(data, what)
     isr = required(obj, "isr", what)
     if not isinstance(isr, list):
         raise ZnodeFormatError(f"{what}: isr must be a list, got {isr!r}")
-    return PartitionState(
+    return PartitionStateZnode(
         leader=as_int(required(obj, "leader", what), what),
         leader_epoch=as_int(required(obj, "leader_epoch", what), what),
         isr=tuple(as_int(b, what) for b in isr),

@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from services.common.shared_types import ReplicaAssignment
 from services.common.zk.codec import as_int, dumps, loads_object, segment
 from services.common.zk.codec import field as required
 from services.common.zk.errors import ZnodeFormatError
@@ -60,15 +61,6 @@ def new_topic_id() -> str:
         topic_id = topic_id_from_bytes(uuid.uuid4().bytes)
         if topic_id not in (ZERO_TOPIC_ID, METADATA_TOPIC_ID) and not topic_id.startswith("-"):
             return topic_id
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaAssignment:
-    """One partition's replicas in preference order, and those joining or leaving in a reassignment."""
-
-    replicas: tuple[int, ...]
-    adding_replicas: tuple[int, ...] = ()
-    removing_replicas: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

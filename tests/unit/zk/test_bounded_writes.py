@@ -8,12 +8,13 @@ from __future__ import annotations
 import pytest
 from kazoo.exceptions import ConnectionLoss
 
+from services.common.errors import Errors
+from services.common.topic_partition import TopicPartition
 from services.common.zk import (
     ControllerMovedError,
     OdradekZkClient,
-    PartitionState,
+    PartitionStateZnode,
     TopicAssignment,
-    TopicPartition,
     Versioned,
     admin,
     bounded,
@@ -32,8 +33,10 @@ def assignment(count: int = PARTITIONS, topic: str = TOPIC) -> TopicAssignment:
     return TopicAssignment.of(topic, {p: [(p + i) % 3 + 1 for i in range(3)] for p in range(count)})
 
 
-def states(count: int = PARTITIONS, controller_epoch: int = 1) -> dict[TopicPartition, PartitionState]:
-    return {TopicPartition(TOPIC, p): PartitionState(p % 3 + 1, 0, (1, 2, 3), controller_epoch) for p in range(count)}
+def states(count: int = PARTITIONS, controller_epoch: int = 1) -> dict[TopicPartition, PartitionStateZnode]:
+    return {
+        TopicPartition(TOPIC, p): PartitionStateZnode(p % 3 + 1, 0, (1, 2, 3), controller_epoch) for p in range(count)
+    }
 
 
 @pytest.fixture
@@ -97,7 +100,7 @@ def test_pack_gives_a_group_larger_than_a_multi_a_chunk_of_its_own():
 def test_op_bytes_bounds_kazoo_s_encoding_from_above(kazoo):
     tx = OdradekZkClient(kazoo).fenced(0)
     path = partition_state.partition_state_path(TopicPartition(TOPIC, 3999))
-    data = partition_state.encode_partition_state(PartitionState(1, 0, (1, 2, 3), 1))
+    data = partition_state.encode_partition_state(PartitionStateZnode(1, 0, (1, 2, 3), 1))
     kazoo.ensure_path(partition_state.partition_path(TopicPartition(TOPIC, 3999)))
     tx.create(path, data).commit()
 
@@ -147,7 +150,7 @@ def test_a_deposed_controller_writes_no_partition_state(kazoo, zk):
 
 
 def test_states_of_a_topic_that_is_gone_fail_without_stopping_the_others(kazoo, zk):
-    other = {TopicPartition("gone", 0): PartitionState(1, 0, (1,), 1)}
+    other = {TopicPartition("gone", 0): PartitionStateZnode(1, 0, (1,), 1)}
 
     result = zk.create_partition_states({**states(10), **other}, epoch_zk_version=0)
 
@@ -162,7 +165,7 @@ def test_4000_leader_and_isr_writes_go_in_bounded_multis_and_only_stale_ones_fai
     for tp in stale:  # a leader rewrote these since
         kazoo.nodes[partition_state.partition_state_path(tp)] = (b"{}", 7)
     kazoo.committed.clear()
-    elected = PartitionState(2, 1, (2, 3), 1)
+    elected = PartitionStateZnode(2, 1, (2, 3), 1)
 
     result = zk.set_partition_states({tp: Versioned(elected, 0) for tp in states()}, epoch_zk_version=0)
 
@@ -220,7 +223,7 @@ def test_a_topic_whose_assignment_cannot_fit_a_znode_is_refused_before_anything_
 
     with pytest.raises(ZkRequestTooLargeError) as refused:
         zk.create_topic(assignment(60_000, "too-wide"))
-    assert refused.value.error_name == "INVALID_REQUEST"
+    assert refused.value.code == Errors.INVALID_REQUEST
     assert "60000 partitions" in str(refused.value)
     assert zk.get_all_topics() == [] and not kazoo.committed
 

@@ -8,6 +8,7 @@ from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import ZnodeStat
 
 from services.common.clock import ManualClock
+from services.common.errors import Errors
 from services.common.zk import controller
 from services.common.zk.controller import ControllerInfo
 from services.common.zk.errors import DuplicateRegistrationError
@@ -83,7 +84,7 @@ def test_a_znode_held_past_the_bound_is_a_duplicate_registration(clock):
     with pytest.raises(DuplicateRegistrationError) as raised:
         await_previous_session(zk, PATH, "broker 1", SESSION_TIMEOUT_MS, clock=clock)
 
-    assert raised.value.error_name == "DUPLICATE_BROKER_REGISTRATION"
+    assert raised.value.code == Errors.DUPLICATE_BROKER_REGISTRATION
     assert "broker 1 is still registered at /brokers/ids/1 by ZooKeeper session 0xff" in str(raised.value)
     assert "another process with this id is running" in str(raised.value)
     assert zk.reads == 2

@@ -10,6 +10,9 @@ import pytest
 from kazoo.exceptions import BadVersionError, NodeExistsError, RolledBackError, RuntimeInconsistency
 from kazoo.protocol.states import EventType, KeeperState, WatchedEvent
 
+from services.common.errors import Errors
+from services.common.shared_types import BrokerInfo, EndPoint, ReplicaAssignment
+from services.common.topic_partition import TopicPartition
 from services.common.zk import (
     admin,
     brokers,
@@ -23,16 +26,14 @@ from services.common.zk import (
     producer_ids,
     topics,
 )
-from services.common.zk.brokers import BrokerInfo, EndPoint
-from services.common.zk.codec import TopicPartition
 from services.common.zk.consumers import ConsumerRegistration
 from services.common.zk.controller import ControllerInfo
 from services.common.zk.coordinators import CoordinatorInfo, CoordinatorOwnership, PartitionOwner
 from services.common.zk.errors import ControllerMovedError, ZnodeFormatError
 from services.common.zk.fencing import FencedTransaction, ZkTransaction
-from services.common.zk.partition_state import PartitionState
+from services.common.zk.partition_state import PartitionStateZnode
 from services.common.zk.producer_ids import ProducerIdBlock, ProducerIdsExhaustedError
-from services.common.zk.topics import ReplicaAssignment, TopicAssignment
+from services.common.zk.topics import TopicAssignment
 from services.common.zk.watches import ZkEvent, enqueue_watch
 
 TP0 = TopicPartition("orders", 0)
@@ -54,7 +55,7 @@ KAFKA_BROKER_V5 = (
 def test_kafka_broker_v5_decodes() -> None:
     info = brokers.decode_broker(1, KAFKA_BROKER_V5)
 
-    assert info == BrokerInfo(1, (EndPoint("PLAINTEXT", "kafka-1", 9092),), None, -1, 1620000000000, {}, 5)
+    assert info == BrokerInfo(1, (EndPoint("kafka-1", 9092),), timestamp_ms=1620000000000, version=5)
     assert info.endpoint().port == 9092
 
 
@@ -68,12 +69,13 @@ def test_kafka_broker_with_rack_listeners_and_features_decodes() -> None:
     info = brokers.decode_broker(7, data)
 
     assert info.endpoints == (
-        EndPoint("CLIENT", "h1", 9092, "PLAINTEXT"),
-        EndPoint("REPLICATION", "::1", 9093, "SSL"),
+        EndPoint("h1", 9092, "CLIENT", "PLAINTEXT"),
+        EndPoint("::1", 9093, "REPLICATION", "SSL"),
     )
     assert info.rack == "dc1"
     assert info.jmx_port == 9999
-    assert info.features == {"metadata.version": {"min_version": 1, "max_version": 3}}
+    assert info.features == (("metadata.version", 1, 3),)
+    assert brokers.decode_broker(7, brokers.encode_broker(info)) == info
     assert info.endpoint("REPLICATION").connection_string == "REPLICATION://[::1]:9093"
 
 
@@ -83,12 +85,12 @@ def test_old_broker_registration_versions_decode() -> None:
         3, b'{"version":2,"host":"h","port":9092,"jmx_port":-1,"timestamp":"5","endpoints":["SSL://h:9093"]}'
     )
 
-    assert v1.endpoints == (EndPoint("PLAINTEXT", "old", 9092),)
-    assert v2.endpoints == (EndPoint("SSL", "h", 9093, "SSL"),)
+    assert v1.endpoints == (EndPoint("old", 9092),)
+    assert v2.endpoints == (EndPoint("h", 9093, "SSL", "SSL"),)
 
 
 def test_broker_encodes_kafka_v5_fields_and_round_trips() -> None:
-    info = BrokerInfo(1, (EndPoint("PLAINTEXT", "h1", 9092),), rack=None, timestamp_ms=1620000000000)
+    info = BrokerInfo(1, (EndPoint("h1", 9092),), rack=None, timestamp_ms=1620000000000)
 
     assert parsed(brokers.encode_broker(info)) == {
         "version": 5,
@@ -101,7 +103,7 @@ def test_broker_encodes_kafka_v5_fields_and_round_trips() -> None:
         "features": {},
     }
     assert brokers.decode_broker(1, brokers.encode_broker(info)) == info
-    racked = BrokerInfo(2, (EndPoint("SSL", "h2", 9093, "SSL"),), rack="r1", timestamp_ms=3)
+    racked = BrokerInfo(2, (EndPoint("h2", 9093, "SSL", "SSL"),), rack="r1", timestamp_ms=3)
     assert parsed(brokers.encode_broker(racked))["rack"] == "r1"
     assert parsed(brokers.encode_broker(racked))["host"] is None
     assert parsed(brokers.encode_broker(racked))["port"] == -1
@@ -183,7 +185,7 @@ def test_kafka_partition_state_decodes_and_round_trips() -> None:
     data = b'{"controller_epoch":3,"leader":1,"version":1,"leader_epoch":7,"isr":[1,2,3]}'
     state = partition_state.decode_partition_state(TP0, data)
 
-    assert state == PartitionState(leader=1, leader_epoch=7, isr=(1, 2, 3), controller_epoch=3)
+    assert state == PartitionStateZnode(leader=1, leader_epoch=7, isr=(1, 2, 3), controller_epoch=3)
     assert partition_state.encode_partition_state(state) == data
     assert partition_state.partition_state_path(TP0) == "/brokers/topics/orders/partitions/0/state"
 
@@ -422,7 +424,7 @@ def test_fenced_transaction_checks_the_epoch_first_and_maps_a_failed_check() -> 
     assert tx.outcome([True, "/a", True]) == ["/a", True]
     with pytest.raises(ControllerMovedError) as moved:
         tx.outcome([BadVersionError(), RuntimeInconsistency(), RuntimeInconsistency()])
-    assert moved.value.error_name == "STALE_CONTROLLER_EPOCH"
+    assert moved.value.code == Errors.STALE_CONTROLLER_EPOCH
     with pytest.raises(NodeExistsError) as exists:
         tx.outcome([RolledBackError(), NodeExistsError(), RuntimeInconsistency()])
     assert "create /a" in exists.value.__notes__[0]
