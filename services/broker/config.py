@@ -4,6 +4,7 @@ defaults that per-topic configs override (Kafka's `log.*` key → topic key mapp
 from __future__ import annotations
 
 from services.common.config import (
+    LONG_MAX,
     REQUIRED,
     Config,
     ConfigType,
@@ -14,8 +15,6 @@ from services.common.config import (
     setting,
 )
 from services.common.service import DEFAULT_PARKED_MAX_REQUESTS, Listener, parse_listener
-
-LONG_MAX = 2**63 - 1
 
 
 class BrokerConfig(Config):

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from services.broker.purgatory import DelayedOperation
+from services.common.errors import Errors
 
 if TYPE_CHECKING:
     from services.broker.replica_manager import FetchParams, ReplicaManager
@@ -60,7 +61,7 @@ class DelayedProduce(DelayedOperation):
             error = self.manager.produce_acked(key, self.pending[key])
             if error is None:
                 continue
-            if error != 0:
+            if error != Errors.NONE:
                 self.results[key] = self.results[key]._replace(error_code=error)
             del self.pending[key]
         if not self.pending:
@@ -69,7 +70,7 @@ class DelayedProduce(DelayedOperation):
 
     def on_complete(self) -> None:
         for key in self.pending:
-            self.results[key] = self.results[key]._replace(error_code=self.manager.TIMED_OUT)
+            self.results[key] = self.results[key]._replace(error_code=Errors.REQUEST_TIMED_OUT)
         self.respond(self.results)
 
     def on_expiration(self) -> None:

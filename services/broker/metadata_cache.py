@@ -10,8 +10,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-LEADER_DURING_DELETE = -2
-NO_LEADER = -1
+from services.common.shared_types import LEADER_DURING_DELETE, PartitionStateInfo
+from services.common.topic_partition import TopicPartition
 
 
 @dataclass(frozen=True)
@@ -22,23 +22,10 @@ class BrokerNode:
     rack: str | None = None
 
 
-@dataclass(frozen=True)
-class PartitionMetadata:
-    topic: str
-    partition: int
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    replicas: tuple[int, ...]
-    offline_replicas: tuple[int, ...] = ()
-    controller_epoch: int = 0
-    zk_version: int = 0
-
-
 @dataclass
 class MetadataSnapshot:
     brokers: dict[int, BrokerNode] = field(default_factory=dict)
-    partitions: dict[str, dict[int, PartitionMetadata]] = field(default_factory=dict)
+    partitions: dict[str, dict[int, PartitionStateInfo]] = field(default_factory=dict)
     controller_id: int = -1
     controller: BrokerNode | None = None
     controller_epoch: int = -1
@@ -65,10 +52,10 @@ class MetadataCache:
         controller_id: int,
         controller_epoch: int,
         live_brokers: list[BrokerNode],
-        partition_states: list[PartitionMetadata],
+        partition_states: list[PartitionStateInfo],
         controller: BrokerNode | None = None,
         cluster_id: str = "",
-    ) -> list[tuple[str, int]]:
+    ) -> list[TopicPartition]:
         """Applies an UpdateMetadata; returns the partitions it deleted."""
         with self._lock:
             old = self._snapshot
@@ -79,13 +66,14 @@ class MetadataCache:
             deleted = []
             for state in partition_states:
                 if state.leader == LEADER_DURING_DELETE:
-                    topic_parts = partitions.get(state.topic)
-                    if topic_parts is not None and topic_parts.pop(state.partition, None) is not None:
-                        deleted.append((state.topic, state.partition))
+                    topic, index = state.partition
+                    topic_parts = partitions.get(topic)
+                    if topic_parts is not None and topic_parts.pop(index, None) is not None:
+                        deleted.append(state.partition)
                     if topic_parts is not None and not topic_parts:
-                        del partitions[state.topic]
+                        del partitions[topic]
                 else:
-                    partitions.setdefault(state.topic, {})[state.partition] = state
+                    partitions.setdefault(state.partition.topic, {})[state.partition.partition] = state
             self._snapshot = MetadataSnapshot(
                 brokers={b.node_id: b for b in live_brokers},
                 partitions=partitions,
@@ -96,10 +84,10 @@ class MetadataCache:
             )
             return deleted
 
-    def partition(self, topic: str, partition: int) -> PartitionMetadata | None:
+    def partition(self, topic: str, partition: int) -> PartitionStateInfo | None:
         return self._snapshot.partitions.get(topic, {}).get(partition)
 
-    def topic_partitions(self, topic: str) -> dict[int, PartitionMetadata] | None:
+    def topic_partitions(self, topic: str) -> dict[int, PartitionStateInfo] | None:
         return self._snapshot.partitions.get(topic)
 
     def topics(self) -> list[str]:

@@ -3,24 +3,20 @@ exist: partition count, leader count, under-replicated and offline partitions, p
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING
 
-from prometheus_client.core import REGISTRY, CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import REGISTRY, CounterMetricFamily
+
+from services.common.metrics import ServiceCollector
 
 if TYPE_CHECKING:
     from services.broker.server import BrokerServer
 
-logger = logging.getLogger(__name__)
 
-
-class BrokerMetrics:
+class BrokerMetrics(ServiceCollector):
     def __init__(self, server: BrokerServer, registry=REGISTRY) -> None:
         self.server = server
-        try:
-            registry.register(self)
-        except ValueError:  # another broker in this process registered already (tests)
-            logger.debug("broker metrics already registered in this process")
+        super().__init__("broker", server.broker_id, registry)
 
     def collect(self):
         server = self.server
@@ -28,12 +24,7 @@ class BrokerMetrics:
         partitions = manager.partitions()
         leaders = [p for p in partitions if p.is_leader]
         under_replicated = sum(1 for p in leaders if len(p.isr) < len(p.replicas))
-        labels = [str(server.broker_id)]
-
-        def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
-            family = GaugeMetricFamily(name, doc, labels=["broker"])
-            family.add_metric(labels, value)
-            return family
+        gauge = self.gauge
 
         yield gauge("odradek_replica_manager_partition_count", "Partitions hosted by this broker.",
                     len(partitions))
@@ -45,15 +36,12 @@ class BrokerMetrics:
         yield gauge("odradek_purgatory_delayed_produces", "Produces waiting for acks=all.",
                     manager.produce_purgatory.delayed)
         isr = manager.isr_manager
-        changes = CounterMetricFamily("odradek_replica_manager_isr_changes", "ISR changes made by this leader.",
-                                      labels=["broker", "change"])
-        changes.add_metric(labels + ["shrink"], isr.shrinks if isr is not None else 0)
-        changes.add_metric(labels + ["expand"], isr.expands if isr is not None else 0)
-        yield changes
+        yield self.labelled(CounterMetricFamily, "odradek_replica_manager_isr_changes",
+                            "ISR changes made by this leader.", "change",
+                            [("shrink", isr.shrinks if isr is not None else 0),
+                             ("expand", isr.expands if isr is not None else 0)])
         offline = sum(1 for p in partitions if p.leader_id < 0)
         yield gauge("odradek_replica_manager_offline_partitions", "Hosted partitions without a leader.", offline)
-        expired = CounterMetricFamily("odradek_purgatory_expired", "Delayed operations that timed out.",
-                                      labels=["broker", "operation"])
-        expired.add_metric(labels + ["fetch"], manager.delayed_fetch_expired)
-        expired.add_metric(labels + ["produce"], manager.delayed_produce_expired)
-        yield expired
+        yield self.labelled(CounterMetricFamily, "odradek_purgatory_expired", "Delayed operations that timed out.",
+                            "operation", [("fetch", manager.delayed_fetch_expired),
+                                          ("produce", manager.delayed_produce_expired)])

@@ -14,24 +14,10 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+from services.broker.log.info import UNKNOWN_OFFSET
 from services.common.errors import KafkaError
-
-UNKNOWN_OFFSET = -1
-
-
-@dataclass(frozen=True)
-class LeaderAndIsrState:
-    """The controller's decision for one partition, as LeaderAndIsr carries it."""
-
-    topic: str
-    partition: int
-    controller_epoch: int
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    zk_version: int
-    replicas: tuple[int, ...]
-    is_new: bool = False
+from services.common.shared_types import PartitionStateInfo
+from services.common.topic_partition import TopicPartition
 
 
 @dataclass
@@ -51,6 +37,7 @@ class Partition:
     def __init__(self, topic: str, partition: int, local_broker_id: int, log) -> None:
         self.topic = topic
         self.partition = partition
+        self.key = TopicPartition(topic, partition)
         self.local_broker_id = local_broker_id
         self.log = log
         self.lock = threading.RLock()
@@ -65,10 +52,6 @@ class Partition:
         self.isr_update_in_flight = False
 
     @property
-    def key(self) -> tuple[str, int]:
-        return (self.topic, self.partition)
-
-    @property
     def high_watermark(self) -> int:
         return self.log.high_watermark
 
@@ -76,7 +59,7 @@ class Partition:
     def is_leader(self) -> bool:
         return self.leader_id == self.local_broker_id
 
-    def apply_leader_and_isr(self, state: LeaderAndIsrState, now_ms: int) -> bool:
+    def apply_leader_and_isr(self, state: PartitionStateInfo, now_ms: int) -> bool:
         """Takes the controller's state if its leader epoch is newer; returns whether it did."""
         with self.lock:
             if state.leader_epoch <= self.leader_epoch and not state.is_new:

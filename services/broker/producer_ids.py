@@ -21,19 +21,14 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
-from services.common.errors import ERRORS_BY_NAME
+from services.common.errors import Errors
+from services.common.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
 if TYPE_CHECKING:
     from services.common.zk.producer_ids import ProducerIdBlock
 
 logger = logging.getLogger(__name__)
 
-NONE = 0
-INVALID_REQUEST = ERRORS_BY_NAME["INVALID_REQUEST"].code
-NOT_COORDINATOR = ERRORS_BY_NAME["NOT_COORDINATOR"].code
-COORDINATOR_NOT_AVAILABLE = ERRORS_BY_NAME["COORDINATOR_NOT_AVAILABLE"].code
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
 
 
 class InitProducerIdResult(NamedTuple):
@@ -71,16 +66,16 @@ class ProducerIdManager:
                          producer_epoch: int = NO_PRODUCER_EPOCH) -> InitProducerIdResult:
         """InitProducerId as a broker answers it (see the module doc)."""
         if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
-            return InitProducerIdResult(INVALID_REQUEST, error_message=(
+            return InitProducerIdResult(Errors.INVALID_REQUEST, error_message=(
                 f"producer id {producer_id} and epoch {producer_epoch} must both be -1 or neither"))
         if transactional_id is not None:
             if not transactional_id:
-                return InitProducerIdResult(INVALID_REQUEST, error_message="empty transactional id")
-            return InitProducerIdResult(NOT_COORDINATOR, error_message=(
+                return InitProducerIdResult(Errors.INVALID_REQUEST, error_message="empty transactional id")
+            return InitProducerIdResult(Errors.NOT_COORDINATOR, error_message=(
                 f"transactional id {transactional_id!r} is served by the transaction coordinator"))
         try:
-            return InitProducerIdResult(NONE, self.generate_producer_id(), 0)
+            return InitProducerIdResult(Errors.NONE, self.generate_producer_id(), 0)
         except Exception as exc:
             logger.warning("cannot claim a producer id block: %s", exc)
-            return InitProducerIdResult(COORDINATOR_NOT_AVAILABLE,
+            return InitProducerIdResult(Errors.COORDINATOR_NOT_AVAILABLE,
                                         error_message=f"no producer id available: {exc}")

@@ -23,34 +23,26 @@ from typing import NamedTuple
 
 from services.broker.delayed import DelayedFetch, DelayedProduce
 from services.broker.log.checkpoints import OffsetCheckpointFile
-from services.broker.log.files import TopicPartition as LogTopicPartition
+from services.broker.log.leader_epoch import UNDEFINED_EPOCH
 from services.broker.metadata_cache import MetadataCache
-from services.broker.partition import LeaderAndIsrState, Partition
+from services.broker.partition import Partition
 from services.broker.purgatory import DelayedOperationPurgatory
 from services.common.clock import SYSTEM_CLOCK
-from services.common.errors import ERRORS_BY_NAME, KafkaError
+from services.common.errors import Errors, KafkaError
+from services.common.records.batch import HEADER_SIZE
+from services.common.shared_types import (
+    CONSUMER_REPLICA_ID,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    PartitionStateInfo,
+    ProduceResult,
+)
+from services.common.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
-NONE = 0
-OFFSET_OUT_OF_RANGE = ERRORS_BY_NAME["OFFSET_OUT_OF_RANGE"].code
-UNKNOWN_TOPIC_OR_PARTITION = ERRORS_BY_NAME["UNKNOWN_TOPIC_OR_PARTITION"].code
-NOT_LEADER_OR_FOLLOWER = ERRORS_BY_NAME["NOT_LEADER_OR_FOLLOWER"].code
-INVALID_REQUIRED_ACKS = ERRORS_BY_NAME["INVALID_REQUIRED_ACKS"].code
-INVALID_TOPIC = ERRORS_BY_NAME["INVALID_TOPIC_EXCEPTION"].code
-NOT_ENOUGH_REPLICAS = ERRORS_BY_NAME["NOT_ENOUGH_REPLICAS"].code
-STALE_CONTROLLER_EPOCH = ERRORS_BY_NAME["STALE_CONTROLLER_EPOCH"].code
-UNKNOWN_SERVER_ERROR = ERRORS_BY_NAME["UNKNOWN_SERVER_ERROR"].code
-REQUEST_TIMED_OUT = ERRORS_BY_NAME["REQUEST_TIMED_OUT"].code
-CONSUMER_REPLICA_ID = -1
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
-UNDEFINED_EPOCH = -1
-SMALLEST_BATCH_BYTES = 61  # a RecordBatch v2 header with no records
 HIGH_WATERMARK_CHECKPOINT_FILE = "replication-offset-checkpoint"
 LEADER_AND_ISR_CONCURRENCY = 8  # partitions of one LeaderAndIsr applied at a time
-
-TopicPartition = tuple[str, int]
 
 
 class ReplicaFetchKey(NamedTuple):
@@ -59,14 +51,6 @@ class ReplicaFetchKey(NamedTuple):
     (A one-field tuple, so it never equals a (topic, partition) key.)"""
 
     replica_id: int
-
-
-class ProduceResult(NamedTuple):
-    error_code: int
-    base_offset: int = -1
-    log_append_time_ms: int = -1
-    log_start_offset: int = -1
-    error_message: str = ""
 
 
 class FetchPartition(NamedTuple):
@@ -106,8 +90,6 @@ def is_internal_topic(topic: str) -> bool:
 
 
 class ReplicaManager:
-    TIMED_OUT = REQUEST_TIMED_OUT
-
     def __init__(self, broker_id: int, log_manager, metadata_cache: MetadataCache,
                  topic_config: Callable[[str], dict[str, str]] | None = None,
                  fetch_purgatory: DelayedOperationPurgatory | None = None,
@@ -148,7 +130,7 @@ class ReplicaManager:
     # ------------------------------------------------------------------ controller requests
 
     def become_leader_or_follower(self, controller_id: int, controller_epoch: int,
-                                  states: list[LeaderAndIsrState]) -> dict[TopicPartition, int]:
+                                  states: list[PartitionStateInfo]) -> dict[TopicPartition, int]:
         """Applies LeaderAndIsr; returns an error code per partition (0 when applied)."""
         started_ms = self.clock.monotonic_ms()
         with self._lock:
@@ -158,12 +140,12 @@ class ReplicaManager:
             self.controller_epoch = controller_epoch
             errors: dict[TopicPartition, int] = {}
             changed = []
-            by_key: dict[TopicPartition, LeaderAndIsrState] = {}  # one state per partition
+            by_key: dict[TopicPartition, PartitionStateInfo] = {}  # one state per partition
             for state in states:
                 if self.broker_id in state.replicas:
-                    by_key[(state.topic, state.partition)] = state
+                    by_key[state.partition] = state
                 else:
-                    errors[(state.topic, state.partition)] = UNKNOWN_TOPIC_OR_PARTITION
+                    errors[state.partition] = Errors.UNKNOWN_TOPIC_OR_PARTITION
             hosted = list(by_key.values())
             self._configure_new_topics(hosted)
             now = self.clock.monotonic_ms()
@@ -171,9 +153,9 @@ class ReplicaManager:
             # leader): done several partitions at a time, each under its own partition's lock
             applied = self._leader_and_isr_pool.map(lambda state: self._apply_leader_and_isr(state, now), hosted)
             for state, error in zip(hosted, applied, strict=True):
-                key = (state.topic, state.partition)
+                key = state.partition
                 errors[key] = error
-                if error == NONE:
+                if error == Errors.NONE:
                     changed.append(key)
             changed_partitions = [self._partitions[key] for key in changed]
         # outside the manager lock: stopping a fetcher waits for its thread, which may be in
@@ -220,7 +202,7 @@ class ReplicaManager:
             removed = []
             deleted = []
             for topic, index, delete in partitions:
-                key = (topic, index)
+                key = TopicPartition(topic, index)
                 partition = self._partitions.get(key)
                 if partition is not None:
                     partition.leader_id = -1
@@ -229,7 +211,7 @@ class ReplicaManager:
                     self._partitions.pop(key, None)
                     self._checkpointed_hw.pop(key, None)
                     deleted.append(key)
-                errors[key] = NONE
+                errors[key] = Errors.NONE
             # one rename per log, then one fsync and one write of each checkpoint per log dir
             _, failed = self.log_manager.async_delete_logs(deleted)
             errors.update({tuple(tp): exc.code for tp, exc in failed.items()})
@@ -237,35 +219,35 @@ class ReplicaManager:
             self._complete_delayed(key)
         return errors
 
-    def _configure_new_topics(self, states: list[LeaderAndIsrState]) -> None:
+    def _configure_new_topics(self, states: list[PartitionStateInfo]) -> None:
         """Reads the config of each topic with a log to create, once per request, before any is."""
-        topics = {state.topic for state in states if (state.topic, state.partition) not in self._partitions
-                  and self.log_manager.get_log((state.topic, state.partition)) is None}
+        topics = {state.partition.topic for state in states if state.partition not in self._partitions
+                  and self.log_manager.get_log(state.partition) is None}
         for topic in sorted(topics):
             overrides = self.topic_config(topic)
             if overrides:
                 self.log_manager.update_topic_config(topic, overrides)
 
-    def _apply_leader_and_isr(self, state: LeaderAndIsrState, now_ms: int) -> int:
+    def _apply_leader_and_isr(self, state: PartitionStateInfo, now_ms: int) -> int:
         """One partition's part of LeaderAndIsr: 0 when applied, else its error code."""
         try:
-            partition = self._get_or_create_partition(state.topic, state.partition)
+            partition = self._get_or_create_partition(*state.partition)
         except KafkaError as exc:
-            logger.error("cannot open log of %s-%d: %s", state.topic, state.partition, exc)
+            logger.error("cannot open log of %s: %s", state.partition, exc)
             return exc.code
         if not partition.apply_leader_and_isr(state, now_ms):
-            return STALE_CONTROLLER_EPOCH
-        logger.debug("%s-%d: %s (leader %d, epoch %d, isr %s)", state.topic, state.partition,
+            return Errors.STALE_CONTROLLER_EPOCH
+        logger.debug("%s: %s (leader %d, epoch %d, isr %s)", state.partition,
                      "leader" if partition.is_leader else "follower", state.leader, state.leader_epoch,
                      list(state.isr))
-        return NONE
+        return Errors.NONE
 
     def _get_or_create_partition(self, topic: str, index: int) -> Partition:
         """The hosted partition, its log created if missing (the topic's config read before)."""
-        key = (topic, index)
+        key = TopicPartition(topic, index)
         partition = self._partitions.get(key)
         if partition is None:
-            log = self.log_manager.get_or_create_log((topic, index))
+            log = self.log_manager.get_or_create_log(key)
             checkpointed = self._checkpointed_hw.pop(key, None)
             if checkpointed is not None:
                 log.update_high_watermark(min(max(checkpointed, log.log_start_offset), log.log_end_offset))
@@ -295,7 +277,7 @@ class ReplicaManager:
                        internal_topics_allowed: bool = False) -> None:
         """Appends to leader logs, then responds at once (acks 0/1) or when replicated (acks=-1)."""
         if acks not in (0, 1, -1):
-            respond({key: ProduceResult(INVALID_REQUIRED_ACKS, error_message=f"acks={acks} is not 0, 1 or -1")
+            respond({key: ProduceResult.failed(Errors.INVALID_REQUIRED_ACKS, f"acks={acks} is not 0, 1 or -1")
                      for key in entries})
             return
         results: dict[TopicPartition, ProduceResult] = {}
@@ -339,8 +321,8 @@ class ReplicaManager:
         for key, records in entries.items():
             topic, index = key
             if is_internal_topic(topic) and not internal_topics_allowed:
-                results[key] = ProduceResult(INVALID_TOPIC,
-                                             error_message=f"cannot append to internal topic {topic}")
+                results[key] = ProduceResult.failed(Errors.INVALID_TOPIC_EXCEPTION,
+                                                    f"cannot append to internal topic {topic}")
                 continue
             try:
                 partition = self.leader_partition(topic, index)
@@ -353,27 +335,27 @@ class ReplicaManager:
                     # a producer's retry of a batch already in the log wrote nothing and answers
                     # with the original batch's offsets (acks=-1 still waits for that batch)
                     hw_moved = not info.duplicate and partition.maybe_increment_high_watermark()
-                results[key] = ProduceResult(NONE, info.first_offset, info.log_append_time_ms,
+                results[key] = ProduceResult(info.first_offset, Errors.NONE, info.log_append_time_ms,
                                              info.log_start_offset)
                 if acks == -1:
                     pending[key] = info.last_offset + 1
                 if hw_moved:
                     self.produce_purgatory.check_and_complete(key)
             except KafkaError as exc:
-                results[key] = ProduceResult(exc.code, error_message=str(exc))
+                results[key] = ProduceResult.failed(exc.code, str(exc), getattr(exc, "record_errors", ()))
             except Exception as exc:  # an I/O or programming error: never crash the request thread
                 logger.exception("append to %s-%d failed", topic, index)
-                results[key] = ProduceResult(UNKNOWN_SERVER_ERROR, error_message=str(exc))
+                results[key] = ProduceResult.failed(Errors.UNKNOWN_SERVER_ERROR, str(exc))
 
     def produce_acked(self, key: TopicPartition, required_offset: int) -> int | None:
         """None while still waiting; 0 once the HW reached `required_offset`; an error code otherwise."""
         partition = self._partitions.get(key)
         if partition is None or not partition.is_leader:
-            return NOT_LEADER_OR_FOLLOWER
+            return Errors.NOT_LEADER_OR_FOLLOWER
         if partition.high_watermark >= required_offset:
             min_isr = partition.log.config.min_insync_replicas
-            return NONE if len(partition.isr) >= min_isr else \
-                ERRORS_BY_NAME["NOT_ENOUGH_REPLICAS_AFTER_APPEND"].code
+            return Errors.NONE if len(partition.isr) >= min_isr else \
+                Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return None
 
     # ------------------------------------------------------------------ fetch
@@ -450,7 +432,7 @@ class ReplicaManager:
                 return True  # out of range: answer now
             if fetch_offset == end_offset:
                 continue  # the idle case: nothing new
-            if params.min_bytes <= SMALLEST_BATCH_BYTES:
+            if params.min_bytes <= HEADER_SIZE:
                 return True  # any new batch is enough: no need to read it twice
             data = log.read(fetch_offset, params.min_bytes, max_offset=end_offset, min_one_message=True)
             accumulated += len(data.records)
@@ -464,13 +446,15 @@ class ReplicaManager:
         min_one_message = True
         from_follower = params.replica_id >= 0
         for request in params.partitions:
+            # a plain tuple equals (and hashes as) the TopicPartition and costs a tenth as much to
+            # build: a follower's fetch carries every partition it follows from this leader
             key = (request.topic, request.partition)
             try:
                 log = self._fetched_leader(request).log
                 high_watermark = log.high_watermark
                 end_offset = log.log_end_offset if from_follower else high_watermark
                 if request.fetch_offset == end_offset:  # the idle case: nothing to read
-                    results[key] = FetchResult(NONE, high_watermark, log.log_start_offset, b"")
+                    results[key] = FetchResult(Errors.NONE, high_watermark, log.log_start_offset, b"")
                     continue
                 limit = min(request.partition_max_bytes, remaining)
                 if limit <= 0 and not min_one_message:
@@ -482,7 +466,7 @@ class ReplicaManager:
                 if records:
                     min_one_message = False
                     remaining -= len(records)
-                results[key] = FetchResult(NONE, high_watermark, log.log_start_offset, records)
+                results[key] = FetchResult(Errors.NONE, high_watermark, log.log_start_offset, records)
             except KafkaError as exc:
                 partition = self._partitions.get(key)
                 hw = partition.high_watermark if partition is not None else -1
@@ -490,7 +474,7 @@ class ReplicaManager:
                 results[key] = FetchResult(exc.code, hw, start, b"", str(exc))
             except Exception as exc:
                 logger.exception("fetch from %s-%d failed", *key)
-                results[key] = FetchResult(UNKNOWN_SERVER_ERROR, error_message=str(exc))
+                results[key] = FetchResult(Errors.UNKNOWN_SERVER_ERROR, error_message=str(exc))
         return results
 
     # ------------------------------------------------------------------ follower side
@@ -569,7 +553,7 @@ class ReplicaManager:
             partition = self.leader_partition(topic, index, current_leader_epoch)
             log = partition.log
             epoch, end_offset = log.leader_epoch_cache.end_offset_for(leader_epoch, log.log_end_offset)
-            return NONE, epoch, end_offset
+            return Errors.NONE, epoch, end_offset
         except KafkaError as exc:
             return exc.code, UNDEFINED_EPOCH, -1
 
@@ -578,7 +562,7 @@ class ReplicaManager:
         by_dir: dict[str, dict] = {d: {} for d in self._hw_checkpoints}
         for partition in list(self._partitions.values()):
             log = partition.log
-            by_dir.setdefault(log.parent_dir, {})[LogTopicPartition(*partition.key)] = log.high_watermark
+            by_dir.setdefault(log.parent_dir, {})[partition.key] = log.high_watermark
         for log_dir, offsets in by_dir.items():
             checkpoint = self._hw_checkpoints.get(log_dir)
             if checkpoint is None:
@@ -597,14 +581,14 @@ class ReplicaManager:
             log = partition.log
             limit = log.log_end_offset if replica_id >= 0 else partition.high_watermark
             if timestamp == EARLIEST_TIMESTAMP:
-                return ListOffsetResult(NONE, -1, log.log_start_offset, partition.leader_epoch)
+                return ListOffsetResult(Errors.NONE, -1, log.log_start_offset, partition.leader_epoch)
             if timestamp == LATEST_TIMESTAMP:
-                return ListOffsetResult(NONE, -1, limit, partition.leader_epoch)
+                return ListOffsetResult(Errors.NONE, -1, limit, partition.leader_epoch)
             found = log.fetch_offset_by_timestamp(timestamp)
             if found is None or found.offset >= limit:
-                return ListOffsetResult(NONE, -1, -1, partition.leader_epoch)
+                return ListOffsetResult(Errors.NONE, -1, -1, partition.leader_epoch)
             epoch = found.leader_epoch if found.leader_epoch is not None else partition.leader_epoch
-            return ListOffsetResult(NONE, found.timestamp, found.offset, epoch)
+            return ListOffsetResult(Errors.NONE, found.timestamp, found.offset, epoch)
         except KafkaError as exc:
             return ListOffsetResult(exc.code)
 

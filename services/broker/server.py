@@ -25,11 +25,13 @@ from services.broker.replication.isr import IsrManager
 from services.broker.replication.leader_endpoint import GrpcLeaderEndpoint
 from services.broker.servicer import BrokerServicer
 from services.common.clock import SYSTEM_CLOCK
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2_grpc
 from services.common.pb.odradek.controller.v1 import controller_pb2, controller_pb2_grpc
 from services.common.service import ServiceRuntime, insecure_channel
-from services.common.zk import BrokerInfo, EndPoint, OdradekZkClient, PartitionState, TopicPartition
+from services.common.shared_types import BrokerInfo, EndPoint
+from services.common.topic_partition import TopicPartition
+from services.common.zk import OdradekZkClient, PartitionStateZnode
 from services.common.zk.client import close_session
 from services.common.zk.coordinator_directory import CoordinatorDirectory
 
@@ -122,6 +124,7 @@ class BrokerServer:
         self.runtime.on_shutdown("close ZooKeeper", self._close_zookeeper)
         self.runtime.on_shutdown("replica manager", self.replica_manager.shutdown)
         self.runtime.on_shutdown("log manager", self.log_manager.shutdown)
+        self.runtime.on_shutdown("metrics", self.metrics.close)
         self.runtime.set_serving(True)
         return port
 
@@ -134,7 +137,7 @@ class BrokerServer:
 
     def _register(self) -> None:
         listener = self.config.advertised_listener
-        info = BrokerInfo(self.broker_id, (EndPoint("PLAINTEXT", listener.host, listener.port),),
+        info = BrokerInfo(self.broker_id, (EndPoint(listener.host, listener.port),),
                           rack=self.config.broker_rack, timestamp_ms=int(time.time() * 1000))
         self.broker_epoch = self.zk.register_broker(info)
         logger.info("registered broker %d at %s:%d (epoch %d)", self.broker_id, listener.host,
@@ -179,7 +182,7 @@ class BrokerServer:
                 target = f"{node.host}:{node.port}"
         if target is None:
             registered = self.zk.get_broker(leader_id)
-            endpoint = registered.broker.endpoint() if registered is not None else None
+            endpoint = registered.endpoint() if registered is not None else None
             if endpoint is None:
                 raise KafkaError(f"leader {leader_id} has no known endpoint", error_name="LEADER_NOT_AVAILABLE")
             target = f"{endpoint.host or '127.0.0.1'}:{endpoint.port}"
@@ -187,7 +190,7 @@ class BrokerServer:
 
     def _write_isr(self, partition, new_isr: tuple[int, ...]) -> int | None:
         """The leader's ISR change, conditional on the partition state znode's version."""
-        state = PartitionState(leader=self.broker_id, leader_epoch=partition.leader_epoch, isr=tuple(new_isr),
+        state = PartitionStateZnode(leader=self.broker_id, leader_epoch=partition.leader_epoch, isr=tuple(new_isr),
                                controller_epoch=partition.controller_epoch)
         result = self.zk.update_leader_and_isr(TopicPartition(partition.topic, partition.partition), state,
                                                partition.zk_version)
@@ -219,7 +222,7 @@ class BrokerServer:
                     controller_pb2.ControlledShutdownRequest(broker_id=self.broker_id,
                                                              broker_epoch=self.broker_epoch),
                     timeout=self.config.request_timeout_ms / 1000)
-                if reply.error_code == 0 and not reply.remaining_partitions:
+                if reply.error_code == Errors.NONE and not reply.remaining_partitions:
                     logger.info("controlled shutdown of broker %d succeeded", self.broker_id)
                     return
                 logger.info("controlled shutdown attempt %d: error %d, %d partitions remain", attempt,

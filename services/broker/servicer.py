@@ -18,24 +18,20 @@ import functools
 import logging
 from collections.abc import Callable
 
-from services.broker.metadata_cache import BrokerNode, MetadataCache, PartitionMetadata
-from services.broker.partition import LeaderAndIsrState
+from services.broker.metadata_cache import BrokerNode, MetadataCache
 from services.broker.producer_ids import ProducerIdManager
 from services.broker.replica_manager import FetchParams, FetchPartition, ReplicaManager
 from services.common.coordinator_lookup import coordinator_nodes, find_coordinator
-from services.common.errors import ERRORS_BY_NAME, KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.service import DEFAULT_PARKED_MAX_REQUESTS, Completion, RequestLimit
+from services.common.shared_types import PartitionStateInfo
+from services.common.topic_partition import TopicPartition
 from services.common.zk.coordinator_directory import DirectorySnapshot
 
 logger = logging.getLogger(__name__)
 
-UNKNOWN_TOPIC_OR_PARTITION = ERRORS_BY_NAME["UNKNOWN_TOPIC_OR_PARTITION"].code
-LEADER_NOT_AVAILABLE = ERRORS_BY_NAME["LEADER_NOT_AVAILABLE"].code
-INVALID_TOPIC = ERRORS_BY_NAME["INVALID_TOPIC_EXCEPTION"].code
-REQUEST_TIMED_OUT = ERRORS_BY_NAME["REQUEST_TIMED_OUT"].code
-THROTTLING_QUOTA_EXCEEDED = ERRORS_BY_NAME["THROTTLING_QUOTA_EXCEEDED"].code
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 _WAIT_SLACK_S = 5.0
 # a produce carrying more runs its append (validation, CRC, the write) in the executor, where
@@ -54,10 +50,11 @@ def node_from_proto(proto: common_pb2.Node) -> BrokerNode:
     return BrokerNode(proto.node_id, proto.host, proto.port, proto.rack if proto.HasField("rack") else None)
 
 
-def state_from_proto(proto: common_pb2.PartitionState) -> LeaderAndIsrState:
-    return LeaderAndIsrState(proto.topic_name, proto.partition_index, proto.controller_epoch, proto.leader,
-                             proto.leader_epoch, tuple(proto.isr), proto.zk_version, tuple(proto.replicas),
-                             proto.is_new)
+def state_from_proto(proto: common_pb2.PartitionState) -> PartitionStateInfo:
+    return PartitionStateInfo(TopicPartition(proto.topic_name, proto.partition_index), proto.controller_epoch,
+                              proto.leader, proto.leader_epoch, tuple(proto.isr), proto.zk_version,
+                              tuple(proto.replicas), tuple(proto.adding_replicas), tuple(proto.removing_replicas),
+                              tuple(proto.offline_replicas), proto.is_new)
 
 
 class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
@@ -85,9 +82,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         entries = {}
         for topic in request.topic_data:
             for part in topic.partition_data:
-                entries[(topic.name, part.index)] = part.records
+                entries[TopicPartition(topic.name, part.index)] = part.records
         if not self.client_requests.try_acquire():
-            return self._produce_response(entries, {}, THROTTLING_QUOTA_EXCEEDED,
+            return self._produce_response(entries, {}, Errors.THROTTLING_QUOTA_EXCEEDED,
                                           self.client_requests.describe())
         try:
             reply = Completion()
@@ -103,7 +100,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
             results = await reply.result(max(request.timeout_ms, 0) / 1000 + _WAIT_SLACK_S)
         finally:
             self.client_requests.release()
-        return self._produce_response(entries, results or {}, REQUEST_TIMED_OUT, "")
+        return self._produce_response(entries, results or {}, Errors.REQUEST_TIMED_OUT, "")
 
     @staticmethod
     def _produce_response(entries, results: dict, missing_code: int, missing_message: str):
@@ -124,7 +121,10 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                                             base_offset=result.base_offset,
                                             log_append_time_ms=result.log_append_time_ms,
                                             log_start_offset=result.log_start_offset,
-                                            error_message=result.error_message)
+                                            error_message=result.error_message,
+                                            record_errors=[
+                                                {"batch_index": i, "batch_index_error_message": message}
+                                                for i, message in result.record_errors])
         return response
 
     async def Fetch(self, request, context):
@@ -140,7 +140,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                              tuple(partitions))
         limited = request.replica_id < 0
         if limited and not self.client_requests.try_acquire():
-            return broker_pb2.FetchResponse(error_code=THROTTLING_QUOTA_EXCEEDED,
+            return broker_pb2.FetchResponse(error_code=Errors.THROTTLING_QUOTA_EXCEEDED,
                                             error_message=self.client_requests.describe())
         try:
             reply = Completion()
@@ -150,7 +150,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
             if limited:
                 self.client_requests.release()
         if results is None:
-            return broker_pb2.FetchResponse(error_code=REQUEST_TIMED_OUT,
+            return broker_pb2.FetchResponse(error_code=Errors.REQUEST_TIMED_OUT,
                                             error_message="fetch did not complete in time")
         response = broker_pb2.FetchResponse()
         by_topic = {}
@@ -209,22 +209,22 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
 
     def _unknown_topic_error(self, name: str, allow_auto_create: bool) -> int:
         if not allow_auto_create or self.auto_create_topic is None or name.startswith("__"):
-            return UNKNOWN_TOPIC_OR_PARTITION
+            return Errors.UNKNOWN_TOPIC_OR_PARTITION
         try:
             self.auto_create_topic(name)
         except KafkaError as exc:
-            if exc.error_name == "INVALID_TOPIC_EXCEPTION":
-                return INVALID_TOPIC
-            if exc.error_name != "TOPIC_ALREADY_EXISTS":
+            if exc.code == Errors.INVALID_TOPIC_EXCEPTION:
+                return Errors.INVALID_TOPIC_EXCEPTION
+            if exc.code != Errors.TOPIC_ALREADY_EXISTS:
                 logger.warning("auto-creating topic %s failed: %s", name, exc)
-                return UNKNOWN_TOPIC_OR_PARTITION
-        return LEADER_NOT_AVAILABLE
+                return Errors.UNKNOWN_TOPIC_OR_PARTITION
+        return Errors.LEADER_NOT_AVAILABLE
 
     @staticmethod
-    def _add_partition(topic, meta: PartitionMetadata, live: dict[int, BrokerNode]) -> None:
-        error = 0 if meta.leader in live else LEADER_NOT_AVAILABLE
+    def _add_partition(topic, meta: PartitionStateInfo, live: dict[int, BrokerNode]) -> None:
+        error = 0 if meta.leader in live else Errors.LEADER_NOT_AVAILABLE
         offline = [r for r in meta.replicas if r not in live]
-        topic.partitions.add(error_code=error, partition_index=meta.partition,
+        topic.partitions.add(error_code=error, partition_index=meta.partition.partition,
                              leader_id=meta.leader if meta.leader in live else -1,
                              leader_epoch=meta.leader_epoch, replica_nodes=list(meta.replicas),
                              isr_nodes=list(meta.isr), offline_replicas=offline)
@@ -235,7 +235,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
     def InitProducerId(self, request, context):
         if self.producer_ids is None:
             return common_pb2.InitProducerIdResponse(
-                error_code=ERRORS_BY_NAME["COORDINATOR_NOT_AVAILABLE"].code, producer_id=-1, producer_epoch=-1,
+                error_code=Errors.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1,
                 error_message="this broker does not hand out producer ids")
         result = self.producer_ids.init_producer_id(
             request.transactional_id if request.HasField("transactional_id") else None,
@@ -272,10 +272,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         return response
 
     def UpdateMetadata(self, request, context):
-        states = [PartitionMetadata(p.topic_name, p.partition_index, p.leader, p.leader_epoch, tuple(p.isr),
-                                    tuple(p.replicas), tuple(p.offline_replicas), p.controller_epoch,
-                                    p.zk_version)
-                  for p in request.partition_states]
+        states = [state_from_proto(p) for p in request.partition_states]
         try:
             self.metadata_cache.update(
                 controller_id=request.controller_id, controller_epoch=request.controller_epoch,
@@ -285,7 +282,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                 cluster_id=request.cluster_id,
             )
         except Exception as exc:
-            code = ERRORS_BY_NAME["STALE_CONTROLLER_EPOCH"].code
+            code = Errors.STALE_CONTROLLER_EPOCH
             return broker_pb2.UpdateMetadataResponse(error_code=code, error_message=str(exc))
         if self.on_metadata_update is not None:
             self.on_metadata_update()

@@ -6,6 +6,7 @@ It knows files, paths, config dataclasses and an injected clock; it never touche
     config            LogConfig (topic keys), LogManagerConfig (broker keys)
     errors            storage errors with Kafka's codes
     info              LogOffsetMetadata, FetchDataInfo, TimestampAndOffset, LogAppendInfo
+    segment_file      SegmentFile: opening, length, fsync, rename and unlink of a segment's files
     index             MmapIndex: memory-mapped fixed-size entries
     offset_index      OffsetIndex: the .index file
     time_index        TimeIndex: the .timeindex file
@@ -21,7 +22,6 @@ It knows files, paths, config dataclasses and an injected clock; it never touche
     producer_state    ProducerStateManager: producers' last batches, dedupe, producer snapshots
     checkpoints       the checkpoint files
     meta_properties   meta.properties
-    scheduler         Scheduler: background tasks on the injected clock
     offset_map        OffsetMap: the cleaner's key -> latest offset map, in bounded memory
     cleaner_txn       what compaction must know about transactions and producers
     cleaner_manager   LogCleanerManager: which log to clean, cleaning states, cleaner checkpoint
@@ -44,10 +44,7 @@ from services.broker.log.errors import (
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
-from services.broker.log.files import TopicPartition
 from services.broker.log.info import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
     FetchDataInfo,
     LogAppendInfo,
     LogOffsetMetadata,
@@ -63,10 +60,10 @@ from services.broker.log.meta_properties import (
     write_meta_properties,
 )
 from services.broker.log.offset_index import OffsetIndex
-from services.broker.log.scheduler import Scheduler
 from services.broker.log.segment import LogSegment
 from services.broker.log.time_index import TimeIndex
 from services.broker.log.validation import AppendOrigin
+from services.common.shared_types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 __all__ = [
     "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "AppendOrigin", "CleanerConfig", "CorruptRecordError", "EpochEntry",
@@ -74,7 +71,7 @@ __all__ = [
     "LeaderEpochCheckpointFile", "LeaderEpochFileCache", "Log", "LogAppendInfo", "LogCleaner", "LogConfig",
     "LogManager", "LogManagerConfig", "LogOffsetMetadata", "LogSegment", "MetaProperties",
     "OffsetCheckpointFile", "OffsetIndex", "OffsetOutOfRangeError", "OffsetsOutOfOrderError",
-    "RecordBatchTooLargeError", "RecordTooLargeError", "Scheduler", "TimeIndex", "TimestampAndOffset",
-    "TopicPartition", "UnexpectedAppendOffsetError", "check_and_write_meta_properties",
+    "RecordBatchTooLargeError", "RecordTooLargeError", "TimeIndex", "TimestampAndOffset",
+    "UnexpectedAppendOffsetError", "check_and_write_meta_properties",
     "read_meta_properties", "write_meta_properties",
 ]

@@ -16,7 +16,6 @@ from __future__ import annotations
 import struct
 
 from services.broker.log.crc import crc32c
-from services.broker.log.info import NO_TIMESTAMP
 from services.common.records.batch import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
@@ -25,6 +24,7 @@ from services.common.records.batch import (
     MAX_TIMESTAMP_OFFSET,
     TIMESTAMP_TYPE_MASK,
 )
+from services.common.shared_types import NO_TIMESTAMP
 
 HEADER_PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
 PREFIX_SIZE = HEADER_PREFIX.size  # 16

@@ -31,7 +31,8 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
-from services.broker.log.files import TopicPartition, atomic_write
+from services.broker.log.files import atomic_write
+from services.common.topic_partition import TopicPartition
 
 CURRENT_VERSION = 0
 

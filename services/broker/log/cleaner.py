@@ -35,9 +35,9 @@ from services.broker.log.cleaner_manager import LogCleanerManager, LogCleaningAb
 from services.broker.log.compactor import Cleaner, CleanerStats
 from services.broker.log.config import LogManagerConfig
 from services.broker.log.errors import KafkaStorageError
-from services.broker.log.files import TopicPartition
 from services.broker.log.offset_map import OffsetMap
 from services.common.clock import SYSTEM_CLOCK, Clock
+from services.common.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 

@@ -38,13 +38,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from services.broker.log.checkpoints import CheckpointError, OffsetCheckpointFile
-from services.broker.log.files import CLEANER_OFFSET_CHECKPOINT_FILE, TopicPartition
+from services.broker.log.files import CLEANER_OFFSET_CHECKPOINT_FILE
+from services.common.config import LONG_MAX
+from services.common.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
 IN_PROGRESS = "in-progress"
 ABORTED = "aborted"
-LONG_MAX = 2**63 - 1
 
 
 class LogCleaningAbortedError(Exception):

@@ -56,6 +56,7 @@ from services.broker.log.files import (
 )
 from services.broker.log.offset_map import OffsetMap
 from services.broker.log.segment import LogSegment
+from services.common.config import INT_MAX
 from services.common.records import decode_columns
 from services.common.records.batch import (
     CONTROL_MASK,
@@ -68,7 +69,6 @@ from services.common.records.builder import assemble_batch, encode_records
 
 logger = logging.getLogger(__name__)
 
-INT_MAX = 2**31 - 1
 DEFAULT_READ_BYTES = 256 * 1024
 _unpack = HEADER_STRUCT.unpack_from
 _EMPTY_HEADERS = ()

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from services.common.config import (
+    LONG_MAX,
     Config,
     ConfigType,
     at_least,
@@ -29,8 +30,6 @@ from services.common.config import (
     setting,
 )
 
-LONG_MAX = 2**63 - 1
-INT_MAX = 2**31 - 1
 CREATE_TIME = "CreateTime"
 LOG_APPEND_TIME = "LogAppendTime"
 INITIAL_TASK_DELAY_MS = 30_000  # Kafka's LogManager.InitialTaskDelayMs

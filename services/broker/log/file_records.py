@@ -10,22 +10,21 @@ baseOffset, batchLength, partitionLeaderEpoch, ..., lastOffsetDelta, baseTimesta
 maxTimestamp), never records — except `search_for_timestamp`, which decodes the one batch that
 holds the answer (as Kafka's ListOffsets does).
 
-The file descriptor is closed by `close()`, or, for files deleted while readers may still hold
-them, when the last reference goes away (so an in-flight read never sees a recycled descriptor).
+The descriptor is kept, closed, renamed and unlinked as every segment file's is (`segment_file`).
 """
 
 from __future__ import annotations
 
 import os
 import struct
-import weakref
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from services.broker.log.files import rename_file, unlink_if_exists
-from services.broker.log.info import NO_TIMESTAMP, TimestampAndOffset
+from services.broker.log.info import TimestampAndOffset
+from services.broker.log.segment_file import SegmentFile, open_fd
 from services.common.records.batch import HEADER_SIZE
 from services.common.records.reader import decode_batch
+from services.common.shared_types import NO_TIMESTAMP
 
 _HEAD = struct.Struct(">qiibIhiqq")  # baseOffset .. maxTimestamp
 HEAD_SIZE = _HEAD.size  # 43
@@ -60,18 +59,18 @@ def _write_rest(fd: int, records, written: int, position: int) -> None:
         position += n
 
 
-class FileRecords:
+class FileRecords(SegmentFile):
+    _fd: int  # kept from open to the end: reads after close() fail with EBADF
+
     def __init__(self, path: str, fd: int, size: int) -> None:
-        self.path = path
+        super().__init__(path)
         self.size = size
-        self._fd = fd
-        self._close_fd = weakref.finalize(self, os.close, fd)
+        self._keep_fd(fd)
 
     @classmethod
     def open(cls, path: str, *, file_already_exists: bool = False, init_file_size: int = 0,
              preallocate: bool = False) -> FileRecords:
-        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(path, flags, 0o644)
+        fd = open_fd(path, create=True)
         try:
             if not file_already_exists and preallocate and init_file_size > 0:
                 os.ftruncate(fd, init_file_size)
@@ -116,7 +115,7 @@ class FileRecords:
 
     def _discard_tail(self, size: int) -> None:
         try:
-            os.ftruncate(self._fd, size)
+            self._set_file_length(size)
         except OSError:
             pass
 
@@ -125,17 +124,14 @@ class FileRecords:
         if target_size > self.size or target_size < 0:
             raise ValueError(f"cannot truncate {self.path} of {self.size} bytes to {target_size}")
         removed = self.size - target_size
-        os.ftruncate(self._fd, target_size)
+        self._set_file_length(target_size)
         self.size = target_size
         return removed
 
     def trim(self) -> None:
         """Drops preallocated space after the data."""
         if os.fstat(self._fd).st_size != self.size:
-            os.ftruncate(self._fd, self.size)
-
-    def flush(self) -> None:
-        os.fsync(self._fd)
+            self._set_file_length(self.size)
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -205,7 +201,7 @@ class FileRecords:
         os.utime(self.path, ns=(ms * 1_000_000, ms * 1_000_000))
 
     def close(self) -> None:
-        if self._close_fd.alive:
+        if not self.closed:
             try:
                 self.trim()
             finally:
@@ -213,18 +209,3 @@ class FileRecords:
 
     def close_handler(self) -> None:
         self._close_fd()
-
-    @property
-    def closed(self) -> bool:
-        return not self._close_fd.alive
-
-    def delete_if_exists(self) -> bool:
-        """Unlinks the file; the descriptor stays open until close() or the last reference goes."""
-        return unlink_if_exists(self.path)
-
-    def rename_to(self, path: str) -> None:
-        rename_file(self.path, path)
-        self.path = path
-
-    def update_dir(self, new_dir: str) -> None:
-        self.path = os.path.join(new_dir, os.path.basename(self.path))

@@ -28,7 +28,8 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from typing import NamedTuple
+
+from services.common.topic_partition import TopicPartition
 
 LOG_FILE_SUFFIX = ".log"
 INDEX_FILE_SUFFIX = ".index"
@@ -52,14 +53,6 @@ META_PROPERTIES_FILE = "meta.properties"
 
 INDEX_SUFFIXES = (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX)
 _SPECIAL_DIR = re.compile(r"^(\S+)-(\S+)\.(\S+)(-delete|-future)$")
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 def filename_prefix(offset: int) -> str:

@@ -20,17 +20,24 @@ Readers never lock: they take the (entries in the file, tail) pair in one read; 
 to the tail in place and replaces the pair only after writing it out. After a resize the next
 lookup maps the file again; a reader still holding the previous mapping keeps a valid view of the
 slots it knew. Entry layouts are documented by the subclasses (`offset_index`, `time_index`).
+
+`_floor` is the one binary search of both index types: the last entry whose value of a sorted
+field (an `EntryKey`: the offset, the position or the timestamp) is <= a target, in the tail or
+the file. Searches for the first entry >= a target ask for the last one < it (keys are integers).
 """
 
 from __future__ import annotations
 
+import bisect
 import mmap
 import os
 import struct
-from typing import ClassVar
+from collections.abc import Callable
+from operator import itemgetter
+from typing import ClassVar, NamedTuple
 
 from services.broker.log.errors import CorruptIndexError
-from services.broker.log.files import fsync_path, rename_file, unlink_if_exists
+from services.broker.log.segment_file import SegmentFile, open_fd
 
 
 class InvalidOffsetError(ValueError):
@@ -52,6 +59,21 @@ def _map(fd: int, length: int) -> mmap.mmap | None:
     return mmap.mmap(fd, length, prot=mmap.PROT_READ) if length else None
 
 
+class EntryKey(NamedTuple):
+    """A field an index's entries are sorted by: a getter of it from an entry tuple, and a reader
+    of it (as a 1-tuple) from the start of an entry in the file."""
+
+    of_entry: Callable[[tuple[int, int]], int]
+    unpack_from: Callable[..., tuple[int]]
+
+
+def entry_key(entry: struct.Struct, field: int) -> EntryKey:
+    """The key of field `field` of the entry layout `entry` (single-character codes, e.g. `>qi`)."""
+    byte_order, codes = entry.format[0], entry.format[1:]
+    skip = struct.calcsize(byte_order + codes[:field])
+    return EntryKey(itemgetter(field), struct.Struct(f"{byte_order}{skip}x{codes[field]}").unpack_from)
+
+
 class _Unmapped:
     """Marks an index whose file has not been mapped yet (existing indexes map on first lookup)."""
 
@@ -59,16 +81,16 @@ class _Unmapped:
 UNMAPPED = _Unmapped()
 
 
-class MmapIndex:
+class MmapIndex(SegmentFile):
     ENTRY_SIZE: ClassVar[int]
     ENTRY: ClassVar[struct.Struct]
 
     def __init__(self, path: str, base_offset: int, max_index_size: int) -> None:
-        self.path = path
+        super().__init__(path)
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         newly_created = not os.path.exists(path)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        fd = open_fd(path, create=True)
         try:
             if newly_created:
                 if max_index_size < self.ENTRY_SIZE:
@@ -78,7 +100,6 @@ class MmapIndex:
             # mapped on the first lookup that needs the file, written through a descriptor opened
             # on the first write: an idle index holds neither (a mapping keeps a descriptor too)
             self._mm: mmap.mmap | _Unmapped | None = UNMAPPED
-            self._fd: int | None = None  # kept while entries are appended; closed once trimmed
             self._opening_fd: int | None = fd
             self._length = length
             self._max_entries = length // self.ENTRY_SIZE
@@ -95,7 +116,7 @@ class MmapIndex:
         if mm is not UNMAPPED:
             return mm
         try:
-            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            fd = open_fd(self.path, read_only=True)
         except FileNotFoundError:
             return None  # deleted under a late reader: lookups fall back to scanning the log
         try:
@@ -106,14 +127,14 @@ class MmapIndex:
         return mm
 
     def _write_fd(self) -> int:
+        """The descriptor appends write through: kept while the index grows, closed once trimmed."""
         if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+            return self._keep_fd(open_fd(self.path))
         return self._fd
 
     def _close_fd(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        super()._close_fd()
+        self._fd = None
 
     def _append(self, entry: tuple[int, int]) -> None:
         """Adds an entry the subclass checked; it reaches the file with the next group or flush."""
@@ -146,6 +167,43 @@ class MmapIndex:
                 return self.ENTRY.unpack(os.pread(self._opening_fd, self.ENTRY_SIZE, slot * self.ENTRY_SIZE))
             mm = self._mapping()
         return self.ENTRY.unpack_from(mm, slot * self.ENTRY_SIZE)
+
+    def _raw_entry(self, slot: int) -> tuple[int, int]:
+        """The raw entry of `slot`, which must be one of the index's entries."""
+        if not 0 <= slot < self._entries:
+            raise IndexError(f"slot {slot} out of range for {self._entries} entries in {self.path}")
+        return self._entry_at(slot)
+
+    def _floor(self, key: EntryKey, target: int) -> tuple[int, tuple[int, int] | None]:
+        """(slot, raw entry) of the last entry whose `key` is <= target, or (-1, None)."""
+        written, pending = self._tail
+        of_entry = key.of_entry
+        if pending and of_entry(pending[0]) <= target:
+            slot = bisect.bisect_right(pending, target, key=of_entry) - 1
+            return written + slot, pending[slot]
+        mm = self._mm
+        if mm is UNMAPPED:
+            mm = self._mapping() if written else None
+        if mm is None:
+            return -1, None
+        unpack = key.unpack_from
+        size = self.ENTRY_SIZE
+        hi = written - 1
+        if hi < 0 or unpack(mm, 0)[0] > target:
+            return -1, None
+        lo = 0
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            if unpack(mm, mid * size)[0] <= target:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo, self.ENTRY.unpack_from(mm, lo * size)
+
+    def _truncate_to_key(self, key: EntryKey, target: int) -> None:
+        """Removes every entry whose `key` is >= target."""
+        self.write_pending()
+        self.truncate_to_entries(self._floor(key, target - 1)[0] + 1)
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -204,10 +262,8 @@ class MmapIndex:
             self._entries = rounded // self.ENTRY_SIZE
             self._tail = (self._entries, [])
             self._on_entries_changed()
-        if self._fd is not None:
-            os.ftruncate(self._fd, rounded)
-        else:  # a reset index (recovery rebuilding thousands of them) keeps no descriptor open
-            os.truncate(self.path, rounded)
+        # a reset index (recovery rebuilding thousands of them) keeps no descriptor open
+        self._set_file_length(rounded)
         self._length = rounded
         # mapped again on the next lookup; the previous mapping closes when its last reader drops it
         self._mm = UNMAPPED if rounded else None
@@ -237,13 +293,7 @@ class MmapIndex:
 
     def flush(self) -> None:
         self.write_pending()
-        if self._fd is not None:
-            os.fsync(self._fd)
-        else:
-            try:
-                fsync_path(self.path)
-            except FileNotFoundError:
-                pass  # deleted meanwhile: nothing left to make durable
+        super().flush()
 
     def close(self) -> None:
         if not os.path.exists(self.path):
@@ -257,17 +307,6 @@ class MmapIndex:
             self._mm.close()
         self._mm = None
         self._close_fd()
-
-    def delete_if_exists(self) -> bool:
-        """Unlinks the file; the mapping stays valid for readers that still hold this index."""
-        return unlink_if_exists(self.path)
-
-    def rename_to(self, path: str) -> None:
-        rename_file(self.path, path)
-        self.path = path
-
-    def update_dir(self, new_dir: str) -> None:
-        self.path = os.path.join(new_dir, os.path.basename(self.path))
 
     def _check_length(self) -> None:
         if self._length % self.ENTRY_SIZE:

@@ -8,9 +8,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 UNKNOWN_OFFSET = -1
-EARLIEST_TIMESTAMP = -2  # ListOffsets: the log start offset
-LATEST_TIMESTAMP = -1  # ListOffsets: the log end offset
-NO_TIMESTAMP = -1
 
 
 class LogOffsetMetadata(NamedTuple):

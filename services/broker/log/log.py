@@ -61,15 +61,7 @@ from services.broker.log.files import (
     time_index_file,
     unlink_if_exists,
 )
-from services.broker.log.info import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    NO_TIMESTAMP,
-    FetchDataInfo,
-    LogAppendInfo,
-    LogOffsetMetadata,
-    TimestampAndOffset,
-)
+from services.broker.log.info import FetchDataInfo, LogAppendInfo, LogOffsetMetadata, TimestampAndOffset
 from services.broker.log.leader_epoch import LeaderEpochFileCache
 from services.broker.log.loader import load_segments, rebuild_producer_state
 from services.broker.log.log_maintenance import LogMaintenance
@@ -88,6 +80,7 @@ from services.broker.log.validation import (
 )
 from services.common.clock import SYSTEM_CLOCK, Clock
 from services.common.records.batch import LOG_OVERHEAD, BatchHeader
+from services.common.shared_types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, NO_TIMESTAMP
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +123,7 @@ class Log(LogMaintenance):
         self._rebuild_producer_state(self._recovery_point)
         interval = producer_id_expiration_check_interval_ms
         self._producer_expiration = None if scheduler is None else scheduler.schedule(
-            "PeriodicProducerExpirationCheck", self.remove_expired_producers, interval, interval)
+            interval, self.remove_expired_producers, period_ms=interval, name="PeriodicProducerExpirationCheck")
 
     def __repr__(self) -> str:
         return (f"Log(dir={self.dir!r}, log_start_offset={self._log_start_offset}, "
@@ -214,7 +207,7 @@ class Log(LogMaintenance):
         if self._scheduler is None:
             fn()
         else:
-            self._scheduler.schedule(name, fn, delay_ms)
+            self._scheduler.schedule(delay_ms, fn, name=name)
 
     # -- appends -------------------------------------------------------------------------------
 

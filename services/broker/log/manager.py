@@ -62,8 +62,8 @@ from services.broker.log.files import (
     unlink_if_exists,
 )
 from services.broker.log.log import Log
-from services.broker.log.scheduler import ScheduledTask, Scheduler
 from services.common.clock import SYSTEM_CLOCK, Clock
+from services.common.scheduler import ScheduledTask, Scheduler
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ class LogManager:
         self._topic_overrides = {topic: dict(props) for topic, props in (topic_configs or {}).items()}
         self._clock = clock
         self._owns_scheduler = scheduler is None
-        self.scheduler = scheduler if scheduler is not None else Scheduler(clock)
+        self.scheduler = scheduler if scheduler is not None else Scheduler(clock, name="odradek-log-scheduler")
         self._initial_task_delay_ms = initial_task_delay_ms
         self.log_dirs = _create_and_validate_log_dirs(config.log_dirs)
         self._dir_locks = {d: _lock_dir(d) for d in self.log_dirs}
@@ -114,9 +114,9 @@ class LogManager:
             ("kafka-log-start-offset-checkpoint", self.checkpoint_log_start_offsets,
              config.log_flush_start_offset_checkpoint_interval_ms),
         ):
-            self._tasks.append(self.scheduler.schedule(name, fn, delay, period))
+            self._tasks.append(self.scheduler.schedule(delay, fn, period_ms=period, name=name))
         with self._delete_lock:
-            self._delete_task = self.scheduler.schedule("kafka-delete-logs", self.delete_logs, delay)
+            self._delete_task = self.scheduler.schedule(delay, self.delete_logs, name="kafka-delete-logs")
         self._started = True
         if self._owns_scheduler:
             self.scheduler.startup()
@@ -363,7 +363,7 @@ class LogManager:
             return  # a run due earlier (or running now) will look again
         if task is not None:
             task.cancel()
-        self._delete_task = self.scheduler.schedule("kafka-delete-logs", self.delete_logs, max(delay_ms, 0))
+        self._delete_task = self.scheduler.schedule(max(delay_ms, 0), self.delete_logs, name="kafka-delete-logs")
 
     def truncate_to(self, partition_offsets: Mapping[TopicPartition, int]) -> None:
         """Truncates logs (followers) and writes the lowered recovery points at once."""

@@ -14,7 +14,6 @@ lands at most that many bytes (plus one batch) before the wanted batch.
 
 from __future__ import annotations
 
-import bisect
 import operator
 import struct
 import sys
@@ -23,25 +22,20 @@ from array import array
 from services.broker.log.errors import CorruptIndexError
 from services.broker.log.index import (
     PENDING_ENTRIES,
-    UNMAPPED,
     IndexFullError,
     InvalidOffsetError,
     MmapIndex,
+    entry_key,
 )
 
 _ENTRY = struct.Struct(">ii")
-_INT32 = struct.Struct(">i")
-_POSITION = struct.Struct(">4xi")
-_ABOVE_ANY = 0x7FFFFFFF + 1
-
-
-def _position_of(entry: tuple[int, int]) -> int:
-    return entry[1]
+_BY_OFFSET = entry_key(_ENTRY, 0)
+_BY_POSITION = entry_key(_ENTRY, 1)
 
 
 class OffsetIndex(MmapIndex):
-    ENTRY_SIZE = 8
     ENTRY = _ENTRY
+    ENTRY_SIZE = _ENTRY.size
 
     def _on_entries_changed(self) -> None:
         if self._entries:
@@ -57,9 +51,7 @@ class OffsetIndex(MmapIndex):
 
     def entry(self, slot: int) -> tuple[int, int]:
         """(offset, position) of entry `slot`."""
-        if not 0 <= slot < self._entries:
-            raise IndexError(f"slot {slot} out of range for {self._entries} entries in {self.path}")
-        relative, position = self._entry_at(slot)
+        relative, position = self._raw_entry(slot)
         return self.base_offset + relative, position
 
     def append(self, offset: int, position: int) -> None:
@@ -79,85 +71,28 @@ class OffsetIndex(MmapIndex):
         if len(pending) >= PENDING_ENTRIES:
             self.write_pending()
 
-    def _find(self, relative: int) -> tuple[int, int] | None:
-        """The raw (relative offset, position) of the largest entry with relative offset <= target."""
-        written, pending = self._tail
-        if pending and pending[0][0] <= relative:
-            return pending[bisect.bisect_right(pending, (relative, _ABOVE_ANY)) - 1]
-        mm = self._mm
-        if mm is UNMAPPED:
-            mm = self._mapping() if written else None
-        slot = self._file_slot(relative, written, mm)
-        return None if slot < 0 else _ENTRY.unpack_from(mm, slot << 3)
-
-    def _file_slot(self, relative: int, written: int, mm) -> int:
-        """Binary search of the first `written` entries of the file; the slot found, or -1."""
-        if mm is None:
-            return -1
-        hi = written - 1
-        unpack = _INT32.unpack_from
-        if hi < 0 or unpack(mm, 0)[0] > relative:
-            return -1
-        lo = 0
-        while lo < hi:
-            mid = (lo + hi + 1) >> 1
-            if unpack(mm, mid << 3)[0] <= relative:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
-
     def lookup(self, target_offset: int) -> tuple[int, int]:
         """(offset, position) of the largest entry with offset <= target, else (base offset, 0)."""
-        found = self._find(target_offset - self.base_offset)
+        found = self._floor(_BY_OFFSET, target_offset - self.base_offset)[1]
         return (self.base_offset, 0) if found is None else (self.base_offset + found[0], found[1])
 
     def lookup_position(self, target_offset: int) -> int:
-        found = self._find(target_offset - self.base_offset)
+        found = self._floor(_BY_OFFSET, target_offset - self.base_offset)[1]
         return 0 if found is None else found[1]
 
     def lookup_by_position(self, position: int) -> int:
         """The largest indexed position <= `position` (0 if none): the start of a batch."""
-        written, pending = self._tail
-        if pending and pending[0][1] <= position:
-            return pending[bisect.bisect_right(pending, position, key=_position_of) - 1][1]
-        mm = self._mm
-        if mm is UNMAPPED:
-            mm = self._mapping() if written else None
-        hi = written - 1 if mm is not None else -1
-        unpack = _POSITION.unpack_from
-        if hi < 0 or unpack(mm, 0)[0] > position:
-            return 0
-        lo = 0
-        while lo < hi:
-            mid = (lo + hi + 1) >> 1
-            if unpack(mm, mid << 3)[0] <= position:
-                lo = mid
-            else:
-                hi = mid - 1
-        return unpack(mm, lo << 3)[0]
+        found = self._floor(_BY_POSITION, position)[1]
+        return 0 if found is None else found[1]
 
     def fetch_upper_bound_offset(self, start_position: int, fetch_size: int) -> int | None:
         """The first indexed offset whose position is >= start_position + fetch_size, if any."""
-        target = start_position + fetch_size
-        lo, hi = 0, self._entries
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if self._entry_at(mid)[1] < target:
-                lo = mid + 1
-            else:
-                hi = mid
-        return None if lo == self._entries else self.entry(lo)[0]
+        slot = self._floor(_BY_POSITION, start_position + fetch_size - 1)[0] + 1
+        return None if slot == self._entries else self.entry(slot)[0]
 
     def truncate_to(self, offset: int) -> None:
         """Removes every entry with offset >= `offset`."""
-        self.write_pending()
-        relative = offset - self.base_offset
-        mm = self._mapping()
-        slot = self._file_slot(relative, self._entries, mm)
-        if slot >= 0 and _INT32.unpack_from(mm, slot << 3)[0] != relative:
-            slot += 1
-        self.truncate_to_entries(max(slot, 0))
+        self._truncate_to_key(_BY_OFFSET, offset - self.base_offset)
 
     def sanity_check(self, log_size: int | None = None) -> None:
         """Raises CorruptIndexError unless entries are strictly increasing and point into the log."""

@@ -82,16 +82,13 @@ from services.broker.log.files import (
 )
 from services.broker.log.validation import AppendOrigin
 from services.common.records import decode_batch, parse_control_record
-from services.common.records.batch import CONTROL_MASK, TRANSACTIONAL_MASK
+from services.common.records.batch import CONTROL_MASK, NO_PRODUCER_EPOCH, NO_SEQUENCE, TRANSACTIONAL_MASK
+from services.common.shared_types import NO_OFFSET, NO_TIMESTAMP
 
 logger = logging.getLogger(__name__)
 
 NUM_BATCHES_TO_RETAIN = 5
 SNAPSHOTS_TO_KEEP = 2
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
-NO_OFFSET = -1
-NO_TIMESTAMP = -1
 NO_COORDINATOR_EPOCH = -1
 MAX_SEQUENCE = 0x7FFFFFFF
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 604800000  # transactional.id.expiration.ms, as Kafka 2.8 uses

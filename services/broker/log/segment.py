@@ -37,12 +37,14 @@ from services.broker.log.files import (
     unlink_if_exists,
 )
 from services.broker.log.index import InvalidOffsetError
-from services.broker.log.info import NO_TIMESTAMP, FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
+from services.broker.log.info import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
 from services.broker.log.offset_index import OffsetIndex
 from services.broker.log.time_index import TimeIndex
 from services.broker.log.validation import checked_header
 from services.common.clock import Clock
 from services.common.records.batch import HEADER_SIZE, HEADER_STRUCT
+from services.common.records.reader import check_batch_records
+from services.common.shared_types import NO_TIMESTAMP
 
 RECOVERY_CHUNK_BYTES = 8 * 1024 * 1024
 WALK_SHORTCUT_BYTES = 64 * 1024  # longer reads find their end through the offset index
@@ -299,8 +301,8 @@ class LogSegment:
     def recover(self, leader_epoch_cache=None) -> int:
         """Re-validates every batch, rebuilds both indexes, cuts a torn or corrupt tail.
 
-        Returns the number of bytes cut. Stops at the first batch that is short, fails its CRC or
-        header checks, or whose offsets do not follow the previous batch within this segment.
+        Returns the number of bytes cut. Stops at the first batch that is short, fails its CRC,
+        header checks or records' framing check, or whose offsets do not follow the previous batch within this segment.
         """
         self.offset_index.reset()
         self.time_index.reset()
@@ -327,6 +329,7 @@ class LogSegment:
                     break
                 try:
                     header = checked_header(data, pos, size, _unpack_header(data, pos))
+                    check_batch_records(data, pos, header)
                 except (CorruptRecordError, InvalidRecordError, UnsupportedMagicError):
                     done = True
                     break

@@ -15,23 +15,21 @@ is always kept free for that final entry (`is_full` is one entry early, as in Ka
 
 from __future__ import annotations
 
-import bisect
 import operator
 import struct
 
 from services.broker.log.errors import CorruptIndexError
-from services.broker.log.index import UNMAPPED, IndexFullError, InvalidOffsetError, MmapIndex
+from services.broker.log.index import IndexFullError, InvalidOffsetError, MmapIndex, entry_key
+from services.common.shared_types import NO_TIMESTAMP
 
-NO_TIMESTAMP = -1
 _ENTRY = struct.Struct(">qi")
-_INT64 = struct.Struct(">q")
-_REL = struct.Struct(">8xi")
-_ABOVE_ANY = 0x7FFFFFFF + 1
+_BY_TIMESTAMP = entry_key(_ENTRY, 0)
+_BY_OFFSET = entry_key(_ENTRY, 1)
 
 
 class TimeIndex(MmapIndex):
-    ENTRY_SIZE = 12
     ENTRY = _ENTRY
+    ENTRY_SIZE = _ENTRY.size
 
     def _on_entries_changed(self) -> None:
         if self._entries:
@@ -50,9 +48,7 @@ class TimeIndex(MmapIndex):
         return self._last_entry
 
     def entry(self, slot: int) -> tuple[int, int]:
-        if not 0 <= slot < self._entries:
-            raise IndexError(f"slot {slot} out of range for {self._entries} entries in {self.path}")
-        timestamp, relative = self._entry_at(slot)
+        timestamp, relative = self._raw_entry(slot)
         return timestamp, self.base_offset + relative
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
@@ -74,64 +70,16 @@ class TimeIndex(MmapIndex):
         self._last_entry = (timestamp, offset)
         self._entries = entries + 1
 
-    def _slot_for_timestamp(self, target: int, written: int, mm) -> int:
-        if mm is None:
-            return -1
-        hi = written - 1
-        unpack = _INT64.unpack_from
-        if hi < 0 or unpack(mm, 0)[0] > target:
-            return -1
-        lo = 0
-        while lo < hi:
-            mid = (lo + hi + 1) >> 1
-            if unpack(mm, mid * 12)[0] <= target:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
-
-    def _slot_for_offset(self, target: int) -> int:
-        hi = self._entries - 1
-        mm = self._mapping()
-        relative = target - self.base_offset
-        unpack = _REL.unpack_from
-        if hi < 0 or unpack(mm, 0)[0] > relative:
-            return -1
-        lo = 0
-        while lo < hi:
-            mid = (lo + hi + 1) >> 1
-            if unpack(mm, mid * 12)[0] <= relative:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
-
     def lookup(self, target_timestamp: int) -> tuple[int, int]:
         """(timestamp, offset) of the largest entry with timestamp <= target, else (-1, base offset)."""
-        written, pending = self._tail
-        if pending and pending[0][0] <= target_timestamp:
-            timestamp, relative = pending[bisect.bisect_right(pending, (target_timestamp, _ABOVE_ANY)) - 1]
-            return timestamp, self.base_offset + relative
-        mm = self._mm
-        if mm is UNMAPPED:
-            mm = self._mapping() if written else None
-        slot = self._slot_for_timestamp(target_timestamp, written, mm)
-        if slot < 0:
+        found = self._floor(_BY_TIMESTAMP, target_timestamp)[1]
+        if found is None:
             return NO_TIMESTAMP, self.base_offset
-        timestamp, relative = _ENTRY.unpack_from(mm, slot * 12)
-        return timestamp, self.base_offset + relative
+        return found[0], self.base_offset + found[1]
 
     def truncate_to(self, offset: int) -> None:
         """Removes every entry with offset >= `offset`."""
-        self.write_pending()
-        slot = self._slot_for_offset(offset)
-        if slot < 0:
-            keep = 0
-        elif self.entry(slot)[1] == offset:
-            keep = slot
-        else:
-            keep = slot + 1
-        self.truncate_to_entries(keep)
+        self._truncate_to_key(_BY_OFFSET, offset - self.base_offset)
 
     def sanity_check(self) -> None:
         """Raises CorruptIndexError unless timestamps strictly increase and offsets never decrease."""

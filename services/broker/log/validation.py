@@ -1,18 +1,25 @@
 """Validation of the record batches in an append, before anything is written (Kafka's LogValidator role).
 
 Every batch gets the checks of `services.common.records.batch.validate_batch` (length, magic 2,
-CRC-32C, counts) plus, for a leader append, the size limit (`max.message.bytes`), Kafka's rules for
-client batches (base offset 0, record count matching the offset range, no control batches, a
-sequence number with every producer id) and the timestamp rules. Only headers are read (records are
-never walked on the produce path): timestamps are checked on a batch's first and max timestamps,
-and Kafka's per-record rule that a compacted topic's records have keys is left to the cleaner.
+CRC-32C, counts) plus, for a leader append, the size limit (`max.message.bytes`), a known codec, a
+producer id with every transactional or control batch, Kafka's rules for client batches (base
+offset 0, no control batches, a sequence number with every producer id), and every record's framing
+by the one record reader (`services.common.records.reader.check_batch_records`: decompression, each
+record's lengths, the record count; compiled, no Python object per record). The same pass gathers
+what Kafka's per-record rules need: every offset delta is the record's index (the last offset delta
+is the count less one), a CreateTime batch's max timestamp is its largest record timestamp, every
+record timestamp is within `message.timestamp.difference.max.ms` of now, and a compacted topic's
+records have keys. A refusal for one record carries `record_errors` (its index and a message), as
+Kafka's ProduceResponse reports them. A follower's batches get the header checks and the framing
+check, not the rules that are the leader's; a batch that fails them is CORRUPT_MESSAGE.
 
 The common produce, one batch per partition, is decided by `single_leader_batch` with one header
-unpack and one CRC-32C; anything else (several batches, or a batch with a fault to report) goes
-through `validate_leader_batches`.
+unpack, one CRC-32C and one framing check; anything else (several batches, or a batch with a fault
+to report) goes through `validate_leader_batches`.
 
 Errors, with Kafka's codes: an empty append INVALID_RECORD; bytes that are not whole batches, a bad
-length or CRC CORRUPT_MESSAGE; magic other than 2 UNSUPPORTED_FOR_MESSAGE_FORMAT; a batch over
+length, CRC, compressed section or record CORRUPT_MESSAGE; magic other than 2
+UNSUPPORTED_FOR_MESSAGE_FORMAT; an unknown codec UNSUPPORTED_COMPRESSION_TYPE; a batch over
 `max.message.bytes` MESSAGE_TOO_LARGE; a bad timestamp INVALID_TIMESTAMP; rule breaks INVALID_RECORD.
 """
 
@@ -27,23 +34,32 @@ from services.broker.log.errors import (
     InvalidRecordError,
     InvalidTimestampError,
     RecordTooLargeError,
+    UnsupportedMagicError,
 )
 from services.common.clock import Clock
+from services.common.errors import KafkaError
 from services.common.records.batch import (
     ATTRIBUTES_OFFSET,
+    CODEC_MASK,
     CONTROL_MASK,
     HEADER_SIZE,
     HEADER_STRUCT,
     LOG_OVERHEAD,
     MAGIC,
     TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
     BatchHeader,
     batch_size_at,
     validate_batch,
 )
+from services.common.records.compression import Compression, UnsupportedCompressionError
+from services.common.records.reader import RecordsSummary, check_batch_records, read_batch
+from services.common.shared_types import NO_TIMESTAMP
 
 _unpack_header = HEADER_STRUCT.unpack_from
 _CONTROL_OR_APPEND_TIME = CONTROL_MASK | TIMESTAMP_TYPE_MASK
+_TRANSACTIONAL_OR_CONTROL = TRANSACTIONAL_MASK | CONTROL_MASK
+_MAX_CODEC = max(Compression)
 _new_header = tuple.__new__
 
 
@@ -76,11 +92,22 @@ def single_leader_batch(view: memoryview, config: LogConfig, origin: AppendOrigi
             or not _valid_fields(fields, origin is _CLIENT)
             or crc32c(view[ATTRIBUTES_OFFSET:]) != fields[4]):
         return None
+    try:
+        summary = check_batch_records(view, 0, fields)
+    except CorruptRecordError:
+        return None
+    if summary[0] >= 0 or summary[3] >= 0 and config.compact:  # offset delta fault, null key
+        return None
+    if fields[12] and fields[8] != fields[7] + summary[2]:  # max timestamp, base + largest delta
+        return None
     max_difference = config.message_timestamp_difference_max_ms
-    if max_difference < LONG_MAX and not config.log_append_time:
+    if max_difference < LONG_MAX:
         now_ms = clock.time_ms()
-        for timestamp in (fields[7], fields[8]):  # base and max timestamps
-            if timestamp != -1 and abs(timestamp - now_ms) > max_difference:
+        lowest, highest = fields[7] + summary[1], fields[7] + summary[2]
+        if lowest == NO_TIMESTAMP != highest:  # records between the two go unchecked: the general path
+            return None
+        for timestamp in (lowest, highest):
+            if timestamp != NO_TIMESTAMP and abs(timestamp - now_ms) > max_difference:
                 return None
     return fields
 
@@ -88,10 +115,12 @@ def single_leader_batch(view: memoryview, config: LogConfig, origin: AppendOrigi
 def _valid_fields(fields: tuple, check_client: bool) -> bool:
     """Whether unpacked header fields pass every rule but the CRC and the size limit."""
     base_offset, _, _, magic, _, attributes, delta, _, _, producer_id, _, sequence, count = fields
+    if attributes & CODEC_MASK > _MAX_CODEC or (producer_id < 0 and attributes & _TRANSACTIONAL_OR_CONTROL):
+        return False
     if check_client:
         return (magic == MAGIC and base_offset == 0 and count > 0 and delta + 1 == count
                 and not attributes & _CONTROL_OR_APPEND_TIME and (producer_id < 0 or sequence >= 0))
-    return (magic == MAGIC and count >= 0 and delta >= 0 and (count == 0 or delta + 1 >= count)
+    return (magic == MAGIC and count >= 0 and (count == 0 and delta >= 0 or delta + 1 == count)
             and not (attributes & CONTROL_MASK and count != 1)
             and not attributes & TIMESTAMP_TYPE_MASK)
 
@@ -121,8 +150,9 @@ def validate_leader_batches(records, config: LogConfig, origin: AppendOrigin,
                 or crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size]) != fields[4]):
             _raise_batch_error(view, pos, check_client)
         header = _new_header(BatchHeader, fields)
-        if check_timestamps:
-            _check_timestamps(header, now_ms, max_difference)
+        summary = check_batch_records(view, pos, header)
+        _check_records(view, pos, header, summary, config.compact, now_ms if check_timestamps else None,
+                       max_difference)
         batches.append((pos, header))
         pos += size
     return view, batches, end
@@ -139,8 +169,15 @@ def _raise_size_error(size: int, available: int, max_size: int) -> None:
 def _raise_batch_error(view: memoryview, pos: int, check_client: bool) -> None:
     """Raises the error that describes why the batch at `pos` was refused, in Kafka's order."""
     header = validate_batch(view, pos)  # length, magic, CRC, counts
+    if header.compression > _MAX_CODEC:
+        raise UnsupportedCompressionError(f"compression codec {header.compression} is not supported")
+    if header.producer_id < 0 and header.attributes & _TRANSACTIONAL_OR_CONTROL:
+        raise InvalidRecordError("a transactional or control batch must carry a producer id")
     if check_client:
         _check_client_batch(header)
+    elif header.records_count and header.last_offset_delta + 1 != header.records_count:
+        raise InvalidRecordError(
+            f"inconsistent offset range of {header.last_offset_delta + 1} for {header.records_count} records")
     if header.attributes & TIMESTAMP_TYPE_MASK:
         raise InvalidTimestampError("producers must not set the timestamp type to LogAppendTime")
     raise CorruptRecordError(f"invalid record batch at position {pos}")
@@ -173,15 +210,52 @@ def _check_client_batch(header: BatchHeader) -> None:
             f"invalid sequence number {header.base_sequence} for producer id {header.producer_id}")
 
 
-def _check_timestamps(header: BatchHeader, now_ms: int, max_difference: int) -> None:
-    for timestamp in (header.base_timestamp, header.max_timestamp):
-        if timestamp != -1 and abs(timestamp - now_ms) > max_difference:
-            raise InvalidTimestampError(
-                f"timestamp {timestamp} is outside [{now_ms - max_difference}, {now_ms + max_difference}]")
+def _check_records(view: memoryview, pos: int, header: BatchHeader, summary: RecordsSummary, compact: bool,
+                   now_ms: int | None, max_difference: int) -> None:
+    """Kafka's per-record rules on a batch whose records passed the framing check, from the
+    `summary` that check gathered; raises with the index of the first offending record."""
+    if summary.offset_delta_fault >= 0:
+        index = summary.offset_delta_fault
+        raise record_error(InvalidRecordError, index,
+                           f"record {index} does not have the inner record offset delta {index}")
+    if compact and summary.null_key >= 0:
+        raise record_error(InvalidRecordError, summary.null_key, "Compacted topic cannot accept message without key")
+    base_timestamp = header.base_timestamp
+    if header.records_count and header.max_timestamp != base_timestamp + summary.max_timestamp_delta:
+        raise InvalidRecordError(
+            f"max timestamp {header.max_timestamp} is not the largest record timestamp "
+            f"{base_timestamp + summary.max_timestamp_delta}")
+    if now_ms is None:
+        return
+    lowest = base_timestamp + summary.min_timestamp_delta
+    highest = base_timestamp + summary.max_timestamp_delta
+    # Records without a timestamp (-1) are not checked; when the lowest is one, the records above it
+    # are known only one by one.
+    if lowest != NO_TIMESTAMP or highest == NO_TIMESTAMP:
+        for timestamp in (lowest, highest):
+            if timestamp != NO_TIMESTAMP and abs(timestamp - now_ms) > max_difference:
+                break
+        else:
+            return
+    low, high = now_ms - max_difference, now_ms + max_difference
+    for index, timestamp in enumerate(read_batch(view, pos, header).timestamps):
+        if timestamp != NO_TIMESTAMP and not low <= timestamp <= high:
+            raise record_error(InvalidTimestampError, index,
+                               f"timestamp {timestamp} of record {index} is outside [{low}, {high}]")
+
+
+def record_error(error_type: type[KafkaError], index: int, message: str) -> KafkaError:
+    """An error of `error_type` carrying Kafka's per-record error list: (index in the batch,
+    message) of the first offending record, as a ProduceResponse reports it."""
+    error = error_type(message)
+    error.record_errors = ((index, message),)
+    return error
 
 
 def validate_follower_batches(records) -> ValidatedBatches:
-    """Checks a follower append; a trailing partial batch is dropped (as Kafka trims it)."""
+    """Checks a follower append: every batch's header, CRC and records' framing (a batch that fails
+    is CORRUPT_MESSAGE: nothing of the append is written); a trailing partial batch is dropped (as
+    Kafka trims it)."""
     view = memoryview(records)
     end = len(view)
     batches = []
@@ -192,6 +266,11 @@ def validate_follower_batches(records) -> ValidatedBatches:
             raise CorruptRecordError(f"record batch size {size} is below the {HEADER_SIZE}-byte header")
         if pos + size > end:
             break
-        batches.append((pos, checked_header(view, pos, size, _unpack_header(view, pos))))
+        try:
+            header = checked_header(view, pos, size, _unpack_header(view, pos))
+        except (InvalidRecordError, UnsupportedMagicError) as exc:
+            raise CorruptRecordError(f"invalid record batch at position {pos}: {exc}") from exc
+        check_batch_records(view, pos, header)
+        batches.append((pos, header))
         pos += size
     return view, batches, pos

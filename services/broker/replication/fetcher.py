@@ -18,17 +18,14 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from services.common.errors import ERRORS_BY_NAME
+from services.common.errors import Errors
+from services.common.records.batch import CorruptRecordError
+from services.common.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from services.broker.replica_manager import ReplicaManager
 
 logger = logging.getLogger(__name__)
-
-TopicPartition = tuple[str, int]
-NONE = 0
-OFFSET_OUT_OF_RANGE = ERRORS_BY_NAME["OFFSET_OUT_OF_RANGE"].code
-UNDEFINED_EPOCH = -1
 
 
 @dataclass(frozen=True)
@@ -168,7 +165,7 @@ class ReplicaFetcherThread:
         with self._lock:
             partitions = self._partitions
             for tp, data in results.items():
-                if data.error_code == NONE and not data.records:
+                if data.error_code == Errors.NONE and not data.records:
                     state = partitions.get(tp)
                     if (state is not None and not state.truncating and state.fetch_offset == fetching[tp][0]
                             and data.high_watermark == state.leader_high_watermark):
@@ -197,7 +194,7 @@ class ReplicaFetcherThread:
         answers = self.endpoint.offsets_for_leader_epoch(requests)
         failed: dict[int, list[TopicPartition]] = {}
         for tp, (error, leader_epoch, end_offset) in answers.items():
-            if error != NONE:
+            if error != Errors.NONE:
                 failed.setdefault(error, []).append(tp)
                 self._delay(tp)
                 continue
@@ -229,8 +226,14 @@ class ReplicaFetcherThread:
             state = self._partitions.get(tp)
             if state is None or state.truncating or state.fetch_offset != fetch_offset:
                 return True
-        if data.error_code == NONE:
-            next_offset = self.manager.append_as_follower(tp, data.records, data.high_watermark)
+        if data.error_code == Errors.NONE:
+            try:
+                next_offset = self.manager.append_as_follower(tp, data.records, data.high_watermark)
+            except CorruptRecordError as exc:
+                logger.error("invalid records fetched for %s at offset %d are not appended: %s", tp, fetch_offset,
+                             exc)
+                self._delay(tp)
+                return True
             if next_offset is None:  # the partition is gone here
                 self.remove_partitions([tp])
                 return True
@@ -239,7 +242,7 @@ class ReplicaFetcherThread:
                     state.fetch_offset = next_offset
                     state.leader_high_watermark = data.high_watermark
             return True
-        if data.error_code == OFFSET_OUT_OF_RANGE:
+        if data.error_code == Errors.OFFSET_OUT_OF_RANGE:
             if fetch_offset < data.log_start_offset:
                 offset = self.manager.restart_follower_at(tp, data.log_start_offset)
                 with self._lock:

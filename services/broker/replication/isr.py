@@ -16,13 +16,14 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+from services.common.topic_partition import TopicPartition
+
 if TYPE_CHECKING:
     from services.broker.partition import Partition
     from services.broker.replica_manager import ReplicaManager
 
 logger = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 ISR_NOTIFICATION_INTERVAL_MS = 2500
 ISR_WRITE_CONCURRENCY = 16
 

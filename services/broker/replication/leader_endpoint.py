@@ -14,14 +14,12 @@ from typing import NamedTuple
 import grpc
 
 from services.broker.replication.fetcher import FetchedPartition
-from services.common.errors import ERRORS_BY_NAME
+from services.common.errors import Errors
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
 from services.common.service import insecure_channel
+from services.common.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
-
-NETWORK_EXCEPTION = ERRORS_BY_NAME["NETWORK_EXCEPTION"].code
-TopicPartition = tuple[str, int]
 
 
 class FetchedData(NamedTuple):
@@ -76,7 +74,7 @@ class GrpcLeaderEndpoint:
             response = self._stub.Fetch(request, timeout=self.timeout_s + max_wait_ms / 1000)
         except (grpc.RpcError, ValueError) as exc:  # ValueError: closed by a shutdown meanwhile
             logger.debug("fetch from %s failed: %s", self.target, exc)
-            return {tp: FetchedData(NETWORK_EXCEPTION) for tp in partitions}
+            return {tp: FetchedData(Errors.NETWORK_EXCEPTION) for tp in partitions}
         if response.error_code:
             return {tp: FetchedData(response.error_code) for tp in partitions}
         out = {}
@@ -99,13 +97,13 @@ class GrpcLeaderEndpoint:
             response = self._stub.OffsetForLeaderEpoch(request, timeout=self.timeout_s)
         except (grpc.RpcError, ValueError) as exc:  # ValueError: closed by a shutdown meanwhile
             logger.debug("OffsetForLeaderEpoch to %s failed: %s", self.target, exc)
-            return {tp: (NETWORK_EXCEPTION, -1, -1) for tp in partitions}
+            return {tp: (Errors.NETWORK_EXCEPTION, -1, -1) for tp in partitions}
         out = {}
         for topic in response.topics:
             for data in topic.partitions:
-                out[(topic.topic, data.partition)] = (data.error_code, data.leader_epoch, data.end_offset)
+                out[TopicPartition(topic.topic, data.partition)] = (data.error_code, data.leader_epoch, data.end_offset)
         for tp in partitions:
-            out.setdefault(tp, (NETWORK_EXCEPTION, -1, -1))
+            out.setdefault(tp, (Errors.NETWORK_EXCEPTION, -1, -1))
         return out
 
     def close(self) -> None:

@@ -10,10 +10,11 @@ import pytest
 from services.broker.log.config import LogConfig, LogManagerConfig
 from services.broker.log.manager import LogManager
 from services.broker.metadata_cache import MetadataCache
-from services.broker.partition import LeaderAndIsrState
 from services.broker.replica_manager import FetchParams, FetchPartition, ReplicaManager
 from services.common.proc import wait_until
 from services.common.records import build_batch, iter_records
+from services.common.shared_types import PartitionStateInfo
+from services.common.topic_partition import TopicPartition
 
 TP = ("t", 0)
 FOLLOWER = 2
@@ -24,7 +25,8 @@ def manager(tmp_path):
     logs = LogManager(LogManagerConfig(log_dirs=(str(tmp_path / "logs"),)), LogConfig())
     logs.startup()
     rm = ReplicaManager(1, logs, MetadataCache())
-    rm.become_leader_or_follower(1001, 1, [LeaderAndIsrState("t", 0, 1, 1, 0, (1, 2), 0, (1, 2), True)])
+    state = PartitionStateInfo(TopicPartition("t", 0), 1, 1, 0, (1, 2), 0, (1, 2), is_new=True)
+    rm.become_leader_or_follower(1001, 1, [state])
     yield rm
     rm.shutdown()
     logs.shutdown()

@@ -11,17 +11,18 @@ import pytest
 from services.broker.log.config import LogConfig, LogManagerConfig
 from services.broker.log.manager import LogManager
 from services.broker.metadata_cache import MetadataCache
-from services.broker.partition import LeaderAndIsrState
 from services.broker.replica_manager import FetchParams, FetchPartition, ReplicaFetchKey, ReplicaManager
-from services.common.errors import code_of
+from services.common.errors import Errors
 from services.common.records import build_batch, iter_records
+from services.common.shared_types import PartitionStateInfo
+from services.common.topic_partition import TopicPartition
 
 PARTITIONS = 60
 FOLLOWER = 2
 
 
-def state(index: int, leader: int = 1, epoch: int = 0) -> LeaderAndIsrState:
-    return LeaderAndIsrState("t", index, 1, leader, epoch, (1, 2, 3), 0, (1, 2, 3), True)
+def state(index: int, leader: int = 1, epoch: int = 0) -> PartitionStateInfo:
+    return PartitionStateInfo(TopicPartition("t", index), 1, leader, epoch, (1, 2, 3), 0, (1, 2, 3), is_new=True)
 
 
 @pytest.fixture
@@ -70,7 +71,7 @@ def test_losing_leadership_completes_the_parked_follower_fetch(manager):
     done, box = park_follower_fetch(manager)
     manager.become_leader_or_follower(1001, 1, [state(7, leader=3, epoch=1)])
     assert done.wait(10)
-    assert box[("t", 7)].error_code == code_of("NOT_LEADER_OR_FOLLOWER")
+    assert box[("t", 7)].error_code == Errors.NOT_LEADER_OR_FOLLOWER
     assert box[("t", 8)].error_code == 0
 
 

@@ -4,26 +4,30 @@ from __future__ import annotations
 
 import os
 import threading
+from dataclasses import replace
 
 import pytest
 
 from services.broker.log.config import LogConfig, LogManagerConfig
 from services.broker.log.errors import KafkaStorageError
 from services.broker.log.manager import LogManager
-from services.broker.metadata_cache import MetadataCache, PartitionMetadata
-from services.broker.partition import LeaderAndIsrState
+from services.broker.metadata_cache import MetadataCache
 from services.broker.replica_manager import FetchParams, FetchPartition, ReplicaManager
 from services.broker.replication.fetcher import FetcherConfig, ReplicaFetcherManager
+from services.broker.servicer import BrokerServicer
+from services.clients.partition_requests import parse_produce
 from services.common.clock import SYSTEM_CLOCK
-from services.common.errors import KafkaError, code_of
+from services.common.errors import Errors, KafkaError
 from services.common.records import build_batch, iter_records
+from services.common.shared_types import PartitionStateInfo
+from services.common.topic_partition import TopicPartition
 
 
 @pytest.fixture
 def manager(tmp_path):
     logs = LogManager(LogManagerConfig(log_dirs=(str(tmp_path / "logs"),)), LogConfig())
     logs.startup()
-    configs = {"strict": {"min.insync.replicas": "2"}}
+    configs = {"strict": {"min.insync.replicas": "2"}, "compacted": {"cleanup.policy": "compact"}}
     rm = ReplicaManager(1, logs, MetadataCache(), topic_config=lambda t: configs.get(t, {}))
     yield rm
     rm.shutdown()
@@ -31,7 +35,8 @@ def manager(tmp_path):
 
 
 def lead(rm, topic="t", partition=0, epoch=0, isr=(1,), replicas=(1,), controller_epoch=1):
-    state = LeaderAndIsrState(topic, partition, controller_epoch, 1, epoch, isr, 0, replicas, True)
+    state = PartitionStateInfo(TopicPartition(topic, partition), controller_epoch, 1, epoch, isr, 0, replicas,
+                               is_new=True)
     return rm.become_leader_or_follower(1001, controller_epoch, [state])
 
 
@@ -78,6 +83,19 @@ def test_leader_produce_fetch_and_offsets(manager):
     assert manager.list_offset("t", 0, 9999).offset == -1
 
 
+def test_a_refused_record_is_named_in_the_produce_response(manager):
+    lead(manager, topic="compacted")
+    batch = build_batch([b"a", b"b"], keys=[b"k", None], timestamps=1000)
+    result = produce(manager, {("compacted", 0): batch})[("compacted", 0)]
+    assert (result.error_code, result.base_offset) == (Errors.INVALID_RECORD, -1)
+    assert result.record_errors == ((1, "Compacted topic cannot accept message without key"),)
+    response = BrokerServicer._produce_response([("compacted", 0)], {("compacted", 0): result}, Errors.NONE, "")
+    [(code, parsed)] = parse_produce(response).values()
+    assert code == Errors.INVALID_RECORD
+    assert parsed.record_errors == result.record_errors
+    assert "Compacted topic cannot accept message without key" in parsed.error_message
+
+
 def test_long_poll_completes_when_data_arrives(manager):
     lead(manager)
     done, box = fetch(manager, 0, max_wait_ms=30_000)
@@ -98,21 +116,21 @@ def test_errors_carry_kafka_codes(manager):
     lead(manager)
     batch = build_batch([b"x"])
     bad_acks = produce(manager, {("t", 0): batch}, acks=2)[("t", 0)]
-    assert bad_acks.error_code == code_of("INVALID_REQUIRED_ACKS")
+    assert bad_acks.error_code == Errors.INVALID_REQUIRED_ACKS
     unknown = produce(manager, {("nope", 0): batch})[("nope", 0)]
-    assert unknown.error_code == code_of("UNKNOWN_TOPIC_OR_PARTITION")
+    assert unknown.error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION
     internal = produce(manager, {("__consumer_offsets", 0): batch})
-    assert internal[("__consumer_offsets", 0)].error_code == code_of("INVALID_TOPIC_EXCEPTION")
+    assert internal[("__consumer_offsets", 0)].error_code == Errors.INVALID_TOPIC_EXCEPTION
     damaged = bytearray(batch)
     damaged[-1] ^= 0xFF
-    assert produce(manager, {("t", 0): bytes(damaged)})[("t", 0)].error_code == code_of("CORRUPT_MESSAGE")
-    assert produce(manager, {("t", 0): b"\x00" * 10})[("t", 0)].error_code == code_of("CORRUPT_MESSAGE")
+    assert produce(manager, {("t", 0): bytes(damaged)})[("t", 0)].error_code == Errors.CORRUPT_MESSAGE
+    assert produce(manager, {("t", 0): b"\x00" * 10})[("t", 0)].error_code == Errors.CORRUPT_MESSAGE
     big = build_batch([b"z" * 2_000_000])
-    assert produce(manager, {("t", 0): big})[("t", 0)].error_code == code_of("MESSAGE_TOO_LARGE")
+    assert produce(manager, {("t", 0): big})[("t", 0)].error_code == Errors.MESSAGE_TOO_LARGE
     done, box = fetch(manager, 5)
-    assert done.wait(5) and box[("t", 0)].error_code == code_of("OFFSET_OUT_OF_RANGE")
+    assert done.wait(5) and box[("t", 0)].error_code == Errors.OFFSET_OUT_OF_RANGE
     done, box = fetch(manager, 0, epoch=7)
-    assert done.wait(5) and box[("t", 0)].error_code == code_of("UNKNOWN_LEADER_EPOCH")
+    assert done.wait(5) and box[("t", 0)].error_code == Errors.UNKNOWN_LEADER_EPOCH
     # nothing bad reached the log
     assert manager.partition("t", 0).log.log_end_offset == 0
 
@@ -120,29 +138,29 @@ def test_errors_carry_kafka_codes(manager):
 def test_min_insync_replicas(manager):
     lead(manager, topic="strict")
     result = produce(manager, {("strict", 0): build_batch([b"x"])}, acks=-1)[("strict", 0)]
-    assert result.error_code == code_of("NOT_ENOUGH_REPLICAS")
+    assert result.error_code == Errors.NOT_ENOUGH_REPLICAS
     assert manager.partition("strict", 0).log.log_end_offset == 0
     assert produce(manager, {("strict", 0): build_batch([b"x"])}, acks=1)[("strict", 0)].error_code == 0
 
 
 def test_not_leader_when_follower_and_fencing(manager):
-    state = LeaderAndIsrState("t", 0, 1, 2, 0, (2, 1), 0, (2, 1), True)
+    state = PartitionStateInfo(TopicPartition("t", 0), 1, 2, 0, (2, 1), 0, (2, 1), is_new=True)
     manager.metadata_cache.update(controller_id=1001, controller_epoch=1, live_brokers=[],
-                                  partition_states=[PartitionMetadata("t", 0, 2, 0, (2, 1), (2, 1))])
+                                  partition_states=[replace(state, controller_epoch=0, is_new=False)])
     assert manager.become_leader_or_follower(1001, 1, [state]) == {("t", 0): 0}
     result = produce(manager, {("t", 0): build_batch([b"x"])})[("t", 0)]
-    assert result.error_code == code_of("NOT_LEADER_OR_FOLLOWER")
+    assert result.error_code == Errors.NOT_LEADER_OR_FOLLOWER
     # the same leader epoch again is stale; an older controller epoch is refused whole
-    again = LeaderAndIsrState("t", 0, 1, 1, 0, (1,), 0, (2, 1), False)
+    again = PartitionStateInfo(TopicPartition("t", 0), 1, 1, 0, (1,), 0, (2, 1), is_new=False)
     stale = manager.become_leader_or_follower(1001, 1, [again])
-    assert stale == {("t", 0): code_of("STALE_CONTROLLER_EPOCH")}
+    assert stale == {("t", 0): Errors.STALE_CONTROLLER_EPOCH}
     with pytest.raises(KafkaError) as caught:
         manager.become_leader_or_follower(1001, 0, [again])
-    assert caught.value.error_name == "STALE_CONTROLLER_EPOCH"
+    assert caught.value.code == Errors.STALE_CONTROLLER_EPOCH
     # not a replica at all
-    other = LeaderAndIsrState("u", 0, 1, 3, 0, (3,), 0, (3,), True)
+    other = PartitionStateInfo(TopicPartition("u", 0), 1, 3, 0, (3,), 0, (3,), is_new=True)
     not_replica = manager.become_leader_or_follower(1001, 1, [other])
-    assert not_replica == {("u", 0): code_of("UNKNOWN_TOPIC_OR_PARTITION")}
+    assert not_replica == {("u", 0): Errors.UNKNOWN_TOPIC_OR_PARTITION}
 
 
 def test_stop_replica_with_delete_removes_the_log(manager, tmp_path):
@@ -155,7 +173,7 @@ def test_stop_replica_with_delete_removes_the_log(manager, tmp_path):
 
 
 def test_stop_replica_deletes_all_its_logs_in_one_call_and_reports_each_failure(manager, tmp_path, monkeypatch):
-    states = [LeaderAndIsrState("big", p, 1, 1, 0, (1,), 0, (1,), True) for p in range(30)]
+    states = [PartitionStateInfo(TopicPartition("big", p), 1, 1, 0, (1,), 0, (1,), is_new=True) for p in range(30)]
     manager.become_leader_or_follower(1001, 1, states)
     calls = []
     delete_logs = manager.log_manager.async_delete_logs
@@ -170,7 +188,7 @@ def test_stop_replica_deletes_all_its_logs_in_one_call_and_reports_each_failure(
     monkeypatch.setattr(manager.log_manager, "async_delete_logs", recorded)
     errors = manager.stop_replicas(1001, 1, [("big", p, True) for p in range(30)] + [("big", 40, False)])
     assert len(calls) == 1 and sorted(calls[0]) == [("big", p) for p in range(30)]
-    assert errors == {**{("big", p): 0 for p in range(30) if p != 7}, ("big", 7): code_of("KAFKA_STORAGE_ERROR"),
+    assert errors == {**{("big", p): 0 for p in range(30) if p != 7}, ("big", 7): Errors.KAFKA_STORAGE_ERROR,
                       ("big", 40): 0}
     assert all(manager.partition("big", p) is None for p in range(30))
     assert [name for name in os.listdir(tmp_path / "logs") if name.startswith("big-") and "-delete" not in name] == [
@@ -217,7 +235,7 @@ def test_one_leader_and_isr_reads_each_topic_config_once(tmp_path):
         return {"min.insync.replicas": "2"} if topic == "strict" else {}
 
     rm = ReplicaManager(1, logs, MetadataCache(), topic_config=topic_config)
-    states = [LeaderAndIsrState(topic, index, 1, 1, 0, (1,), 0, (1,), True)
+    states = [PartitionStateInfo(TopicPartition(topic, index), 1, 1, 0, (1,), 0, (1,), is_new=True)
               for topic in ("strict", "loose") for index in range(50)]
     assert set(rm.become_leader_or_follower(1001, 1, states).values()) == {0}
     assert sorted(reads) == ["loose", "strict"]

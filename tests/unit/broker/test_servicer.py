@@ -8,14 +8,14 @@ import threading
 import pytest
 
 from services.broker.metadata_cache import MetadataCache
-from services.broker.replica_manager import FetchParams, FetchResult, ProduceResult
+from services.broker.replica_manager import FetchParams, FetchResult
 from services.broker.servicer import INLINE_APPEND_MAX_BYTES, BrokerServicer
-from services.common.errors import ERRORS_BY_NAME
+from services.common.errors import Errors
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
 from services.common.proc import wait_until
+from services.common.shared_types import ProduceResult
 from tests.unit.runtime_support import Parked, serving
 
-THROTTLED = ERRORS_BY_NAME["THROTTLING_QUOTA_EXCEEDED"].code
 LIMIT = 3
 
 
@@ -31,7 +31,7 @@ class ParkingReplicaManager(Parked):
 
     def answer(self) -> None:
         self.answer_all(lambda request: {(p.topic, p.partition): FetchResult(0, 42) for p in request.partitions}
-                        if isinstance(request, FetchParams) else {key: ProduceResult(0, 7) for key in request})
+                        if isinstance(request, FetchParams) else {key: ProduceResult(7, 0) for key in request})
 
 
 @pytest.fixture
@@ -73,9 +73,9 @@ def test_requests_beyond_the_limit_are_refused_at_once(broker):
     parked = [stub.Fetch.future(fetch_request(), timeout=30) for _ in range(LIMIT)]
     wait_until(lambda: len(manager) == LIMIT, 10, 0.01, message="the fetches to park")
     refused = stub.Fetch(fetch_request(), timeout=10)
-    assert refused.error_code == THROTTLED and "parked.max.requests=3" in refused.error_message
+    assert refused.error_code == Errors.THROTTLING_QUOTA_EXCEEDED and "parked.max.requests=3" in refused.error_message
     partition = stub.Produce(produce_request(), timeout=10).responses[0].partition_responses[0]
-    assert partition.error_code == THROTTLED
+    assert partition.error_code == Errors.THROTTLING_QUOTA_EXCEEDED
     follower = stub.Fetch.future(fetch_request(replica_id=2), timeout=30)
     wait_until(lambda: len(manager) == LIMIT + 1, 10, 0.01, message="the follower's fetch to park")
     manager.answer()

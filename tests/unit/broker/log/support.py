@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 
-from services.broker.log import Log, LogConfig, Scheduler
+from services.broker.log import Log, LogConfig
 from services.common.clock import ManualClock
 from services.common.records import build_batch, iter_batches
-from services.common.records.batch import parse_header
+from services.common.records.batch import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER_SIZE, compute_crc, parse_header
+from services.common.scheduler import ManualScheduler
 
 START_MS = 1_600_000_000_000
 
@@ -30,9 +31,14 @@ def config(**overrides) -> LogConfig:
 
 
 def open_log(path, cfg: LogConfig | None = None, clock: ManualClock | None = None,
-             scheduler: Scheduler | None = None, **kwargs) -> Log:
+             scheduler: ManualScheduler | None = None, **kwargs) -> Log:
     return Log(os.fspath(path), cfg or LogConfig(), clock=clock or manual_clock(), scheduler=scheduler,
                **kwargs)
+
+
+def open_descriptors() -> int:
+    """How many descriptors this process holds (Linux)."""
+    return len(os.listdir("/proc/self/fd"))
 
 
 def batches_in(data) -> list[tuple[int, int]]:
@@ -71,3 +77,19 @@ def parse_last_next_offset(data) -> int:
 def segment_files(path) -> list[str]:
     return sorted(name for name in os.listdir(path)
                   if name.endswith((".log", ".index", ".timeindex")) or ".log." in name)
+
+
+def resealed(data: bytes, *, attributes: int | None = None) -> bytes:
+    """`data` (one batch) with the given attributes and its CRC recomputed."""
+    damaged = bytearray(data)
+    if attributes is not None:
+        damaged[ATTRIBUTES_OFFSET : ATTRIBUTES_OFFSET + 2] = attributes.to_bytes(2, "big")
+    damaged[CRC_OFFSET : CRC_OFFSET + 4] = compute_crc(damaged).to_bytes(4, "big")
+    return bytes(damaged)
+
+
+def misframed(count: int = 2, *, base_offset: int = 0) -> bytes:
+    """A batch with a right CRC whose first record's length says one byte more than it has."""
+    data = bytearray(batch(count, base_offset=base_offset))
+    data[HEADER_SIZE] += 2  # the zigzag varint of the length: +1
+    return resealed(bytes(data))

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from services.broker.log.cleaner_manager import LogToClean
 from services.broker.log.compactor import Cleaner, group_segments_by_size
-from services.broker.log.files import TopicPartition
 from services.broker.log.offset_map import OffsetMap
 from services.common.records import Compression, build_batch, iter_batches
+from services.common.topic_partition import TopicPartition
 
 from .cleaner_support import (
     all_batches,
@@ -171,9 +171,10 @@ def test_tombstones_stay_until_the_delete_horizon_passes(tmp_path):
 
 
 def test_records_without_keys_are_dropped(tmp_path):
-    log = open_compacted(tmp_path / "t-0")
+    log = open_compacted(tmp_path / "t-0", compact_config(cleanup_policy=("delete",)))  # not compacted yet
     for i in range(30):
         log.append_as_leader(build_batch([b"a%d" % i, b"b%d" % i], [None, b"k%d" % (i % 3)]), 0)
+    log.update_config(compact_config())
     log.roll()
     log.update_high_watermark(log.log_end_offset)
     cleaner = cleaner_for([log])

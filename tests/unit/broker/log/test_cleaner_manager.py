@@ -7,9 +7,10 @@ import threading
 
 import pytest
 
-from services.broker.log import LogConfig, LogManager, LogManagerConfig, Scheduler
+from services.broker.log import LogConfig, LogManager, LogManagerConfig
 from services.broker.log.cleaner_manager import ABORTED, IN_PROGRESS, LogCleanerManager
-from services.broker.log.files import TopicPartition
+from services.common.scheduler import ManualScheduler
+from services.common.topic_partition import TopicPartition
 
 from .cleaner_support import (
     cleaner_for,
@@ -152,7 +153,7 @@ def manager_with(tmp_path, clock=None, **topic):
     props = {"cleanup.policy": "compact", "segment.bytes": "1024", "file.delete.delay.ms": "0"}
     props.update(topic)
     logs = LogManager(config, LogConfig(), topic_configs={"t": props}, clock=clock,
-                      scheduler=Scheduler(clock), initial_task_delay_ms=100)
+                      scheduler=ManualScheduler(clock), initial_task_delay_ms=100)
     logs.startup()
     return logs, clock
 
@@ -216,7 +217,7 @@ def test_the_manager_cleans_compacted_logs_and_retains_the_others(tmp_path):
     config = LogManagerConfig(log_dirs=(os.fspath(tmp_path / "d1"),), log_cleaner_dedupe_buffer_size=1 << 20)
     logs = LogManager(config, LogConfig(segment_bytes=1024, file_delete_delay_ms=0),
                       topic_configs={"c": {"cleanup.policy": "compact"}, "d": {"retention.ms": "1000"}},
-                      clock=clock, scheduler=Scheduler(clock), initial_task_delay_ms=100)
+                      clock=clock, scheduler=ManualScheduler(clock), initial_task_delay_ms=100)
     logs.startup()
     compacted = logs.get_or_create_log(TopicPartition("c", 0))
     deleted = logs.get_or_create_log(TopicPartition("d", 0))
@@ -252,7 +253,7 @@ def test_cleaner_threads_clean_in_the_background(tmp_path):
 
 def test_the_cleaner_can_be_disabled(tmp_path):
     config = LogManagerConfig(log_dirs=(os.fspath(tmp_path / "d1"),), log_cleaner_enable=False)
-    logs = LogManager(config, LogConfig(), clock=manual_clock(), scheduler=Scheduler(manual_clock()))
+    logs = LogManager(config, LogConfig(), clock=manual_clock(), scheduler=ManualScheduler(manual_clock()))
     assert logs.cleaner is None
     logs.startup()
     logs.shutdown()

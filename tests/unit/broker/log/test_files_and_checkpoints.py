@@ -1,4 +1,4 @@
-"""File names, checkpoint files, the leader epoch cache, meta.properties, LogConfig, the scheduler."""
+"""File names, checkpoint files, the leader epoch cache, meta.properties, LogConfig."""
 
 from __future__ import annotations
 
@@ -14,8 +14,6 @@ from services.broker.log import (
     LogManagerConfig,
     MetaProperties,
     OffsetCheckpointFile,
-    Scheduler,
-    TopicPartition,
     check_and_write_meta_properties,
     read_meta_properties,
     write_meta_properties,
@@ -30,8 +28,8 @@ from services.broker.log.files import (
 )
 from services.broker.log.meta_properties import InconsistentBrokerMetadataError
 from services.common.config import ConfigError
-
-from .support import manual_clock
+from services.common.errors import Errors
+from services.common.topic_partition import TopicPartition
 
 
 def test_file_names():
@@ -128,7 +126,7 @@ def test_meta_properties(tmp_path):
         check_and_write_meta_properties([a, b], 4)
     with pytest.raises(InconsistentBrokerMetadataError) as raised:
         check_and_write_meta_properties([a], 3, "other")
-    assert raised.value.error_name == "INCONSISTENT_CLUSTER_ID"
+    assert raised.value.code == Errors.INCONSISTENT_CLUSTER_ID
 
 
 def test_log_config_names_defaults_and_overrides():
@@ -150,36 +148,3 @@ def test_log_config_names_defaults_and_overrides():
         LogConfig.from_props({"segment.bytes": "10"})
     manager = LogManagerConfig.from_mapping({"log.dirs": "/a,/b", "broker.id": 1})
     assert manager.log_dirs == ("/a", "/b") and manager.log_retention_check_interval_ms == 300000
-
-
-def test_scheduler_on_a_manual_clock():
-    clock = manual_clock()
-    scheduler = Scheduler(clock)
-    ran = []
-    scheduler.schedule("once", lambda: ran.append("once"), delay_ms=100)
-    periodic = scheduler.schedule("tick", lambda: ran.append("tick"), delay_ms=50, period_ms=50)
-    scheduler.schedule("boom", lambda: 1 / 0, delay_ms=10)
-    assert scheduler.run_due() == 0
-    clock.advance(50)
-    assert scheduler.run_due() == 2 and ran == ["tick"]  # the failing task is logged, not raised
-    clock.advance(50)
-    scheduler.run_due()
-    assert sorted(ran) == ["once", "tick", "tick"]
-    clock.advance(10_000)  # missed periods are skipped, not caught up
-    assert scheduler.run_due() == 1
-    periodic.cancel()
-    clock.advance(100)
-    assert scheduler.run_due() == 0 and scheduler.pending() == []
-
-
-def test_scheduler_threads_run_tasks():
-    import threading
-
-    scheduler = Scheduler()
-    done = threading.Event()
-    scheduler.startup()
-    try:
-        scheduler.schedule("soon", done.set, delay_ms=5)
-        assert done.wait(10)
-    finally:
-        scheduler.shutdown()

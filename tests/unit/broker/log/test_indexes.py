@@ -14,6 +14,8 @@ from services.broker.log.index import IndexFullError, InvalidOffsetError
 from services.broker.log.offset_index import OffsetIndex
 from services.broker.log.time_index import TimeIndex
 
+from .support import open_descriptors
+
 BASE = 1000
 
 
@@ -158,6 +160,30 @@ def test_time_index_truncation_and_sanity(tmp_path):
         TimeIndex(os.fspath(path), BASE, 4096).sanity_check()
 
 
+def test_time_index_truncation_removes_every_entry_at_or_above_the_offset(tmp_path):
+    index = time_index(tmp_path)
+    index.maybe_append(100, BASE + 5)
+    index.maybe_append(200, BASE + 5)  # a larger timestamp in the same batch
+    index.maybe_append(300, BASE + 7)
+    index.truncate_to(BASE + 5)
+    assert index.entries == 0 and index.last_entry == (-1, BASE)
+
+
+@pytest.mark.parametrize("in_file", [False, True])
+def test_searches_by_position_cover_the_tail_and_the_file(tmp_path, in_file):
+    index = offset_index(tmp_path)
+    for i in range(1, 6):
+        index.append(BASE + i * 10, i * 100)
+    if in_file:
+        index.flush()
+    assert index.lookup_by_position(99) == 0
+    assert index.lookup_by_position(250) == 200
+    assert index.lookup_by_position(10_000) == 500
+    assert index.fetch_upper_bound_offset(100, 200) == BASE + 30  # the first position >= 300
+    assert index.fetch_upper_bound_offset(0, 0) == BASE + 10
+    assert index.fetch_upper_bound_offset(100, 401) is None
+
+
 def test_resize_to_zero_and_back(tmp_path):
     index = offset_index(tmp_path)
     index.trim_to_valid_size()
@@ -207,6 +233,9 @@ def test_timestamp_lookup_matches_a_linear_search(tmp_path_factory, steps, targe
         expected = max((e for e in entries if e[0] <= target), default=(-1, BASE))
         assert index.lookup(target) == expected
     index.sanity_check()
+    cut = BASE + targets[0] % 10_000
+    index.truncate_to(cut)
+    assert [index.entry(i) for i in range(index.entries)] == [e for e in entries if e[1] < cut]
 
 
 def test_new_entries_are_found_before_they_reach_the_file(tmp_path):
@@ -238,10 +267,6 @@ def test_time_index_tail(tmp_path):
     index.close()
     assert os.path.getsize(index.path) == 99 * 12
     assert time_index(tmp_path).lookup(505) == (500, BASE + 50)
-
-
-def open_descriptors() -> int:
-    return len(os.listdir("/proc/self/fd"))
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")

@@ -19,7 +19,7 @@ from services.broker.log import (
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
-from services.common.errors import code_of
+from services.common.errors import Errors
 from services.common.records import build_batch, build_control_batch, decode_batch, iter_batches
 from services.common.records.batch import UnsupportedMagicError, parse_header
 from services.common.records.builder import assemble_batch, encode_records
@@ -130,8 +130,8 @@ def test_bad_appends_are_rejected_and_leave_the_log_untouched(tmp_path, case, er
 
 
 def test_error_codes_are_kafkas(tmp_path):
-    assert RecordTooLargeError().code == code_of("MESSAGE_TOO_LARGE") == 10
-    assert CorruptRecordError().code == 2
+    assert RecordTooLargeError().code == Errors.MESSAGE_TOO_LARGE == 10
+    assert CorruptRecordError().code == Errors.CORRUPT_MESSAGE == 2
 
 
 def test_coordinator_appends_may_carry_control_batches(tmp_path):

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.broker.log import OffsetOutOfRangeError, Scheduler
+from services.broker.log import OffsetOutOfRangeError
+from services.common.scheduler import ManualScheduler
 
 from .support import START_MS, batch, config, manual_clock, open_log, read_all, segment_files
 
@@ -85,7 +86,8 @@ def test_segments_below_the_log_start_offset_are_deleted(tmp_path):
 
 def test_compacted_logs_only_lose_segments_below_the_log_start(tmp_path):
     clock = manual_clock()
-    log = segmented_log(tmp_path / "t-0", clock=clock, retention_ms=0, cleanup_policy="compact")
+    log = segmented_log(tmp_path / "t-0", clock=clock, retention_ms=0)
+    log.update_config(config(segment_bytes=3 * ONE, retention_ms=0, cleanup_policy="compact"))
     clock.advance(10**9)
     assert log.delete_old_segments() == 0
     log.maybe_increment_log_start_offset(4)
@@ -101,7 +103,7 @@ def test_delete_records_beyond_the_high_watermark_is_refused(tmp_path):
 
 def test_deleted_segments_wait_for_the_file_delete_delay(tmp_path):
     clock = manual_clock()
-    scheduler = Scheduler(clock)
+    scheduler = ManualScheduler(clock)
     log = segmented_log(tmp_path / "t-0", clock=clock, scheduler=scheduler, retention_ms=1000,
                         file_delete_delay_ms=60_000)
     scheduler.run_due()  # the flushes scheduled by rolls

@@ -8,9 +8,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from services.broker.log import KafkaStorageError, LogConfig, LogManager, LogManagerConfig, Scheduler
+from services.broker.log import KafkaStorageError, LogConfig, LogManager, LogManagerConfig
 from services.broker.log.checkpoints import OffsetCheckpointFile
-from services.broker.log.files import CLEAN_SHUTDOWN_FILE, TopicPartition
+from services.broker.log.files import CLEAN_SHUTDOWN_FILE
+from services.common.errors import Errors
+from services.common.scheduler import ManualScheduler
+from services.common.topic_partition import TopicPartition
 
 from .support import START_MS, batch, manual_clock, read_all
 
@@ -22,7 +25,7 @@ def manager(tmp_path, dirs=("d1",), clock=None, default=None, **kwargs):
     config = LogManagerConfig(log_dirs=tuple(os.fspath(tmp_path / d) for d in dirs),
                               log_retention_check_interval_ms=1000,
                               log_flush_offset_checkpoint_interval_ms=500)
-    logs = LogManager(config, default or LogConfig(), clock=clock, scheduler=Scheduler(clock),
+    logs = LogManager(config, default or LogConfig(), clock=clock, scheduler=ManualScheduler(clock),
                       initial_task_delay_ms=100, **kwargs)
     logs.startup()
     return logs, clock
@@ -172,14 +175,14 @@ def test_a_log_whose_directory_cannot_be_renamed_is_kept_and_reported(tmp_path, 
     monkeypatch.setattr(type(kept), "rename_dir", failing_rename)
     deleted, failed = logs.async_delete_logs([TP0, TP1])
     assert deleted == [gone] and list(failed) == [TP0]
-    assert failed[TP0].error_name == "KAFKA_STORAGE_ERROR"
+    assert failed[TP0].code == Errors.KAFKA_STORAGE_ERROR
     assert logs.get_log(TP0) is kept and logs.get_log(TP1) is None
     with pytest.raises(KafkaStorageError):
         logs.async_delete(TP0)
     logs.shutdown()
 
 
-class RacingScheduler(Scheduler):
+class RacingScheduler(ManualScheduler):
     """Runs due tasks in another thread as soon as a deletion is scheduled, as a scheduler thread
     that was idle does, and gives it a moment to finish before `schedule` returns."""
 
@@ -188,9 +191,9 @@ class RacingScheduler(Scheduler):
         self.racing = False
         self.runners: list[threading.Thread] = []
 
-    def schedule(self, name, fn, delay_ms=0, period_ms=-1):
-        task = super().schedule(name, fn, delay_ms, period_ms)
-        if self.racing and name == "kafka-delete-logs":
+    def schedule(self, delay_ms, fn, **kwargs):
+        task = super().schedule(delay_ms, fn, **kwargs)
+        if self.racing and task.name == "kafka-delete-logs":
             runner = threading.Thread(target=self.run_due)
             self.runners.append(runner)
             runner.start()

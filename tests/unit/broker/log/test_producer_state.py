@@ -8,7 +8,7 @@ import struct
 import pytest
 from crc32c import crc32c
 
-from services.broker.log import AppendOrigin, Scheduler, loader, producer_state
+from services.broker.log import AppendOrigin, loader, producer_state
 from services.broker.log.errors import (
     CorruptSnapshotError,
     InvalidProducerEpochError,
@@ -24,6 +24,7 @@ from services.broker.log.producer_state import (
 )
 from services.common.errors import KafkaError
 from services.common.records import build_batch, build_control_batch, iter_batches
+from services.common.scheduler import ManualScheduler
 
 from .support import START_MS, batch, config, manual_clock, open_log, read_all
 
@@ -248,7 +249,7 @@ def test_a_corrupt_snapshot_is_ignored_and_state_is_rebuilt_from_the_log(tmp_pat
 
 
 def test_snapshots_on_roll_and_close_keep_the_newest_two_and_the_recovery_point(tmp_path):
-    scheduler = Scheduler(manual_clock())  # the flushes of rolls wait: the recovery point lags
+    scheduler = ManualScheduler(manual_clock())  # the flushes of rolls wait: the recovery point lags
     log = open_log(tmp_path / "t-0", config(segment_bytes=300), scheduler=scheduler)
     for i in range(20):
         log.append_as_leader(pbatch(i, 1), 0)
@@ -275,7 +276,7 @@ def test_logs_without_producer_ids_write_no_snapshot(tmp_path):
 
 
 def test_a_moved_log_start_offset_deletes_older_snapshots(tmp_path):
-    scheduler = Scheduler(manual_clock())  # the recovery point stays at 0
+    scheduler = ManualScheduler(manual_clock())  # the recovery point stays at 0
     log = open_log(tmp_path / "t-0", config(segment_bytes=300), scheduler=scheduler)
     for i in range(20):
         log.append_as_leader(pbatch(i, 1), 0)
@@ -385,7 +386,7 @@ def test_follower_appends_rebuild_the_leaders_state(tmp_path):
 
 def test_idle_producers_expire_unless_a_transaction_is_open(tmp_path):
     clock = manual_clock()
-    scheduler = Scheduler(clock)
+    scheduler = ManualScheduler(clock)
     log = open_log(tmp_path / "t-0", clock=clock, scheduler=scheduler, producer_id_expiration_ms=10_000,
                    producer_id_expiration_check_interval_ms=1000)
     log.append_as_leader(pbatch(0), 0)

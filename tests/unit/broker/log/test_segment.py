@@ -13,7 +13,7 @@ from services.broker.log.files import log_file
 from services.broker.log.segment import whole_batches_end
 from services.common.records import build_batch
 
-from .support import START_MS, batches_in, manual_clock
+from .support import START_MS, batches_in, manual_clock, open_descriptors
 
 INTERVAL = 100
 
@@ -202,6 +202,27 @@ def test_change_file_suffixes_renames_every_file(tmp_path):
     segment.delete_if_exists()
     assert os.listdir(tmp_path) == []
     assert batches_in(segment.read(5, 1000).records) == [(5, 5)]  # ...even after unlinking
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
+def test_segment_files_follow_their_directory_and_release_descriptors_when_dropped(tmp_path):
+    (tmp_path / "t-0").mkdir()
+    before = open_descriptors()
+    segment = new_segment(tmp_path / "t-0", base=5)
+    for offset in range(5, 15):
+        append_batch(segment, offset, value_size=200)  # an index entry for every batch
+    segment.flush()  # the indexes now hold write descriptors too
+    assert open_descriptors() == before + 3
+    os.rename(tmp_path / "t-0", tmp_path / "t-0.moved")
+    segment.update_dir(os.fspath(tmp_path / "t-0.moved"))
+    assert os.path.dirname(segment.offset_index.path) == os.fspath(tmp_path / "t-0.moved")
+    segment.change_file_suffixes("", ".deleted")
+    segment.delete_if_exists()
+    assert os.listdir(tmp_path / "t-0.moved") == []
+    segment.time_index.close_handler()
+    segment.time_index.flush()  # nothing left to make durable
+    del segment
+    assert open_descriptors() == before
 
 
 @settings(max_examples=25, deadline=None)

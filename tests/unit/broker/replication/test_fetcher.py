@@ -1,5 +1,6 @@
 """ReplicaFetcherThread against a leader that never answers: stopping the thread (as removing its
-last partition does, inside LeaderAndIsr) must not wait for the hung request's timeout."""
+last partition does, inside LeaderAndIsr) must not wait for the hung request's timeout; against
+leaders whose answers fail or are invalid records."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import time
 
 from services.broker.replication.fetcher import FetcherConfig, ReplicaFetcherThread
 from services.common.clock import SYSTEM_CLOCK
-from services.common.errors import code_of
+from services.common.errors import Errors
+from services.common.records import build_batch
+from tests.unit.broker.log.support import misframed, open_log
 
 TP = ("t", 0)
 
@@ -33,7 +36,7 @@ class HungLeader:
 
 
 class _Failed:
-    error_code = code_of("NETWORK_EXCEPTION")
+    error_code = Errors.NETWORK_EXCEPTION
     high_watermark = -1
     log_start_offset = -1
     records = b""
@@ -76,7 +79,7 @@ class FailingLeader:
 
 
 class _NotLeader(_Failed):
-    error_code = code_of("NOT_LEADER_OR_FOLLOWER")
+    error_code = Errors.NOT_LEADER_OR_FOLLOWER
 
 
 def test_a_failed_fetch_of_many_partitions_logs_one_line(caplog):
@@ -121,3 +124,41 @@ def test_idle_answers_with_an_unchanged_high_watermark_touch_no_log():
     assert follower.appends == 50  # the first answer brings each partition's high watermark
     assert fetcher._run_once() and fetcher._run_once()
     assert follower.appends == 50
+
+
+class _Records(_Empty):
+    def __init__(self, records: bytes) -> None:
+        self.records = records
+
+
+class RecordsLeader(FailingLeader):
+    """A leader answering each partition with the batch at the fetch offset: misframed for t-0."""
+
+    def fetch(self, replica_id, max_wait_ms, min_bytes, max_bytes, partitions) -> dict:
+        answers = {}
+        for tp, (offset, *_rest) in partitions.items():
+            good = build_batch([b"v"], base_offset=offset)
+            answers[tp] = _Records(misframed(base_offset=offset) if tp == ("t", 0) else good)
+        return answers
+
+
+class FollowerOfLogs(FollowerWithEmptyLog):
+    def __init__(self, path) -> None:
+        self.logs = {("t", i): open_log(path / f"t-{i}") for i in range(2)}
+
+    def append_as_follower(self, tp, records, leader_high_watermark):
+        log = self.logs[tp]
+        log.append_as_follower(records)
+        return log.log_end_offset
+
+
+def test_invalid_records_from_the_leader_are_logged_and_not_appended(tmp_path, caplog):
+    follower = FollowerOfLogs(tmp_path)
+    fetcher = ReplicaFetcherThread(2, RecordsLeader(), follower, FetcherConfig(replica_id=1), SYSTEM_CLOCK)
+    fetcher.add_partitions({("t", 0): 0, ("t", 1): 0})
+    with caplog.at_level("ERROR", logger="services.broker.replication.fetcher"):
+        fetcher._run_once()
+    assert follower.logs[("t", 0)].log_end_offset == 0
+    assert follower.logs[("t", 1)].log_end_offset == 1
+    assert fetcher.fetch_state(("t", 0)).delayed_until > 0
+    assert any("invalid records fetched for" in r.getMessage() for r in caplog.records)

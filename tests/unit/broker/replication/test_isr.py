@@ -9,10 +9,11 @@ import pytest
 from services.broker.log.config import LogConfig, LogManagerConfig
 from services.broker.log.manager import LogManager
 from services.broker.metadata_cache import MetadataCache
-from services.broker.partition import LeaderAndIsrState
 from services.broker.replica_manager import FetchParams, FetchPartition, ReplicaManager
 from services.broker.replication.isr import IsrManager
 from services.common.clock import ManualClock
+from services.common.shared_types import PartitionStateInfo
+from services.common.topic_partition import TopicPartition
 
 PARTITIONS = 8
 IN_FLIGHT = 4
@@ -23,8 +24,9 @@ def manager(tmp_path):
     logs = LogManager(LogManagerConfig(log_dirs=(str(tmp_path / "logs"),)), LogConfig())
     logs.startup()
     rm = ReplicaManager(1, logs, MetadataCache())
-    rm.become_leader_or_follower(1001, 1, [LeaderAndIsrState("t", i, 1, 1, 0, (1,), 0, (1, 2), True)
-                                           for i in range(PARTITIONS)])
+    states = [PartitionStateInfo(TopicPartition("t", i), 1, 1, 0, (1,), 0, (1, 2), is_new=True)
+              for i in range(PARTITIONS)]
+    rm.become_leader_or_follower(1001, 1, states)
     yield rm
     rm.shutdown()
     logs.shutdown()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from services.broker.replication.leader_endpoint import GrpcLeaderEndpoint
-from services.common.errors import code_of
+from services.common.errors import Errors
 from services.common.pb.odradek.broker.v1 import broker_pb2
 
 
@@ -51,6 +51,6 @@ def test_a_closed_endpoint_answers_every_partition_with_a_network_exception():
     endpoint.close()
     partitions = {("a", 0): (0, 0, 1024), ("a", 1): (5, 0, 1024)}
     assert {tp: data.error_code for tp, data in endpoint.fetch(2, 0, 1, 1024, partitions).items()} == {
-        tp: code_of("NETWORK_EXCEPTION") for tp in partitions}
+        tp: Errors.NETWORK_EXCEPTION for tp in partitions}
     answers = endpoint.offsets_for_leader_epoch({("a", 0): (3, 2)})
-    assert answers == {("a", 0): (code_of("NETWORK_EXCEPTION"), -1, -1)}
+    assert answers == {("a", 0): (Errors.NETWORK_EXCEPTION, -1, -1)}
