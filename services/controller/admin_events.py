@@ -16,6 +16,7 @@ import logging
 from typing import Any
 
 from services.common.errors import KafkaError
+from services.common.topic_partition import TopicPartition
 from services.controller.cluster_events import ClusterEventHandlers
 from services.controller.executor import Retry, sample
 from services.controller.state.effects import Outcome, PartitionStateChangeOutcome
@@ -40,7 +41,7 @@ from services.controller.state.events import (
     TopicDeletion,
 )
 from services.controller.state.isr_changes import AlterIsrOutcome
-from services.controller.state.model import LeaderAndIsr, PartitionAndReplica, TopicPartition
+from services.controller.state.model import LeaderAndIsr, PartitionAndReplica
 from services.controller.state.states import PartitionState, ReplicaState
 from services.controller.state.topic_admin import (
     PartitionCreation,

@@ -10,17 +10,16 @@ from __future__ import annotations
 
 from services.common.pb.odradek.broker.v1 import broker_pb2
 from services.common.pb.odradek.common.v1 import common_pb2
+from services.common.shared_types import PLAINTEXT, BrokerInfo, EndPoint, PartitionStateInfo
+from services.common.topic_partition import TopicPartition
 from services.controller.state.effects import (
     BrokerRequest,
-    PartitionStateInfo,
     SendLeaderAndIsr,
     SendStopReplica,
     SendUpdateMetadata,
 )
 from services.controller.state.events import TopicDeletionStopReplicaResponseReceived
-from services.controller.state.model import BrokerInfo, EndPoint, TopicPartition
 
-PLAINTEXT = "PLAINTEXT"
 DEFAULT_HOST = "127.0.0.1"
 INCREMENTAL_LEADER_AND_ISR = 0
 
@@ -31,9 +30,7 @@ STOP_REPLICA = "StopReplica"
 
 def broker_endpoint(broker: BrokerInfo) -> EndPoint | None:
     """The PLAINTEXT listener a broker registered (else its first one)."""
-    plain = [e for e in broker.endpoints if e.listener_name == PLAINTEXT]
-    endpoints = plain or list(broker.endpoints)
-    return endpoints[0] if endpoints else None
+    return broker.endpoint(PLAINTEXT) or next(iter(broker.endpoints), None)
 
 
 def broker_address(broker: BrokerInfo) -> str | None:

@@ -27,9 +27,9 @@ import grpc
 from services.common.pb.odradek.broker.v1 import broker_pb2_grpc
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.service import insecure_channel
+from services.common.shared_types import BrokerInfo
 from services.controller.broker_requests import broker_address, request_for
 from services.controller.state.effects import BrokerRequest
-from services.controller.state.model import BrokerInfo
 
 logger = logging.getLogger(__name__)
 

@@ -12,17 +12,16 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.controller.v1 import controller_pb2 as pb
+from services.common.topic_partition import TopicPartition
 from services.controller.broker_requests import node
 from services.controller.state.events import ElectionType
-from services.controller.state.model import LeaderAndIsr, TopicPartition
+from services.controller.state.model import LeaderAndIsr
 from services.controller.state.topic_admin import NewPartitions, NewTopic, TopicCreation
 from services.controller.view import ControllerView
 
 logger = logging.getLogger(__name__)
-
-NO_ERROR = 0
 
 
 def kafka_error(error: BaseException) -> KafkaError:
@@ -39,7 +38,7 @@ def _error_fields(result: Any) -> tuple[int, str]:
     if isinstance(result, BaseException):
         error = kafka_error(result)
         return error.code, str(error.args[0]) if error.args else ""
-    return NO_ERROR, ""
+    return Errors.NONE, ""
 
 
 def _unique(names: Iterable[str]) -> list[str]:

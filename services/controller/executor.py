@@ -34,14 +34,14 @@ from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from services.common.errors import KafkaError
+from services.common.topic_partition import TopicPartition
 from services.common.zk import (
     ControllerMovedError,
-    PartitionState,
     PartitionStateUpdates,
+    PartitionStateZnode,
     TopicAssignment,
     Versioned,
 )
-from services.common.zk import TopicPartition as ZkTopicPartition
 from services.common.zk.topics import new_topic_id
 from services.controller.state.context import ControllerContext
 from services.controller.state.effects import (
@@ -60,14 +60,11 @@ from services.controller.state.effects import (
     UpdateTopicAssignment,
     without_partitions,
 )
-from services.controller.state.model import TopicPartition
 from services.controller.state.records import PartitionLeadershipChanged, Record
 from services.controller.zk_convert import (
     leadership_from_zk,
     partition_state_to_zk,
     topic_assignment_to_zk,
-    tp_from_zk,
-    tp_to_zk,
 )
 
 logger = logging.getLogger(__name__)
@@ -84,16 +81,16 @@ class ZkWriter(Protocol):
     """The `OdradekZkClient` operations the executor uses."""
 
     def create_partition_states(
-        self, states: Mapping[ZkTopicPartition, PartitionState], *, epoch_zk_version: int
+        self, states: Mapping[TopicPartition, PartitionStateZnode], *, epoch_zk_version: int
     ) -> PartitionStateUpdates: ...
 
     def set_partition_states(
-        self, updates: Mapping[ZkTopicPartition, Versioned[PartitionState]], *, epoch_zk_version: int
+        self, updates: Mapping[TopicPartition, Versioned[PartitionStateZnode]], *, epoch_zk_version: int
     ) -> PartitionStateUpdates: ...
 
     def get_partition_states(
-        self, tps: Iterable[ZkTopicPartition]
-    ) -> dict[ZkTopicPartition, Versioned[PartitionState]]: ...
+        self, tps: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, Versioned[PartitionStateZnode]]: ...
 
     def check_topic_size(
         self, assignment: TopicAssignment, config: Mapping[str, str] | None = None
@@ -256,29 +253,29 @@ class EffectsExecutor:
             self._create_states(group, epoch_zk_version, writes)
             return
         updates = {
-            tp_to_zk(e.partition): Versioned(
+            e.partition: Versioned(
                 partition_state_to_zk(e.leader_and_isr, e.controller_epoch), e.expected_zk_version
             )
             for e in group
             if isinstance(e, UpdatePartitionState)
         }
         result = self._zk.set_partition_states(updates, epoch_zk_version=epoch_zk_version)
-        writes.conflicts |= {tp_from_zk(tp) for tp in result.retry}
-        writes.missing |= {tp_from_zk(tp) for tp in result.failed}
+        writes.conflicts |= set(result.retry)
+        writes.missing |= set(result.failed)
         for tp, error in result.failed.items():
             logger.warning("Could not write the state of partition %s: %r", tp, error)
 
     def _create_states(self, group: list[PartitionWrite], epoch_zk_version: int, writes: _Writes) -> None:
         states = {
-            tp_to_zk(e.partition): partition_state_to_zk(e.leader_and_isr, e.controller_epoch) for e in group
+            e.partition: partition_state_to_zk(e.leader_and_isr, e.controller_epoch) for e in group
         }
         result = self._zk.create_partition_states(states, epoch_zk_version=epoch_zk_version)
         for tp in result.retry:
             logger.warning("State znode of new partition %s already exists", tp)
         for tp in result.failed:
             logger.warning("Topic of new partition %s no longer exists", tp)
-        writes.conflicts |= {tp_from_zk(tp) for tp in result.retry}
-        writes.missing |= {tp_from_zk(tp) for tp in result.failed}
+        writes.conflicts |= set(result.retry)
+        writes.missing |= set(result.failed)
 
     def _write_one(self, effect: Effect) -> None:
         match effect:
@@ -308,12 +305,12 @@ class EffectsExecutor:
 
     def _reload(self, partitions: set[TopicPartition], execution: Execution) -> set[TopicPartition]:
         """Read the conflicting state znodes into the context; the partitions that still have one."""
-        found = self._zk.get_partition_states(tp_to_zk(p) for p in sorted(partitions))
+        found = self._zk.get_partition_states(sorted(partitions))
         for tp, versioned in sorted(found.items()):
-            record = PartitionLeadershipChanged(tp_from_zk(tp), leadership_from_zk(versioned))
+            record = PartitionLeadershipChanged(tp, leadership_from_zk(versioned))
             self._context.apply(record)
             execution.reloads.append(record)
-        return {tp_from_zk(tp) for tp in found}
+        return set(found)
 
 
 def sample(partitions: Iterable[TopicPartition], shown: int = 20) -> str:

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from services.common.topic_partition import TopicPartition
 from services.common.zk import OdradekZkClient
 from services.controller.channel_manager import ControllerChannelManager
 from services.controller.executor import EffectsExecutor, Execution, Retry
@@ -26,7 +27,6 @@ from services.controller.state.core import ControllerCore
 from services.controller.state.effects import BrokerRequest, Outcome, PartitionStateChangeOutcome
 from services.controller.state.election import ElectionStrategy, OfflinePartitionLeaderElectionStrategy
 from services.controller.state.events import ControllerEvent
-from services.controller.state.model import TopicPartition
 from services.controller.state.request_batch import RequestBatch
 from services.controller.state.states import PartitionState, ReplicaState
 from services.controller.zk_reader import ClusterReader

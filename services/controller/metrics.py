@@ -7,17 +7,15 @@ failed for a reason of its own, logged and skipped so the other work goes on).""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterator
 
 from prometheus_client.core import REGISTRY, CounterMetricFamily, GaugeMetricFamily
 
+from services.common.metrics import ServiceCollector
 from services.controller.view import ControllerView
 
-logger = logging.getLogger(__name__)
 
-
-class ControllerMetrics:
+class ControllerMetrics(ServiceCollector):
     def __init__(
         self,
         controller_id: int,
@@ -25,28 +23,13 @@ class ControllerMetrics:
         event_queue_size: Callable[[], int],
         registry=REGISTRY,
     ) -> None:
-        self._labels = [str(controller_id)]
         self._view = view
         self._event_queue_size = event_queue_size
-        self._registry = registry
-        try:
-            registry.register(self)
-        except ValueError:  # another controller in this process registered already (tests)
-            self._registry = None
-            logger.debug("controller metrics already registered in this process")
-
-    def close(self) -> None:
-        if self._registry is not None:
-            self._registry.unregister(self)
-            self._registry = None
+        super().__init__("controller", controller_id, registry)
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         view = self._view()
-
-        def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
-            family = GaugeMetricFamily(name, doc, labels=["controller"])
-            family.add_metric(self._labels, value)
-            return family
+        gauge = self.gauge
 
         yield gauge(
             "odradek_controller_active_controller_count",
@@ -81,10 +64,8 @@ class ControllerMetrics:
             "Events waiting for the controller event thread.",
             self._event_queue_size(),
         )
-        failed = CounterMetricFamily(
+        yield self.counter(
             "odradek_controller_failed_zk_writes",
             "ZooKeeper writes given up on (logged; the topic's other work and other topics go on).",
-            labels=["controller"],
+            view.failed_zk_writes,
         )
-        failed.add_metric(self._labels, view.failed_zk_writes)
-        yield failed

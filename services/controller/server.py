@@ -19,7 +19,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from services.common.errors import code_of
+from services.common.errors import Errors
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.pb.odradek.controller.v1 import controller_pb2_grpc
 from services.common.service import ServiceRuntime
@@ -43,7 +43,6 @@ from services.controller.zk_reader import ClusterReader
 
 logger = logging.getLogger(__name__)
 
-STALE_CONTROLLER_EPOCH = code_of("STALE_CONTROLLER_EPOCH")
 
 EVENT_THREAD_STOP_TIMEOUT_S = 30.0
 
@@ -158,7 +157,7 @@ class ControllerServer:
         errors = {str(p): code for p, code in partition_errors(response).items() if code}
         # a partition whose leader epoch the broker already has is answered STALE_CONTROLLER_EPOCH
         # (Kafka's behaviour); that is expected after a failover and not worth a warning
-        unexpected = {p: code for p, code in errors.items() if code != STALE_CONTROLLER_EPOCH}
+        unexpected = {p: code for p, code in errors.items() if code != Errors.STALE_CONTROLLER_EPOCH}
         kind = "LeaderAndIsr" if isinstance(effect, SendLeaderAndIsr) else "UpdateMetadata"
         if response.error_code or unexpected:
             logger.warning(

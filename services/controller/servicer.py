@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from services.common.errors import KafkaError, code_of
+from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.controller.v1 import controller_pb2 as pb
 from services.common.pb.odradek.controller.v1 import controller_pb2_grpc
 from services.controller import controller_protos as protos
@@ -38,7 +38,6 @@ from services.controller.view import ControllerView
 
 logger = logging.getLogger(__name__)
 
-NOT_CONTROLLER = code_of("NOT_CONTROLLER")
 Callback = Callable[[Any], None]
 
 
@@ -188,7 +187,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
     def _call(self, response_type: Any, handle: Callable[[], Any]) -> Any:
         if not self._gateway.view.active:
             return response_type(
-                error_code=NOT_CONTROLLER, error_message="This is not the active controller."
+                error_code=Errors.NOT_CONTROLLER, error_message="This is not the active controller."
             )
         try:
             return handle()

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from services.common.shared_types import BrokerInfo
 from services.controller.state.context import ControllerContext
-from services.controller.state.model import BrokerInfo
 
 NO_CONTROLLER = -1
 

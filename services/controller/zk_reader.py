@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable
 
 from kazoo.protocol.states import ZnodeStat
 
+from services.common.shared_types import BrokerInfo, ReplicaAssignment
+from services.common.topic_partition import TopicPartition
 from services.common.zk import ControllerEpoch, ControllerInfo, OdradekZkClient
 from services.common.zk.access import Watch
 from services.common.zk.brokers import broker_path
@@ -20,18 +22,10 @@ from services.common.zk.controller import CONTROLLER_PATH
 from services.common.zk.topics import topic_path
 from services.controller import watches
 from services.controller.state.core import ClusterSnapshot, TopicDescription
-from services.controller.state.model import (
-    BrokerInfo,
-    LeaderIsrAndControllerEpoch,
-    ReplicaAssignment,
-    TopicPartition,
-)
+from services.controller.state.model import LeaderIsrAndControllerEpoch
 from services.controller.zk_convert import (
     assignment_from_zk,
-    broker_from_zk,
     leadership_from_zk,
-    tp_from_zk,
-    tp_to_zk,
 )
 
 
@@ -79,13 +73,12 @@ class ClusterReader:
         self._zk.get_live_broker_ids(watch=self._watch(watches.BROKER_CHANGE))
         found = self._zk.get_all_brokers()
         self._watch_each(watches.BROKER_MODIFICATION, (broker_path(b) for b in found))
-        return tuple(broker_from_zk(found[b]) for b in sorted(found))
+        return tuple(found[b] for b in sorted(found))
 
     def broker(self, broker_id: int) -> BrokerInfo | None:
         """One registration, watching it for changes."""
         self._watch_each(watches.BROKER_MODIFICATION, [broker_path(broker_id)])
-        found = self._zk.get_broker(broker_id)
-        return None if found is None else broker_from_zk(found)
+        return self._zk.get_broker(broker_id)
 
     # --- topics ------------------------------------------------------------------------------
 
@@ -120,8 +113,8 @@ class ClusterReader:
     def partition_leaderships(
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
-        found = self._zk.get_partition_states(tp_to_zk(p) for p in partitions)
-        return {tp_from_zk(tp): leadership_from_zk(v) for tp, v in found.items()}
+        found = self._zk.get_partition_states(partitions)
+        return {tp: leadership_from_zk(v) for tp, v in found.items()}
 
     # --- notifications and admin requests ----------------------------------------------------
 
@@ -129,11 +122,11 @@ class ClusterReader:
         return self._zk.get_isr_change_notifications(watch=self._watch(watches.ISR_CHANGE))
 
     def isr_change_partitions(self, sequence_numbers: Iterable[str]) -> set[TopicPartition]:
-        return {tp_from_zk(tp) for tp in self._zk.get_isr_change_partitions(sequence_numbers)}
+        return self._zk.get_isr_change_partitions(sequence_numbers)
 
     def preferred_replica_election(self) -> set[TopicPartition] | None:
         found = self._zk.get_preferred_replica_election(watch=self._watch(watches.PREFERRED_REPLICA_ELECTION))
-        return None if found is None else {tp_from_zk(tp) for tp in found}
+        return None if found is None else set(found)
 
     def config_changes(self) -> list[str]:
         return self._zk.get_config_change_notifications(watch=self._watch(watches.CONFIG_CHANGE))

@@ -26,22 +26,13 @@ from services.controller.state.election import (
     ReassignPartitionLeaderElectionStrategy,
 )
 from services.controller.state.event_manager import ControllerEventManager, QueuedEvent
-from services.controller.state.model import (
-    BrokerInfo,
-    EndPoint,
-    LeaderAndIsr,
-    LeaderIsrAndControllerEpoch,
-    PartitionAndReplica,
-    ReplicaAssignment,
-    TopicPartition,
-)
+from services.controller.state.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, PartitionAndReplica
 from services.controller.state.partition_state_machine import PartitionStateMachine
 from services.controller.state.replica_state_machine import ReplicaStateMachine
 from services.controller.state.states import PartitionState, ReplicaState
 
 __all__ = [
     "AdminOperationError",
-    "BrokerInfo",
     "BrokerMetadata",
     "ClusterSnapshot",
     "ControlledShutdownPartitionLeaderElectionStrategy",
@@ -51,7 +42,6 @@ __all__ = [
     "ControllerEventManager",
     "Effect",
     "ElectionStrategy",
-    "EndPoint",
     "LeaderAndIsr",
     "LeaderIsrAndControllerEpoch",
     "OfflinePartitionLeaderElectionStrategy",
@@ -63,12 +53,10 @@ __all__ = [
     "PreferredReplicaPartitionLeaderElectionStrategy",
     "QueuedEvent",
     "ReassignPartitionLeaderElectionStrategy",
-    "ReplicaAssignment",
     "ReplicaState",
     "ReplicaStateMachine",
     "StateChangeFailed",
     "TopicDescription",
-    "TopicPartition",
     "assign_replicas_to_brokers",
     "new_partitions_assignment",
 ]

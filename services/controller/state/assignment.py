@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from services.common.errors import KafkaError
-from services.controller.state.model import BrokerInfo
+from services.common.shared_types import BrokerInfo
 
 _DEFAULT_RANDOM = random.Random()
 

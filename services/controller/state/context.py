@@ -10,16 +10,15 @@ the only mutator; everything else reads.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
+from services.common.shared_types import INITIAL_CONTROLLER_EPOCH, BrokerInfo, ReplicaAssignment
+from services.common.topic_partition import TopicPartition
 from services.controller.state import records as r
 from services.controller.state.model import (
-    INITIAL_CONTROLLER_EPOCH,
     INITIAL_CONTROLLER_EPOCH_ZK_VERSION,
-    BrokerInfo,
     LeaderIsrAndControllerEpoch,
     PartitionAndReplica,
-    ReplicaAssignment,
-    TopicPartition,
 )
 from services.controller.state.states import PartitionState, ReplicaState
 
@@ -69,9 +68,7 @@ class ControllerContext:
             case r.BrokerUpdated(broker):
                 old = self._live_brokers.get(broker.broker_id)
                 if old is not None:
-                    self._live_brokers[broker.broker_id] = BrokerInfo(
-                        broker.broker_id, broker.endpoints, broker.rack, old.broker_epoch
-                    )
+                    self._live_brokers[broker.broker_id] = replace(broker, broker_epoch=old.broker_epoch)
             case r.BrokerShuttingDown(broker_id):
                 self._shutting_down.add(broker_id)
             case r.TopicAdded(topic, topic_id):

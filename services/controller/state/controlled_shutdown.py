@@ -18,10 +18,12 @@ import logging
 from dataclasses import dataclass, field
 
 from services.common.errors import KafkaError
+from services.common.shared_types import UNKNOWN_BROKER_EPOCH
+from services.common.topic_partition import TopicPartition
 from services.controller.state.context import ControllerContext
 from services.controller.state.effects import Outcome
 from services.controller.state.election import ControlledShutdownPartitionLeaderElectionStrategy
-from services.controller.state.model import UNKNOWN_BROKER_EPOCH, PartitionAndReplica, TopicPartition
+from services.controller.state.model import PartitionAndReplica
 from services.controller.state.partition_state_machine import PartitionStateMachine
 from services.controller.state.records import BrokerShuttingDown
 from services.controller.state.replica_state_machine import ReplicaStateMachine

@@ -26,6 +26,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from services.common.errors import Errors
+from services.common.shared_types import BrokerInfo, ReplicaAssignment
+from services.common.topic_partition import TopicPartition
 from services.controller.state.config import ControllerConfig
 from services.controller.state.context import ControllerContext
 from services.controller.state.controlled_shutdown import ControlledShutdownOutcome, controlled_shutdown
@@ -34,14 +37,7 @@ from services.controller.state.election import OfflinePartitionLeaderElectionStr
 from services.controller.state.events import ElectionTrigger, ElectionType
 from services.controller.state.isr_changes import AlterIsrOutcome, alter_isr, isr_change_notification
 from services.controller.state.leader_balance import ElectLeadersOutcome, auto_rebalance, elect_leaders
-from services.controller.state.model import (
-    BrokerInfo,
-    LeaderAndIsr,
-    LeaderIsrAndControllerEpoch,
-    PartitionAndReplica,
-    ReplicaAssignment,
-    TopicPartition,
-)
+from services.controller.state.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, PartitionAndReplica
 from services.controller.state.partition_state_machine import PartitionStateMachine
 from services.controller.state.records import (
     BrokersAdded,
@@ -61,8 +57,6 @@ from services.controller.state.replica_state_machine import ReplicaStateMachine
 from services.controller.state.request_batch import update_metadata_effects
 from services.controller.state.states import PartitionState, ReplicaState
 from services.controller.state.topic_deletion import TopicDeletionManager
-
-NO_ERROR = 0
 
 
 @dataclass(frozen=True)
@@ -288,10 +282,10 @@ class ControllerCore:
     def on_stop_replica_deletion_response(
         self, replica_id: int, request_error_code: int, partition_error_codes: Mapping[TopicPartition, int]
     ) -> Outcome:
-        if request_error_code != NO_ERROR:
+        if request_error_code != Errors.NONE:
             in_error = set(partition_error_codes)
         else:
-            in_error = {p for p, code in partition_error_codes.items() if code != NO_ERROR}
+            in_error = {p for p, code in partition_error_codes.items() if code != Errors.NONE}
         deletion = self.topic_deletion_manager
         outcome = deletion.fail_replica_deletion(PartitionAndReplica(p, replica_id) for p in sorted(in_error))
         deleted = sorted(set(partition_error_codes) - in_error)

@@ -27,7 +27,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from services.controller.state.model import BrokerInfo, LeaderAndIsr, PartitionAndReplica, TopicPartition
+from services.common.shared_types import BrokerInfo, PartitionStateInfo
+from services.common.topic_partition import TopicPartition
+from services.controller.state.model import LeaderAndIsr, PartitionAndReplica
 from services.controller.state.records import Record
 
 if TYPE_CHECKING:
@@ -36,23 +38,6 @@ if TYPE_CHECKING:
 
 class StateChangeFailed(Exception):
     """A partition or replica could not change state (no live replica, no leader, a stale state znode)."""
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionStateInfo:
-    """A partition's state as sent in LeaderAndIsr and UpdateMetadata (proto `PartitionState`)."""
-
-    partition: TopicPartition
-    controller_epoch: int
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    zk_version: int
-    replicas: tuple[int, ...]
-    adding_replicas: tuple[int, ...] = ()
-    removing_replicas: tuple[int, ...] = ()
-    offline_replicas: tuple[int, ...] = ()
-    is_new: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,8 +19,9 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from services.common.topic_partition import TopicPartition
 from services.controller.state.context import ControllerContext
-from services.controller.state.model import LeaderAndIsr, TopicPartition
+from services.controller.state.model import LeaderAndIsr
 
 
 @dataclass(frozen=True, slots=True)

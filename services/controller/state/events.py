@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from services.common.errors import KafkaError
-from services.controller.state.model import LeaderAndIsr, TopicPartition
+from services.common.topic_partition import TopicPartition
+from services.controller.state.model import LeaderAndIsr
 from services.controller.state.topic_admin import NewPartitions, NewTopic
 
 Callback = Callable[[Any], None]

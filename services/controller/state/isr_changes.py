@@ -19,9 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from services.common.errors import KafkaError
+from services.common.topic_partition import TopicPartition
 from services.controller.state.context import ControllerContext
 from services.controller.state.effects import Outcome, UpdatePartitionState
-from services.controller.state.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition
+from services.controller.state.model import LeaderAndIsr, LeaderIsrAndControllerEpoch
 from services.controller.state.records import PartitionLeadershipChanged
 from services.controller.state.request_batch import update_metadata_effects
 

@@ -21,6 +21,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from services.common.errors import KafkaError
+from services.common.shared_types import NO_LEADER
+from services.common.topic_partition import TopicPartition
 from services.controller.state.config import ControllerConfig
 from services.controller.state.context import ControllerContext
 from services.controller.state.effects import PartitionStateChangeOutcome
@@ -30,7 +32,6 @@ from services.controller.state.election import (
     preferred_replica_partition_leader,
 )
 from services.controller.state.events import ElectionTrigger, ElectionType
-from services.controller.state.model import NO_LEADER, TopicPartition
 from services.controller.state.partition_state_machine import PartitionStateMachine
 from services.controller.state.states import PartitionState
 

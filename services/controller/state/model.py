@@ -1,4 +1,4 @@
-"""The controller's value types: partitions, replicas, leader/ISR, replica assignments, brokers.
+"""The controller's value types: replicas and leader/ISR.
 
 All are immutable. `LeaderAndIsr` is the content of a partition state znode
 (`/brokers/topics/<t>/partitions/<p>/state`) plus that znode's version; every change the
@@ -11,24 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-NO_LEADER = -1
-LEADER_DURING_DELETE = -2
+from services.common.shared_types import NO_LEADER
+from services.common.topic_partition import TopicPartition
+
 NO_EPOCH = -1
 EPOCH_DURING_DELETE = -2
 INITIAL_LEADER_EPOCH = 0
 INITIAL_ZK_VERSION = 0
-INITIAL_CONTROLLER_EPOCH = 0
 INITIAL_CONTROLLER_EPOCH_ZK_VERSION = 0
-UNKNOWN_BROKER_EPOCH = -1
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class TopicPartition:
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -95,62 +85,3 @@ class LeaderIsrAndControllerEpoch:
 
     leader_and_isr: LeaderAndIsr
     controller_epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaAssignment:
-    """A partition's replicas in preference order (the first is the preferred leader).
-
-    During a reassignment `replicas` holds both the original and the target replicas;
-    `adding_replicas` and `removing_replicas` say which are which.
-    """
-
-    replicas: tuple[int, ...]
-    adding_replicas: tuple[int, ...] = ()
-    removing_replicas: tuple[int, ...] = ()
-
-    @classmethod
-    def of(cls, replicas: Iterable[int]) -> ReplicaAssignment:
-        return cls(tuple(replicas))
-
-    @property
-    def origin_replicas(self) -> tuple[int, ...]:
-        return tuple(r for r in self.replicas if r not in self.adding_replicas)
-
-    @property
-    def target_replicas(self) -> tuple[int, ...]:
-        return tuple(r for r in self.replicas if r not in self.removing_replicas)
-
-    @property
-    def is_being_reassigned(self) -> bool:
-        return bool(self.adding_replicas or self.removing_replicas)
-
-    def remove_replica(self, replica: int) -> ReplicaAssignment:
-        return ReplicaAssignment(
-            tuple(r for r in self.replicas if r != replica),
-            tuple(r for r in self.adding_replicas if r != replica),
-            tuple(r for r in self.removing_replicas if r != replica),
-        )
-
-    def add_replica(self, replica: int) -> ReplicaAssignment:
-        return replace(self, replicas=(*self.replicas, replica))
-
-
-@dataclass(frozen=True, slots=True)
-class EndPoint:
-    """One listener of a broker, as registered in `/brokers/ids/<id>`."""
-
-    host: str
-    port: int
-    listener_name: str = "PLAINTEXT"
-    security_protocol: str = "PLAINTEXT"
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerInfo:
-    """A registered broker: id, endpoints, rack and broker epoch (its registration znode's czxid)."""
-
-    broker_id: int
-    endpoints: tuple[EndPoint, ...] = ()
-    rack: str | None = None
-    broker_epoch: int = UNKNOWN_BROKER_EPOCH

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
+from services.common.topic_partition import TopicPartition
 from services.controller.state.config import ControllerConfig
 from services.controller.state.context import ControllerContext
 from services.controller.state.effects import (
@@ -37,7 +38,7 @@ from services.controller.state.election import (
     elect_leader,
     strategy_name,
 )
-from services.controller.state.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition
+from services.controller.state.model import LeaderAndIsr, LeaderIsrAndControllerEpoch
 from services.controller.state.records import PartitionLeadershipChanged, PartitionStateChanged
 from services.controller.state.request_batch import RequestBatch
 from services.controller.state.states import PartitionState

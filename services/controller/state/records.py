@@ -10,13 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from services.controller.state.model import (
-    BrokerInfo,
-    LeaderIsrAndControllerEpoch,
-    PartitionAndReplica,
-    ReplicaAssignment,
-    TopicPartition,
-)
+from services.common.shared_types import BrokerInfo, ReplicaAssignment
+from services.common.topic_partition import TopicPartition
+from services.controller.state.model import LeaderIsrAndControllerEpoch, PartitionAndReplica
 from services.controller.state.states import PartitionState, ReplicaState
 
 

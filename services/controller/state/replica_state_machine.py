@@ -27,9 +27,10 @@ import itertools
 import logging
 from collections.abc import Iterable
 
+from services.common.shared_types import NO_LEADER
 from services.controller.state.context import ControllerContext
 from services.controller.state.effects import Outcome, StateChangeFailed, UpdatePartitionState
-from services.controller.state.model import NO_LEADER, LeaderIsrAndControllerEpoch, PartitionAndReplica
+from services.controller.state.model import LeaderIsrAndControllerEpoch, PartitionAndReplica
 from services.controller.state.records import (
     PartitionAssignmentChanged,
     PartitionLeadershipChanged,

@@ -14,24 +14,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from services.common.shared_types import LEADER_DURING_DELETE, PartitionStateInfo, ReplicaAssignment
+from services.common.topic_partition import TopicPartition
 from services.controller.state.context import ControllerContext
 from services.controller.state.effects import (
     BrokerRequest,
-    PartitionStateInfo,
     SendLeaderAndIsr,
     SendStopReplica,
     SendUpdateMetadata,
     StopReplicaPartition,
 )
-from services.controller.state.model import (
-    EPOCH_DURING_DELETE,
-    LEADER_DURING_DELETE,
-    NO_EPOCH,
-    LeaderAndIsr,
-    LeaderIsrAndControllerEpoch,
-    ReplicaAssignment,
-    TopicPartition,
-)
+from services.controller.state.model import EPOCH_DURING_DELETE, NO_EPOCH, LeaderAndIsr, LeaderIsrAndControllerEpoch
 
 
 class RequestBatch:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from services.common.shared_types import BrokerInfo, EndPoint
+from services.common.topic_partition import TopicPartition
 from services.controller.state.config import ControllerConfig
 from services.controller.state.context import ControllerContext
 from services.controller.state.effects import (
@@ -14,14 +16,7 @@ from services.controller.state.effects import (
     SendUpdateMetadata,
     UpdatePartitionState,
 )
-from services.controller.state.model import (
-    BrokerInfo,
-    EndPoint,
-    LeaderAndIsr,
-    LeaderIsrAndControllerEpoch,
-    PartitionAndReplica,
-    TopicPartition,
-)
+from services.controller.state.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, PartitionAndReplica
 from services.controller.state.records import (
     BrokersAdded,
     BrokerShuttingDown,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.controller.state.assignment import (
     AdminOperationError,
     BrokerMetadata,
@@ -125,7 +125,7 @@ def test_invalid_counts(partitions, rf, count, error, message):
 def test_partial_rack_information_is_refused():
     with pytest.raises(AdminOperationError) as raised:
         assign_replicas_to_brokers(brokers(0, 1, racks={0: "a"}), 1, 1)
-    assert raised.value.error_name == "UNKNOWN_SERVER_ERROR"
+    assert raised.value.code == Errors.UNKNOWN_SERVER_ERROR
 
 
 def test_broker_metadatas_sorted_and_rack_mode():
@@ -168,13 +168,13 @@ def test_new_partitions_explicit_assignment_is_validated_and_used():
     }
     with pytest.raises(KafkaError) as raised:
         new_partitions_assignment("t", existing, brokers(1, 2, 3), 2, {1: [3]})
-    assert raised.value.error_name == "INVALID_REPLICA_ASSIGNMENT"
+    assert raised.value.code == Errors.INVALID_REPLICA_ASSIGNMENT
 
 
 def test_new_partitions_must_increase_and_need_partition_zero():
     with pytest.raises(KafkaError) as raised:
         new_partitions_assignment("t", {0: (1,), 1: (1,)}, brokers(1), 2)
-    assert raised.value.error_name == "INVALID_PARTITIONS"
+    assert raised.value.code == Errors.INVALID_PARTITIONS
     with pytest.raises(AdminOperationError, match="partition id 0 is missing"):
         new_partitions_assignment("t", {1: (1,)}, brokers(1), 3)
 
@@ -212,7 +212,7 @@ def test_validate_replica_assignment(assignment, error, fragment):
 def test_validate_topic_assignment(assignment, fragment):
     with pytest.raises(KafkaError) as raised:
         validate_topic_assignment(assignment)
-    assert raised.value.error_name == "INVALID_REPLICA_ASSIGNMENT"
+    assert raised.value.code == Errors.INVALID_REPLICA_ASSIGNMENT
     assert fragment in raised.value.args[0]
 
 

@@ -4,15 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from services.common.shared_types import BrokerInfo, EndPoint, ReplicaAssignment
 from services.controller.state.context import ControllerContext
-from services.controller.state.model import (
-    BrokerInfo,
-    EndPoint,
-    LeaderAndIsr,
-    LeaderIsrAndControllerEpoch,
-    PartitionAndReplica,
-    ReplicaAssignment,
-)
+from services.controller.state.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, PartitionAndReplica
 from services.controller.state.records import (
     BrokersAdded,
     BrokerShuttingDown,

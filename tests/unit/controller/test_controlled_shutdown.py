@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.controller.state.controlled_shutdown import controlled_shutdown
 from services.controller.state.effects import UpdatePartitionState
 from services.controller.state.model import LeaderAndIsr, PartitionAndReplica
@@ -100,7 +100,7 @@ def test_stale_broker_epoch_is_refused():
     context = cluster()
     with pytest.raises(KafkaError) as raised:
         shut_down(context, 1, broker_epoch=100)
-    assert raised.value.error_name == "STALE_BROKER_EPOCH"
+    assert raised.value.code == Errors.STALE_BROKER_EPOCH
     assert context.shutting_down_broker_ids == set()
 
 
@@ -116,7 +116,7 @@ def test_newer_or_unknown_broker_epoch_is_accepted(broker_epoch):
 def test_unknown_broker_is_refused():
     with pytest.raises(KafkaError) as raised:
         shut_down(cluster(), 9)
-    assert raised.value.error_name == "BROKER_NOT_AVAILABLE"
+    assert raised.value.code == Errors.BROKER_NOT_AVAILABLE
 
 
 def test_retry_is_idempotent():

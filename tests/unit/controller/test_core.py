@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
+from services.common.shared_types import ReplicaAssignment
 from services.controller.state.core import ClusterSnapshot, ControllerCore, TopicDescription
 from services.controller.state.effects import (
     CreatePartitionState,
@@ -15,12 +16,7 @@ from services.controller.state.effects import (
     UpdateTopicAssignment,
 )
 from services.controller.state.events import ElectionType
-from services.controller.state.model import (
-    LeaderAndIsr,
-    LeaderIsrAndControllerEpoch,
-    PartitionAndReplica,
-    ReplicaAssignment,
-)
+from services.controller.state.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, PartitionAndReplica
 from services.controller.state.states import PartitionState, ReplicaState
 from tests.unit.controller.cluster import (
     broker,
@@ -294,8 +290,8 @@ def test_alter_isr_results():
     )
     written = LeaderAndIsr(1, current.leader_epoch, (1, 2), current.zk_version + 1)
     assert outcome.results[tp("t", 0)] == written
-    assert outcome.results[tp("t", 1)].error_name == "FENCED_LEADER_EPOCH"
-    assert outcome.results[tp("nope", 0)].error_name == "UNKNOWN_TOPIC_OR_PARTITION"
+    assert outcome.results[tp("t", 1)].code == Errors.FENCED_LEADER_EPOCH
+    assert outcome.results[tp("nope", 0)].code == Errors.UNKNOWN_TOPIC_OR_PARTITION
     assert writes(outcome.effects) == {
         tp("t", 0): UpdatePartitionState(tp("t", 0), written, EPOCH, 6, current.zk_version)
     }
@@ -311,14 +307,14 @@ def test_alter_isr_same_state_and_stale_version():
     stale = core.on_alter_isr(
         1, 101, {tp("t", 0): LeaderAndIsr(1, current.leader_epoch, (1,), current.zk_version - 1)}
     )
-    assert stale.results[tp("t", 0)].error_name == "INVALID_UPDATE_VERSION"
+    assert stale.results[tp("t", 0)].code == Errors.INVALID_UPDATE_VERSION
 
 
 @pytest.mark.parametrize(("broker_id", "broker_epoch"), [(1, 100), (9, 109)])
 def test_alter_isr_from_stale_or_unknown_broker(broker_id, broker_epoch):
     with pytest.raises(KafkaError) as raised:
         isr_core().on_alter_isr(broker_id, broker_epoch, {})
-    assert raised.value.error_name == "STALE_BROKER_EPOCH"
+    assert raised.value.code == Errors.STALE_BROKER_EPOCH
 
 
 def test_isr_change_notification_refreshes_and_announces():
@@ -333,4 +329,4 @@ def test_isr_change_notification_refreshes_and_announces():
 def test_elect_leaders_through_the_core():
     core = isr_core()
     outcome = core.on_elect_leaders([tp("t", 0)], ElectionType.PREFERRED)
-    assert outcome.leaders[tp("t", 0)].error_name == "ELECTION_NOT_NEEDED"
+    assert outcome.leaders[tp("t", 0)].code == Errors.ELECTION_NOT_NEEDED

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from services.common.shared_types import ReplicaAssignment
 from services.controller.state.effects import (
     CreatePartitionState,
     DeleteTopic,
@@ -12,7 +13,7 @@ from services.controller.state.effects import (
     UpdatePartitionState,
     without_partitions,
 )
-from services.controller.state.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, ReplicaAssignment
+from services.controller.state.model import LeaderAndIsr, LeaderIsrAndControllerEpoch
 from services.controller.state.records import TopicDeletionQueued
 from services.controller.state.request_batch import RequestBatch, update_metadata_effects
 from tests.unit.controller.cluster import (

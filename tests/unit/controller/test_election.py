@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from services.common.shared_types import ReplicaAssignment
 from services.controller.state.election import (
     ControlledShutdownPartitionLeaderElectionStrategy,
     OfflinePartitionLeaderElectionStrategy,
@@ -15,7 +16,7 @@ from services.controller.state.election import (
     preferred_replica_partition_leader,
     reassign_partition_leader,
 )
-from services.controller.state.model import LeaderAndIsr, ReplicaAssignment
+from services.controller.state.model import LeaderAndIsr
 from services.controller.state.records import PartitionAssignmentChanged, TopicConfigChanged
 from tests.unit.controller.cluster import add_topic, make_context, tp
 

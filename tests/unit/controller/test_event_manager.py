@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from services.common.clock import ManualClock
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.controller.state.event_manager import ControllerEventManager, QueuedEvent
 from services.controller.state.events import (
     BrokerChange,
@@ -153,7 +153,7 @@ def test_clear_and_put_preempts_queued_events(managers):
 
     assert recorder.events == [BrokerChange(), Expire()]
     assert len(answers) == 1 and isinstance(answers[0], KafkaError)
-    assert answers[0].error_name == "NOT_CONTROLLER"
+    assert answers[0].code == Errors.NOT_CONTROLLER
     dropped.process(recorder)  # a preempted event is spent
     assert len(recorder.events) == 2
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.controller.state.events import ElectionTrigger, ElectionType
 from services.controller.state.leader_balance import (
     auto_rebalance,
@@ -113,7 +113,7 @@ def test_unclean_election_from_admin_goes_outside_the_isr():
     outcome = elect_leaders(context, psm, [tp("t", 0), tp("t", 1)], ElectionType.UNCLEAN)
 
     assert outcome.leaders[tp("t", 0)] == 2
-    assert outcome.leaders[tp("t", 1)].error_name == "ELECTION_NOT_NEEDED"
+    assert outcome.leaders[tp("t", 1)].code == Errors.ELECTION_NOT_NEEDED
     assert context.partition_leadership(tp("t", 0)).leader_and_isr.isr == (2,)
 
 
@@ -122,4 +122,4 @@ def test_unclean_election_not_from_admin_stays_clean():
     online_topic(context, "t", {0: [1, 2]}, isr={0: [1]})
     psm = PartitionStateMachine(context, config())
     outcome = elect_leaders(context, psm, [tp("t", 0)], ElectionType.UNCLEAN, ElectionTrigger.ZK_TRIGGERED)
-    assert outcome.leaders[tp("t", 0)].error_name == "ELIGIBLE_LEADERS_NOT_AVAILABLE"
+    assert outcome.leaders[tp("t", 0)].code == Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE

@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
+from services.common.shared_types import ReplicaAssignment
 from services.controller.state.effects import CreateTopic, CreateTopicDeletionMarker, UpdateTopicAssignment
-from services.controller.state.model import ReplicaAssignment
 from services.controller.state.records import PartitionAssignmentChanged, TopicDeletionQueued
 from services.controller.state.topic_admin import (
     NewPartitions,
@@ -88,14 +88,14 @@ def test_null_configs_are_rejected_before_other_checks():
     context = make_context(live=[1])
     with pytest.raises(KafkaError) as raised:
         plan_topic_creation(NewTopic("t", 0, configs={"x": None}), context, config())
-    assert raised.value.error_name == "INVALID_REQUEST"
+    assert raised.value.code == Errors.INVALID_REQUEST
 
 
 def test_partial_racks_is_an_unknown_server_error():
     context = make_context(live=[1, 2], racks={1: "a"})
     with pytest.raises(KafkaError) as raised:
         plan_topic_creation(NewTopic("t"), context, config())
-    assert raised.value.error_name == "UNKNOWN_SERVER_ERROR"
+    assert raised.value.code == Errors.UNKNOWN_SERVER_ERROR
 
 
 def test_create_topics_request_level_checks():

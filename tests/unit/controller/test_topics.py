@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.controller.state.topics import (
     INTERNAL_TOPICS,
     colliding_topics,
@@ -48,7 +48,7 @@ def test_valid_names(name):
 def test_invalid_names(name, message):
     with pytest.raises(KafkaError) as raised:
         validate_topic_name(name)
-    assert raised.value.error_name == "INVALID_TOPIC_EXCEPTION"
+    assert raised.value.code == Errors.INVALID_TOPIC_EXCEPTION
     assert message in raised.value.args[0]
 
 
@@ -80,15 +80,15 @@ def test_new_topic_name_checks():
     validate_new_topic_name("fresh", ["other"])
     with pytest.raises(KafkaError) as raised:
         validate_new_topic_name("taken", ["taken"])
-    assert raised.value.error_name == "TOPIC_ALREADY_EXISTS"
+    assert raised.value.code == Errors.TOPIC_ALREADY_EXISTS
     assert raised.value.args[0] == "Topic 'taken' already exists."
     with pytest.raises(KafkaError) as raised:
         validate_new_topic_name("metrics.a", ["metrics_a", "x"])
-    assert raised.value.error_name == "INVALID_TOPIC_EXCEPTION"
+    assert raised.value.code == Errors.INVALID_TOPIC_EXCEPTION
     assert raised.value.args[0] == "Topic 'metrics.a' collides with existing topics: metrics_a"
     with pytest.raises(KafkaError) as raised:
         validate_new_topic_name("bad name", [])
-    assert raised.value.error_name == "INVALID_TOPIC_EXCEPTION"
+    assert raised.value.code == Errors.INVALID_TOPIC_EXCEPTION
 
 
 # --- topic configs ----------------------------------------------------------------------------

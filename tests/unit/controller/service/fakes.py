@@ -16,21 +16,20 @@ from types import SimpleNamespace
 from kazoo.exceptions import NoNodeError
 
 from services.common.errors import KafkaError
+from services.common.shared_types import BrokerInfo, EndPoint
+from services.common.topic_partition import TopicPartition
 from services.common.zk import (
     ControllerEpoch,
     ControllerInfo,
     ControllerMovedError,
-    PartitionState,
     PartitionStateUpdates,
+    PartitionStateZnode,
     TopicAssignment,
-    TopicPartition,
     Versioned,
 )
 from services.common.zk.client_topics import TopicOps
 from services.controller.state.core import ClusterSnapshot, TopicDescription
-from services.controller.state.model import BrokerInfo, EndPoint
-from services.controller.state.model import TopicPartition as CoreTopicPartition
-from services.controller.zk_convert import assignment_from_zk, leadership_from_zk, tp_from_zk, tp_to_zk
+from services.controller.zk_convert import assignment_from_zk, leadership_from_zk
 
 SESSION_ID = 0x1234
 
@@ -44,7 +43,7 @@ def broker(broker_id: int, epoch: int | None = None) -> BrokerInfo:
 class FakeZooKeeper:
     def __init__(self) -> None:
         self.calls: list[tuple[str, object]] = []
-        self.states: dict[TopicPartition, Versioned[PartitionState]] = {}
+        self.states: dict[TopicPartition, Versioned[PartitionStateZnode]] = {}
         self.topics: dict[str, TopicAssignment] = {}
         self.configs: dict[str, dict[str, str]] = {}
         self.brokers: dict[int, BrokerInfo] = {}
@@ -68,14 +67,14 @@ class FakeZooKeeper:
         controller_epoch: int = 1,
         version: int = 0,
     ) -> None:
-        state = PartitionState(leader, leader_epoch, tuple(isr), controller_epoch)
+        state = PartitionStateZnode(leader, leader_epoch, tuple(isr), controller_epoch)
         self.states[TopicPartition(topic, partition)] = Versioned(state, version)
 
     def bump(self, topic: str, partition: int, isr: Iterable[int]) -> None:
         """Another writer (a partition leader) changes a state znode: its version goes up."""
         tp = TopicPartition(topic, partition)
         old = self.states[tp]
-        state = PartitionState(
+        state = PartitionStateZnode(
             old.value.leader, old.value.leader_epoch, tuple(isr), old.value.controller_epoch
         )
         self.states[tp] = Versioned(state, old.version + 1)
@@ -110,7 +109,7 @@ class FakeZooKeeper:
         self.controller = None
 
     def create_partition_states(
-        self, states: Mapping[TopicPartition, PartitionState], *, epoch_zk_version: int
+        self, states: Mapping[TopicPartition, PartitionStateZnode], *, epoch_zk_version: int
     ) -> PartitionStateUpdates:
         self.calls.append(("create_partition_states", sorted(states)))
         self._fence(epoch_zk_version)
@@ -126,7 +125,7 @@ class FakeZooKeeper:
         return result
 
     def set_partition_states(
-        self, updates: Mapping[TopicPartition, Versioned[PartitionState]], *, epoch_zk_version: int
+        self, updates: Mapping[TopicPartition, Versioned[PartitionStateZnode]], *, epoch_zk_version: int
     ) -> PartitionStateUpdates:
         self.calls.append(("set_partition_states", sorted(updates)))
         self._fence(epoch_zk_version)
@@ -144,7 +143,7 @@ class FakeZooKeeper:
 
     def get_partition_states(
         self, tps: Iterable[TopicPartition]
-    ) -> dict[TopicPartition, Versioned[PartitionState]]:
+    ) -> dict[TopicPartition, Versioned[PartitionStateZnode]]:
         return {tp: self.states[tp] for tp in tps if tp in self.states}
 
     check_topic_size = staticmethod(TopicOps.check_topic_size)
@@ -210,7 +209,7 @@ class FakeZooKeeper:
             epoch_zk_version=epoch.zk_version,
             brokers=tuple(self.brokers[b] for b in sorted(self.brokers)),
             topics=self.topic_descriptions(self.topics),
-            leaderships={tp_from_zk(tp): leadership_from_zk(v) for tp, v in self.states.items()},
+            leaderships={tp: leadership_from_zk(v) for tp, v in self.states.items()},
             topics_to_be_deleted=frozenset(self.deletions),
         )
 
@@ -241,15 +240,15 @@ class FakeZooKeeper:
     def topic_deletions(self) -> list[str]:
         return sorted(self.deletions)
 
-    def partition_leaderships(self, partitions: Iterable[CoreTopicPartition]):
+    def partition_leaderships(self, partitions: Iterable[TopicPartition]):
         return {
-            p: leadership_from_zk(self.states[tp_to_zk(p)]) for p in partitions if tp_to_zk(p) in self.states
+            p: leadership_from_zk(self.states[p]) for p in partitions if p in self.states
         }
 
     def isr_change_notifications(self) -> list[str]:
         return []
 
-    def isr_change_partitions(self, sequence_numbers: Iterable[str]) -> set[CoreTopicPartition]:
+    def isr_change_partitions(self, sequence_numbers: Iterable[str]) -> set[TopicPartition]:
         return set()
 
     def preferred_replica_election(self) -> None:

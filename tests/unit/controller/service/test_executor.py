@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from kazoo.exceptions import ConnectionLoss
 
+from services.common.shared_types import PartitionStateInfo
+from services.common.topic_partition import TopicPartition
 from services.common.zk import ControllerEpoch, ControllerMovedError
-from services.common.zk import TopicPartition as ZkTopicPartition
 from services.common.zk.bounded import ZkRequestTooLargeError
 from services.controller.executor import EffectsExecutor
 from services.controller.state.context import ControllerContext
@@ -14,12 +15,11 @@ from services.controller.state.effects import (
     CreatePartitionState,
     DeleteTopicDeletionMarkers,
     Outcome,
-    PartitionStateInfo,
     SendLeaderAndIsr,
     SendUpdateMetadata,
     UpdatePartitionState,
 )
-from services.controller.state.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition
+from services.controller.state.model import LeaderAndIsr, LeaderIsrAndControllerEpoch
 from services.controller.state.records import ControllerEpochChanged, PartitionLeadershipChanged
 from tests.unit.controller.service.fakes import FakeZooKeeper
 
@@ -91,8 +91,8 @@ def test_writes_happen_in_order_before_any_request(zk, context):
 
     assert order == ["create", "set", "send"]
     assert sent == [request]
-    assert zk.states[ZkTopicPartition("t", 0)].version == 0
-    assert zk.states[ZkTopicPartition("t", 1)].version == 5
+    assert zk.states[TopicPartition("t", 0)].version == 0
+    assert zk.states[TopicPartition("t", 1)].version == 5
     assert ("delete_topic_deletions", ["gone"]) in zk.calls
     assert execution.missing == execution.conflicted == set()
 
@@ -104,8 +104,8 @@ def test_consecutive_updates_of_distinct_partitions_are_written_together(zk, con
     again = UpdatePartitionState(T0, LeaderAndIsr(2, 2, (2, 1), 2), EPOCH, EPOCH_ZK_VERSION, 1)
     executor(zk, context, []).execute(Outcome(effects=[first, update(T1, 1, (1,), 0), again]))
     sets = [args for name, args in zk.calls if name == "set_partition_states"]
-    assert sets == [[ZkTopicPartition("t", 0), ZkTopicPartition("t", 1)], [ZkTopicPartition("t", 0)]]
-    assert zk.states[ZkTopicPartition("t", 0)].version == 2
+    assert sets == [[TopicPartition("t", 0), TopicPartition("t", 1)], [TopicPartition("t", 0)]]
+    assert zk.states[TopicPartition("t", 0)].version == 2
 
 
 def test_a_version_conflict_reloads_the_state_drops_its_requests_and_runs_the_change_again(zk, context):
@@ -144,7 +144,7 @@ def test_a_version_conflict_reloads_the_state_drops_its_requests_and_runs_the_ch
     first, second = sent
     assert [s.partition for s in first.partition_states] == [T1]  # T0 dropped; the UpdateMetadata too
     assert [(s.partition, s.zk_version) for s in second.partition_states] == [(T0, 2)]
-    assert zk.states[ZkTopicPartition("t", 0)].version == 2
+    assert zk.states[TopicPartition("t", 0)].version == 2
     assert execution.conflicted == set() and len(execution.outcomes) == 2
     assert [r.partition for r in execution.reloads] == [T0]
 
@@ -185,7 +185,7 @@ def test_an_existing_state_znode_of_a_new_partition_is_a_conflict_and_others_are
         PartitionLeadershipChanged(T1, LeaderIsrAndControllerEpoch(LeaderAndIsr.initial(2, (2, 1)), EPOCH))
     )
     execution = executor(zk, context, []).execute(Outcome(effects=effects))
-    assert zk.states[ZkTopicPartition("t", 0)].version == 0
+    assert zk.states[TopicPartition("t", 0)].version == 0
     assert execution.conflicted == {T1}
     assert context.partition_leadership(T1).leader_and_isr == LeaderAndIsr(2, 4, (2,), 3)
 
@@ -200,7 +200,7 @@ def test_a_fenced_write_raises_before_any_request_is_sent(zk, context):
             Outcome(effects=[change, leader_and_isr(2, (T0, change.leader_and_isr))])
         )
     assert sent == []
-    assert zk.states[ZkTopicPartition("t", 0)].version == 0
+    assert zk.states[TopicPartition("t", 0)].version == 0
 
 
 def test_a_write_that_fails_for_its_own_reason_is_counted_and_the_others_go_on(zk, context):
@@ -230,7 +230,7 @@ def test_a_write_that_fails_for_its_own_reason_is_counted_and_the_others_go_on(z
 
     assert run.failed_writes == 1
     assert execution.missing == {T0}
-    assert ZkTopicPartition("u", 0) in zk.states and ZkTopicPartition("t", 0) not in zk.states
+    assert TopicPartition("u", 0) in zk.states and TopicPartition("t", 0) not in zk.states
     assert [[s.partition for s in request.partition_states] for request in sent] == [[u0]]
 
 

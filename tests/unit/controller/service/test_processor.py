@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
+from services.common.topic_partition import TopicPartition
 from services.common.zk import ControllerInfo
-from services.common.zk import TopicPartition as ZkTopicPartition
 from services.controller.admin_events import AUTO_REBALANCE_KEY
 from services.controller.processor import REELECT_KEY, ControllerEventProcessor
 from services.controller.state.config import ControllerConfig
@@ -25,7 +25,6 @@ from services.controller.state.events import (
     LeaderAndIsrResponseReceived,
     Startup,
 )
-from services.controller.state.model import TopicPartition
 from services.controller.state.topic_admin import NewPartitions, NewTopic, TopicCreation
 from tests.unit.controller.service.fakes import (
     SESSION_ID,
@@ -86,7 +85,7 @@ def test_the_winner_fails_over_and_brings_new_partitions_online(processor, zk, c
     assert processor.active and processor.view.active
     assert zk.controller.controller_id == CONTROLLER_ID
     assert processor.context.epoch == zk.epoch.epoch == 1
-    assert zk.states[ZkTopicPartition("t", 0)].value.leader == 1
+    assert zk.states[TopicPartition("t", 0)].value.leader == 1
     assert channels.broker_ids == {1, 2}
     assert {e.broker_id for e in channels.sent if isinstance(e, SendLeaderAndIsr)} == {1, 2}
     assert {e.broker_id for e in channels.sent if isinstance(e, SendUpdateMetadata)} == {1, 2}
@@ -112,7 +111,7 @@ def test_a_standby_answers_not_controller(processor, zk, channels):
     answers = Answers()
     processor.process(CreateTopics((NewTopic("x", 1, 1),), callback=answers))
     processor.process(BrokerChange())
-    assert isinstance(answers[0], KafkaError) and answers[0].error_name == "NOT_CONTROLLER"
+    assert isinstance(answers[0], KafkaError) and answers[0].code == Errors.NOT_CONTROLLER
     assert "x" not in zk.topics and channels.sent == []
 
 
@@ -143,20 +142,20 @@ def test_a_fenced_write_resigns_answers_not_controller_and_schedules_reelection(
     answers = Answers()
     processor.process(ControlledShutdown(2, 102, callback=answers))  # moves nothing: writes t-0's ISR
     assert not processor.active
-    assert answers[0].error_name == "NOT_CONTROLLER"
+    assert answers[0].code == Errors.NOT_CONTROLLER
     assert REELECT_KEY in scheduler.scheduled
 
 
 def test_a_leaders_own_isr_change_is_read_before_a_broker_failure_is_handled(processor, zk, channels):
     processor.process(Startup())
     zk.bump("t", 0, isr=(1, 2))  # the leader rewrote its state znode meanwhile
-    version_before = zk.states[ZkTopicPartition("t", 0)].version
+    version_before = zk.states[TopicPartition("t", 0)].version
     channels.sent.clear()
     del zk.brokers[1]
     processor.process(BrokerChange())
 
-    state = zk.states[ZkTopicPartition("t", 0)]
-    writes = [c for c in zk.calls if c == ("set_partition_states", [ZkTopicPartition("t", 0)])]
+    state = zk.states[TopicPartition("t", 0)]
+    writes = [c for c in zk.calls if c == ("set_partition_states", [TopicPartition("t", 0)])]
     assert len(writes) == 1  # the state znode is read first, so the write does not conflict
     assert state.value.leader == 2 and state.value.isr == (2,)
     assert state.version > version_before
@@ -174,10 +173,10 @@ def test_create_topics_validates_writes_and_elects_at_once(processor, zk):
 
     results = answers[0]
     assert isinstance(results["new"], TopicCreation) and results["new"].num_partitions == 2
-    assert results["wide"].error_name == "INVALID_REPLICATION_FACTOR"
-    assert results["t"].error_name == "TOPIC_ALREADY_EXISTS"
+    assert results["wide"].code == Errors.INVALID_REPLICATION_FACTOR
+    assert results["t"].code == Errors.TOPIC_ALREADY_EXISTS
     assert "new" in zk.topics and zk.topics["new"].topic_id
-    assert {ZkTopicPartition("new", 0), ZkTopicPartition("new", 1)} <= set(zk.states)
+    assert {TopicPartition("new", 0), TopicPartition("new", 1)} <= set(zk.states)
     assert "new" in processor.context.all_topics
 
 
@@ -191,7 +190,7 @@ def test_a_topic_whose_assignment_znode_cannot_fit_is_refused_before_anything_is
     processor.process(CreateTopics(topics, validate_only=validate_only, callback=answers))
 
     refused = answers[0]["too-wide"]
-    assert refused.error_name == "INVALID_REQUEST" and "60000 partitions" in str(refused)
+    assert refused.code == Errors.INVALID_REQUEST and "60000 partitions" in str(refused)
     assert isinstance(answers[0]["fine"], TopicCreation)
     assert "too-wide" not in zk.topics and ("fine" in zk.topics) != validate_only
     assert not [tp for tp in zk.states if tp.topic == "too-wide"]
@@ -202,7 +201,7 @@ def test_partitions_whose_assignment_znode_cannot_fit_are_refused_before_anythin
     answers = Answers()
     processor.process(CreatePartitions((NewPartitions("t", 60000),), validate_only=False, callback=answers))
 
-    assert answers[0]["t"].error_name == "INVALID_REQUEST"
+    assert answers[0]["t"].code == Errors.INVALID_REQUEST
     assert len(zk.topics["t"].partitions) == 1 and len(processor.context.partitions_for_topic("t")) == 1
 
 
@@ -219,7 +218,7 @@ def test_delete_topics_marks_and_starts_deletion(processor, zk):
     answers = Answers()
     processor.process(DeleteTopics(("t", "missing"), callback=answers))
     assert answers[0]["t"] is None
-    assert answers[0]["missing"].error_name == "UNKNOWN_TOPIC_OR_PARTITION"
+    assert answers[0]["missing"].code == Errors.UNKNOWN_TOPIC_OR_PARTITION
     assert "t" in zk.deletions
     assert processor.context.is_topic_queued_for_deletion("t")
 

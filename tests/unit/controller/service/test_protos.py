@@ -4,27 +4,22 @@ ZooKeeper layer types <-> core types, and the mapping of errors to codes."""
 from __future__ import annotations
 
 from services.common import zk
-from services.common.errors import KafkaError, code_of
+from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.pb.odradek.controller.v1 import controller_pb2 as pb
+from services.common.shared_types import BrokerInfo, EndPoint, PartitionStateInfo, ReplicaAssignment
+from services.common.topic_partition import TopicPartition
 from services.controller import broker_requests, controller_protos, zk_convert
 from services.controller.state.context import ControllerContext
 from services.controller.state.effects import (
-    PartitionStateInfo,
     SendLeaderAndIsr,
     SendStopReplica,
     SendUpdateMetadata,
     StopReplicaPartition,
 )
 from services.controller.state.events import ElectionType
-from services.controller.state.model import (
-    BrokerInfo,
-    EndPoint,
-    LeaderAndIsr,
-    ReplicaAssignment,
-    TopicPartition,
-)
+from services.controller.state.model import LeaderAndIsr
 from services.controller.state.records import PartitionAssignmentChanged, TopicAdded
 from services.controller.state.topic_admin import NewPartitions, TopicCreation
 
@@ -51,7 +46,7 @@ def test_create_topics_response_keeps_request_order_and_kafka_fields():
     }
     response = controller_protos.create_topics_response(["a", "b", "a"], results)
     assert [(t.name, t.error_code, t.num_partitions, t.replication_factor) for t in response.topics] == [
-        ("a", code_of("INVALID_REPLICATION_FACTOR"), -1, -1),
+        ("a", Errors.INVALID_REPLICATION_FACTOR, -1, -1),
         ("b", 0, 2, 2),
     ]
     assert response.topics[0].error_message == "no brokers"
@@ -70,7 +65,7 @@ def test_create_partitions_request_and_response():
     )
     assert [(r.name, r.error_code) for r in response.results] == [
         ("t", 0),
-        ("u", code_of("INVALID_PARTITIONS")),
+        ("u", Errors.INVALID_PARTITIONS),
     ]
 
 
@@ -93,7 +88,7 @@ def test_alter_isr_round_trip():
         [2, 3],
         8,
     )
-    assert fenced.error_code == code_of("FENCED_LEADER_EPOCH")
+    assert fenced.error_code == Errors.FENCED_LEADER_EPOCH
 
 
 def test_elect_leaders_request_and_response():
@@ -108,7 +103,7 @@ def test_elect_leaders_request_and_response():
     (result,) = response.replica_election_results
     assert [(p.partition_id, p.error_code) for p in result.partition_result] == [
         (0, 0),
-        (1, code_of("ELECTION_NOT_NEEDED")),
+        (1, Errors.ELECTION_NOT_NEEDED),
     ]
 
 
@@ -119,8 +114,8 @@ def test_controlled_shutdown_response_lists_remaining_partitions():
 
 def test_errors_map_to_kafka_codes():
     assert controller_protos.kafka_error(KafkaError(error_name="NOT_CONTROLLER")).code == 41
-    assert controller_protos.kafka_error(TimeoutError("slow")).error_name == "REQUEST_TIMED_OUT"
-    assert controller_protos.kafka_error(RuntimeError("bug")).error_name == "UNKNOWN_SERVER_ERROR"
+    assert controller_protos.kafka_error(TimeoutError("slow")).code == Errors.REQUEST_TIMED_OUT
+    assert controller_protos.kafka_error(RuntimeError("bug")).code == Errors.UNKNOWN_SERVER_ERROR
 
 
 # --- controller to broker ---------------------------------------------------------------------
@@ -193,15 +188,12 @@ def test_broker_address_prefers_plaintext_and_defaults_the_host():
 # --- ZooKeeper layer --------------------------------------------------------------------------
 
 
-def test_zk_broker_and_partition_state_conversions():
-    registration = zk.BrokerInfo(1, (zk.EndPoint("PLAINTEXT", "h1", 9092),), rack="r1")
-    assert zk_convert.broker_from_zk(zk.BrokerAndEpoch(registration, 55)) == BROKER
-    leadership = zk_convert.leadership_from_zk(zk.Versioned(zk.PartitionState(1, 5, (1, 2), 3), 8))
+def test_zk_partition_state_conversions():
+    leadership = zk_convert.leadership_from_zk(zk.Versioned(zk.PartitionStateZnode(1, 5, (1, 2), 3), 8))
     assert leadership.leader_and_isr == LeaderAndIsr(1, 5, (1, 2), 8) and leadership.controller_epoch == 3
-    assert zk_convert.partition_state_to_zk(leadership.leader_and_isr, 3) == zk.PartitionState(
+    assert zk_convert.partition_state_to_zk(leadership.leader_and_isr, 3) == zk.PartitionStateZnode(
         1, 5, (1, 2), 3
     )
-    assert zk_convert.tp_from_zk(zk_convert.tp_to_zk(T0)) == T0
 
 
 def test_rewritten_assignment_keeps_topic_id_and_reassignment_state():
@@ -210,6 +202,6 @@ def test_rewritten_assignment_keeps_topic_id_and_reassignment_state():
     context.apply(PartitionAssignmentChanged(T0, ReplicaAssignment((1, 2, 3), adding_replicas=(3,))))
     written = zk_convert.topic_assignment_to_zk("t", {0: (1, 2, 3), 1: (2, 3)}, context)
     assert written.topic_id == "vY5mWtJpS0SeqD4iXIEkrg"
-    assert written.partitions[0] == zk.ReplicaAssignment((1, 2, 3), (3,), ())
-    assert written.partitions[1] == zk.ReplicaAssignment((2, 3))
+    assert written.partitions[0] == ReplicaAssignment((1, 2, 3), (3,), ())
+    assert written.partitions[1] == ReplicaAssignment((2, 3))
     assert zk_convert.assignment_from_zk(written)[0] == ReplicaAssignment((1, 2, 3), (3,), ())

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
+from services.common.clock import ManualClock
 from services.common.proc import wait_until
+from services.common.scheduler import ManualScheduler
 from services.controller.metrics import ControllerMetrics
 from services.controller.scheduler import EventScheduler
 from services.controller.state.events import AutoPreferredReplicaLeaderElection, Reelect
@@ -29,6 +31,22 @@ def test_one_pending_event_per_key_and_cancel():
         scheduler.close()
     scheduler.schedule("c", 0, Reelect())
     assert not scheduler.is_scheduled("c")
+
+
+def test_events_are_queued_when_due_on_an_injected_scheduler():
+    manual = ManualScheduler(ManualClock())
+    queued = []
+    scheduler = EventScheduler(queued.append, manual)
+    scheduler.schedule("a", LATER_S, Reelect())
+    scheduler.schedule("a", 1, AutoPreferredReplicaLeaderElection())  # replaces the first
+    scheduler.schedule("b", 2, Reelect())
+    scheduler.cancel("b")
+    scheduler.schedule("c", 3, Reelect())
+    assert scheduler.is_scheduled("a") and not scheduler.is_scheduled("b")
+    assert manual.advance(999) == 0 and queued == []
+    manual.advance(LATER_S * 1000)
+    assert queued == [AutoPreferredReplicaLeaderElection(), Reelect()]
+    assert not scheduler.is_scheduled("a") and not scheduler.is_scheduled("c")
 
 
 def test_metrics_read_the_published_view():

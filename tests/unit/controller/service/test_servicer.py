@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from services.common.errors import code_of
+from services.common.errors import Errors
 from services.common.pb.odradek.controller.v1 import controller_pb2 as pb
+from services.common.topic_partition import TopicPartition
 from services.controller.servicer import ControllerGateway, ControllerServicer, RequestWaiter
 from services.controller.state.event_manager import ControllerEventManager
 from services.controller.state.events import ControlledShutdown, CreateTopics, DeleteTopics
-from services.controller.state.model import TopicPartition
 from services.controller.state.topic_admin import TopicCreation
 from services.controller.view import ControllerView
 
-NOT_CONTROLLER = code_of("NOT_CONTROLLER")
 CALLS = [
     ("CreateTopics", pb.CreateTopicsRequest),
     ("DeleteTopics", pb.DeleteTopicsRequest),
@@ -41,7 +40,7 @@ def servicer(events, view: ControllerView, timeout_ms: int = 5000) -> Controller
 @pytest.mark.parametrize(("method", "request_type"), CALLS)
 def test_a_standby_answers_every_call_not_controller(method, request_type):
     response = getattr(servicer(Unused(), ControllerView(1001)), method)(request_type(), None)
-    assert response.error_code == NOT_CONTROLLER
+    assert response.error_code == Errors.NOT_CONTROLLER
 
 
 @pytest.fixture
@@ -83,7 +82,7 @@ def test_requests_go_through_the_event_queue(events):
 
 def test_a_preempted_request_is_not_controller(events):
     response = servicer(events, ACTIVE).DeleteTopics(pb.DeleteTopicsRequest(topic_names=["t"]), None)
-    assert response.error_code == NOT_CONTROLLER
+    assert response.error_code == Errors.NOT_CONTROLLER
 
 
 def test_an_unanswered_request_times_out():
@@ -91,7 +90,7 @@ def test_an_unanswered_request_times_out():
     events.start()
     try:
         response = servicer(events, ACTIVE).CreatePartitions(pb.CreatePartitionsRequest(timeout_ms=50), None)
-        assert response.error_code == code_of("REQUEST_TIMED_OUT")
+        assert response.error_code == Errors.REQUEST_TIMED_OUT
     finally:
         events.close(5)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.common.errors import code_of
+from services.common.errors import Errors
 from services.common.pb.odradek.controller.v1 import controller_pb2 as pb
 from services.controller.topic_configs import SOURCE_DEFAULT, SOURCE_DYNAMIC_TOPIC, TopicConfigAdmin
 
@@ -56,8 +56,8 @@ def test_describe_shows_overrides_and_defaults_with_their_sources():
 
 def test_describe_errors_per_resource():
     admin = TopicConfigAdmin(TopicConfigZk())
-    assert describe(admin, name="missing").error_code == code_of("UNKNOWN_TOPIC_OR_PARTITION")
-    assert describe(admin, resource_type=4, name="1").error_code == code_of("INVALID_REQUEST")
+    assert describe(admin, name="missing").error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION
+    assert describe(admin, resource_type=4, name="1").error_code == Errors.INVALID_REQUEST
 
 
 def test_alter_replaces_every_override_and_notifies():
@@ -81,7 +81,7 @@ def test_alter_checks_values_and_validate_only_writes_nothing():
         resource_type=2, resource_name="t", configs=[Alterable(name="retention.ms", value="5")]
     )
     results = admin.alter(pb.AlterConfigsRequest(resources=[bad, good], validate_only=True)).responses
-    assert [r.error_code for r in results] == [code_of("INVALID_CONFIG"), 0]
+    assert [r.error_code for r in results] == [Errors.INVALID_CONFIG, 0]
     assert zk.writes == []
 
 
@@ -108,8 +108,8 @@ def test_incremental_alter_sets_deletes_appends_and_subtracts():
     assert zk.configs["t"]["cleanup.policy"] == "delete,compact"
     assert alter(Incremental(name="cleanup.policy", config_operation=3, value="delete")) == 0
     assert zk.configs["t"]["cleanup.policy"] == "compact"
-    assert alter(Incremental(name="segment.ms", config_operation=2, value="1")) == code_of("INVALID_REQUEST")
+    assert alter(Incremental(name="segment.ms", config_operation=2, value="1")) == Errors.INVALID_REQUEST
     assert alter(
         Incremental(name="segment.ms", config_operation=0, value="1"),
         Incremental(name="segment.ms", config_operation=1),
-    ) == code_of("INVALID_REQUEST")
+    ) == Errors.INVALID_REQUEST
