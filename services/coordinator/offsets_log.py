@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from services.clients.lowlevel import LowLevelClient
-from services.common.errors import ERRORS_BY_NAME, NONE
+from services.common.errors import Errors
 from services.common.records.builder import build_batch
 from services.common.records.reader import iter_batches
 from services.common.zk.coordinators import PartitionOwner
@@ -39,12 +39,7 @@ from services.common.zk.coordinators import PartitionOwner
 logger = logging.getLogger(__name__)
 
 FENCE_KEY_VERSION = 3
-NOT_COORDINATOR = ERRORS_BY_NAME["NOT_COORDINATOR"].code
-INVALID_PRODUCER_EPOCH = ERRORS_BY_NAME["INVALID_PRODUCER_EPOCH"].code
-PRODUCER_FENCED = ERRORS_BY_NAME["PRODUCER_FENCED"].code
-OUT_OF_ORDER_SEQUENCE = ERRORS_BY_NAME["OUT_OF_ORDER_SEQUENCE_NUMBER"].code
-REQUEST_TIMED_OUT = ERRORS_BY_NAME["REQUEST_TIMED_OUT"].code
-_FENCED = (INVALID_PRODUCER_EPOCH, PRODUCER_FENCED)
+_FENCED = (Errors.INVALID_PRODUCER_EPOCH, Errors.PRODUCER_FENCED)
 _SEQUENCE_WRAP = 0x7FFFFFFF
 
 Records = list[tuple[bytes, bytes | None]]
@@ -94,7 +89,7 @@ class OffsetsLog:
 
     def append(self, partition: int, records: Records, callback: Callable[[int], None]) -> None:
         if self._closed:
-            callback(NOT_COORDINATOR)
+            callback(Errors.NOT_COORDINATOR)
             return
         self._queue.put((partition, list(records), callback))
 
@@ -129,7 +124,7 @@ class OffsetsLog:
     def _log_start(self, partition: int) -> int:
         result = self.client.list_offset(self.topic, partition, "earliest",
                                          retry_timeout_ms=self.commit_timeout_ms)
-        if result.error_code != NONE:
+        if result.error_code != Errors.NONE:
             raise LoadError(f"listing {self.topic}-{partition}'s log start failed: error {result.error_code}")
         return result.offset
 
@@ -142,7 +137,7 @@ class OffsetsLog:
             result = self.client.fetch(self.topic, partition, position, max_bytes=self.load_buffer_bytes,
                                        max_wait_ms=0 if end is None else 100,
                                        retry_timeout_ms=self.commit_timeout_ms)
-            if result.error_code != NONE:
+            if result.error_code != Errors.NONE:
                 raise LoadError(f"reading {self.topic}-{partition} at {position} failed: error "
                                 f"{result.error_code}")
             goal = result.high_watermark if end is None else end
@@ -167,7 +162,7 @@ class OffsetsLog:
         batch = build_batch([None], [fence_key(self.coordinator_id)], producer_id=writable.producer_id,
                             producer_epoch=writable.epoch, base_sequence=writable.next_sequence)
         result = self._produce({partition: batch})[partition]
-        if result.error_code != NONE:
+        if result.error_code != Errors.NONE:
             raise LoadError(f"writing the fence record to {self.topic}-{partition} failed: error "
                             f"{result.error_code} {result.error_message}")
         writable.next_sequence = (writable.next_sequence + 1) & _SEQUENCE_WRAP
@@ -203,7 +198,7 @@ class OffsetsLog:
             except Exception:
                 logger.exception("Writing to %s failed", self.topic)
                 for _, _, callback in pending:
-                    _answer(callback, ERRORS_BY_NAME["UNKNOWN_SERVER_ERROR"].code)
+                    _answer(callback, Errors.UNKNOWN_SERVER_ERROR)
             if self._closed:
                 self._fail_queued()
                 return
@@ -215,7 +210,7 @@ class OffsetsLog:
             except queue.Empty:
                 return
             if item is not None:
-                _answer(item[2], NOT_COORDINATOR)
+                _answer(item[2], Errors.NOT_COORDINATOR)
 
     def _write(self, pending: list[tuple[int, Records, Callable[[int], None]]]) -> None:
         by_partition: dict[int, tuple[Records, list[Callable[[int], None]]]] = {}
@@ -230,7 +225,7 @@ class OffsetsLog:
                 writable = self._writable.get(partition)
                 if writable is None or not records:
                     for callback in callbacks:
-                        _answer(callback, NONE if writable is not None else NOT_COORDINATOR)
+                        _answer(callback, Errors.NONE if writable is not None else Errors.NOT_COORDINATOR)
                     del by_partition[partition]
                     continue
                 batches[partition] = build_batch(
@@ -255,10 +250,10 @@ class OffsetsLog:
             writable = self._writable.get(partition)
             current = (writable is not None and writable.epoch == stamp.epoch
                        and writable.next_sequence == stamp.next_sequence)
-            if code == NONE:
+            if code == Errors.NONE:
                 if current:
                     writable.next_sequence = (stamp.next_sequence + count) & _SEQUENCE_WRAP
-                return NONE
+                return Errors.NONE
             fenced = code in _FENCED
             if fenced:
                 self._writable.pop(partition, None)
@@ -270,7 +265,7 @@ class OffsetsLog:
             # memory; reloading fails the same way until ZooKeeper shows who owns it now
             logger.warning("%s-%d: a newer owner fenced this coordinator's writes", self.topic, partition)
             self.on_in_doubt(partition)
-            return NOT_COORDINATOR
+            return Errors.NOT_COORDINATOR
         logger.warning("%s-%d: write failed with error %d; reloading the partition", self.topic, partition, code)
         self.on_in_doubt(partition)
         return code

@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
+from services.common.topic_partition import TopicPartition
 from services.common.zk import OdradekZkClient
-from services.common.zk.codec import TopicPartition
 from services.common.zk.coordinators import CoordinatorOwnership, PartitionOwner
 from services.common.zk.watches import ZkEvent, enqueue_watch
 from services.coordinator.partition_assignment import divide_partitions

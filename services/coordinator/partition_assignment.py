@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from services.common.zk.codec import TopicPartition
+from services.common.topic_partition import TopicPartition
 
 
 def divide_partitions(partitions: Iterable[TopicPartition], current_owners: Mapping[TopicPartition, int],

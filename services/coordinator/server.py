@@ -27,16 +27,17 @@ from services.clients.admin_types import NewTopic
 from services.clients.lowlevel import LowLevelClient
 from services.common.clock import SYSTEM_CLOCK
 from services.common.coordinator_lookup import GROUP_METADATA_TOPIC
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2_grpc
+from services.common.scheduler import Scheduler
 from services.common.service import ServiceRuntime
+from services.common.topic_partition import TopicPartition
 from services.common.zk import OdradekZkClient
 from services.common.zk.client import close_session
-from services.common.zk.codec import TopicPartition
 from services.common.zk.coordinator_directory import CoordinatorDirectory
 from services.common.zk.coordinators import PartitionOwner
 from services.coordinator.config import CoordinatorServiceConfig
-from services.coordinator.group import GroupCoordinator, ThreadScheduler
+from services.coordinator.group import GroupCoordinator
 from services.coordinator.metrics import CoordinatorMetrics
 from services.coordinator.offsets_log import LoadError, OffsetsLog
 from services.coordinator.ownership import OwnedPartitions, OwnershipManager
@@ -59,7 +60,8 @@ class CoordinatorServer:
                                   timeout=config.zookeeper_session_timeout_ms / 1000)
         self.zk = OdradekZkClient(self.zk_raw)
         self.directory = CoordinatorDirectory(self.zk)
-        self.scheduler = ThreadScheduler()
+        self.scheduler = Scheduler(name="group-coordinator-scheduler")
+        self.scheduler.startup()
         self.client: LowLevelClient | None = None
         self.offsets_log: OffsetsLog | None = None
         self.groups: GroupCoordinator | None = None
@@ -125,7 +127,7 @@ class CoordinatorServer:
         while not self._stopping.is_set():
             endpoints = []
             for registered in self.zk.get_all_brokers().values():
-                endpoint = registered.broker.endpoint()
+                endpoint = registered.endpoint()
                 if endpoint is not None:
                     endpoints.append(f"{endpoint.host or '127.0.0.1'}:{endpoint.port}")
             if endpoints:
@@ -234,7 +236,7 @@ class CoordinatorServer:
                 logger.info("Coordinator %d created %s (%d partitions, replication factor %d)",
                             self.coordinator_id, GROUP_METADATA_TOPIC, topic.num_partitions, replication)
             except KafkaError as exc:
-                if exc.error_name != "TOPIC_ALREADY_EXISTS":
+                if exc.code != Errors.TOPIC_ALREADY_EXISTS:
                     raise
             admin.wait_for_topic(GROUP_METADATA_TOPIC, timeout_s=30.0)
         self._topic_ready = True
@@ -250,7 +252,7 @@ class CoordinatorServer:
             self.groups.shutdown()
         if self.offsets_log is not None:
             self.offsets_log.close()
-        self.scheduler.close()
+        self.scheduler.shutdown(timeout_s=5.0)
         self.directory.close()
         if self.metrics is not None:
             self.metrics.close()

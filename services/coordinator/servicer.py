@@ -15,16 +15,13 @@ from typing import Any
 
 from services.common.clock import SYSTEM_CLOCK, Clock
 from services.common.coordinator_lookup import find_coordinator
-from services.common.errors import ERRORS_BY_NAME
+from services.common.errors import Errors
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2_grpc
 from services.common.service import DEFAULT_PARKED_MAX_REQUESTS, Completion, RequestLimit
 from services.common.zk.coordinator_directory import DirectorySnapshot
 from services.coordinator.group import GroupCoordinator, OffsetAndMetadata, TopicPartition
 
-REQUEST_TIMED_OUT = ERRORS_BY_NAME["REQUEST_TIMED_OUT"].code
-REBALANCE_IN_PROGRESS = ERRORS_BY_NAME["REBALANCE_IN_PROGRESS"].code
-THROTTLING_QUOTA_EXCEEDED = ERRORS_BY_NAME["THROTTLING_QUOTA_EXCEEDED"].code
 _DEFAULT_WAIT_S = 330.0
 
 
@@ -73,14 +70,14 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
 
     async def JoinGroup(self, request, context):
         if not self.waiting.try_acquire():
-            return pb.JoinGroupResponse(error_code=THROTTLING_QUOTA_EXCEEDED, generation_id=-1,
+            return pb.JoinGroupResponse(error_code=Errors.THROTTLING_QUOTA_EXCEEDED, generation_id=-1,
                                         member_id=request.member_id, error_message=self.waiting.describe())
         result = await self._call_and_wait(lambda reply: self.groups.handle_join_group(
             request.group_id, request.member_id, _optional(request, "group_instance_id"), request.client_id,
             client_host(context), request.rebalance_timeout_ms, request.session_timeout_ms,
             request.protocol_type, [(p.name, p.metadata) for p in request.protocols], reply), _wait_s(context))
         if result is None:
-            return pb.JoinGroupResponse(error_code=REBALANCE_IN_PROGRESS, generation_id=-1,
+            return pb.JoinGroupResponse(error_code=Errors.REBALANCE_IN_PROGRESS, generation_id=-1,
                                         member_id=request.member_id,
                                         error_message="the rebalance did not complete before the deadline")
         response = pb.JoinGroupResponse(error_code=result.error_code, generation_id=result.generation_id,
@@ -97,13 +94,14 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
 
     async def SyncGroup(self, request, context):
         if not self.waiting.try_acquire():
-            return pb.SyncGroupResponse(error_code=THROTTLING_QUOTA_EXCEEDED, error_message=self.waiting.describe())
+            return pb.SyncGroupResponse(error_code=Errors.THROTTLING_QUOTA_EXCEEDED,
+                                        error_message=self.waiting.describe())
         result = await self._call_and_wait(lambda reply: self.groups.handle_sync_group(
             request.group_id, request.generation_id, request.member_id, _optional(request, "group_instance_id"),
             _optional(request, "protocol_type"), _optional(request, "protocol_name"),
             {a.member_id: a.assignment for a in request.assignments}, reply), _wait_s(context))
         if result is None:
-            return pb.SyncGroupResponse(error_code=REBALANCE_IN_PROGRESS,
+            return pb.SyncGroupResponse(error_code=Errors.REBALANCE_IN_PROGRESS,
                                         error_message="the rebalance did not complete before the deadline")
         response = pb.SyncGroupResponse(error_code=result.error_code, assignment=result.assignment or b"")
         if result.protocol_type is not None:
@@ -143,9 +141,9 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
             results = await self._call_and_wait(lambda reply: self.groups.handle_commit_offsets(
                 request.group_id, request.member_id, _optional(request, "group_instance_id"),
                 request.generation_id, offsets, reply), _wait_s(context, 60.0))
-            refused = REQUEST_TIMED_OUT
+            refused = Errors.REQUEST_TIMED_OUT
         else:
-            results, refused = {}, THROTTLING_QUOTA_EXCEEDED
+            results, refused = {}, Errors.THROTTLING_QUOTA_EXCEEDED
         response = pb.OffsetCommitResponse()
         by_topic: dict[str, Any] = {}
         for tp in offsets:
@@ -204,9 +202,9 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
             results = await self._call_and_wait(
                 lambda reply: self.groups.handle_delete_groups(list(request.groups_names), reply),
                 _wait_s(context, 60.0)) or {}
-            refused = REQUEST_TIMED_OUT
+            refused = Errors.REQUEST_TIMED_OUT
         else:
-            results, refused = {}, THROTTLING_QUOTA_EXCEEDED
+            results, refused = {}, Errors.THROTTLING_QUOTA_EXCEEDED
         response = pb.DeleteGroupsResponse()
         for group_id in request.groups_names:
             response.results.add(group_id=group_id, error_code=results.get(group_id, refused))

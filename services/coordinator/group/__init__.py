@@ -1,10 +1,12 @@
-"""The group coordinator's pure core: consumer group membership, rebalances and committed offsets
-(Kafka 2.8's GroupCoordinator and GroupMetadataManager), over the `__consumer_offsets` records.
+"""The group coordinator: consumer group membership, rebalances and committed offsets (Kafka 2.8's
+GroupCoordinator and GroupMetadataManager), over the `__consumer_offsets` records.
 
-No network here: the service feeds it requests, partition ownership changes and replayed records,
-and gives it a `GroupStore` to append records with, a clock and a scheduler.
+`GroupCoordinatorCore` (coordinator.py) is the pure core: commands in, `Outcome`s out (records to
+append, responses, timers), state changed by replaying records. `GroupCoordinator` (runtime.py)
+runs it for the service with a lock, a `Scheduler` and a `GroupStore`.
 """
 
+from services.common.scheduler import Cancellable, ManualScheduler, Scheduler
 from services.coordinator.group.api import (
     DescribedGroup,
     DescribedMember,
@@ -20,12 +22,13 @@ from services.coordinator.group.api import (
     TopicPartition,
 )
 from services.coordinator.group.config import GroupConfig
-from services.coordinator.group.coordinator import GroupCoordinator
+from services.coordinator.group.coordinator import GroupCoordinatorCore
+from services.coordinator.group.effects import Outcome
 from services.coordinator.group.group import GroupMetadata, GroupState, IllegalStateTransition
 from services.coordinator.group.manager import GroupMetadataManager
 from services.coordinator.group.member import MemberMetadata
 from services.coordinator.group.records import RecordFormatError
-from services.coordinator.group.scheduler import Cancellable, ManualScheduler, Scheduler, ThreadScheduler
+from services.coordinator.group.runtime import GroupCoordinator
 
 __all__ = [
     "Cancellable",
@@ -34,6 +37,7 @@ __all__ = [
     "FetchedOffset",
     "GroupConfig",
     "GroupCoordinator",
+    "GroupCoordinatorCore",
     "GroupMetadata",
     "GroupMetadataManager",
     "GroupState",
@@ -47,9 +51,9 @@ __all__ = [
     "MemberLeaveResult",
     "MemberMetadata",
     "OffsetAndMetadata",
+    "Outcome",
     "RecordFormatError",
     "Scheduler",
     "SyncGroupResult",
-    "ThreadScheduler",
     "TopicPartition",
 ]

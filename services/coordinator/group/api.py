@@ -1,8 +1,8 @@
-"""The values the group coordinator takes and returns, and the `GroupStore` it writes through.
+"""The values the group coordinator takes and returns, and the `GroupStore` the runtime writes through.
 
 Results mirror Kafka's JoinGroup / SyncGroup / LeaveGroup / OffsetFetch / ListGroups /
-DescribeGroups responses field for field, with error codes from `services.common.errors`.
-`GroupStore` is the one way out of the core: appending records to a partition of
+DescribeGroups responses field for field, with error codes from `services.common.errors.Errors`.
+`GroupStore` is the runtime's one way out: appending records to a partition of
 `__consumer_offsets` with acks=all.
 """
 
@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
-from services.common.errors import ERRORS_BY_NAME
+from services.common.errors import Errors
+from services.common.shared_types import NO_LEADER_EPOCH, NO_OFFSET
 from services.common.topic_partition import TopicPartition
 
 NO_GENERATION = -1
@@ -20,16 +21,6 @@ UNKNOWN_MEMBER_ID = ""
 NO_LEADER = ""
 NO_PROTOCOL = ""
 NO_PROTOCOL_TYPE = ""
-NO_OFFSET = -1
-NO_LEADER_EPOCH = -1
-
-
-def code(name: str) -> int:
-    """The numeric Kafka error code of `name` (e.g. "NOT_COORDINATOR" -> 16)."""
-    return ERRORS_BY_NAME[name].code
-
-
-NONE = code("NONE")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +40,7 @@ class FetchedOffset:
     offset: int = NO_OFFSET
     leader_epoch: int = NO_LEADER_EPOCH
     metadata: str = ""
-    error_code: int = NONE
+    error_code: int = Errors.NONE
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +112,8 @@ class DescribedGroup:
     members: list[DescribedMember] = field(default_factory=list)
 
 
+Reply = Any
+"""What the core answers a parked request through: opaque to it, given back in `Outcome.responses`."""
 JoinCallback = Callable[[JoinGroupResult], None]
 SyncCallback = Callable[[SyncGroupResult], None]
 CommitCallback = Callable[[dict[TopicPartition, int]], None]

@@ -1,122 +1,151 @@
-"""How the group coordinator acts outside a group's lock: deferred callbacks and ordered appends.
+"""`Outcome`: what one group coordinator command asks of the world, as plain data.
 
-Request callbacks and `GroupStore.append` are never called while a group lock is held, since a
-store callback (possibly on another thread) needs that lock. Instead, code under the lock
-records what to do:
+The core decides and never acts; the runtime (runtime.py) carries an outcome out in this order:
 
-- `Effects.call(fn, *args)`: run after the lock is released, in order.
-- `StoreOutbox.enqueue(partition, records, callback)`: queued while the lock is held, so appends
-  reach the store in the order their groups' locks were taken (the order replay must see), and
-  handed to the store after the lock is released by whichever thread is draining the queue.
+- `timers`: `ScheduleTimer(delay_ms, event)` and `CancelTimer(event)`. A timer is named by its
+  event (a frozen value); when it fires, the runtime hands the event back to the core's
+  `on_timer`. Events that are stale by then (a newer heartbeat, a finished rebalance) are ignored.
+- `appends`: `Append(append_id, partition, records)`, records for a partition of
+  `__consumer_offsets` with acks=all, in the order the core produced them (the order replay must
+  see). The runtime hands each write's error code back to the core's `on_append_done`.
+- `responses`: `(reply, result)` pairs: answers to requests, including parked ones (a JoinGroup
+  answered when its rebalance completes). `reply` is the opaque value the runtime passed with the
+  request; the core stores it while a request is parked, and never calls it.
+- `result`: the immediate answer of a command that answers at once (Heartbeat, LeaveGroup, ...).
 
-`once(fn)` wraps a callback so that only its first invocation has an effect: the coordinator
-answers parked requests with NOT_COORDINATOR when it loses a partition, and the store's own
-answer, arriving later, must then be ignored. A store callback answered that way is marked done
-and the append itself is skipped if it has not been handed to the store yet.
+The follow-ups below are kept by the core while an append is in flight: what to do once it is
+written (or failed).
 """
 
 from __future__ import annotations
 
-import collections
-import logging
-import threading
-from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-logger = logging.getLogger(__name__)
+from services.coordinator.group.api import OffsetAndMetadata, TopicPartition
+from services.coordinator.group.records import GroupMetadataValue
+
+Records = list[tuple[bytes, bytes | None]]
 
 
-class Once:
-    """A callback that acts only on its first call; thread-safe."""
-
-    __slots__ = ("_fn", "_lock", "done")
-
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        self._fn = fn
-        self._lock = threading.Lock()
-        self.done = False
-
-    def __call__(self, *args: Any) -> None:
-        with self._lock:
-            if self.done:
-                return
-            self.done = True
-        self._fn(*args)
+# ------------------------------------------------------------------------------------------------
+# timer events
 
 
-def once(fn: Callable[..., Any]) -> Once:
-    return fn if isinstance(fn, Once) else Once(fn)
+@dataclass(frozen=True, slots=True)
+class HeartbeatExpired:
+    """A member's session (or first-join) timeout; `token` tells the current timer from old ones."""
+
+    group_id: str
+    member_id: str
+    token: int
 
 
-class Effects:
-    """Calls deferred until the group lock is released."""
+@dataclass(frozen=True, slots=True)
+class PendingMemberExpired:
+    """A MEMBER_ID_REQUIRED member that has not rejoined within its session timeout."""
 
-    __slots__ = ("_calls",)
-
-    def __init__(self) -> None:
-        self._calls: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
-
-    def call(self, fn: Callable[..., Any] | None, *args: Any) -> None:
-        if fn is not None:
-            self._calls.append((fn, args))
-
-    def run(self) -> None:
-        calls, self._calls = self._calls, []
-        for fn, args in calls:
-            try:
-                fn(*args)
-            except Exception:
-                logger.exception("group coordinator callback %r failed", fn)
+    group_id: str
+    member_id: str
 
 
-AppendRequest = tuple[int, list[tuple[bytes, bytes | None]] | None, Once, int]
+@dataclass(frozen=True, slots=True)
+class JoinDeadline:
+    """A rebalance's join timeout or (initial) delay."""
+
+    group_id: str
+    token: int
 
 
-class StoreOutbox:
-    """A FIFO of appends, handed to the store by one draining thread at a time."""
-
-    def __init__(self, append: Callable[[int, list[tuple[bytes, bytes | None]], Callable[[int], None]], None]):
-        self._append = append
-        self._queue: collections.deque[AppendRequest] = collections.deque()
-        self._lock = threading.Lock()
-        self._draining = False
-
-    def enqueue(self, partition: int, records: list[tuple[bytes, bytes | None]], callback: Once) -> None:
-        with self._lock:
-            self._queue.append((partition, records, callback, 0))
-
-    def enqueue_failure(self, callback: Once, error_code: int) -> None:
-        """Answer `callback(error_code)` in queue order, without appending anything."""
-        with self._lock:
-            self._queue.append((-1, None, callback, error_code))
-
-    def drain(self) -> None:
-        """Hand queued appends to the store; returns at once if another call is draining."""
-        with self._lock:
-            if self._draining:
-                return
-            self._draining = True
-        while True:
-            with self._lock:
-                if not self._queue:
-                    self._draining = False
-                    return
-                item = self._queue.popleft()
-            self._hand_over(*item)
-
-    def _hand_over(
-        self, partition: int, records: list[tuple[bytes, bytes | None]] | None, callback: Once, error_code: int
-    ) -> None:
-        if callback.done:
-            return
-        try:
-            if records is None:
-                callback(error_code)
-            else:
-                self._append(partition, records, callback)
-        except Exception:
-            logger.exception("append to __consumer_offsets-%d failed", partition)
-            callback(_UNKNOWN_SERVER_ERROR)
+@dataclass(frozen=True, slots=True)
+class OffsetsCleanupDue:
+    """offsets.retention.check.interval.ms passed."""
 
 
-_UNKNOWN_SERVER_ERROR = -1
+TimerEvent = HeartbeatExpired | PendingMemberExpired | JoinDeadline | OffsetsCleanupDue
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleTimer:
+    delay_ms: float
+    event: TimerEvent
+
+
+@dataclass(frozen=True, slots=True)
+class CancelTimer:
+    event: TimerEvent
+
+
+# ------------------------------------------------------------------------------------------------
+# appends and their follow-ups
+
+
+@dataclass(frozen=True, slots=True)
+class Append:
+    append_id: int
+    partition: int
+    records: Records
+
+
+@dataclass(frozen=True, slots=True)
+class GroupWritten:
+    """A GroupMetadata record: `assignment` ends the leader's SyncGroup of `generation_id`."""
+
+    group_id: str
+    generation_id: int
+    value: GroupMetadataValue
+    assignment: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StaticMemberWritten:
+    """A static member rejoined with a new member id and the group kept its generation."""
+
+    group_id: str
+    member_id: str
+    old_member_id: str
+    old_protocols: list[tuple[str, bytes]]
+    leader_id: str
+    group_instance_id: str
+    reply: Any
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsWritten:
+    """Offset commits; `too_large` are the partitions refused without writing."""
+
+    group_id: str
+    offsets: dict[TopicPartition, OffsetAndMetadata]
+    too_large: tuple[TopicPartition, ...]
+    reply: Any
+
+
+@dataclass(frozen=True, slots=True)
+class TombstonesWritten:
+    """Tombstones of expired or deleted offsets (and groups); `delete_id` names a DeleteGroups."""
+
+    group_id: str
+    delete_id: int | None = None
+
+
+FollowUp = GroupWritten | StaticMemberWritten | OffsetsWritten | TombstonesWritten
+
+
+@dataclass
+class Outcome:
+    responses: list[tuple[Any, Any]] = field(default_factory=list)
+    appends: list[Append] = field(default_factory=list)
+    timers: list[ScheduleTimer | CancelTimer] = field(default_factory=list)
+    result: Any = None
+
+    def respond(self, reply: Any, result: Any) -> None:
+        """Answer `reply` (nothing to answer when it is None)."""
+        if reply is not None:
+            self.responses.append((reply, result))
+
+    def schedule(self, delay_ms: float, event: TimerEvent) -> None:
+        self.timers.append(ScheduleTimer(delay_ms, event))
+
+    def cancel(self, event: TimerEvent | None) -> None:
+        if event is not None:
+            self.timers.append(CancelTimer(event))

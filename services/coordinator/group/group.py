@@ -13,29 +13,26 @@ Any other transition raises `IllegalStateTransition`. The leader is the first me
 voted: among the protocols every member supports, each member votes for its first choice, and
 the most votes win; a tie goes to the candidate that comes first in the longest-standing member's
 preference order. Committed offsets become visible only once written (`pending_offset_commits`
-holds those in flight). A GroupMetadata is not thread-safe: callers hold `lock`.
+holds those in flight). A GroupMetadata is plain data; the runtime serialises access to it.
 """
 
 from __future__ import annotations
 
 import enum
 import struct
-import threading
 import uuid
 from collections import Counter
 
 from services.common.clock import Clock
+from services.common.errors import Errors
+from services.common.shared_types import CONSUMER_PROTOCOL_TYPE
 from services.coordinator.group.api import (
-    JoinCallback,
     JoinGroupMember,
     OffsetAndMetadata,
-    SyncCallback,
+    Reply,
     TopicPartition,
 )
 from services.coordinator.group.member import MemberMetadata
-from services.coordinator.group.records import GroupMetadataValue, MemberRecord
-
-CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
 class GroupState(enum.Enum):
@@ -70,7 +67,6 @@ class GroupMetadata:
         self.group_id = group_id
         self.state = state
         self._clock = clock
-        self.lock = threading.RLock()
         self.current_state_timestamp_ms: int | None = clock.time_ms()
         self.protocol_type: str | None = None
         self.protocol_name: str | None = None
@@ -122,7 +118,7 @@ class GroupMetadata:
     def is_leader(self, member_id: str) -> bool:
         return self.leader_id == member_id
 
-    def add(self, member: MemberMetadata, callback: JoinCallback | None = None) -> None:
+    def add(self, member: MemberMetadata, reply: Reply | None = None) -> None:
         if not self.members:
             self.protocol_type = member.protocol_type
         if member.group_id != self.group_id or member.protocol_type != self.protocol_type:
@@ -131,7 +127,7 @@ class GroupMetadata:
             self.leader_id = member.member_id
         self.members[member.member_id] = member
         self.supported_protocols.update(member.protocol_names)
-        member.awaiting_join_callback = callback
+        member.awaiting_join_reply = reply
         if member.is_awaiting_join:
             self.num_members_awaiting_join += 1
 
@@ -141,35 +137,34 @@ class GroupMetadata:
             self.supported_protocols.subtract(member.protocol_names)
             if member.is_awaiting_join:
                 self.num_members_awaiting_join -= 1
-            member.cancel_heartbeat()
         if self.is_leader(member_id):
             self.leader_id = next(iter(self.members), None)
         return member
 
     def update_member(
-        self, member: MemberMetadata, protocols: list[tuple[str, bytes]], callback: JoinCallback | None
+        self, member: MemberMetadata, protocols: list[tuple[str, bytes]], reply: Reply | None
     ) -> None:
         self.supported_protocols.subtract(member.protocol_names)
         member.protocols = list(protocols)
         self.supported_protocols.update(member.protocol_names)
-        if callback is not None and not member.is_awaiting_join:
+        if reply is not None and not member.is_awaiting_join:
             self.num_members_awaiting_join += 1
-        elif callback is None and member.is_awaiting_join:
+        elif reply is None and member.is_awaiting_join:
             self.num_members_awaiting_join -= 1
-        member.awaiting_join_callback = callback
+        member.awaiting_join_reply = reply
 
-    def take_join_callback(self, member: MemberMetadata) -> JoinCallback | None:
-        """Detach the member's parked JoinGroup callback (the caller answers it)."""
-        callback = member.awaiting_join_callback
-        if callback is not None:
-            member.awaiting_join_callback = None
+    def take_join_reply(self, member: MemberMetadata) -> Reply | None:
+        """Detach the member's parked JoinGroup reply (the caller answers it)."""
+        reply = member.awaiting_join_reply
+        if reply is not None:
+            member.awaiting_join_reply = None
             self.num_members_awaiting_join -= 1
-        return callback
+        return reply
 
-    def take_sync_callback(self, member: MemberMetadata) -> SyncCallback | None:
-        callback = member.awaiting_sync_callback
-        member.awaiting_sync_callback = None
-        return callback
+    def take_sync_reply(self, member: MemberMetadata) -> Reply | None:
+        reply = member.awaiting_sync_reply
+        member.awaiting_sync_reply = None
+        return reply
 
     def maybe_elect_new_joined_leader(self) -> bool:
         """Keep the leader if it rejoined, else promote any rejoined member; False if none did."""
@@ -229,20 +224,33 @@ class GroupMetadata:
         """A known group.instance.id presented with a member id other than its current one."""
         return self.has_static_member(group_instance_id) and self.static_members[group_instance_id] != member_id
 
+    def member_error(self, member_id: str, group_instance_id: str | None, generation_id: int) -> int:
+        """Whether a request of this member for this generation may go on (Errors.NONE), as every
+        member request checks it: Dead group, fenced static member, unknown member, generation."""
+        if self.is_(GroupState.DEAD):
+            return Errors.COORDINATOR_NOT_AVAILABLE
+        if self.is_static_member_fenced(member_id, group_instance_id):
+            return Errors.FENCED_INSTANCE_ID
+        if not self.has(member_id):
+            return Errors.UNKNOWN_MEMBER_ID
+        if generation_id != self.generation_id:
+            return Errors.ILLEGAL_GENERATION
+        return Errors.NONE
+
     def replace_group_instance(
         self, old_member_id: str, new_member_id: str, group_instance_id: str
-    ) -> tuple[MemberMetadata, JoinCallback | None, SyncCallback | None]:
-        """Give a static member a new member id; returns it and the parked callbacks of the old
+    ) -> tuple[MemberMetadata, Reply | None, Reply | None]:
+        """Give a static member a new member id; returns it and the parked replies of the old
         id, which the caller must answer FENCED_INSTANCE_ID."""
         member = self.members.pop(old_member_id)
-        join_callback = self.take_join_callback(member)
-        sync_callback = self.take_sync_callback(member)
+        join_reply = self.take_join_reply(member)
+        sync_reply = self.take_sync_reply(member)
         member.member_id = new_member_id
         self.members[new_member_id] = member
         if self.is_leader(old_member_id):
             self.leader_id = new_member_id
         self.add_static_member(group_instance_id, new_member_id)
-        return member, join_callback, sync_callback
+        return member, join_reply, sync_reply
 
     # ---------------------------------------------------------------------------------------------
     # protocols and generations
@@ -339,104 +347,6 @@ class GroupMetadata:
 
     def has_pending_offset_commit(self, topic_partition: TopicPartition) -> bool:
         return topic_partition in self.pending_offset_commits
-
-    def remove_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata]:
-        removed = {}
-        for tp in partitions:
-            self.pending_offset_commits.pop(tp, None)
-            if (offset := self.offsets.pop(tp, None)) is not None:
-                removed[tp] = offset
-        return removed
-
-    def remove_all_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
-        return self.remove_offsets(list(self.offsets) + list(self.pending_offset_commits))
-
-    def remove_expired_offsets(self, now_ms: int, retention_ms: int) -> dict[TopicPartition, OffsetAndMetadata]:
-        """Kafka 2.1+ offset retention; returns the offsets removed."""
-        if self.protocol_type is not None and self.is_(GroupState.EMPTY):
-            state_ms = self.current_state_timestamp_ms
-            expired = self._expired_offsets(now_ms, retention_ms, state_ms)
-        elif self.protocol_type == CONSUMER_PROTOCOL_TYPE and self.subscribed_topics is not None:
-            expired = self._expired_offsets(now_ms, retention_ms, None, self.subscribed_topics)
-        elif self.protocol_type is None:
-            expired = self._expired_offsets(now_ms, retention_ms, None)
-        else:
-            expired = {}
-        for tp in expired:
-            del self.offsets[tp]
-        return expired
-
-    def _expired_offsets(
-        self, now_ms: int, retention_ms: int, base_ms: int | None, subscribed: frozenset[str] = frozenset()
-    ) -> dict[TopicPartition, OffsetAndMetadata]:
-        expired = {}
-        for tp, offset in self.offsets.items():
-            if tp.topic in subscribed or tp in self.pending_offset_commits:
-                continue
-            if offset.expire_timestamp_ms is not None:
-                if now_ms >= offset.expire_timestamp_ms:
-                    expired[tp] = offset
-                continue
-            since_ms = offset.commit_timestamp_ms if base_ms is None else max(base_ms, offset.commit_timestamp_ms)
-            if now_ms - since_ms >= retention_ms:
-                expired[tp] = offset
-        return expired
-
-    # ---------------------------------------------------------------------------------------------
-    # records
-
-    def to_record(self, assignment: dict[str, bytes]) -> GroupMetadataValue:
-        """This group as the value of its GroupMetadata record, with `assignment` per member."""
-        members = []
-        for member in self.members.values():
-            if self.protocol_name is None:
-                raise IllegalStateTransition(f"group {self.group_id} has members but no protocol")
-            members.append(
-                MemberRecord(
-                    member.member_id,
-                    member.group_instance_id,
-                    member.client_id,
-                    member.client_host,
-                    member.rebalance_timeout_ms,
-                    member.session_timeout_ms,
-                    member.metadata(self.protocol_name),
-                    assignment.get(member.member_id, b""),
-                )
-            )
-        timestamp_ms = -1 if self.current_state_timestamp_ms is None else self.current_state_timestamp_ms
-        return GroupMetadataValue(
-            self.protocol_type or "", self.generation_id, self.protocol_name, self.leader_id, timestamp_ms, members
-        )
-
-    @classmethod
-    def from_record(cls, group_id: str, value: GroupMetadataValue, clock: Clock) -> GroupMetadata:
-        """A group restored from its last GroupMetadata record: Stable with members, else Empty."""
-        group = cls(group_id, GroupState.STABLE if value.members else GroupState.EMPTY, clock)
-        group.generation_id = value.generation
-        group.protocol_type = value.protocol_type or None
-        group.protocol_name = value.protocol
-        group.leader_id = value.leader
-        ts = value.current_state_timestamp_ms
-        group.current_state_timestamp_ms = None if ts == -1 else ts
-        for record in value.members:
-            member = MemberMetadata(
-                record.member_id,
-                group_id,
-                record.group_instance_id,
-                record.client_id,
-                record.client_host,
-                record.rebalance_timeout_ms,
-                record.session_timeout_ms,
-                value.protocol_type,
-                [(value.protocol or "", record.subscription)],
-                assignment=record.assignment,
-            )
-            group.add(member)
-            if member.group_instance_id is not None:
-                group.add_static_member(member.group_instance_id, member.member_id)
-        group.leader_id = value.leader if value.leader in group.members else group.leader_id
-        group.subscribed_topics = group.compute_subscribed_topics()
-        return group
 
 
 def parse_subscription_topics(metadata: bytes) -> list[str] | None:

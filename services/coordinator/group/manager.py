@@ -1,113 +1,86 @@
 """`GroupMetadataManager`: which `__consumer_offsets` partitions this coordinator serves, the groups
-they hold, and reading and writing them (Kafka's GroupMetadataManager).
+they hold, the records it writes for them and `replay`, the one way records change group state
+(Kafka's GroupMetadataManager).
 
 Ownership. A partition is loading (between `begin_loading` and `complete_loading`; its groups
 answer COORDINATOR_LOAD_IN_PROGRESS), owned (its groups are served), or neither (NOT_COORDINATOR).
-Loading is replay: the records of the partition, in offset order, go to `replay`; the last record
-for a key wins and a tombstone deletes it. `complete_loading` builds the groups: a group whose last
-GroupMetadata record has members is Stable, one without is Empty, and offsets without group
-metadata make an Empty group with no protocol type (a group that only stores offsets).
 
-Storing. Group metadata and offsets are appended through the `GroupStore`; append errors are
-turned into the errors Kafka 2.8 returns for them. Offsets become visible only when their append
-succeeds. Expired and deleted offsets and groups are written as tombstones. Methods marked
-"under the group lock" must be called with it held; they queue appends, which `drain` hands to
-the store once no lock is held.
+Replay. Loading is replaying the partition's records in offset order, and the records this
+coordinator writes go through the same `apply_*` functions: offsets become visible, and a
+generation's assignment takes effect, once their records are written; tombstones take effect as
+they are written (Kafka 2.8 removes expired and deleted offsets at once). The last record for a
+key wins and a tombstone deletes it. A GroupMetadata record builds the group (Stable with
+members, else Empty; offsets replayed before it are kept); on a group being served it applies
+the assignment of the group's current generation. An offset commit sets the group's offset,
+creating an Empty group with no protocol type (a group that only stores offsets) if there is
+none. What no record holds (a rebalance in progress: pending members, parked requests, the next
+generation until its assignment is written) is changed by the commands, as in Kafka.
 
-Locking: `_lock` guards the partition sets, the group cache and the appends in flight; it is
-always the innermost lock.
+Writing. `append` registers a follow-up (see effects.py) under a fresh append id and adds the
+records to the outcome; append errors are turned into the errors Kafka 2.8 returns for them.
 """
 
 from __future__ import annotations
 
-import logging
-import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import itertools
+from dataclasses import dataclass
 
 from services.common.clock import Clock
+from services.common.errors import Errors
 from services.common.hashing import coordinator_partition
 from services.coordinator.group import records
-from services.coordinator.group.api import (
-    NONE,
-    CommitCallback,
-    FetchedOffset,
-    GroupStore,
-    OffsetAndMetadata,
-    TopicPartition,
-    code,
-)
+from services.coordinator.group.api import FetchedOffset, OffsetAndMetadata, TopicPartition
 from services.coordinator.group.config import GroupConfig
-from services.coordinator.group.effects import Once, StoreOutbox
-from services.coordinator.group.error_codes import (
-    COORDINATOR_LOAD_IN_PROGRESS,
-    COORDINATOR_NOT_AVAILABLE,
-    NOT_COORDINATOR,
-    OFFSET_METADATA_TOO_LARGE,
-    UNSTABLE_OFFSET_COMMIT,
-)
-from services.coordinator.group.group import GroupMetadata, GroupState
+from services.coordinator.group.effects import Append, FollowUp, Outcome, Records
+from services.coordinator.group.group import GroupMetadata, GroupState, IllegalStateTransition
+from services.coordinator.group.member import MemberMetadata
 
-logger = logging.getLogger(__name__)
-
-Records = list[tuple[bytes, bytes | None]]
-
-
-_UNAVAILABLE = {
-    code(n) for n in ("UNKNOWN_TOPIC_OR_PARTITION", "NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS_AFTER_APPEND")
-}
-_NOT_LEADER = {code(n) for n in ("NOT_LEADER_OR_FOLLOWER", "KAFKA_STORAGE_ERROR")}
-_TOO_LARGE = {code(n) for n in ("MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_FETCH_SIZE")}
+_UNAVAILABLE = {Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.NOT_ENOUGH_REPLICAS, Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND}
+_NOT_LEADER = {Errors.NOT_LEADER_OR_FOLLOWER, Errors.KAFKA_STORAGE_ERROR}
+_TOO_LARGE = {Errors.MESSAGE_TOO_LARGE, Errors.RECORD_LIST_TOO_LARGE, Errors.INVALID_FETCH_SIZE}
 
 
 def group_store_error(error_code: int) -> int:
     """The error a failed GroupMetadata append is reported as (Kafka's storeGroup mapping)."""
     if error_code in _UNAVAILABLE:
-        return COORDINATOR_NOT_AVAILABLE
+        return Errors.COORDINATOR_NOT_AVAILABLE
     if error_code in _NOT_LEADER:
-        return NOT_COORDINATOR
-    if error_code == code("REQUEST_TIMED_OUT"):
-        return code("REBALANCE_IN_PROGRESS")
+        return Errors.NOT_COORDINATOR
+    if error_code == Errors.REQUEST_TIMED_OUT:
+        return Errors.REBALANCE_IN_PROGRESS
     if error_code in _TOO_LARGE:
-        return code("UNKNOWN_SERVER_ERROR")
+        return Errors.UNKNOWN_SERVER_ERROR
     return error_code
 
 
 def offset_store_error(error_code: int) -> int:
     """The error a failed offset commit append is reported as (Kafka's storeOffsets mapping)."""
     if error_code in _UNAVAILABLE:
-        return COORDINATOR_NOT_AVAILABLE
+        return Errors.COORDINATOR_NOT_AVAILABLE
     if error_code in _NOT_LEADER:
-        return NOT_COORDINATOR
+        return Errors.NOT_COORDINATOR
     if error_code in _TOO_LARGE:
-        return code("INVALID_COMMIT_OFFSET_SIZE")
+        return Errors.INVALID_COMMIT_OFFSET_SIZE
     return error_code
 
 
 @dataclass
-class _LoadState:
-    """What replay has seen so far of one partition."""
-
-    groups: dict[str, records.GroupMetadataValue] = field(default_factory=dict)
-    offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
-
-
-@dataclass
 class Unloaded:
+    """What `unload` dropped: the groups (to answer their parked requests) and appends in flight."""
+
     groups: list[GroupMetadata]
-    aborted_appends: list[Once]
+    aborted: list[FollowUp]
 
 
 class GroupMetadataManager:
-    def __init__(self, config: GroupConfig, clock: Clock, store: GroupStore) -> None:
+    def __init__(self, config: GroupConfig, clock: Clock) -> None:
         self._config = config
         self._clock = clock
-        self._outbox = StoreOutbox(store.append)
-        self._lock = threading.Lock()
         self._owned: set[int] = set()
-        self._loading: dict[int, _LoadState] = {}
+        self._loading: set[int] = set()
         self._groups: dict[str, GroupMetadata] = {}
-        self._inflight: dict[int, set[Once]] = {}
+        self._inflight: dict[int, tuple[int, FollowUp]] = {}
+        self._append_ids = itertools.count(1)
 
     def partition_for(self, group_id: str) -> int:
         return coordinator_partition(group_id, self._config.offsets_topic_num_partitions)
@@ -119,198 +92,162 @@ class GroupMetadataManager:
         """Start loading `partition`; if it was owned or loading already, its groups are dropped
         first (returned, for the coordinator to unload) and it is loaded afresh."""
         unloaded = self.unload(partition)
-        with self._lock:
-            self._loading[partition] = _LoadState()
+        self._loading.add(partition)
         return unloaded
 
+    def complete_loading(self, partition: int) -> list[GroupMetadata]:
+        """Start serving `partition`; returns the groups replay built for it."""
+        if partition not in self._loading:
+            return []
+        self._loading.discard(partition)
+        self._owned.add(partition)
+        return [g for gid, g in self._groups.items() if self.partition_for(gid) == partition]
+
+    def unload(self, partition: int) -> Unloaded:
+        """Stop serving `partition`: forget its groups and the appends in flight for it."""
+        self._owned.discard(partition)
+        self._loading.discard(partition)
+        groups = [g for gid, g in self._groups.items() if self.partition_for(gid) == partition]
+        for group in groups:
+            del self._groups[group.group_id]
+        aborted_ids = [i for i, (p, _) in self._inflight.items() if p == partition]
+        return Unloaded(groups, [self._inflight.pop(i)[1] for i in aborted_ids])
+
+    def owned_partitions(self) -> set[int]:
+        return set(self._owned)
+
+    def served_partitions(self) -> set[int]:
+        """Owned and loading partitions."""
+        return self._owned | self._loading
+
+    def is_loading(self) -> bool:
+        return bool(self._loading)
+
+    # ---------------------------------------------------------------------------------------------
+    # replay
+
     def replay(self, partition: int, key: bytes, value: bytes | None) -> None:
-        """Apply one record of a loading partition; records of partitions not loading are ignored.
+        """Apply one record of `partition`; records of partitions not served are ignored.
         Raises `records.RecordFormatError` for a record it cannot decode."""
         decoded_key = records.decode_key(key)
         if isinstance(decoded_key, records.OffsetCommitKey):
             offset = records.decode_offset_commit_value(value)
-            with self._lock:
-                if (state := self._loading.get(partition)) is None:
-                    return
-                group_offsets = state.offsets.setdefault(decoded_key.group, {})
-                if offset is None:
-                    group_offsets.pop(decoded_key.topic_partition, None)
-                else:
-                    group_offsets[decoded_key.topic_partition] = offset
+            if partition in self.served_partitions():
+                self.apply_offset_commit(decoded_key.group, decoded_key.topic_partition, offset)
             return
         group_value = records.decode_group_metadata_value(value)
-        with self._lock:
-            if (state := self._loading.get(partition)) is None:
-                return
-            if group_value is None:
-                state.groups.pop(decoded_key.group, None)
-            else:
-                state.groups[decoded_key.group] = group_value
+        if partition in self.served_partitions():
+            self.apply_group_metadata(decoded_key.group, group_value)
 
-    def complete_loading(self, partition: int) -> list[GroupMetadata]:
-        """Build the replayed groups and start serving `partition`; returns the groups loaded."""
-        with self._lock:
-            state = self._loading.pop(partition, None)
-            if state is None:
-                return []
-            loaded = self._build_groups(state)
-            for group in loaded:
-                self._groups.setdefault(group.group_id, group)
-            self._owned.add(partition)
-            return [g for g in loaded if self._groups[g.group_id] is g]
+    def apply_offset_commit(self, group_id: str, tp: TopicPartition, offset: OffsetAndMetadata | None) -> None:
+        group = self._groups.get(group_id)
+        if offset is None:
+            if group is not None:
+                group.offsets.pop(tp, None)
+                bare = group.generation_id == 0 and group.protocol_type is None and not group.members
+                if bare and not group.has_offsets and self.partition_for(group_id) not in self._owned:
+                    del self._groups[group_id]  # only offsets made it, and they are gone
+            return
+        if group is None:
+            group = self._groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, self._clock)
+        group.offsets[tp] = offset
+        if group.pending_offset_commits.get(tp) == offset:
+            del group.pending_offset_commits[tp]
 
-    def _build_groups(self, state: _LoadState) -> list[GroupMetadata]:
-        loaded = []
-        for group_id, value in state.groups.items():
-            group = GroupMetadata.from_record(group_id, value, self._clock)
-            group.offsets.update(state.offsets.get(group_id, {}))
-            loaded.append(group)
-        for group_id, offsets in state.offsets.items():
-            if group_id not in state.groups and offsets:
-                group = GroupMetadata(group_id, GroupState.EMPTY, self._clock)
-                group.offsets.update(offsets)
-                loaded.append(group)
-        return loaded
-
-    def unload(self, partition: int) -> Unloaded:
-        """Stop serving `partition`: forget its groups and the appends in flight for it."""
-        with self._lock:
-            self._owned.discard(partition)
-            self._loading.pop(partition, None)
-            groups = [g for gid, g in self._groups.items() if self.partition_for(gid) == partition]
-            for group in groups:
-                del self._groups[group.group_id]
-            aborted = list(self._inflight.pop(partition, ()))
-        return Unloaded(groups, aborted)
-
-    def owned_partitions(self) -> set[int]:
-        with self._lock:
-            return set(self._owned)
-
-    def served_partitions(self) -> set[int]:
-        """Owned and loading partitions."""
-        with self._lock:
-            return self._owned | set(self._loading)
-
-    def is_loading(self) -> bool:
-        with self._lock:
-            return bool(self._loading)
+    def apply_group_metadata(self, group_id: str, value: records.GroupMetadataValue | None) -> None:
+        group = self._groups.get(group_id)
+        serving = self.partition_for(group_id) in self._owned
+        if value is None:
+            if group is not None and (not serving or group.is_(GroupState.DEAD)):
+                del self._groups[group_id]
+                if group.offsets:
+                    bare = self._groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, self._clock)
+                    bare.offsets.update(group.offsets)
+            return
+        if group is not None and serving:
+            if group.generation_id == value.generation:
+                assignment = {m.member_id: m.assignment for m in value.members}
+                for member in group.members.values():
+                    member.assignment = assignment.get(member.member_id, b"")
+            return
+        loaded = self._groups[group_id] = group_from_record(group_id, value, self._clock)
+        if group is not None:
+            loaded.offsets.update(group.offsets)
 
     # ---------------------------------------------------------------------------------------------
     # the group cache
 
     def group_status(self, group_id: str) -> int:
         """NONE if this coordinator serves `group_id`, else why not."""
-        with self._lock:
-            return self._status_locked(group_id)
-
-    def _status_locked(self, group_id: str) -> int:
         partition = self.partition_for(group_id)
         if partition in self._loading:
-            return COORDINATOR_LOAD_IN_PROGRESS
+            return Errors.COORDINATOR_LOAD_IN_PROGRESS
         if partition not in self._owned:
-            return NOT_COORDINATOR
-        return NONE
+            return Errors.NOT_COORDINATOR
+        return Errors.NONE
 
     def get_group(self, group_id: str, create: bool = False) -> tuple[int, GroupMetadata | None]:
-        """(error, group): checks ownership and looks the group up (creating it Empty if asked)
-        in one step, so no group is ever created in a partition being unloaded."""
-        with self._lock:
-            error = self._status_locked(group_id)
-            if error != NONE:
-                return error, None
-            group = self._groups.get(group_id)
-            if group is None and create:
-                group = self._groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, self._clock)
-            return NONE, group
+        """(error, group): checks ownership and looks the group up (creating it Empty if asked)."""
+        error = self.group_status(group_id)
+        if error != Errors.NONE:
+            return error, None
+        group = self._groups.get(group_id)
+        if group is None and create:
+            group = self._groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, self._clock)
+        return Errors.NONE, group
 
     def groups(self) -> list[GroupMetadata]:
-        with self._lock:
-            return list(self._groups.values())
+        """The groups of owned partitions."""
+        return [g for gid, g in self._groups.items() if self.partition_for(gid) in self._owned]
 
     def group_not_exists(self, group_id: str) -> bool:
         """True iff this coordinator owns the group's partition and the group is absent or Dead."""
-        with self._lock:
-            if self._status_locked(group_id) != NONE:
-                return False
-            group = self._groups.get(group_id)
-        if group is None:
-            return True
-        with group.lock:
-            return group.is_(GroupState.DEAD)
-
-    def _remove_group(self, group: GroupMetadata) -> bool:
-        with self._lock:
-            if self._groups.get(group.group_id) is group:
-                del self._groups[group.group_id]
-                return True
+        if self.group_status(group_id) != Errors.NONE:
             return False
+        group = self._groups.get(group_id)
+        return group is None or group.is_(GroupState.DEAD)
+
+    def is_cached(self, group: GroupMetadata) -> bool:
+        return self._groups.get(group.group_id) is group
+
+    def remove_group(self, group: GroupMetadata) -> None:
+        """Forget a group that never wrote a record (so there is none to replay)."""
+        if self.is_cached(group):
+            del self._groups[group.group_id]
 
     # ---------------------------------------------------------------------------------------------
     # writing
 
-    def drain(self) -> None:
-        """Hand queued appends to the store; call with no lock held."""
-        self._outbox.drain()
+    def append(self, group_id: str, batch: Records, follow_up: FollowUp, fx: Outcome) -> bool:
+        """Add `batch` to the outcome, `follow_up` to finish once written; False (nothing added)
+        if the group's partition is not owned."""
+        partition = self.partition_for(group_id)
+        if partition not in self._owned:
+            return False
+        append_id = next(self._append_ids)
+        self._inflight[append_id] = (partition, follow_up)
+        fx.appends.append(Append(append_id, partition, batch))
+        return True
 
-    def store_group(self, group: GroupMetadata, assignment: dict[str, bytes], on_done: Callable[[int], None]) -> None:
-        """Under the group lock: append the group's metadata; `on_done(mapped_error)` later."""
+    def take_follow_up(self, append_id: int) -> FollowUp | None:
+        """The follow-up of a finished append; None if it was aborted (its partition unloaded)."""
+        entry = self._inflight.pop(append_id, None)
+        return None if entry is None else entry[1]
+
+    def is_inflight(self, append_id: int) -> bool:
+        return append_id in self._inflight
+
+    def group_record(
+        self, group: GroupMetadata, assignment: dict[str, bytes]
+    ) -> tuple[Records, records.GroupMetadataValue]:
+        """The group's GroupMetadata record, with `assignment` per member, and its value."""
+        value = group_to_record(group, assignment)
         key = records.encode_group_metadata_key(group.group_id)
-        value = records.encode_group_metadata_value(group.to_record(assignment))
-        self._enqueue(group.group_id, [(key, value)], lambda error: on_done(group_store_error(error)))
+        return [(key, records.encode_group_metadata_value(value))], value
 
-    def store_offsets(
-        self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata], callback: CommitCallback
-    ) -> dict[TopicPartition, int] | None:
-        """Under the group lock: append offset commits. Returns the response at once if nothing
-        is written (every metadata too large); else `callback(errors)` is called later."""
-        valid = {tp: o for tp, o in offsets.items() if self._metadata_fits(o.metadata)}
-        if not valid:
-            return {tp: OFFSET_METADATA_TOO_LARGE for tp in offsets}
-        group.prepare_offset_commit(valid)
-        batch = [
-            (records.encode_offset_commit_key(group.group_id, tp), records.encode_offset_commit_value(o))
-            for tp, o in valid.items()
-        ]
-
-        def on_done(error_code: int) -> None:
-            with group.lock:
-                written = error_code == NONE
-                if not group.is_(GroupState.DEAD):
-                    for tp, offset in valid.items():
-                        if written:
-                            group.on_offset_commit_append(tp, offset)
-                        else:
-                            group.fail_pending_offset_write(tp, offset)
-            error = NONE if written else offset_store_error(error_code)
-            callback({tp: error if tp in valid else OFFSET_METADATA_TOO_LARGE for tp in offsets})
-
-        self._enqueue(group.group_id, batch, on_done)
-        return None
-
-    def _metadata_fits(self, metadata: str) -> bool:
+    def metadata_fits(self, metadata: str) -> bool:
         # Kafka compares the Java string length (UTF-16 code units).
         return len(metadata.encode("utf-16-le", "surrogatepass")) // 2 <= self._config.offset_metadata_max_bytes
-
-    def _enqueue(self, group_id: str, batch: Records, on_done: Callable[[int], None]) -> None:
-        partition = self.partition_for(group_id)
-        holder: list[Once] = []
-
-        def finish(error_code: int) -> None:
-            with self._lock:
-                self._inflight.get(partition, set()).discard(holder[0])
-            on_done(error_code)
-
-        callback = Once(finish)
-        holder.append(callback)
-        with self._lock:
-            served = partition in self._owned
-            if served:
-                self._inflight.setdefault(partition, set()).add(callback)
-        if served:
-            self._outbox.enqueue(partition, batch, callback)
-        else:
-            self._outbox.enqueue_failure(callback, NOT_COORDINATOR)
 
     # ---------------------------------------------------------------------------------------------
     # reading
@@ -318,60 +255,58 @@ class GroupMetadataManager:
     def get_offsets(
         self, group_id: str, require_stable: bool, partitions: list[TopicPartition] | None
     ) -> dict[TopicPartition, FetchedOffset]:
-        with self._lock:
-            group = self._groups.get(group_id)
-        if group is None:
+        group = self._groups.get(group_id)
+        if group is None or group.is_(GroupState.DEAD):
             return {tp: FetchedOffset() for tp in partitions or ()}
-        with group.lock:
-            if group.is_(GroupState.DEAD):
-                return {tp: FetchedOffset() for tp in partitions or ()}
-            wanted = list(group.offsets) if partitions is None else partitions
-            result = {}
-            for tp in wanted:
-                if require_stable and group.has_pending_offset_commit(tp):
-                    result[tp] = FetchedOffset(error_code=UNSTABLE_OFFSET_COMMIT)
-                elif (offset := group.offset(tp)) is None:
-                    result[tp] = FetchedOffset()
-                else:
-                    result[tp] = FetchedOffset(offset.offset, offset.leader_epoch, offset.metadata)
-            return result
-
-    # ---------------------------------------------------------------------------------------------
-    # expiration and deletion
-
-    def cleanup_group_metadata(
-        self,
-        groups: list[GroupMetadata],
-        selector: Callable[[GroupMetadata], dict[TopicPartition, OffsetAndMetadata]],
-        on_written: Callable[[str, int], None] | None = None,
-    ) -> int:
-        """Remove offsets chosen by `selector` (called under each group's lock) and write their
-        tombstones; an Empty group left without offsets becomes Dead, leaves the cache and gets a
-        metadata tombstone (unless it never had a generation). `on_written(group_id, error)` is
-        called once per group when its tombstones are written (at once if there are none).
-        Returns how many offsets were removed. Call with no lock held."""
-        removed_total = 0
-        for group in groups:
-            with group.lock:
-                removed = selector(group)
-                if group.is_(GroupState.EMPTY) and not group.has_offsets:
-                    group.transition_to(GroupState.DEAD)
-                is_dead = group.is_(GroupState.DEAD)
-                tombstones: Records = [
-                    (records.encode_offset_commit_key(group.group_id, tp), None) for tp in removed
-                ]
-                if is_dead and self._remove_group(group) and group.generation_id > 0:
-                    tombstones.append((records.encode_group_metadata_key(group.group_id), None))
-                removed_total += len(removed)
-                if tombstones:
-                    done = on_written or _ignore_write
-                    self._enqueue(group.group_id, tombstones, lambda error, g=group.group_id, d=done: d(g, error))
-            if not tombstones and on_written is not None:
-                on_written(group.group_id, NONE)
-        self.drain()
-        return removed_total
+        wanted = list(group.offsets) if partitions is None else partitions
+        result = {}
+        for tp in wanted:
+            if require_stable and group.has_pending_offset_commit(tp):
+                result[tp] = FetchedOffset(error_code=Errors.UNSTABLE_OFFSET_COMMIT)
+            elif (offset := group.offset(tp)) is None:
+                result[tp] = FetchedOffset()
+            else:
+                result[tp] = FetchedOffset(offset.offset, offset.leader_epoch, offset.metadata)
+        return result
 
 
-def _ignore_write(group_id: str, error_code: int) -> None:
-    if error_code != NONE:
-        logger.info("tombstones of group %s were not written (error %d); expiry will retry", group_id, error_code)
+def group_to_record(group: GroupMetadata, assignment: dict[str, bytes]) -> records.GroupMetadataValue:
+    """The group as the value of its GroupMetadata record, with `assignment` per member."""
+    members = []
+    for member in group.members.values():
+        if group.protocol_name is None:
+            raise IllegalStateTransition(f"group {group.group_id} has members but no protocol")
+        members.append(
+            records.MemberRecord(
+                member.member_id, member.group_instance_id, member.client_id, member.client_host,
+                member.rebalance_timeout_ms, member.session_timeout_ms, member.metadata(group.protocol_name),
+                assignment.get(member.member_id, b""),
+            )  # fmt: skip
+        )
+    timestamp_ms = -1 if group.current_state_timestamp_ms is None else group.current_state_timestamp_ms
+    return records.GroupMetadataValue(
+        group.protocol_type or "", group.generation_id, group.protocol_name, group.leader_id, timestamp_ms, members
+    )
+
+
+def group_from_record(group_id: str, value: records.GroupMetadataValue, clock: Clock) -> GroupMetadata:
+    """A group restored from its last GroupMetadata record: Stable with members, else Empty."""
+    group = GroupMetadata(group_id, GroupState.STABLE if value.members else GroupState.EMPTY, clock)
+    group.generation_id = value.generation
+    group.protocol_type = value.protocol_type or None
+    group.protocol_name = value.protocol
+    group.leader_id = value.leader
+    ts = value.current_state_timestamp_ms
+    group.current_state_timestamp_ms = None if ts == -1 else ts
+    for record in value.members:
+        member = MemberMetadata(
+            record.member_id, group_id, record.group_instance_id, record.client_id, record.client_host,
+            record.rebalance_timeout_ms, record.session_timeout_ms, value.protocol_type,
+            [(value.protocol or "", record.subscription)], assignment=record.assignment,
+        )  # fmt: skip
+        group.add(member)
+        if member.group_instance_id is not None:
+            group.add_static_member(member.group_instance_id, member.member_id)
+    group.leader_id = value.leader if value.leader in group.members else group.leader_id
+    group.subscribed_topics = group.compute_subscribed_topics()
+    return group

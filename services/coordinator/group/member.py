@@ -2,16 +2,16 @@
 
 A member is identified by its member id (and, for a static member, its group.instance.id). It
 carries its supported protocols in preference order (name, metadata), the assignment it was given
-at the last SyncGroup, its parked JoinGroup / SyncGroup callbacks, and its liveness state: the
-heartbeat deadline and the timer that expires it.
+at the last SyncGroup, its parked JoinGroup / SyncGroup replies, and its liveness state: the
+heartbeat deadline and the timer event that expires it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from services.coordinator.group.api import JoinCallback, SyncCallback
-from services.coordinator.group.scheduler import Cancellable
+from services.coordinator.group.api import Reply
+from services.coordinator.group.effects import HeartbeatExpired
 
 
 @dataclass(eq=False, slots=True)
@@ -26,13 +26,12 @@ class MemberMetadata:
     protocol_type: str
     protocols: list[tuple[str, bytes]]
     assignment: bytes = b""
-    awaiting_join_callback: JoinCallback | None = None
-    awaiting_sync_callback: SyncCallback | None = None
+    awaiting_join_reply: Reply | None = None
+    awaiting_sync_reply: Reply | None = None
     is_new: bool = False
     is_leaving: bool = False
     heartbeat_deadline_ms: float | None = None
-    heartbeat_timer: Cancellable | None = field(default=None, repr=False)
-    heartbeat_token: int = 0
+    heartbeat_timer: HeartbeatExpired | None = field(default=None, repr=False)
 
     @property
     def is_static(self) -> bool:
@@ -40,11 +39,11 @@ class MemberMetadata:
 
     @property
     def is_awaiting_join(self) -> bool:
-        return self.awaiting_join_callback is not None
+        return self.awaiting_join_reply is not None
 
     @property
     def is_awaiting_sync(self) -> bool:
-        return self.awaiting_sync_callback is not None
+        return self.awaiting_sync_reply is not None
 
     @property
     def protocol_names(self) -> list[str]:
@@ -77,9 +76,3 @@ class MemberMetadata:
         if self.is_new:
             return False
         return self.is_awaiting_join or self.is_awaiting_sync
-
-    def cancel_heartbeat(self) -> None:
-        if self.heartbeat_timer is not None:
-            self.heartbeat_timer.cancel()
-            self.heartbeat_timer = None
-        self.heartbeat_deadline_ms = None

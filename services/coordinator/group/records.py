@@ -42,14 +42,14 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from services.coordinator.group.api import NO_LEADER_EPOCH, OffsetAndMetadata, TopicPartition
+from services.common.shared_types import NO_LEADER_EPOCH, NO_TIMESTAMP
+from services.coordinator.group.api import OffsetAndMetadata, TopicPartition
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_WITH_EXPIRY_VERSION = 1
 GROUP_METADATA_VALUE_VERSION = 3
-NO_TIMESTAMP = -1
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")

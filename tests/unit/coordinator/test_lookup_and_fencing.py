@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from services.common.coordinator_lookup import COORDINATOR_NOT_AVAILABLE, coordinator_nodes, find_coordinator
+from services.common.coordinator_lookup import coordinator_nodes, find_coordinator
+from services.common.errors import Errors
 from services.common.hashing import coordinator_partition
 from services.common.pb.odradek.common.v1 import common_pb2
-from services.common.zk.codec import TopicPartition
+from services.common.topic_partition import TopicPartition
 from services.common.zk.coordinator_directory import DirectorySnapshot
 from services.common.zk.coordinators import CoordinatorInfo, CoordinatorOwnership, PartitionOwner
 from services.coordinator.offsets_log import fence_key, is_fence_key
@@ -28,13 +29,13 @@ def test_the_owner_of_the_groups_partition_is_the_coordinator():
 
 def test_no_live_owner_is_coordinator_not_available():
     response = find_coordinator(snapshot(2001, live=False), "orders", common_pb2.GROUP)
-    assert response.error_code == COORDINATOR_NOT_AVAILABLE
+    assert response.error_code == Errors.COORDINATOR_NOT_AVAILABLE
     assert response.coordinator.node_id == -1
 
 
 def test_transactional_ids_look_in_the_transaction_topic():
     response = find_coordinator(snapshot(2001), "orders", common_pb2.TRANSACTION)
-    assert response.error_code == COORDINATOR_NOT_AVAILABLE
+    assert response.error_code == Errors.COORDINATOR_NOT_AVAILABLE
 
 
 def test_an_empty_key_is_an_invalid_request():

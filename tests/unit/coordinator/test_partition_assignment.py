@@ -7,7 +7,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.common.zk.codec import TopicPartition
+from services.common.topic_partition import TopicPartition
 from services.coordinator.partition_assignment import divide_partitions
 
 PARTITIONS = [TopicPartition("__consumer_offsets", p) for p in range(50)]

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from services.common.errors import ERRORS_BY_NAME
+from services.common.errors import Errors
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2_grpc
 from services.common.proc import wait_until
@@ -16,7 +16,6 @@ from services.coordinator.group.api import JoinGroupResult, SyncGroupResult
 from services.coordinator.servicer import CoordinatorServicer
 from tests.unit.runtime_support import Parked, serving
 
-THROTTLED = ERRORS_BY_NAME["THROTTLING_QUOTA_EXCEEDED"].code
 LIMIT = 3
 ANSWERS = {"join": JoinGroupResult(0, generation_id=1, leader_id="m", member_id="m"),
            "sync": SyncGroupResult(0, assignment=b"a"), "commit": 0}
@@ -79,10 +78,10 @@ def test_waiting_calls_beyond_the_limit_are_refused_at_once(coordinator):
     parked = [stub.JoinGroup.future(join_request(), timeout=30) for _ in range(LIMIT)]
     wait_until(lambda: len(groups) == LIMIT, 10, 0.01, message="the joins to wait")
     refused = stub.JoinGroup(join_request(), timeout=10)
-    assert refused.error_code == THROTTLED and "parked.max.requests=3" in refused.error_message
-    assert stub.SyncGroup(pb.SyncGroupRequest(group_id="g"), timeout=10).error_code == THROTTLED
+    assert refused.error_code == Errors.THROTTLING_QUOTA_EXCEEDED and "parked.max.requests=3" in refused.error_message
+    assert stub.SyncGroup(pb.SyncGroupRequest(group_id="g"), timeout=10).error_code == Errors.THROTTLING_QUOTA_EXCEEDED
     committed = stub.OffsetCommit(commit_request(), timeout=10).topics[0].partitions[0]
-    assert committed.error_code == THROTTLED
+    assert committed.error_code == Errors.THROTTLING_QUOTA_EXCEEDED
     groups.answer()
     assert [f.result(timeout=10).error_code for f in parked] == [0] * LIMIT
     admitted = stub.OffsetCommit.future(commit_request(), timeout=30)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from services.common.clock import ManualClock
-from services.common.errors import ERRORS_BY_NAME
+from services.common.errors import Errors
 from services.coordinator.group import (
     GroupConfig,
     GroupCoordinator,
@@ -20,12 +20,6 @@ from services.coordinator.group import (
     TopicPartition,
 )
 
-
-def err(name: str) -> int:
-    return ERRORS_BY_NAME[name].code
-
-
-NONE = 0
 GROUP = "group-a"
 
 
@@ -127,7 +121,7 @@ class Harness:
     def join_dynamic(self, group: str = GROUP, **kwargs: Any) -> tuple[str, Box]:
         """The MEMBER_ID_REQUIRED round trip: returns the assigned member id and the parked join."""
         first = self.join(group=group, **kwargs).value
-        assert first.error_code == err("MEMBER_ID_REQUIRED")
+        assert first.error_code == Errors.MEMBER_ID_REQUIRED
         return first.member_id, self.join(first.member_id, group=group, **kwargs)
 
     def sync(
@@ -164,7 +158,7 @@ class Harness:
 
     def fetch(self, partitions: list[TopicPartition] | None = None, group: str = GROUP) -> dict[TopicPartition, int]:
         error, fetched = self.coordinator.handle_fetch_offsets(group, partitions)
-        assert error == NONE
+        assert error == Errors.NONE
         return {tp: f.offset for tp, f in fetched.items()}
 
     def describe(self, group: str = GROUP):
@@ -191,5 +185,5 @@ class Harness:
         sync_boxes = [self.sync(m, generation, assignments if m == leader else None, group=group) for m in ids]
         for box in sync_boxes:
             result: SyncGroupResult = box.value
-            assert result.error_code == NONE, result
+            assert result.error_code == Errors.NONE, result
         return ids, generation

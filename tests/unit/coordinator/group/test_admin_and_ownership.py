@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from services.common.errors import Errors
 from services.coordinator.group import DescribedMember, JoinGroupResult, ListedGroup, SyncGroupResult, TopicPartition
 from services.coordinator.group.records import decode_key
-from tests.unit.coordinator.group.support import GROUP, NONE, Box, Harness, err
+from tests.unit.coordinator.group.support import GROUP, Box, Harness
 
 T0 = TopicPartition("t", 0)
 
@@ -14,12 +15,13 @@ def test_list_groups_with_state_filter():
     h.stable_group(1, group="g-stable")
     h.commit({T0: 1}, group="g-offsets-only")
     error, groups = h.coordinator.handle_list_groups(None)
-    assert error == NONE
+    assert error == Errors.NONE
     assert sorted(groups, key=lambda g: g.group_id) == [
         ListedGroup("g-offsets-only", "", "Empty"),
         ListedGroup("g-stable", "consumer", "Stable"),
     ]
-    assert h.coordinator.handle_list_groups({"Stable"}) == (NONE, [ListedGroup("g-stable", "consumer", "Stable")])
+    stable = [ListedGroup("g-stable", "consumer", "Stable")]
+    assert h.coordinator.handle_list_groups({"Stable"}) == (Errors.NONE, stable)
     assert h.coordinator.handle_list_groups(set()) == h.coordinator.handle_list_groups(None)
 
 
@@ -27,7 +29,7 @@ def test_list_groups_reports_loading():
     h = Harness()
     h.coordinator.begin_loading(7)
     error, _ = h.coordinator.handle_list_groups(None)
-    assert error == err("COORDINATOR_LOAD_IN_PROGRESS")
+    assert error == Errors.COORDINATOR_LOAD_IN_PROGRESS
 
 
 def test_describe_stable_group_has_metadata_and_assignments():
@@ -35,7 +37,7 @@ def test_describe_stable_group_has_metadata_and_assignments():
     (a, b), _ = h.stable_group(2, protocols=[("range", b"sub")])
     described = h.describe()
     assert (described.error_code, described.state, described.protocol_type, described.protocol_name) == (
-        NONE,
+        Errors.NONE,
         "Stable",
         "consumer",
         "range",
@@ -58,7 +60,7 @@ def test_describe_rebalancing_group_hides_metadata():
 def test_describe_unknown_group_is_dead():
     h = Harness()
     described = h.describe("nobody")
-    assert (described.error_code, described.state, described.members) == (NONE, "Dead", [])
+    assert (described.error_code, described.state, described.members) == (Errors.NONE, "Dead", [])
 
 
 def test_delete_groups():
@@ -67,7 +69,7 @@ def test_delete_groups():
     h.commit({T0: 1}, group="idle")
     box = Box()
     h.coordinator.handle_delete_groups(["busy", "idle", "unknown"], box)
-    assert box.value == {"busy": err("NON_EMPTY_GROUP"), "idle": NONE, "unknown": err("GROUP_ID_NOT_FOUND")}
+    assert box.value == {"busy": Errors.NON_EMPTY_GROUP, "idle": Errors.NONE, "unknown": Errors.GROUP_ID_NOT_FOUND}
     assert h.fetch([T0], group="idle") == {T0: -1}
     assert h.describe("idle").state == "Dead"
     tombstone_key, tombstone_value = h.store.records()[-1]
@@ -81,7 +83,7 @@ def test_delete_group_with_a_generation_writes_a_group_tombstone():
     assert h.state() == "Empty"
     box = Box()
     h.coordinator.handle_delete_groups([GROUP], box)
-    assert box.value == {GROUP: NONE}
+    assert box.value == {GROUP: Errors.NONE}
     key, value = h.store.records()[-1]
     assert (type(decode_key(key)).__name__, value) == ("GroupMetadataKey", None)
 
@@ -93,14 +95,14 @@ def test_delete_answers_after_the_tombstones_are_written():
     box = Box()
     h.coordinator.handle_delete_groups([GROUP], box)
     assert not box.done
-    h.store.release(err("NOT_LEADER_OR_FOLLOWER"))
-    assert box.value == {GROUP: err("NOT_COORDINATOR")}
+    h.store.release(Errors.NOT_LEADER_OR_FOLLOWER)
+    assert box.value == {GROUP: Errors.NOT_COORDINATOR}
 
 
 def test_requests_for_unowned_partitions_get_not_coordinator():
     h = Harness()
     h.coordinator.unload(h.coordinator.partition_for(GROUP))
-    not_coordinator = err("NOT_COORDINATOR")
+    not_coordinator = Errors.NOT_COORDINATOR
     assert h.join().value.error_code == not_coordinator
     assert h.sync("m", 1).value.error_code == not_coordinator
     assert h.heartbeat("m", 1) == not_coordinator
@@ -118,15 +120,15 @@ def test_requests_while_loading():
     h = Harness()
     partition = h.coordinator.partition_for(GROUP)
     h.coordinator.begin_loading(partition)
-    loading = err("COORDINATOR_LOAD_IN_PROGRESS")
+    loading = Errors.COORDINATOR_LOAD_IN_PROGRESS
     assert h.join().value.error_code == loading
     assert h.commit({T0: 1}).value == {T0: loading}
     assert h.coordinator.handle_fetch_offsets(GROUP, [T0])[0] == loading
     assert h.describe().error_code == loading
-    assert h.sync("m", 1).value.error_code == err("REBALANCE_IN_PROGRESS")  # as Kafka: rejoin
-    assert h.heartbeat("m", 1) == NONE  # as Kafka: answered blindly
+    assert h.sync("m", 1).value.error_code == Errors.REBALANCE_IN_PROGRESS  # as Kafka: rejoin
+    assert h.heartbeat("m", 1) == Errors.NONE  # as Kafka: answered blindly
     h.coordinator.complete_loading(partition)
-    assert h.join().value.error_code == err("MEMBER_ID_REQUIRED")
+    assert h.join().value.error_code == Errors.MEMBER_ID_REQUIRED
 
 
 def test_unload_answers_parked_requests_with_not_coordinator():
@@ -137,10 +139,10 @@ def test_unload_answers_parked_requests_with_not_coordinator():
     h.commit({T0: 1}, b, generation)
     commit_box = h.commit({T0: 2}, b, generation)
     h.coordinator.unload(h.coordinator.partition_for(GROUP))
-    assert parked_join.value == JoinGroupResult.error(a, err("NOT_COORDINATOR"))
-    assert commit_box.value == {T0: err("NOT_COORDINATOR")}
+    assert parked_join.value == JoinGroupResult.error(a, Errors.NOT_COORDINATOR)
+    assert commit_box.value == {T0: Errors.NOT_COORDINATOR}
     h.store.release(0)  # the store's late answer changes nothing
-    assert commit_box.calls == [{T0: err("NOT_COORDINATOR")}]
+    assert commit_box.calls == [{T0: Errors.NOT_COORDINATOR}]
 
 
 def test_unload_answers_parked_syncs():
@@ -150,7 +152,7 @@ def test_unload_answers_parked_syncs():
     h.tick()
     parked_sync = h.sync(b, box_a.value.generation_id)
     h.coordinator.unload(h.coordinator.partition_for(GROUP))
-    assert parked_sync.value == SyncGroupResult(err("NOT_COORDINATOR"))
+    assert parked_sync.value == SyncGroupResult(Errors.NOT_COORDINATOR)
 
 
 def test_shutdown_answers_everything_and_stops_serving():
@@ -158,7 +160,7 @@ def test_shutdown_answers_everything_and_stops_serving():
     (a, b), generation = h.stable_group(2)
     parked_join = h.join(a)
     h.coordinator.shutdown()
-    assert parked_join.value.error_code == err("NOT_COORDINATOR")
+    assert parked_join.value.error_code == Errors.NOT_COORDINATOR
     assert h.coordinator.owned_partitions() == set()
-    assert h.join().value.error_code == err("COORDINATOR_NOT_AVAILABLE")
-    assert h.coordinator.handle_list_groups(None) == (err("COORDINATOR_NOT_AVAILABLE"), [])
+    assert h.join().value.error_code == Errors.COORDINATOR_NOT_AVAILABLE
+    assert h.coordinator.handle_list_groups(None) == (Errors.COORDINATOR_NOT_AVAILABLE, [])

@@ -1,5 +1,5 @@
 """Real threads: members of one group on their own threads, a store answering from its own thread,
-timers on a ThreadScheduler. Checks that the coordinator converges and never deadlocks."""
+timers on a Scheduler's thread. Checks that the coordinator converges and never deadlocks."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import time
 from collections.abc import Callable
 
 from services.common.clock import SYSTEM_CLOCK
-from services.coordinator.group import GroupConfig, GroupCoordinator, ThreadScheduler, TopicPartition
+from services.common.errors import Errors
+from services.common.scheduler import Scheduler
+from services.coordinator.group import GroupConfig, GroupCoordinator, TopicPartition
 from services.coordinator.group import OffsetAndMetadata as OM
-from tests.unit.coordinator.group.support import NONE, err
 
 DEADLINE_S = 20
 MEMBERS = 4
@@ -49,7 +50,8 @@ def call(fn: Callable[..., None], *args) -> object:
 
 
 def test_members_on_threads_converge_without_deadlock():
-    scheduler = ThreadScheduler(SYSTEM_CLOCK)
+    scheduler = Scheduler(SYSTEM_CLOCK)
+    scheduler.startup()
     store = ThreadedStore()
     config = GroupConfig(group_initial_rebalance_delay_ms=50)
     coordinator = GroupCoordinator(config, SYSTEM_CLOCK, scheduler, store)
@@ -69,26 +71,26 @@ def test_members_on_threads_converge_without_deadlock():
             while not stop.is_set() and time.monotonic() < deadline:
                 joined = call(coordinator.handle_join_group, "shared", member_id, None, f"c{index}", "h",
                               2000, 10000, "consumer", [("range", b"")])  # fmt: skip
-                if joined.error_code == err("MEMBER_ID_REQUIRED"):
+                if joined.error_code == Errors.MEMBER_ID_REQUIRED:
                     member_id = joined.member_id
                     continue
-                assert joined.error_code == NONE, joined
+                assert joined.error_code == Errors.NONE, joined
                 generation = joined.generation_id
                 assignments = {m.member_id: b"" for m in joined.members}
                 synced = call(coordinator.handle_sync_group, "shared", generation, member_id, None,
                               "consumer", "range", assignments)  # fmt: skip
-                if synced.error_code == err("REBALANCE_IN_PROGRESS"):
+                if synced.error_code == Errors.REBALANCE_IN_PROGRESS:
                     continue
-                assert synced.error_code == NONE, synced
+                assert synced.error_code == Errors.NONE, synced
                 while not stop.is_set():
                     result = call(coordinator.handle_commit_offsets, "shared", member_id, None, generation,
                                   {tp: OM(index + 1)})  # fmt: skip
-                    if result[tp] != NONE:
+                    if result[tp] != Errors.NONE:
                         break
                     if not has_committed:
                         has_committed = True
                         committed.wait(DEADLINE_S)
-                    if coordinator.handle_heartbeat("shared", member_id, None, generation) != NONE:
+                    if coordinator.handle_heartbeat("shared", member_id, None, generation) != Errors.NONE:
                         break
                     stop.wait(0.01)
         except BaseException as e:  # noqa: BLE001 - reported by the main thread
@@ -106,33 +108,29 @@ def test_members_on_threads_converge_without_deadlock():
             assert not thread.is_alive(), "a member thread is stuck"
         assert failures == []
         error, offsets = coordinator.handle_fetch_offsets("shared", None)
-        assert error == NONE
+        assert error == Errors.NONE
         assert {tp.partition: f.offset for tp, f in offsets.items()} == {i: i + 1 for i in range(MEMBERS)}
         assert 1 <= len(coordinator.handle_describe_group("shared").members) <= MEMBERS
     finally:
         stop.set()
         coordinator.shutdown()
-        scheduler.close()
+        scheduler.shutdown()
         store.close()
 
 
-def test_callbacks_run_without_the_group_lock_held():
+def test_callbacks_run_without_the_coordinator_lock_held():
     from tests.unit.coordinator.group.support import Harness
 
     h = Harness()
-    group_lock_free = []
+    lock_free = []
 
     def on_join(result) -> None:
-        group = h.coordinator.manager.groups()[0]
-
-        def probe() -> None:
-            if group.lock.acquire(timeout=5):
-                group.lock.release()
-                group_lock_free.append(True)
+        def probe() -> None:  # another command: it needs the lock the runtime takes
+            lock_free.append(h.coordinator.handle_describe_group("group-a").group_id)
 
         thread = threading.Thread(target=probe)
         thread.start()
         thread.join(10)
 
     h.coordinator.handle_join_group("group-a", "", None, "c", "h", 30000, 10000, "consumer", [("range", b"")], on_join)
-    assert group_lock_free == [True]
+    assert lock_free == ["group-a"]

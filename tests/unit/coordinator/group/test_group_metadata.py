@@ -111,7 +111,7 @@ def test_supports_protocols():
 
 def test_init_next_generation():
     group = new_group()
-    group.add(member("m1", ["range"]), callback=lambda result: None)
+    group.add(member("m1", ["range"]), reply=lambda result: None)
     group.transition_to(S.PREPARING_REBALANCE)
     assert group.has_all_members_joined
     group.init_next_generation()

@@ -2,28 +2,29 @@
 
 from __future__ import annotations
 
+from services.common.errors import Errors
 from services.coordinator.group import MemberLeaveResult
 from services.coordinator.group.records import decode_group_metadata_value
-from tests.unit.coordinator.group.support import NONE, Harness, err
+from tests.unit.coordinator.group.support import Harness
 
 
 def test_heartbeat_answers_by_state_and_identity():
     h = Harness()
     (a, b), generation = h.stable_group(2)
-    assert h.heartbeat(a, generation) == NONE
-    assert h.heartbeat("stranger", generation) == err("UNKNOWN_MEMBER_ID")
-    assert h.heartbeat(a, generation - 1) == err("ILLEGAL_GENERATION")
-    assert h.heartbeat(a, generation, group="") == err("INVALID_GROUP_ID")
-    assert h.heartbeat(a, generation, group="no-such-group") == err("UNKNOWN_MEMBER_ID")
+    assert h.heartbeat(a, generation) == Errors.NONE
+    assert h.heartbeat("stranger", generation) == Errors.UNKNOWN_MEMBER_ID
+    assert h.heartbeat(a, generation - 1) == Errors.ILLEGAL_GENERATION
+    assert h.heartbeat(a, generation, group="") == Errors.INVALID_GROUP_ID
+    assert h.heartbeat(a, generation, group="no-such-group") == Errors.UNKNOWN_MEMBER_ID
     h.join(a)  # the leader rejoins: PreparingRebalance
-    assert h.heartbeat(b, generation) == err("REBALANCE_IN_PROGRESS")
+    assert h.heartbeat(b, generation) == Errors.REBALANCE_IN_PROGRESS
 
 
 def test_heartbeat_during_completing_rebalance_is_fine():
     h = Harness()
     a, box = h.join_dynamic()
     h.tick()
-    assert h.heartbeat(a, box.value.generation_id) == NONE
+    assert h.heartbeat(a, box.value.generation_id) == Errors.NONE
 
 
 def test_session_expiry_evicts_a_member_and_the_group_rebalances():
@@ -31,7 +32,7 @@ def test_session_expiry_evicts_a_member_and_the_group_rebalances():
     (a, b), generation = h.stable_group(2, session_timeout_ms=10000)
     for _ in range(3):  # a keeps heartbeating, b stays silent
         h.tick(4000)
-        assert h.heartbeat(a, generation) in (NONE, err("REBALANCE_IN_PROGRESS"))
+        assert h.heartbeat(a, generation) in (Errors.NONE, Errors.REBALANCE_IN_PROGRESS)
     assert h.state() == "PreparingRebalance"
     assert [m.member_id for m in h.describe().members] == [a]
     rejoin = h.join(a)
@@ -45,7 +46,7 @@ def test_heartbeats_during_a_rebalance_keep_a_member_alive():
     h.join(a)  # rebalance; b must rejoin within 60 s and heartbeat meanwhile
     for _ in range(5):
         h.tick(5000)
-        assert h.heartbeat(b, generation) == err("REBALANCE_IN_PROGRESS")
+        assert h.heartbeat(b, generation) == Errors.REBALANCE_IN_PROGRESS
     assert len(h.describe().members) == 2
     rejoin_b = h.join(b)
     assert rejoin_b.value.generation_id == generation + 1
@@ -60,7 +61,7 @@ def test_members_that_do_not_rejoin_are_dropped_at_the_rebalance_timeout():
     h.tick(1)
     result = rejoin_a.value
     assert (result.generation_id, [m.member_id for m in result.members]) == (generation + 1, [a])
-    assert h.heartbeat(b, generation) == err("UNKNOWN_MEMBER_ID")
+    assert h.heartbeat(b, generation) == Errors.UNKNOWN_MEMBER_ID
 
 
 def test_when_the_leader_does_not_rejoin_a_rejoined_member_leads():
@@ -94,7 +95,7 @@ def test_new_member_that_never_finishes_joining_expires():
     b, box_b = h.join_dynamic(session_timeout_ms=600000, rebalance_timeout_ms=600000)
     # a neither rejoins nor heartbeats; after 5 minutes the new member's join times out
     h.tick(300000)
-    assert box_b.value.error_code == err("UNKNOWN_MEMBER_ID")
+    assert box_b.value.error_code == Errors.UNKNOWN_MEMBER_ID
 
 
 def test_leave_group_by_member_id_and_by_instance_id():
@@ -105,22 +106,22 @@ def test_leave_group_by_member_id_and_by_instance_id():
     h.join(b)
     static_id = static_box.value.member_id
     result = h.coordinator.handle_leave_group("group-a", [(a, None), ("", "static-1"), ("ghost", None)])
-    assert result.error_code == NONE
+    assert result.error_code == Errors.NONE
     assert result.member_errors == [
-        MemberLeaveResult(a, None, NONE),
-        MemberLeaveResult("", "static-1", NONE),
-        MemberLeaveResult("ghost", None, err("UNKNOWN_MEMBER_ID")),
+        MemberLeaveResult(a, None, Errors.NONE),
+        MemberLeaveResult("", "static-1", Errors.NONE),
+        MemberLeaveResult("ghost", None, Errors.UNKNOWN_MEMBER_ID),
     ]
     assert [m.member_id for m in h.describe().members] == [b]
-    assert h.heartbeat(static_id, generation + 1, instance_id="static-1") == err("UNKNOWN_MEMBER_ID")
+    assert h.heartbeat(static_id, generation + 1, instance_id="static-1") == Errors.UNKNOWN_MEMBER_ID
     assert h.state() == "PreparingRebalance"
 
 
 def test_leave_group_errors():
     h = Harness()
-    assert h.coordinator.handle_leave_group("", [("x", None)]).error_code == err("INVALID_GROUP_ID")
+    assert h.coordinator.handle_leave_group("", [("x", None)]).error_code == Errors.INVALID_GROUP_ID
     unknown_group = h.coordinator.handle_leave_group("nope", [("x", None)])
-    assert unknown_group.member_errors == [MemberLeaveResult("x", None, err("UNKNOWN_MEMBER_ID"))]
+    assert unknown_group.member_errors == [MemberLeaveResult("x", None, Errors.UNKNOWN_MEMBER_ID)]
 
 
 def test_leaving_while_others_rejoin_completes_the_rebalance():
@@ -139,5 +140,5 @@ def test_pending_member_leaving_unblocks_the_rebalance():
     rejoin_a = h.join(a)
     assert not rejoin_a.done
     result = h.coordinator.handle_leave_group("group-a", [(pending, None)])
-    assert result.member_errors[0].error_code == NONE
+    assert result.member_errors[0].error_code == Errors.NONE
     assert rejoin_a.value.generation_id == generation + 1

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from services.common.errors import Errors
 from services.coordinator.group import OffsetAndMetadata, TopicPartition
 from services.coordinator.group.records import OffsetCommitKey, decode_key, decode_offset_commit_value
-from tests.unit.coordinator.group.support import NONE, Harness, err, subscription
+from tests.unit.coordinator.group.support import Harness, subscription
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)
@@ -20,7 +21,7 @@ def test_commit_from_the_current_generation_is_visible_after_the_write():
     assert not box.done
     assert h.fetch([T0, T1]) == {T0: -1, T1: -1}
     h.store.release(0)
-    assert box.value == {T0: NONE, T1: NONE}
+    assert box.value == {T0: Errors.NONE, T1: Errors.NONE}
     _, fetched = h.coordinator.handle_fetch_offsets("group-a", None)
     assert (fetched[T1].offset, fetched[T1].leader_epoch, fetched[T1].metadata) == (9, 3, "meta")
     assert h.fetch() == {T0: 5, T1: 9}
@@ -34,37 +35,37 @@ def test_require_stable_reports_pending_commits():
     h.store.hold = True
     h.commit({T0: 5})
     error, fetched = h.coordinator.handle_fetch_offsets("group-a", [T0], require_stable=True)
-    assert (error, fetched[T0].error_code) == (NONE, err("UNSTABLE_OFFSET_COMMIT"))
+    assert (error, fetched[T0].error_code) == (Errors.NONE, Errors.UNSTABLE_OFFSET_COMMIT)
 
 
 def test_failed_write_is_reported_and_never_visible():
     h = Harness()
     (a,), generation = h.stable_group(1)
-    h.store.fail_code = err("NOT_LEADER_OR_FOLLOWER")
-    assert h.commit({T0: 5}, a, generation).value == {T0: err("NOT_COORDINATOR")}
-    h.store.fail_code = err("MESSAGE_TOO_LARGE")
-    assert h.commit({T0: 5}, a, generation).value == {T0: err("INVALID_COMMIT_OFFSET_SIZE")}
-    h.store.fail_code = err("REQUEST_TIMED_OUT")
-    assert h.commit({T0: 5}, a, generation).value == {T0: err("REQUEST_TIMED_OUT")}
+    h.store.fail_code = Errors.NOT_LEADER_OR_FOLLOWER
+    assert h.commit({T0: 5}, a, generation).value == {T0: Errors.NOT_COORDINATOR}
+    h.store.fail_code = Errors.MESSAGE_TOO_LARGE
+    assert h.commit({T0: 5}, a, generation).value == {T0: Errors.INVALID_COMMIT_OFFSET_SIZE}
+    h.store.fail_code = Errors.REQUEST_TIMED_OUT
+    assert h.commit({T0: 5}, a, generation).value == {T0: Errors.REQUEST_TIMED_OUT}
     assert h.fetch([T0]) == {T0: -1}
 
 
 def test_commit_from_an_old_generation_or_unknown_member_is_rejected():
     h = Harness()
     (a,), generation = h.stable_group(1)
-    assert h.commit({T0: 1}, a, generation - 1).value == {T0: err("ILLEGAL_GENERATION")}
-    assert h.commit({T0: 1}, "stranger", generation).value == {T0: err("UNKNOWN_MEMBER_ID")}
-    assert h.commit({T0: 1}, "", -1).value == {T0: err("UNKNOWN_MEMBER_ID")}  # group has members
-    assert h.commit({T0: 1}, "someone", 3, group="absent").value == {T0: err("ILLEGAL_GENERATION")}
+    assert h.commit({T0: 1}, a, generation - 1).value == {T0: Errors.ILLEGAL_GENERATION}
+    assert h.commit({T0: 1}, "stranger", generation).value == {T0: Errors.UNKNOWN_MEMBER_ID}
+    assert h.commit({T0: 1}, "", -1).value == {T0: Errors.UNKNOWN_MEMBER_ID}  # group has members
+    assert h.commit({T0: 1}, "someone", 3, group="absent").value == {T0: Errors.ILLEGAL_GENERATION}
 
 
 def test_standalone_commit_creates_an_empty_group():
     h = Harness()
-    assert h.commit({T0: 42}).value == {T0: NONE}
+    assert h.commit({T0: 42}).value == {T0: Errors.NONE}
     described = h.describe()
     assert (described.state, described.protocol_type, described.members) == ("Empty", "", [])
     assert h.fetch() == {T0: 42}
-    assert h.commit({T0: 43}).value == {T0: NONE}
+    assert h.commit({T0: 43}).value == {T0: Errors.NONE}
     assert h.fetch([T0]) == {T0: 43}
 
 
@@ -73,19 +74,19 @@ def test_commit_during_completing_rebalance_is_refused_and_during_preparing_acce
     a, box = h.join_dynamic()
     h.tick()
     generation = box.value.generation_id
-    assert h.commit({T0: 1}, a, generation).value == {T0: err("REBALANCE_IN_PROGRESS")}
+    assert h.commit({T0: 1}, a, generation).value == {T0: Errors.REBALANCE_IN_PROGRESS}
     h.sync(a, generation, {a: b""})
     b, _ = h.join_dynamic()  # a newcomer: PreparingRebalance, a is still of the current generation
     assert h.state() == "PreparingRebalance"
-    assert h.commit({T0: 2}, a, generation).value == {T0: NONE}
+    assert h.commit({T0: 2}, a, generation).value == {T0: Errors.NONE}
 
 
 def test_metadata_too_large():
     h = Harness(offset_metadata_max_bytes=4)
     result = h.commit({T0: OffsetAndMetadata(1, metadata="12345"), T1: OffsetAndMetadata(1, metadata="1234")})
-    assert result.value == {T0: err("OFFSET_METADATA_TOO_LARGE"), T1: NONE}
+    assert result.value == {T0: Errors.OFFSET_METADATA_TOO_LARGE, T1: Errors.NONE}
     only_large = h.commit({T0: OffsetAndMetadata(1, metadata="12345")})
-    assert only_large.value == {T0: err("OFFSET_METADATA_TOO_LARGE")}
+    assert only_large.value == {T0: Errors.OFFSET_METADATA_TOO_LARGE}
     assert h.fetch() == {T1: 1}
 
 
@@ -146,7 +147,7 @@ def test_stable_consumer_group_expires_only_unsubscribed_topics():
     h.commit({T0: 1, other: 2}, a, generation)
     for _ in range(13):
         h.tick(5 * 60 * 1000)
-        assert h.heartbeat(a, generation) == NONE
+        assert h.heartbeat(a, generation) == Errors.NONE
     assert h.coordinator.cleanup_expired_offsets() == 1
     assert h.fetch() == {T0: 1}
     assert h.state() == "Stable"

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from services.common.errors import Errors
 from services.coordinator.group import ListedGroup, OffsetAndMetadata, TopicPartition
 from services.coordinator.group import records as r
-from tests.unit.coordinator.group.support import GROUP, NONE, Box, Harness, err
+from tests.unit.coordinator.group.support import GROUP, Box, Harness
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 GROUPS = ["g-stable", "g-empty", "g-standalone", "g-deleted", "g-static", "g-fresh"]
@@ -55,7 +56,7 @@ def run_operations() -> Harness:
         h.sync(res.member_id, res.generation_id, assignments if res.member_id == leader else None,
                group="g-static", instance_id=instance)  # fmt: skip
     rejoined = h.join(instance_id="i2", group="g-static").value  # new member id, no rebalance
-    assert rejoined.error_code == NONE
+    assert rejoined.error_code == Errors.NONE
 
     h.join_dynamic(group="g-fresh")  # mid-rebalance: nothing stored yet
     return h
@@ -102,7 +103,7 @@ def test_replay_tolerates_tombstones_and_records_of_unknown_groups():
         h.coordinator.replay(partition, key, value, offset, 0)
     h.coordinator.complete_loading(partition)
     assert h.fetch(None) == {T0: 4}
-    assert h.coordinator.handle_list_groups(None) == (NONE, [ListedGroup(GROUP, "", "Empty")])
+    assert h.coordinator.handle_list_groups(None) == (Errors.NONE, [ListedGroup(GROUP, "", "Empty")])
     assert h.coordinator.owned_partitions() == {partition}
 
 
@@ -121,10 +122,10 @@ def test_loaded_members_get_fresh_session_timers():
     loaded = replay_into_fresh(live)
     assert loaded.state() == "Stable"
     loaded.tick(6000)
-    assert loaded.heartbeat(a, generation) == NONE
+    assert loaded.heartbeat(a, generation) == Errors.NONE
     loaded.tick(4000)  # b never heartbeats after the failover: expired
     assert [m.member_id for m in loaded.describe().members] == [a]
-    assert loaded.heartbeat(a, generation) == err("REBALANCE_IN_PROGRESS")
+    assert loaded.heartbeat(a, generation) == Errors.REBALANCE_IN_PROGRESS
     assert loaded.join(a).value.generation_id == generation + 1
 
 
@@ -135,7 +136,7 @@ def test_loaded_static_members_are_known():
     result = box.value
     live.sync(result.member_id, result.generation_id, {result.member_id: b"x"}, instance_id="i1")
     loaded = replay_into_fresh(live)
-    assert loaded.heartbeat("other", result.generation_id, instance_id="i1") == err("FENCED_INSTANCE_ID")
+    assert loaded.heartbeat("other", result.generation_id, instance_id="i1") == Errors.FENCED_INSTANCE_ID
     assert loaded.sync(result.member_id, result.generation_id, instance_id="i1").value.assignment == b"x"
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tests.unit.coordinator.group.support import NONE, Harness, err
+from services.common.errors import Errors
+from tests.unit.coordinator.group.support import Harness
 
 
 def stable_static_group(h: Harness, *instances: str) -> tuple[dict[str, str], int]:
@@ -24,7 +25,7 @@ def test_static_member_skips_member_id_required():
     box = h.join(instance_id="i1", client_id="c")
     h.tick()
     result = box.value
-    assert result.error_code == NONE and result.member_id.startswith("i1-")
+    assert result.error_code == Errors.NONE and result.member_id.startswith("i1-")
 
 
 def test_static_rejoin_with_unknown_id_in_stable_group_keeps_the_generation():
@@ -33,18 +34,17 @@ def test_static_rejoin_with_unknown_id_in_stable_group_keeps_the_generation():
     old_leader = ids["i1"]
     appends = len(h.store.appends)
     rejoin = h.join(instance_id="i1", client_id="c-i1").value
-    assert rejoin.error_code == NONE
+    assert rejoin.error_code == Errors.NONE
     assert rejoin.member_id != old_leader
     assert (rejoin.generation_id, rejoin.leader_id, rejoin.members) == (generation, old_leader, [])
     assert h.state() == "Stable" and len(h.store.appends) == appends + 1  # the new id is stored
     # the old id is fenced; the new one carries on with the same assignment
-    assert h.heartbeat(old_leader, generation, instance_id="i1") == err("FENCED_INSTANCE_ID")
-    assert h.sync(old_leader, generation, instance_id="i1").value.error_code == err("FENCED_INSTANCE_ID")
-    assert h.heartbeat(rejoin.member_id, generation, instance_id="i1") == NONE
+    assert h.heartbeat(old_leader, generation, instance_id="i1") == Errors.FENCED_INSTANCE_ID
+    assert h.sync(old_leader, generation, instance_id="i1").value.error_code == Errors.FENCED_INSTANCE_ID
+    assert h.heartbeat(rejoin.member_id, generation, instance_id="i1") == Errors.NONE
     assert h.sync(rejoin.member_id, generation, instance_id="i1").value.assignment == b"for-i1"
-    assert h.coordinator.handle_leave_group("group-a", [(old_leader, "i1")]).member_errors[0].error_code == err(
-        "FENCED_INSTANCE_ID"
-    )
+    left = h.coordinator.handle_leave_group("group-a", [(old_leader, "i1")])
+    assert left.member_errors[0].error_code == Errors.FENCED_INSTANCE_ID
 
 
 def test_static_rejoin_that_changes_the_vote_rebalances():
@@ -72,7 +72,7 @@ def test_static_rejoin_fences_a_parked_join_of_the_old_id():
     parked = h.join(ids["i1"], instance_id="i1", protocols=[("range", b"changed")])  # rebalance, parked
     assert not parked.done
     replacement = h.join(instance_id="i1", protocols=[("range", b"changed")])
-    assert parked.value.error_code == err("FENCED_INSTANCE_ID")
+    assert parked.value.error_code == Errors.FENCED_INSTANCE_ID
     h.join(ids["i2"], instance_id="i2")
     assert replacement.value.generation_id == generation + 1
 
@@ -80,18 +80,18 @@ def test_static_rejoin_fences_a_parked_join_of_the_old_id():
 def test_known_static_member_with_wrong_id_is_fenced():
     h = Harness()
     ids, generation = stable_static_group(h, "i1")
-    assert h.join("not-the-id", instance_id="i1").value.error_code == err("FENCED_INSTANCE_ID")
-    assert h.join(ids["i1"], instance_id="unknown-instance").value.error_code == err("UNKNOWN_MEMBER_ID")
+    assert h.join("not-the-id", instance_id="i1").value.error_code == Errors.FENCED_INSTANCE_ID
+    assert h.join(ids["i1"], instance_id="unknown-instance").value.error_code == Errors.UNKNOWN_MEMBER_ID
 
 
 def test_failed_store_of_a_static_rejoin_reverts_to_the_old_id():
     h = Harness()
     ids, generation = stable_static_group(h, "i1", "i2")
-    h.store.fail_code = err("NOT_ENOUGH_REPLICAS")
+    h.store.fail_code = Errors.NOT_ENOUGH_REPLICAS
     result = h.join(instance_id="i1").value
-    assert result.error_code == err("COORDINATOR_NOT_AVAILABLE") and result.member_id == ""
+    assert result.error_code == Errors.COORDINATOR_NOT_AVAILABLE and result.member_id == ""
     h.store.fail_code = 0
-    assert h.heartbeat(ids["i1"], generation, instance_id="i1") == NONE
+    assert h.heartbeat(ids["i1"], generation, instance_id="i1") == Errors.NONE
     assert sorted(m.member_id for m in h.describe().members) == sorted(ids.values())
 
 

@@ -1,0 +1,237 @@
+"""`GroupCoordinator`: runs the pure `GroupCoordinatorCore` for a service: one lock, the scheduler,
+the store, and the callbacks of the requests.
+
+The service calls it from request threads, from ZooKeeper ownership changes and from the loader;
+timers fire on the injected `Scheduler`, and the `GroupStore` answers appends from its own
+thread. Each call runs one core command under the lock and carries its `Outcome` out:
+
+- timers are set and cancelled under the lock, so they follow the order the core decided them;
+- appends join a FIFO under the lock and are handed to the store after it is released, by one
+  draining thread at a time, so they reach the store in the order replay must see; an append
+  whose partition was unloaded meanwhile is skipped;
+- replies (the request callbacks) are called after the lock is released, each at most once: the
+  core answers parked requests NOT_COORDINATOR when it loses a partition, and an answer arriving
+  later is then ignored.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from services.common.clock import Clock
+from services.common.errors import Errors
+from services.common.scheduler import Cancellable, Scheduler
+from services.coordinator.group.api import (
+    CommitCallback,
+    DeleteGroupsCallback,
+    DescribedGroup,
+    FetchedOffset,
+    GroupStore,
+    JoinCallback,
+    LeaveGroupResult,
+    ListedGroup,
+    OffsetAndMetadata,
+    SyncCallback,
+    TopicPartition,
+)
+from services.coordinator.group.config import GroupConfig
+from services.coordinator.group.coordinator import GroupCoordinatorCore
+from services.coordinator.group.effects import Append, CancelTimer, Outcome, TimerEvent
+from services.coordinator.group.group import GroupMetadata
+from services.coordinator.group.join_sync import JoinRequest
+
+logger = logging.getLogger(__name__)
+
+
+class Once:
+    """A callback that acts only on its first call; thread-safe."""
+
+    __slots__ = ("_fn", "_lock", "done")
+
+    def __init__(self, fn: Callable[[Any], Any]) -> None:
+        self._fn = fn
+        self._lock = threading.Lock()
+        self.done = False
+
+    def __call__(self, value: Any) -> None:
+        with self._lock:
+            if self.done:
+                return
+            self.done = True
+        self._fn(value)
+
+
+class GroupCoordinator:
+    def __init__(self, config: GroupConfig, clock: Clock, scheduler: Scheduler, store: GroupStore) -> None:
+        self.core = GroupCoordinatorCore(config, clock)
+        self._scheduler = scheduler
+        self._store = store
+        self._lock = threading.Lock()
+        self._timers: dict[TimerEvent, Cancellable] = {}
+        self._appends: collections.deque[Append] = collections.deque()
+        self._draining = False
+
+    # ---------------------------------------------------------------------------------------------
+    # running commands
+
+    def _run(self, command: Callable[..., Outcome], *args: Any) -> Any:
+        with self._lock:
+            outcome = command(*args)
+            for timer in outcome.timers:
+                self._apply_timer(timer)
+            self._appends.extend(outcome.appends)
+        self._drain()
+        for reply, result in outcome.responses:
+            try:
+                reply(result)
+            except Exception:
+                logger.exception("group coordinator reply %r failed", reply)
+        return outcome.result
+
+    def _apply_timer(self, timer: Any) -> None:
+        previous = self._timers.pop(timer.event, None)
+        if previous is not None:
+            previous.cancel()
+        if not isinstance(timer, CancelTimer):
+            event = timer.event
+            self._timers[event] = self._scheduler.schedule(timer.delay_ms, lambda: self._fire(event))
+
+    def _fire(self, event: TimerEvent) -> None:
+        with self._lock:
+            self._timers.pop(event, None)
+        self._run(self.core.on_timer, event)
+
+    def _drain(self) -> None:
+        """Hand queued appends to the store; returns at once if another thread is draining."""
+        with self._lock:
+            if self._draining:
+                return
+            self._draining = True
+        while True:
+            with self._lock:
+                append = self._appends.popleft() if self._appends else None
+                if append is None:
+                    self._draining = False
+                    return
+                if not self.core.is_append_wanted(append.append_id):
+                    continue
+            self._hand_over(append)
+
+    def _hand_over(self, append: Append) -> None:
+        def written(error_code: int) -> None:
+            self._run(self.core.on_append_done, append.append_id, error_code)
+
+        try:
+            self._store.append(append.partition, append.records, Once(written))
+        except Exception:
+            logger.exception("append to __consumer_offsets-%d failed", append.partition)
+            written(Errors.UNKNOWN_SERVER_ERROR)
+
+    def run(self, command: Callable[[GroupCoordinatorCore], Outcome]) -> Any:
+        """Run `command(core)` as one command: under the lock, its outcome carried out; returns
+        the outcome's result. For acting on the coordinator's side where no request does it."""
+        return self._run(command, self.core)
+
+    # ---------------------------------------------------------------------------------------------
+    # lifecycle and ownership
+
+    def start(self) -> None:
+        self._run(self.core.start)
+
+    def shutdown(self) -> None:
+        """Stop serving: every parked request is answered NOT_COORDINATOR."""
+        self._run(self.core.shutdown)
+
+    @property
+    def is_active(self) -> bool:
+        with self._lock:
+            return self.core.active
+
+    def partition_for(self, group_id: str) -> int:
+        return self.core.manager.partition_for(group_id)
+
+    def begin_loading(self, partition: int) -> None:
+        self._run(self.core.begin_loading, partition)
+
+    def replay(self, partition: int, key: bytes, value: bytes | None, offset: int, timestamp_ms: int) -> None:
+        """One record of a loading partition, in log order (see GroupMetadataManager.replay)."""
+        with self._lock:
+            self.core.replay(partition, key, value)
+
+    def complete_loading(self, partition: int) -> None:
+        self._run(self.core.complete_loading, partition)
+
+    def unload(self, partition: int) -> None:
+        self._run(self.core.unload, partition)
+
+    def owned_partitions(self) -> set[int]:
+        with self._lock:
+            return self.core.manager.owned_partitions()
+
+    def served_partitions(self) -> set[int]:
+        with self._lock:
+            return self.core.manager.served_partitions()
+
+    def groups(self) -> list[GroupMetadata]:
+        """The groups served (for metrics; read them, do not change them)."""
+        with self._lock:
+            return self.core.manager.groups()
+
+    # ---------------------------------------------------------------------------------------------
+    # requests
+
+    def handle_join_group(
+        self, group_id: str, member_id: str, group_instance_id: str | None, client_id: str, client_host: str,
+        rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str,
+        protocols: list[tuple[str, bytes]], callback: JoinCallback,
+    ) -> None:  # fmt: skip
+        request = JoinRequest(
+            member_id, group_instance_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
+            protocol_type, protocols, Once(callback),
+        )  # fmt: skip
+        self._run(self.core.handle_join_group, group_id, request)
+
+    def handle_sync_group(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+        protocol_type: str | None, protocol_name: str | None, assignments: dict[str, bytes], callback: SyncCallback,
+    ) -> None:  # fmt: skip
+        self._run(
+            self.core.handle_sync_group, group_id, generation_id, member_id, group_instance_id, protocol_type,
+            protocol_name, assignments, Once(callback),
+        )  # fmt: skip
+
+    def handle_heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int) -> int:
+        return self._run(self.core.handle_heartbeat, group_id, member_id, group_instance_id, generation_id)
+
+    def handle_leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> LeaveGroupResult:
+        return self._run(self.core.handle_leave_group, group_id, members)
+
+    def handle_commit_offsets(
+        self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
+        offsets: dict[TopicPartition, OffsetAndMetadata], callback: CommitCallback,
+    ) -> None:  # fmt: skip
+        self._run(
+            self.core.handle_commit_offsets, group_id, member_id, group_instance_id, generation_id, offsets,
+            Once(callback),
+        )  # fmt: skip
+
+    def handle_fetch_offsets(
+        self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool = False
+    ) -> tuple[int, dict[TopicPartition, FetchedOffset]]:
+        return self._run(self.core.handle_fetch_offsets, group_id, partitions, require_stable)
+
+    def cleanup_expired_offsets(self) -> int:
+        return self._run(self.core.cleanup_expired_offsets)
+
+    def handle_list_groups(self, states: set[str] | None) -> tuple[int, list[ListedGroup]]:
+        return self._run(self.core.handle_list_groups, states)
+
+    def handle_describe_group(self, group_id: str) -> DescribedGroup:
+        return self._run(self.core.handle_describe_group, group_id)
+
+    def handle_delete_groups(self, group_ids: list[str], callback: DeleteGroupsCallback) -> None:
+        self._run(self.core.handle_delete_groups, group_ids, Once(callback))
