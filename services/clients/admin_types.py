@@ -1,4 +1,5 @@
-"""The values the admin client takes and returns (Kafka's NewTopic, TopicDescription, ConfigEntry...).
+"""The values the admin client takes and returns (Kafka's NewTopic, TopicDescription, ConfigEntry,
+ConsumerGroupDescription...).
 
 Config codes are Kafka's: resource type 2 = topic, 4 = broker; config sources are named as in
 Kafka's `ConfigEntry.ConfigSource`; incremental operations are 0 set, 1 delete, 2 append,
@@ -11,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from services.clients.cluster import Node, PartitionInfo
+from services.common.topic_partition import TopicPartition
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
@@ -102,3 +104,30 @@ class ConfigEntry:
     @property
     def is_default(self) -> bool:
         return self.source == DEFAULT_CONFIG_SOURCE
+
+
+@dataclass(frozen=True)
+class ConsumerGroupListing:
+    group_id: str
+    is_simple_consumer_group: bool
+    state: str = ""
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    assignment: tuple[TopicPartition, ...] = ()
+
+
+@dataclass(frozen=True)
+class ConsumerGroupDescription:
+    group_id: str
+    is_simple_consumer_group: bool
+    members: tuple[MemberDescription, ...]
+    partition_assignor: str
+    state: str
+    coordinator: Node | None = None
+    protocol_type: str = ""

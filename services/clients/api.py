@@ -9,9 +9,8 @@ from services.clients.admin_types import (
     NewTopic,
     TopicDescription,
 )
-from services.clients.channels import ChannelPool
 from services.clients.client_config import AdminConfig, CommonClientConfig
-from services.clients.cluster import Cluster, Node, PartitionInfo, TopicPartition
+from services.clients.cluster import Cluster, Node, PartitionInfo
 from services.clients.consumer import (
     CommitFailedError,
     Consumer,
@@ -24,9 +23,12 @@ from services.clients.consumer import (
 )
 from services.clients.lowlevel import LowLevelClient
 from services.clients.metadata import Metadata
-from services.clients.partition_requests import FetchResult, ListOffsetsResult, ProduceResult
+from services.clients.partition_requests import FetchResult, ListOffsetsResult
 from services.clients.producer import Producer, RecordMetadata
+from services.clients.transport import ChannelPool
 from services.common.errors import KafkaError
+from services.common.shared_types import ProduceResult
+from services.common.topic_partition import TopicPartition
 
 __all__ = [
     "Admin", "AdminConfig", "ChannelPool", "Cluster", "ClusterDescription", "CommitFailedError", "CommonClientConfig",

@@ -28,7 +28,7 @@ from typing import BinaryIO, TextIO
 from services.clients import cli_console, cli_dev, cli_groups, cli_perf, cli_topics
 from services.clients.lowlevel import LowLevelClient
 from services.clients.partition_requests import READ_COMMITTED, READ_UNCOMMITTED
-from services.common.errors import NONE, KafkaError, error_for_code
+from services.common.errors import Errors, KafkaError, error_for_code
 from services.common.hashing import partition_for_key
 from services.common.records import build_batch, iter_batches
 
@@ -130,7 +130,7 @@ def run_produce(args: argparse.Namespace, out: TextIO) -> int:
             keys = [key] * len(values) if key is not None else None
             batch = build_batch(values, keys, compression=args.compression)
             result = client.produce(args.topic, partition, batch, acks=ACKS[args.acks])
-            if result.error_code != NONE:
+            if result.error_code != Errors.NONE:
                 name = error_for_code(result.error_code).name
                 print(f"Error producing to {args.topic}-{partition}: {name} ({result.error_code}) "
                       f"{result.error_message}".rstrip(), file=sys.stderr)
@@ -168,7 +168,7 @@ def run_fetch(args: argparse.Namespace, out: TextIO) -> int:
         spec = args.offset.strip().lower()
         if spec in ("earliest", "latest"):
             found = client.list_offset(args.topic, args.partition, spec, isolation_level=isolation)
-            if found.error_code != NONE:
+            if found.error_code != Errors.NONE:
                 return _fetch_error(args, found.error_code)
             offset = found.offset
         elif spec.isdigit():
@@ -191,7 +191,7 @@ def fetch_lines(client: LowLevelClient, args: argparse.Namespace, offset: int,
     while remaining is None or remaining > 0:
         result = client.fetch(args.topic, args.partition, offset, max_wait_ms=args.max_wait_ms,
                               isolation_level=isolation)
-        if result.error_code != NONE:
+        if result.error_code != Errors.NONE:
             yield result.error_code
             return
         start = offset

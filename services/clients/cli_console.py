@@ -7,6 +7,7 @@ Consumer.
     odradek console-consumer --bootstrap-server B (--topic T | --include REGEX) [--group G]
         [--from-beginning] [--max-messages N] [--timeout-ms MS] [--partition P [--offset earliest|latest|N]]
         [--consumer-property k=v ...] [--consumer.config FILE] [--property print.key=true ...]
+        [--skip-message-on-error]
 
 The producer sends each stdin line as one record; with `parse.key=true` the text before the first
 `key.separator` (default a tab) is the key, and a line without it is an error unless `ignore.error=true`
@@ -22,6 +23,9 @@ group committed; without a committed offset at the latest offset, or the earlies
 --offset (default latest; earliest with --from-beginning); the group then only commits. Offsets are
 committed by auto-commit and on exit; when --max-messages stops it inside a fetched batch, the
 partitions are first moved back to the records not printed, so the group's next member prints them.
+A fetched batch that is corrupt (CORRUPT_MESSAGE: its CRC or its records' framing) stops the consumer
+with an error naming topic, partition and offset; with --skip-message-on-error it prints that on
+stderr, seeks to the next offset and goes on.
 """
 
 from __future__ import annotations
@@ -30,11 +34,13 @@ import argparse
 import random
 import sys
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TextIO
 
-from services.clients.cluster import TopicPartition
 from services.common.config import ConfigError, load_properties
 from services.common.errors import KafkaError
+from services.common.records.batch import CorruptRecordError
+from services.common.topic_partition import TopicPartition
 
 TRUE_TEXTS = ("true", "yes", "1")
 
@@ -203,6 +209,9 @@ def _add_consumer_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="a properties file of consumer configs")
     parser.add_argument("--isolation-level", choices=["read_uncommitted", "read_committed"],
                         default="read_uncommitted")
+    parser.add_argument("--skip-message-on-error", action="store_true",
+                        help="skip a corrupt record (printing its partition and offset on stderr) instead of "
+                             "stopping")
     parser.set_defaults(run=run_console_consumer, check=check_console_consumer)
 
 
@@ -341,27 +350,44 @@ def run_console_consumer(args: argparse.Namespace, out: TextIO) -> int:
     except (argparse.ArgumentTypeError, ConfigError, KafkaError, ValueError, OSError) as error:
         print(f"Error: {error}", file=sys.stderr)
         return 1
-    processed = 0
+    progress = PrintProgress()
     try:
         start_reading(consumer, args)
-        processed = print_records(consumer, formatter, args, out)
+        print_records(consumer, formatter, args, out, progress)
     except (KafkaError, ValueError) as error:
         print(f"Error: {error}", file=sys.stderr)
         return 1
     finally:
         consumer.close()  # commits what was printed when the group commits
-        print(f"Processed a total of {processed} messages", file=sys.stderr)
+        print(f"Processed a total of {progress.processed} messages", file=sys.stderr)
     return 0
 
 
-def print_records(consumer, formatter: RecordFormatter, args: argparse.Namespace, out: TextIO) -> int:
-    """Prints records until --max-messages were printed or none came for --timeout-ms; returns the count."""
+@dataclass
+class PrintProgress:
+    """How many records `print_records` has printed so far, still known when it stops on an error."""
+
+    processed: int = 0
+
+
+def print_records(consumer, formatter: RecordFormatter, args: argparse.Namespace, out: TextIO,
+                  progress: PrintProgress | None = None) -> int:
+    """Prints records until --max-messages were printed or none came for --timeout-ms; returns the count
+    (also kept in `progress` as it goes)."""
     import time
 
-    processed = 0
+    progress = PrintProgress() if progress is None else progress
     idle_since = time.monotonic()
-    while args.max_messages is None or processed < args.max_messages:
-        records = consumer.poll(timeout_ms=200 if args.timeout_ms is None else min(200, args.timeout_ms))
+    while args.max_messages is None or progress.processed < args.max_messages:
+        try:
+            records = consumer.poll(timeout_ms=200 if args.timeout_ms is None else min(200, args.timeout_ms))
+        except CorruptRecordError as error:
+            if not args.skip_message_on_error:
+                raise
+            print(f"Skipping corrupt record at offset {error.offset} of partition {error.tp}: {error}",
+                  file=sys.stderr)
+            consumer.seek(error.tp, error.offset + 1)
+            continue
         if not records:
             if args.timeout_ms is not None and (time.monotonic() - idle_since) * 1000 >= args.timeout_ms:
                 break
@@ -370,12 +396,12 @@ def print_records(consumer, formatter: RecordFormatter, args: argparse.Namespace
         remaining = iter(records)
         for record in remaining:
             out.write(formatter.format(record))
-            processed += 1
-            if args.max_messages is not None and processed >= args.max_messages:
+            progress.processed += 1
+            if args.max_messages is not None and progress.processed >= args.max_messages:
                 rewind_unprinted(consumer, remaining)
                 break
         out.flush()
-    return processed
+    return progress.processed
 
 
 def rewind_unprinted(consumer, unprinted: Iterable) -> None:

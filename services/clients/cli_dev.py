@@ -28,7 +28,7 @@ from typing import TextIO
 from services.clients.admin import Admin
 from services.clients.admin_types import NewTopic
 from services.clients.launcher import LocalCluster
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.proc import log_tail
 from services.common.zookeeper_server import running_pid as zookeeper_pid
 
@@ -132,7 +132,7 @@ def create_demo_topic(cluster: LocalCluster, replication_factor: int, timeout_s:
             try:
                 admin.create_topics([NewTopic(DEMO_TOPIC, DEMO_PARTITIONS, replication_factor)])
             except KafkaError as error:
-                if error.error_name != "TOPIC_ALREADY_EXISTS":
+                if error.code != Errors.TOPIC_ALREADY_EXISTS:
                     raise
             admin.wait_for_topic(DEMO_TOPIC, timeout_s)
     except (KafkaError, TimeoutError) as error:

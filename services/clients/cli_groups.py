@@ -23,9 +23,9 @@ from collections.abc import Iterable, Sequence
 from typing import TextIO
 
 from services.clients.admin import Admin
-from services.clients.cluster import TopicPartition
 from services.common.config import load_properties
 from services.common.errors import KafkaError
+from services.common.topic_partition import TopicPartition
 
 ACTIONS = ("list", "describe", "reset-offsets", "delete")
 RESET_SPECS = ("to-earliest", "to-latest", "to-current", "to-offset", "shift-by")

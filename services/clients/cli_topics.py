@@ -24,7 +24,7 @@ from services.clients.admin import Admin
 from services.clients.admin_types import ConfigEntry, NewPartitions, NewTopic, TopicDescription
 from services.clients.cluster import PartitionInfo
 from services.common.config import load_properties
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 
 MAX_REPLICATION_FACTOR = 32767
 COLLISION_WARNING = ("WARNING: Due to limitations in metric names, topics with a period ('.') or underscore "
@@ -125,7 +125,7 @@ def create(admin: Admin, args: argparse.Namespace, out: TextIO) -> None:
     try:
         admin.create_topics([topic])
     except KafkaError as error:
-        if error.error_name == "TOPIC_ALREADY_EXISTS" and args.if_not_exists:
+        if error.code == Errors.TOPIC_ALREADY_EXISTS and args.if_not_exists:
             return
         raise
     print(f"Created topic {args.topic}.", file=out)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from services.common.errors import NONE
+from services.common.errors import Errors
 from services.common.pb.odradek.broker.v1 import broker_pb2
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.topic_partition import TopicPartition
@@ -54,7 +54,7 @@ class PartitionInfo:
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     offline_replicas: tuple[int, ...] = ()
-    error_code: int = NONE
+    error_code: int = Errors.NONE
 
     @property
     def topic_partition(self) -> TopicPartition:
@@ -96,7 +96,7 @@ class Cluster:
         for topic in response.topics:
             if topic.is_internal:
                 internal.add(topic.name)
-            if topic.error_code != NONE:
+            if topic.error_code != Errors.NONE:
                 errors[topic.name] = topic.error_code
                 continue
             partitions = (_partition_info(topic.name, p) for p in topic.partitions)

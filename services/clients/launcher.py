@@ -26,9 +26,7 @@ import signal
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-
+from services.clients.transport import check_health
 from services.common.proc import (
     free_port,
     log_tail,
@@ -39,7 +37,6 @@ from services.common.proc import (
     wait_until,
     write_pid_file,
 )
-from services.common.service import insecure_channel
 from services.common.zookeeper_server import ZooKeeperServer, running_pid, stop_detached
 
 BROKER_BASE_PORT = 9092
@@ -241,15 +238,7 @@ class LocalCluster:
         return running_pid_from_file(self.pid_path(name), expect_in_cmdline=str(self.config_path(name)))
 
     def is_serving(self, name: str) -> bool:
-        channel = insecure_channel(self.endpoint(name))
-        try:
-            reply = health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service=""), timeout=1.0)
-            return reply.status == health_pb2.HealthCheckResponse.SERVING
-        except grpc.RpcError:
-            return False
-        finally:
-            channel.close()
+        return check_health(self.endpoint(name), timeout_ms=1000)
 
     def wait_serving(self, name: str, timeout_s: float = 60.0) -> None:
         def ready() -> bool:

@@ -18,13 +18,13 @@ broker; reads also retry any other retriable error. Retries stop at `retry_timeo
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
-from services.clients.cluster import PartitionInfo, TopicPartition
+from services.clients.cluster import PartitionInfo
 from services.clients.partition_requests import (
     READ_UNCOMMITTED,
     FetchResult,
     ListOffsetsResult,
-    ProduceResult,
     fetch_failure,
     fetch_request,
     list_offsets_failure,
@@ -41,21 +41,17 @@ from services.clients.partition_requests import (
     read_retriable,
 )
 from services.clients.pooled_client import PooledClient
-from services.clients.retry import Deadline
-from services.clients.routing import send_to_leaders
-from services.common.errors import NONE
-from services.common.pb.odradek.broker.v1 import broker_pb2
+from services.clients.transport import send_to_leaders
+from services.common.errors import Errors
 from services.common.records import Record, iter_records
+from services.common.shared_types import ProduceResult
+from services.common.topic_partition import TopicPartition
 
 PRODUCE_CALL_MARGIN_MS = 5000
 
 
 class LowLevelClient(PooledClient):
     """Produce, fetch and list offsets against partition leaders; see the module docstring."""
-
-    def _deadline(self, retry_timeout_ms: float | None) -> Deadline:
-        timeout = self.config.default_api_timeout_ms if retry_timeout_ms is None else retry_timeout_ms
-        return Deadline(timeout, self.clock)
 
     def partitions_for(self, topic: str, retry_timeout_ms: float | None = None) -> tuple[PartitionInfo, ...]:
         """The topic's partitions after a metadata refresh (empty when the topic is unknown)."""
@@ -83,11 +79,11 @@ class LowLevelClient(PooledClient):
         `coordinator_id` is for coordinator instances writing the internal topics."""
         by_tp = {TopicPartition(*key): value for key, value in batches.items()}
 
-        def parse(response: broker_pb2.ProduceResponse):
+        def parse(response: Any) -> dict[TopicPartition, tuple[int, ProduceResult]]:
             parsed = parse_produce(response)
             if acks == 0:  # nothing to wait for: a partition left out of the answer was sent
                 for tp in by_tp:
-                    parsed.setdefault(tp, (NONE, ProduceResult(-1, NONE)))
+                    parsed.setdefault(tp, (Errors.NONE, ProduceResult(-1, Errors.NONE)))
             return parsed
 
         return send_to_leaders(

@@ -13,9 +13,12 @@ stale, or a partition without a leader, requests another update. A partition who
 went backwards keeps the newer information already held (the answering broker lags), until its
 topic disappears from an answer or `forget_topics` is called.
 
-`refresh(pool)` sends the Metadata RPC to the least-loaded node (fewest calls in flight, nodes
-that just failed to connect last), trying the known brokers and then the bootstrap addresses
-until one answers. Every method is thread-safe; concurrent refreshes collapse into one.
+`least_loaded_nodes(pool)` orders the nodes to ask (fewest calls in flight, nodes that just
+failed to connect last, the known brokers before the bootstrap addresses); `refresh(pool)` sends
+the Metadata RPC to them in that order until one answers (the transport's `call_any_node`).
+`describe_topics(pool, topics, deadline, backoff_ms)` asks any node about some topics (or all)
+without touching the cache, as a consumer's `partitions_for` and `list_topics` do. Every method
+is thread-safe; concurrent refreshes collapse into one.
 """
 
 from __future__ import annotations
@@ -25,17 +28,28 @@ import random
 import threading
 from collections.abc import Iterable
 
-from services.clients.channels import BROKER, ChannelPool
 from services.clients.client_config import CommonClientConfig, parse_bootstrap_servers
-from services.clients.cluster import Cluster, Node, PartitionInfo, TopicPartition
-from services.clients.retry import Deadline
+from services.clients.cluster import Cluster, Node, PartitionInfo
+from services.clients.transport import ChannelPool, Deadline, call_any_node, call_with_retries
 from services.common.clock import SYSTEM_CLOCK, Clock
-from services.common.errors import NONE, KafkaError, error_for_code
+from services.common.errors import Errors, KafkaError, error_for_code
 from services.common.pb.odradek.broker.v1 import broker_pb2
+from services.common.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
-FORGET_EPOCH_ERRORS = frozenset({"UNKNOWN_TOPIC_OR_PARTITION"})
+FORGET_EPOCH_ERRORS = frozenset({Errors.UNKNOWN_TOPIC_OR_PARTITION})
+# errors after which describing topics is tried again (an unknown topic is answered as having no partitions)
+DESCRIBE_RETRIABLE_ERRORS = frozenset({Errors.LEADER_NOT_AVAILABLE, Errors.NETWORK_EXCEPTION,
+                                       Errors.REQUEST_TIMED_OUT})
+
+
+def metadata_request(topics: Iterable[str] | None, allow_auto_topic_creation: bool = False
+                     ) -> broker_pb2.MetadataRequest:
+    """A Metadata request for `topics` (sorted), or for every topic when None."""
+    if topics is None:
+        return broker_pb2.MetadataRequest(all_topics=True, allow_auto_topic_creation=False)
+    return broker_pb2.MetadataRequest(topics=sorted(topics), allow_auto_topic_creation=allow_auto_topic_creation)
 
 
 class Metadata:
@@ -114,7 +128,7 @@ class Metadata:
 
     def topic_error(self, topic: str) -> int:
         """The error code the last answer gave for `topic` (NONE when it was described)."""
-        return self.cluster.topic_errors.get(topic, NONE)
+        return self.cluster.topic_errors.get(topic, Errors.NONE)
 
     # ------------------------------------------------------------------ topics tracked
 
@@ -139,11 +153,10 @@ class Metadata:
             self._leader_epochs = {tp: e for tp, e in self._leader_epochs.items() if tp.topic not in names}
             self._need_update = True
 
-    def build_request(self) -> broker_pb2.MetadataRequest:
+    def build_request(self, allow_auto_topic_creation: bool = False) -> broker_pb2.MetadataRequest:
+        """The request that refreshes this cache (auto-creation never applies to all topics)."""
         with self._changed:
-            if self.all_topics:
-                return broker_pb2.MetadataRequest(all_topics=True, allow_auto_topic_creation=False)
-            return broker_pb2.MetadataRequest(topics=sorted(self._topics), allow_auto_topic_creation=False)
+            return metadata_request(None if self.all_topics else self._topics, allow_auto_topic_creation)
 
     # ------------------------------------------------------------------ when to refresh
 
@@ -199,7 +212,7 @@ class Metadata:
         for topic, code in fresh.topic_errors.items():
             error = error_for_code(code)
             need_update |= error.invalid_metadata
-            if error.name in FORGET_EPOCH_ERRORS:
+            if code in FORGET_EPOCH_ERRORS:
                 self._forget_epochs_of(topic)
         for topic in {tp.topic for tp in self._leader_epochs} - set(fresh.topics) - set(fresh.topic_errors):
             self._forget_epochs_of(topic)
@@ -254,6 +267,10 @@ class Metadata:
         candidates.sort(key=lambda c: (pool.is_backing_off(c[0].address), c[1], pool.in_flight(c[0].address)))
         return [node for node, _ in candidates]
 
+    def least_loaded_node(self, pool: ChannelPool) -> Node | None:
+        """The first of `least_loaded_nodes`, None when no node is known at all."""
+        return next(iter(self.least_loaded_nodes(pool)), None)
+
     def update_due(self, now_ms: int | None = None) -> bool:
         """True when an update was requested, none succeeded yet, or the data is too old."""
         now = self._clock.monotonic_ms() if now_ms is None else now_ms
@@ -292,32 +309,24 @@ class Metadata:
 
     def _fetch(self, pool: ChannelPool, deadline: Deadline) -> Cluster:
         try:
-            response = self.call_any_node(pool, "Metadata", self.build_request(), deadline)
+            response = call_any_node(self, pool, "Metadata", self.build_request(), deadline)
         except KafkaError as error:
             self.failed_update(error)
             raise
         return self.update(response)
 
-    def call_any_node(self, pool: ChannelPool, method: str, request, deadline: Deadline):
-        """Sends one BrokerService call to the least-loaded node, then the next, until one answers.
+    def describe_topics(self, pool: ChannelPool, topics: list[str] | None, deadline: Deadline,
+                        backoff_ms: float) -> Cluster:
+        """The Metadata answer about `topics` (all topics when None) of any node, leaving the cache as
+        it is; retried on DESCRIBE_RETRIABLE_ERRORS until `deadline`, any other topic error raised."""
+        request = metadata_request(topics)
 
-        Each try is bounded by `request.timeout.ms`, so a hung node does not use up the whole
-        deadline. A Metadata answer listing no brokers counts as a failure of that node. Raises the last
-        node's KafkaError when none answers before `deadline`.
-        """
-        last_error: KafkaError | None = None
-        for node in self.least_loaded_nodes(pool):
-            if deadline.expired:
-                break
-            try:
-                timeout_ms = max(1, min(pool.request_timeout_ms, deadline.remaining_ms()))
-                response = pool.call(node.address, BROKER, method, request, timeout_ms)
-            except KafkaError as e:
-                last_error = e
-                continue
-            if method == "Metadata" and not response.brokers:
-                last_error = KafkaError(f"{node.address} answered metadata without brokers",
-                                        error_name="LEADER_NOT_AVAILABLE")
-                continue
-            return response
-        raise last_error or KafkaError(f"no node answered {method} in time", error_name="REQUEST_TIMED_OUT")
+        def attempt(deadline: Deadline) -> Cluster:
+            cluster = Cluster.from_response(call_any_node(self, pool, "Metadata", request, deadline))
+            for topic, code in cluster.topic_errors.items():
+                if code != Errors.UNKNOWN_TOPIC_OR_PARTITION:  # an unknown topic has no partitions
+                    raise KafkaError.from_code(code, f"metadata for topic {topic}")
+            return cluster
+
+        return call_with_retries(f"Metadata of {topics or 'all topics'}", attempt, deadline, backoff_ms,
+                                 is_retriable=lambda e: e.code in DESCRIBE_RETRIABLE_ERRORS)

@@ -2,7 +2,7 @@
 partitions, reading their per-partition results, the result tuples clients return, and which
 errors are worth retrying.
 
-Results carry Kafka's numeric `error_code` (0 = NONE) rather than raising, so callers can act on
+Results carry Kafka's numeric `error_code` (0 = Errors.NONE) rather than raising, so callers can act on
 each partition. Produce is retried only on errors that prove nothing was appended (stale
 metadata, a broker never reached); reads on any retriable error. Offset specs for ListOffsets
 are "earliest" (-2), "latest" (-1) or a timestamp in ms (the first offset whose timestamp is at
@@ -14,25 +14,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from services.clients.cluster import TopicPartition
-from services.common.errors import NONE, KafkaError, error_for_code
+from services.common.errors import Errors, KafkaError, error_for_code
 from services.common.pb.odradek.broker.v1 import broker_pb2
 from services.common.pb.odradek.common.v1 import common_pb2
+from services.common.shared_types import (
+    CONSUMER_REPLICA_ID,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    NO_LEADER_EPOCH,
+    ProduceResult,
+)
+from services.common.topic_partition import TopicPartition
 
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-CONSUMER_REPLICA_ID = -1
-NO_LEADER_EPOCH = -1
 READ_UNCOMMITTED = common_pb2.READ_UNCOMMITTED
 READ_COMMITTED = common_pb2.READ_COMMITTED
-
-
-class ProduceResult(NamedTuple):
-    base_offset: int
-    error_code: int
-    log_append_time_ms: int = -1
-    log_start_offset: int = -1
-    error_message: str = ""
 
 
 class FetchResult(NamedTuple):
@@ -50,7 +45,7 @@ class ListOffsetsResult(NamedTuple):
     offset: int
     timestamp: int
     leader_epoch: int = NO_LEADER_EPOCH
-    error_code: int = NONE
+    error_code: int = Errors.NONE
 
 
 def offset_spec_timestamp(spec: str | int) -> int:
@@ -79,7 +74,7 @@ def produce_retriable(code: int) -> bool:
 
 def produce_call_retriable(error: KafkaError) -> bool:
     """A failed Produce call that never reached the broker."""
-    return error.error_name == "NETWORK_EXCEPTION"
+    return error.code == Errors.NETWORK_EXCEPTION
 
 
 def read_retriable(code: int) -> bool:
@@ -119,9 +114,10 @@ def parse_produce(response: broker_pb2.ProduceResponse) -> dict[TopicPartition, 
     results = {}
     for topic in response.responses:
         for p in topic.partition_responses:
-            message = p.error_message or "; ".join(e.batch_index_error_message for e in p.record_errors)
+            record_errors = tuple((e.batch_index, e.batch_index_error_message) for e in p.record_errors)
+            message = p.error_message or "; ".join(f"record {i}: {text}" for i, text in record_errors)
             result = ProduceResult(p.base_offset, p.error_code, p.log_append_time_ms, p.log_start_offset,
-                                   message)
+                                   message, record_errors)
             results[TopicPartition(topic.name, p.index)] = (p.error_code, result)
     return results
 
@@ -149,7 +145,7 @@ def fetch_request(positions: Mapping[TopicPartition, int], *, partition_max_byte
 
 
 def parse_fetch(response: broker_pb2.FetchResponse) -> dict[TopicPartition, tuple[int, FetchResult]]:
-    if response.error_code != NONE:
+    if response.error_code != Errors.NONE:
         raise KafkaError.from_code(response.error_code, response.error_message)
     results = {}
     for topic in response.responses:

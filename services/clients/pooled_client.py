@@ -1,14 +1,14 @@
 """What the admin and low-level clients share: their config, a channel pool and a metadata cache,
-and closing the pool when done (`close()`, or leaving a `with` block)."""
+an operation's deadline, and closing the pool when done (`close()`, or leaving a `with` block)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any, Self
 
-from services.clients.channels import ChannelPool
 from services.clients.client_config import AdminConfig, load_client_config
 from services.clients.metadata import Metadata
+from services.clients.transport import ChannelPool, Deadline
 from services.common.clock import SYSTEM_CLOCK, Clock
 
 
@@ -21,6 +21,10 @@ class PooledClient:
         self.clock = clock
         self.pool = ChannelPool.from_config(self.config, clock)
         self.metadata = Metadata.from_config(self.config, clock=clock)
+
+    def _deadline(self, timeout_ms: float | None) -> Deadline:
+        """An operation's deadline: `timeout_ms` from now, by default `default.api.timeout.ms`."""
+        return Deadline(self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms, self.clock)
 
     def close(self) -> None:
         self.pool.close()

@@ -7,9 +7,11 @@ assignment and positions), `coordinator` (the consumer group's facade) over `gro
 and `coordinator_client` (finding the coordinator, calling it), `heartbeat` (group membership
 state and the heartbeat thread), `listener` (ConsumerRebalanceListener), `protocol` and
 `assignors` (the group's assignment), `fetcher` and `completed_fetch` (fetching and draining
-answers), `decoding` (batches into records), `offsets` (resets, validation, offset lookups,
-commit messages), `network` (asynchronous calls), `records` (ConsumerRecord, ConsumerRecords,
-OffsetAndMetadata), `metrics`, `errors`.
+answers), `decoding` (batches into records), `offsets` (resets, validation, offset lookups),
+`records` (ConsumerRecord, ConsumerRecords, OffsetAndMetadata), `metrics`, `errors`. Every call
+goes through `services.clients.transport` (its `AsyncRequests` answers them on the consumer's
+thread); the coordinator's FindCoordinator and offset messages are built and read by
+`services.clients.group_requests`, which the admin client uses too.
 """
 
 from services.clients.consumer.config import ConsumerConfig
@@ -39,12 +41,13 @@ from services.clients.consumer.records import (
     OffsetAndTimestamp,
     TimestampType,
 )
+from services.common.records.batch import CorruptRecordError  # poll() raises it for a corrupt fetched batch
 
 __all__ = [
     "Consumer", "ConsumerConfig", "ConsumerGroupMetadata", "ConsumerRebalanceListener", "ConsumerRecord",
     "ConsumerRecords", "OffsetAndMetadata", "OffsetAndTimestamp", "TimestampType",
-    "CommitFailedError", "ConcurrentModificationError", "FencedInstanceIdError", "IllegalStateError",
-    "InvalidGroupIdError", "InvalidOffsetError", "LogTruncationError", "NoOffsetForPartitionError",
+    "CommitFailedError", "ConcurrentModificationError", "CorruptRecordError", "FencedInstanceIdError",
+    "IllegalStateError", "InvalidGroupIdError", "InvalidOffsetError", "LogTruncationError", "NoOffsetForPartitionError",
     "OffsetOutOfRangeError", "RebalanceCallbackError", "RebalanceInProgressError", "RecordDeserializationError",
     "RetriableCommitFailedError", "WakeupError",
 ]

@@ -9,7 +9,10 @@ hands records out as `RecordBlock`s (slices of decoded batches). While draining 
 - control batches (transaction markers) are skipped, moving `next_fetch_offset` past them;
 - a truncated last batch (the broker cuts answers at the byte limit) is ignored, and refetched
   from its start next time;
-- every batch is validated, its CRC-32C checked when `check.crcs` is on.
+- every batch holding records at or after the fetch offset is validated, its CRC-32C checked when
+  `check.crcs` is on, and its records' framing always, by the one record reader; a malformed
+  batch raises CorruptRecordError naming the partition and the offset reached (see
+  `errors.corrupt_batch_error`), and `next_fetch_offset` stays there.
 
 `next_fetch_offset` is the offset after the last record handed out (or after the last batch
 fully consumed) and `last_epoch` the leader epoch of that record's batch: together they become
@@ -23,11 +26,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from services.clients.cluster import TopicPartition
 from services.clients.consumer.decoding import decode_batch
-from services.clients.consumer.errors import RecordDeserializationError
+from services.clients.consumer.errors import RecordDeserializationError, corrupt_batch_error
 from services.clients.consumer.records import RecordBlock
-from services.common.records.batch import batch_size_at, parse_header, validate_batch
+from services.common.records.batch import HEADER_SIZE, CorruptRecordError, batch_size_at, parse_header, validate_batch
+from services.common.topic_partition import TopicPartition
 
 Deserializer = Callable[[bytes], Any]
 
@@ -85,8 +88,8 @@ class CompletedFetch:
             pos = 0
             while True:
                 size = batch_size_at(buf, pos)
-                if size < 0 or pos + size > len(buf):
-                    break
+                if size < HEADER_SIZE or pos + size > len(buf):
+                    break  # cut short, or too short to be a batch (the drain reports that)
                 header = parse_header(buf, pos)
                 next_offset = header.base_offset + header.last_offset_delta + 1
                 if next_offset > offset:
@@ -157,17 +160,26 @@ class CompletedFetch:
             size = batch_size_at(buf, pos)
             if size < 0 or pos + size > end:
                 return False  # the broker cut the last batch short; it is fetched again whole
-            header = validate_batch(buf, pos, check_crc=self._check_crcs)
+            try:
+                header = validate_batch(buf, pos, check_crc=self._check_crcs)
+                next_offset = header.base_offset + header.last_offset_delta + 1
+                if next_offset <= self.next_fetch_offset:
+                    self._pos = pos + size
+                    continue
+                block = None if header.is_control else decode_batch(buf, pos, header, self.tp.topic,
+                                                                    self.tp.partition)
+            except CorruptRecordError as exc:
+                next_offset = self._corrupt_batch_end(buf, pos, size)
+                if next_offset <= self.next_fetch_offset:  # ends before the records wanted: not needed
+                    self._pos = pos + size
+                    continue
+                raise corrupt_batch_error(self.tp, self.next_fetch_offset, next_offset, exc) from exc
             self._pos = pos + size
-            next_offset = header.base_offset + header.last_offset_delta + 1
-            if next_offset <= self.next_fetch_offset:
-                continue
             epoch = header.partition_leader_epoch if header.partition_leader_epoch >= 0 else None
             if header.is_control:
                 self.next_fetch_offset = next_offset
                 self.last_epoch = epoch
                 continue
-            block = decode_batch(buf, pos, header, self.tp.topic, self.tp.partition)
             first = self.next_fetch_offset
             if len(block) and block.offsets[0] < first:
                 skip = 0
@@ -196,3 +208,11 @@ class CompletedFetch:
             self._batch_next_offset = next_offset
             self._batch_epoch = epoch
             return True
+
+    def _corrupt_batch_end(self, buf: bytes, pos: int, size: int) -> int:
+        """The offset after the corrupt batch of `size` bytes at `pos` as its header says, or after
+        `next_fetch_offset` when its length cannot hold a header (nor be skipped)."""
+        if size < HEADER_SIZE or len(buf) - pos < HEADER_SIZE:
+            return self.next_fetch_offset + 1
+        header = parse_header(buf, pos)
+        return header.base_offset + header.last_offset_delta + 1

@@ -36,15 +36,13 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from services.clients.channels import ChannelPool
-from services.clients.cluster import Cluster, PartitionInfo, TopicPartition
+from services.clients.cluster import Cluster, PartitionInfo
 from services.clients.consumer.assignors import assignors_from_config
 from services.clients.consumer.config import ConsumerConfig, load_consumer_config
 from services.clients.consumer.coordinator import (
     CommitCallback,
     ConsumerCoordinator,
     ConsumerGroupMetadata,
-    GroupRouting,
 )
 from services.clients.consumer.errors import (
     ConcurrentModificationError,
@@ -55,7 +53,6 @@ from services.clients.consumer.errors import (
 from services.clients.consumer.fetcher import Fetcher
 from services.clients.consumer.listener import ConsumerRebalanceListener
 from services.clients.consumer.metrics import ConsumerMetrics
-from services.clients.consumer.network import AsyncRequests
 from services.clients.consumer.offsets import OffsetFetcher
 from services.clients.consumer.records import (
     EMPTY_RECORDS,
@@ -73,19 +70,18 @@ from services.clients.consumer.subscription import (
     SubscriptionType,
 )
 from services.clients.metadata import Metadata
-from services.clients.partition_requests import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from services.clients.retry import Deadline, call_with_retries
+from services.clients.transport import BROKER, AsyncRequests, ChannelPool, Deadline
 from services.common.clock import SYSTEM_CLOCK, Clock
 from services.common.config import ConfigError
 from services.common.errors import KafkaError
-from services.common.pb.odradek.broker.v1 import broker_pb2
+from services.common.shared_types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from services.common.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Any])
 ITERATION_POLL_MS = 1000
 DEFAULT_CLOSE_TIMEOUT_MS = 30000
-RETRIABLE_TOPIC_ERRORS = frozenset({"LEADER_NOT_AVAILABLE", "NETWORK_EXCEPTION", "REQUEST_TIMED_OUT"})
 
 
 def _single_threaded(method: F) -> F:
@@ -119,7 +115,7 @@ class Consumer:
         self._pool = ChannelPool.from_config(self.config, clock)
         self._metadata = Metadata.from_config(self.config, clock=clock)
         self._subscriptions = SubscriptionState(OffsetResetStrategy(self.config.auto_offset_reset))
-        self._requests = AsyncRequests(GroupRouting(self._pool), clock)
+        self._requests = AsyncRequests(self._pool, clock)
         self._metrics = ConsumerMetrics()
         self._fetcher = Fetcher(self.config, self._subscriptions, self._metadata, self._requests, self._metrics,
                                 clock)
@@ -260,7 +256,11 @@ class Consumer:
     @_single_threaded
     def poll(self, timeout_ms: float = 0, max_records: int | None = None) -> ConsumerRecords:
         """Records fetched for the assigned partitions, at most `max_records` (max.poll.records);
-        waits up to `timeout_ms` when none are ready, then returns empty."""
+        waits up to `timeout_ms` when none are ready, then returns empty.
+
+        A fetched batch that fails its CRC or its records' framing raises CorruptRecordError
+        (naming `tp` and `offset`, see `errors.corrupt_batch_error`) once the records before it
+        were returned, and again on every poll until `seek(tp, offset + 1)` moves past it."""
         if timeout_ms < 0:
             raise ValueError("Timeout must not be negative")
         if self._subscriptions.subscription_type is SubscriptionType.NONE:
@@ -327,17 +327,15 @@ class Consumer:
     def _maybe_update_metadata(self) -> None:
         if self._metadata_in_flight or self._metadata.time_to_next_update() > 0:
             return
-        nodes = self._metadata.least_loaded_nodes(self._pool)
-        if not nodes:
+        node = self._metadata.least_loaded_node(self._pool)
+        if node is None:
             return
-        node = next((n for n in nodes if not self._requests.is_backing_off(n.address)), nodes[0])
         self._metadata_in_flight = True
-        request = self._metadata.build_request()
-        request.allow_auto_topic_creation = self.config.allow_auto_create_topics and not request.all_topics
-        self._requests.send(node.address, "Metadata", request, self.config.request_timeout_ms,
+        request = self._metadata.build_request(self.config.allow_auto_create_topics)
+        self._requests.send(node.address, BROKER, "Metadata", request, self.config.request_timeout_ms,
                             on_response=self._on_metadata_response, on_error=self._on_metadata_error)
 
-    def _on_metadata_response(self, response: broker_pb2.MetadataResponse) -> None:
+    def _on_metadata_response(self, response: Any) -> None:
         self._metadata_in_flight = False
         self._metadata.update(response)
 
@@ -503,32 +501,18 @@ class Consumer:
         known = self._metadata.partitions_for(topic)
         if known:
             return list(known)
-        cluster = self._describe(broker_pb2.MetadataRequest(topics=[topic], allow_auto_topic_creation=False),
-                                 [topic], timeout_ms)
+        cluster = self._describe_topics([topic], timeout_ms)
         return list(cluster.partitions_for(topic))
 
     @_single_threaded
     def list_topics(self, timeout_ms: float | None = None) -> dict[str, list[PartitionInfo]]:
         """Every topic of the cluster with its partitions."""
-        cluster = self._describe(broker_pb2.MetadataRequest(all_topics=True, allow_auto_topic_creation=False),
-                                 None, timeout_ms)
+        cluster = self._describe_topics(None, timeout_ms)
         return {name: list(cluster.partitions_for(name)) for name in cluster.topic_names()}
 
-    def _describe(self, request: broker_pb2.MetadataRequest, topics: list[str] | None,
-                  timeout_ms: float | None) -> Cluster:
-        def attempt(deadline: Deadline) -> Cluster:
-            response = self._metadata.call_any_node(self._pool, "Metadata", request, deadline)
-            cluster = Cluster.from_response(response)
-            for topic, code in cluster.topic_errors.items():
-                error = KafkaError.from_code(code, f"metadata for topic {topic}")
-                if error.error_name != "UNKNOWN_TOPIC_OR_PARTITION":  # an unknown topic has no partitions
-                    raise error
-            return cluster
-
+    def _describe_topics(self, topics: list[str] | None, timeout_ms: float | None) -> Cluster:
         deadline = Deadline(self._timeout_ms(timeout_ms), self._clock)
-        return call_with_retries(f"Metadata of {topics or 'all topics'}", attempt, deadline,
-                                 self.config.retry_backoff_ms,
-                                 is_retriable=lambda e: e.error_name in RETRIABLE_TOPIC_ERRORS)
+        return self._metadata.describe_topics(self._pool, topics, deadline, self.config.retry_backoff_ms)
 
     # ------------------------------------------------------------------ the rest
 

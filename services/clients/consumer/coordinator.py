@@ -1,6 +1,6 @@
 """The consumer's side of a consumer group (Kafka's ConsumerCoordinator over AbstractCoordinator),
-as the `Consumer` calls it: `ConsumerCoordinator`, plus `GroupRouting` for the consumer's calls
-and `ConsumerGroupMetadata`. The class is built in layers, one module per concern:
+as the `Consumer` calls it: `ConsumerCoordinator` and `ConsumerGroupMetadata`. The class is built
+in layers, one module per concern:
 
     coordinator_client  CoordinatorClient: finding the coordinator, waiting for its answers
     group_offsets       GroupOffsets: commits, auto-commit, committed offsets, positions from them
@@ -12,9 +12,9 @@ Everything runs on the consumer's thread, inside its calls, except `maybe_leave_
 blocking coordinator lookup, which the heartbeat thread also uses (see `heartbeat`, which owns
 the state both threads share).
 
-Calls go through the consumer's `AsyncRequests` (group calls are routed to CoordinatorService by
-`GroupRouting`, every other call to BrokerService), so they are woken by `wakeup()` and answered on
-the consumer's thread. A broker answers FindCoordinator; the coordinator it names serves the rest.
+Calls go through the consumer's `AsyncRequests` (the transport's; group calls to CoordinatorService,
+every other call to BrokerService), so they are woken by `wakeup()` and answered on the consumer's
+thread. A broker answers FindCoordinator; the coordinator it names serves the rest.
 NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS and failed calls are
 retried after retry.backoff.ms (the first two, and failed calls, after finding the coordinator
 again).
@@ -33,43 +33,16 @@ import re
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from services.clients.channels import BROKER, COORDINATOR, ChannelPool
 from services.clients.consumer.errors import IllegalStateError
 from services.clients.consumer.group_offsets import CommitCallback
 from services.clients.consumer.group_rebalance import GroupRebalance
 from services.clients.consumer.listener import ASSIGNED, REVOKED
 from services.clients.consumer.subscription import compiled_pattern, subscribed_topics
-from services.clients.retry import Deadline
+from services.clients.transport import Deadline
 
-__all__ = ["CommitCallback", "ConsumerCoordinator", "ConsumerGroupMetadata", "GroupRouting"]
+__all__ = ["CommitCallback", "ConsumerCoordinator", "ConsumerGroupMetadata"]
 
 logger = logging.getLogger(__name__)
-
-GROUP_METHODS = frozenset({"JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit", "OffsetFetch"})
-
-
-class GroupRouting:
-    """The channel pool as the consumer's AsyncRequests sees it: group calls (GROUP_METHODS) go to
-    the target's CoordinatorService, every other call to its BrokerService."""
-
-    def __init__(self, pool: ChannelPool):
-        self._pool = pool
-
-    @property
-    def reconnect_backoff_ms(self) -> int:
-        return self._pool.reconnect_backoff_ms
-
-    def stub(self, target: str, service: str) -> Any:
-        return _RoutedStub(self._pool, target)
-
-
-class _RoutedStub:
-    def __init__(self, pool: ChannelPool, target: str):
-        self._pool = pool
-        self._target = target
-
-    def __getattr__(self, method: str) -> Any:
-        return getattr(self._pool.stub(self._target, COORDINATOR if method in GROUP_METHODS else BROKER), method)
 
 
 class ConsumerGroupMetadata(NamedTuple):
@@ -186,7 +159,7 @@ class ConsumerCoordinator(GroupRebalance):
             leave = self.maybe_leave_group("the consumer is being closed")
             if leave is not None:
                 try:
-                    leave.result(timeout=max(deadline.remaining_ms(), 1) / 1000)
+                    leave.result(max(deadline.remaining_ms(), 1) / 1000)
                 except Exception as failure:  # noqa: BLE001 - leaving is a best effort
                     logger.debug("LeaveGroup on close failed: %s", failure)
         if error is not None:

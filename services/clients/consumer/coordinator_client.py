@@ -17,23 +17,22 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import Future
+from typing import Any
 
-from services.clients.channels import BROKER, ChannelPool
 from services.clients.cluster import Node
 from services.clients.consumer.config import ConsumerConfig
 from services.clients.consumer.errors import WakeupError
 from services.clients.consumer.heartbeat import COORDINATOR_GONE, GroupMembership, Heartbeat
-from services.clients.consumer.network import AsyncRequests
 from services.clients.consumer.subscription import SubscriptionState
+from services.clients.group_requests import find_coordinator_request, parse_find_coordinator
 from services.clients.metadata import Metadata
-from services.clients.retry import Deadline
+from services.clients.transport import BROKER, AsyncRequests, ChannelPool, Deadline
 from services.common.clock import Clock
-from services.common.errors import NONE, KafkaError
-from services.common.pb.odradek.common.v1 import common_pb2
+from services.common.errors import Errors, KafkaError
 
 logger = logging.getLogger(__name__)
 
-FIND_AGAIN = frozenset({"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE"})
+FIND_AGAIN = frozenset({Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE})
 
 
 def failed_future(error: BaseException) -> Future:
@@ -90,35 +89,30 @@ class CoordinatorClient:
         with self.membership.lock:
             return self.membership.coordinator
 
-    def _find_coordinator_request(self) -> common_pb2.FindCoordinatorRequest:
-        return common_pb2.FindCoordinatorRequest(key=self.group_id, key_type=common_pb2.GROUP)
-
     def _lookup_coordinator(self) -> Future:
         """Sends FindCoordinator to the least-loaded broker, unless one is already out."""
         if self._find_coordinator is not None:
             return self._find_coordinator
-        nodes = self._metadata.least_loaded_nodes(self._pool)
-        node = next((n for n in nodes if not self._requests.is_backing_off(n.address)), nodes[0] if nodes else None)
+        node = self._metadata.least_loaded_node(self._pool)
         if node is None:
             return failed_future(KafkaError("no broker to ask for the group coordinator",
                                             error_name="NETWORK_EXCEPTION"))
         future: Future = Future()
         self._find_coordinator = future
-        self._requests.send(node.address, "FindCoordinator", self._find_coordinator_request(),
+        self._requests.send(node.address, BROKER, "FindCoordinator", find_coordinator_request(self.group_id),
                             self._config.request_timeout_ms,
                             on_response=lambda response: self._on_find_coordinator(future, response),
                             on_error=lambda error: self._on_find_coordinator_error(future, error))
         return future
 
-    def _on_find_coordinator(self, future: Future, response: common_pb2.FindCoordinatorResponse) -> None:
+    def _on_find_coordinator(self, future: Future, response: Any) -> None:
         self._find_coordinator = None
-        if response.error_code != NONE:
-            error = KafkaError.from_code(response.error_code, response.error_message or
-                                         f"FindCoordinator for group {self.group_id} failed")
+        try:
+            node = parse_find_coordinator(response, self.group_id)
+        except KafkaError as error:
             logger.debug("Group coordinator lookup failed: %s", error)
             future.set_exception(error)
             return
-        node = Node.from_proto(response.coordinator)
         self.membership.set_coordinator(node)
         future.set_result(node)
 
@@ -129,19 +123,20 @@ class CoordinatorClient:
 
     def lookup_coordinator_blocking(self) -> None:
         """FindCoordinator as one blocking call (the heartbeat thread's lookup)."""
-        nodes = self._metadata.least_loaded_nodes(self._pool)
-        if not nodes:
+        node = self._metadata.least_loaded_node(self._pool)
+        if node is None:
             return
         try:
-            response = self._pool.call(nodes[0].address, BROKER, "FindCoordinator", self._find_coordinator_request(),
-                                       self._config.request_timeout_ms)
+            found = parse_find_coordinator(
+                self._pool.call(node.address, BROKER, "FindCoordinator", find_coordinator_request(self.group_id),
+                                self._config.request_timeout_ms),
+                self.group_id)
         except KafkaError as error:
             logger.debug("Group coordinator lookup from the heartbeat thread failed: %s", error)
             return
-        if response.error_code == NONE:
-            with self.membership.lock:
-                if self.membership.coordinator is None:
-                    self.membership.set_coordinator(Node.from_proto(response.coordinator))
+        with self.membership.lock:
+            if self.membership.coordinator is None:
+                self.membership.set_coordinator(found)
 
     def ensure_coordinator_ready(self, deadline: Deadline) -> bool:
         """Looks the coordinator up until it is known or `deadline` passes (retriable errors back off)."""
@@ -162,7 +157,7 @@ class CoordinatorClient:
         return not self.coordinator_unknown()
 
     def _note_call_error(self, error: BaseException, method: str) -> None:
-        if isinstance(error, KafkaError) and error.error_name in COORDINATOR_GONE | FIND_AGAIN:
+        if isinstance(error, KafkaError) and error.code in COORDINATOR_GONE | FIND_AGAIN:
             self.membership.mark_coordinator_unknown(f"{method} answered {error.error_name}")
 
     def _on_call_error(self, future: Future, method: str, error: KafkaError) -> None:

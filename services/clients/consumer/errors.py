@@ -2,15 +2,18 @@
 
 Each is a KafkaError. Those that answer a broker's error carry its Kafka name
 (`OffsetOutOfRangeError` is OFFSET_OUT_OF_RANGE); conditions found by the client alone, which
-have no code of their own, carry UNKNOWN_SERVER_ERROR's code (-1) like any unnamed error.
+have no code of their own, carry UNKNOWN_SERVER_ERROR's code (-1) like any unnamed error. A
+corrupt fetched batch raises the record format's own CorruptRecordError, located by
+`corrupt_batch_error`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from services.clients.cluster import TopicPartition
 from services.common.errors import KafkaError
+from services.common.records.batch import CorruptRecordError
+from services.common.topic_partition import TopicPartition
 
 
 class IllegalStateError(KafkaError, RuntimeError):
@@ -140,3 +143,19 @@ class RecordDeserializationError(KafkaError):
         self.offset = offset
         super().__init__(f"Error deserializing key/value for partition {tp} at offset {offset}: {cause!r}. "
                          f"If needed, please seek past the record to continue consumption.")
+
+
+def corrupt_batch_error(tp: TopicPartition, offset: int, next_offset: int, cause: CorruptRecordError
+                        ) -> CorruptRecordError:
+    """The CorruptRecordError (CORRUPT_MESSAGE) poll() raises for a fetched batch that fails its CRC
+    or the record reader's framing check, naming where it is: `tp`, `topic`, `partition`, `offset`
+    (the partition's position, at or inside the batch) and `next_offset` (the offset after the
+    batch, as its header says). The position stays at `offset`: `seek(tp, offset + 1)` moves past
+    one offset (as Kafka users do, again for each offset of a batch of several records), and
+    `seek(tp, next_offset)` past the whole batch. `cause` is the reader's own error."""
+    error = CorruptRecordError(f"Record batch for partition {tp} at offset {offset} is invalid, cause: "
+                               f"{cause.args[0]}. If needed, please seek past the record to continue "
+                               f"consumption.")
+    error.tp, error.topic, error.partition = tp, tp.topic, tp.partition
+    error.offset, error.next_offset = offset, next_offset
+    return error

@@ -30,33 +30,31 @@ import logging
 from collections import deque
 from collections.abc import Callable
 
-from services.clients.cluster import Node, TopicPartition
+from services.clients.cluster import Node
 from services.clients.consumer.completed_fetch import CompletedFetch
 from services.clients.consumer.config import ConsumerConfig
 from services.clients.consumer.errors import OffsetOutOfRangeError
 from services.clients.consumer.metrics import ConsumerMetrics
-from services.clients.consumer.network import AsyncRequests
 from services.clients.consumer.records import RecordBlock
 from services.clients.consumer.subscription import FetchPosition, LeaderAndEpoch, SubscriptionState
 from services.clients.metadata import Metadata
-from services.clients.partition_requests import NO_LEADER_EPOCH, fetch_request
+from services.clients.partition_requests import fetch_request
+from services.clients.transport import BROKER, AsyncRequests
 from services.common.clock import Clock
-from services.common.errors import NONE, KafkaError, code_of
+from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2
+from services.common.shared_types import NO_LEADER_EPOCH
+from services.common.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
-OFFSET_OUT_OF_RANGE = code_of("OFFSET_OUT_OF_RANGE")
-UNKNOWN_LEADER_EPOCH = code_of("UNKNOWN_LEADER_EPOCH")
-UNKNOWN_TOPIC_OR_PARTITION = code_of("UNKNOWN_TOPIC_OR_PARTITION")
-TOPIC_AUTHORIZATION_FAILED = code_of("TOPIC_AUTHORIZATION_FAILED")
 # Errors after which the partition is simply fetched again (after a metadata refresh).
-REFRESH_AND_RETRY = frozenset(code_of(name) for name in (
-    "NOT_LEADER_OR_FOLLOWER", "REPLICA_NOT_AVAILABLE", "KAFKA_STORAGE_ERROR", "FENCED_LEADER_EPOCH",
-    "OFFSET_NOT_AVAILABLE", "LEADER_NOT_AVAILABLE"))
+REFRESH_AND_RETRY = frozenset({
+    Errors.NOT_LEADER_OR_FOLLOWER, Errors.REPLICA_NOT_AVAILABLE, Errors.KAFKA_STORAGE_ERROR,
+    Errors.FENCED_LEADER_EPOCH, Errors.OFFSET_NOT_AVAILABLE, Errors.LEADER_NOT_AVAILABLE})
 # Answers a partition may have waiting to be drained while it is fetched again.
 MAX_BUFFERED_FETCHES = 2
-RETRY = frozenset(code_of(name) for name in ("UNKNOWN_SERVER_ERROR", "CORRUPT_MESSAGE", "REQUEST_TIMED_OUT"))
+RETRY = frozenset({Errors.UNKNOWN_SERVER_ERROR, Errors.CORRUPT_MESSAGE, Errors.REQUEST_TIMED_OUT})
 
 
 class Fetcher:
@@ -101,7 +99,7 @@ class Fetcher:
             self._nodes_with_pending_fetch.add(node.address)
             sent_ms = self._clock.monotonic_ms()
             self._requests.send(
-                node.address, "Fetch", request, self._fetch_timeout_ms,
+                node.address, BROKER, "Fetch", request, self._fetch_timeout_ms,
                 on_response=lambda response, node=node, positions=positions, sent_ms=sent_ms:
                     self._on_fetch_response(node, positions, sent_ms, response),
                 on_error=lambda error, node=node, positions=positions: self._on_fetch_error(node, positions, error))
@@ -176,7 +174,7 @@ class Fetcher:
                            response: broker_pb2.FetchResponse) -> None:
         self._nodes_with_pending_fetch.discard(node.address)
         self._metrics.fetch_completed(self._clock.monotonic_ms() - sent_ms)
-        if response.error_code != NONE:
+        if response.error_code != Errors.NONE:
             error = KafkaError.from_code(response.error_code, response.error_message)
             logger.debug("fetch from %s failed as a whole: %s", node, error)
             self._on_fetch_error(node, positions, error, count=False)
@@ -206,7 +204,7 @@ class Fetcher:
             self._metrics.fetch_failed()
         logger.debug("fetch of %s from %s failed: %s", sorted(positions), node, error)
         self._node_backoff_until_ms[node.address] = self._clock.monotonic_ms() + self._config.retry_backoff_ms
-        if error.invalid_metadata or error.error_name in ("NETWORK_EXCEPTION", "REQUEST_TIMED_OUT"):
+        if error.invalid_metadata or error.code == Errors.REQUEST_TIMED_OUT:
             self._metadata.request_update()
 
     # ------------------------------------------------------------------ handing records out
@@ -267,7 +265,7 @@ class Fetcher:
         if not subscriptions.is_assigned(tp):
             logger.debug("ignoring fetched records for %s: no longer assigned", tp)
             return None
-        if code == NONE:
+        if code == Errors.NONE:
             position = subscriptions.position(tp) if subscriptions.has_valid_position(tp) else None
             if position is None or position.offset != fetch.fetch_offset:
                 logger.debug("ignoring fetched records for %s at offset %d: the position is now %s", tp,
@@ -280,12 +278,12 @@ class Fetcher:
         if code in REFRESH_AND_RETRY:
             logger.debug("fetch of %s answered %s; refreshing metadata", tp, KafkaError.from_code(code))
             self._metadata.request_update()
-        elif code == UNKNOWN_TOPIC_OR_PARTITION:
+        elif code == Errors.UNKNOWN_TOPIC_OR_PARTITION:
             logger.warning("Received unknown topic or partition error in fetch for partition %s", tp)
             self._metadata.request_update()
-        elif code == UNKNOWN_LEADER_EPOCH:
+        elif code == Errors.UNKNOWN_LEADER_EPOCH:
             logger.debug("fetch of %s: the broker does not know our leader epoch yet", tp)
-        elif code == OFFSET_OUT_OF_RANGE:
+        elif code == Errors.OFFSET_OUT_OF_RANGE:
             self._handle_offset_out_of_range(fetch)
         elif code in RETRY:
             logger.warning("fetch of %s answered %s; fetching again", tp, KafkaError.from_code(code))

@@ -1,7 +1,8 @@
 """The consumer group's offsets as the consumer sees them (the commit half of Kafka's
 ConsumerCoordinator): `commit_sync`, `commit_async`, `committed`, auto-commit, and positioning
 partitions at their committed offsets. The OffsetCommit and OffsetFetch messages themselves are
-built and read by `offsets`; this module decides when to send them and what their answers mean.
+built and read by `services.clients.group_requests`; this module decides when to send them and what their answers
+mean.
 
 Commits carry the generation and member id while the member is in a stable group, else fail
 with CommitFailedError (RebalanceInProgressError during a rebalance); with manual assignment
@@ -24,8 +25,6 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from typing import Any, NamedTuple
 
-from services.clients.channels import ChannelPool
-from services.clients.cluster import TopicPartition
 from services.clients.consumer.config import READ_COMMITTED, ConsumerConfig
 from services.clients.consumer.coordinator_client import (
     FIND_AGAIN,
@@ -41,28 +40,28 @@ from services.clients.consumer.errors import (
     WakeupError,
 )
 from services.clients.consumer.heartbeat import COORDINATOR_GONE, NO_GENERATION, Generation, MemberState
-from services.clients.consumer.network import AsyncRequests
-from services.clients.consumer.offsets import (
-    checked_offsets,
+from services.clients.consumer.offsets import checked_offsets
+from services.clients.consumer.records import OffsetAndMetadata
+from services.clients.consumer.subscription import FetchPosition, LeaderAndEpoch, SubscriptionState
+from services.clients.group_requests import (
     commit_error,
     offset_commit_request,
     offset_fetch_request,
     parse_offset_fetch,
 )
-from services.clients.consumer.records import OffsetAndMetadata
-from services.clients.consumer.subscription import FetchPosition, LeaderAndEpoch, SubscriptionState
 from services.clients.metadata import Metadata
-from services.clients.retry import Deadline
+from services.clients.transport import COORDINATOR, AsyncRequests, ChannelPool, Deadline
 from services.common.clock import Clock
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
+from services.common.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
 # Commit errors raised as they are (the last two are retriable: commit_sync tries again).
-COMMIT_ERRORS_AS_IS = frozenset({"OFFSET_METADATA_TOO_LARGE", "INVALID_COMMIT_OFFSET_SIZE",
-                                 "GROUP_AUTHORIZATION_FAILED", "TOPIC_AUTHORIZATION_FAILED",
-                                 "COORDINATOR_LOAD_IN_PROGRESS", "UNKNOWN_TOPIC_OR_PARTITION"})
+COMMIT_ERRORS_AS_IS = frozenset({Errors.OFFSET_METADATA_TOO_LARGE, Errors.INVALID_COMMIT_OFFSET_SIZE,
+                                 Errors.GROUP_AUTHORIZATION_FAILED, Errors.TOPIC_AUTHORIZATION_FAILED,
+                                 Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.UNKNOWN_TOPIC_OR_PARTITION})
 CommitCallback = Callable[[dict[TopicPartition, OffsetAndMetadata], BaseException | None], None]
 
 
@@ -142,7 +141,7 @@ class GroupOffsets(CoordinatorClient):
         request = offset_commit_request(self.group_id, generation.generation_id, generation.member_id, instance_id,
                                         offsets)
         future = Future()
-        self._requests.send(coordinator.address, "OffsetCommit", request, self._config.request_timeout_ms,
+        self._requests.send(coordinator.address, COORDINATOR, "OffsetCommit", request, self._config.request_timeout_ms,
                             on_response=lambda response: self._on_commit_response(future, generation, response),
                             on_error=lambda error: self._on_call_error(future, "OffsetCommit", error))
         return future
@@ -156,23 +155,23 @@ class GroupOffsets(CoordinatorClient):
         future.set_exception(self._commit_failure(error, sent))
 
     def _commit_failure(self, error: KafkaError, sent: Generation) -> KafkaError:
-        name = error.error_name
+        code, name = error.code, error.error_name
         membership = self.membership
-        if name in FIND_AGAIN or name in COORDINATOR_GONE:
+        if code in FIND_AGAIN or code in COORDINATOR_GONE:
             membership.mark_coordinator_unknown(f"OffsetCommit answered {name}")
             return error
-        if name == "REBALANCE_IN_PROGRESS":
+        if code == Errors.REBALANCE_IN_PROGRESS:
             membership.request_rejoin("offset commit failed since group is already rebalancing")
             return RebalanceInProgressError()
-        if name in ("UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION"):
+        if code in (Errors.UNKNOWN_MEMBER_ID, Errors.ILLEGAL_GENERATION):
             generation, state = membership.snapshot()
             if generation != sent and state is MemberState.PREPARING_REBALANCE:
                 return RebalanceInProgressError()
             membership.reset_state_and_rejoin(f"OffsetCommit answered {name}")
             return CommitFailedError(error_name=name)
-        if name == "FENCED_INSTANCE_ID":
+        if code == Errors.FENCED_INSTANCE_ID:
             return FencedInstanceIdError(error.args[0])
-        if name in COMMIT_ERRORS_AS_IS:
+        if code in COMMIT_ERRORS_AS_IS:
             return error
         return KafkaError(f"Unexpected error in commit: {error}")
 
@@ -323,7 +322,7 @@ class GroupOffsets(CoordinatorClient):
                 self._note_call_error(error, "OffsetFetch")
                 future.set_exception(error)
 
-        self._requests.send(coordinator.address, "OffsetFetch", request, self._config.request_timeout_ms,
+        self._requests.send(coordinator.address, COORDINATOR, "OffsetFetch", request, self._config.request_timeout_ms,
                             on_response=on_response,
                             on_error=lambda error: self._on_call_error(future, "OffsetFetch", error))
         return future

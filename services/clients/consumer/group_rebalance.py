@@ -22,8 +22,6 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from typing import Any
 
-from services.clients.channels import COORDINATOR, ChannelPool
-from services.clients.cluster import TopicPartition
 from services.clients.consumer.assignors import ConsumerPartitionAssignor, RebalanceProtocol, common_rebalance_protocol
 from services.clients.consumer.config import ConsumerConfig
 from services.clients.consumer.coordinator_client import FIND_AGAIN, failed_future, is_retriable
@@ -31,7 +29,6 @@ from services.clients.consumer.errors import FencedInstanceIdError, IllegalState
 from services.clients.consumer.group_offsets import GroupOffsets
 from services.clients.consumer.heartbeat import NO_GENERATION, Generation, HeartbeatThread, MemberState
 from services.clients.consumer.listener import ASSIGNED, LOST, REVOKED, first_error, invoke_listener
-from services.clients.consumer.network import AsyncRequests
 from services.clients.consumer.protocol import (
     PROTOCOL_TYPE,
     Assignment,
@@ -43,15 +40,17 @@ from services.clients.consumer.protocol import (
 )
 from services.clients.consumer.subscription import SubscriptionState
 from services.clients.metadata import Metadata
-from services.clients.retry import Deadline
+from services.clients.transport import COORDINATOR, AsyncRequests, ChannelPool, Deadline
 from services.common.clock import Clock
-from services.common.errors import NONE, KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
+from services.common.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
 JOIN_GROUP_TIMEOUT_LAPSE_MS = 5000
-REJOIN_AT_ONCE = frozenset({"UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION", "REBALANCE_IN_PROGRESS", "MEMBER_ID_REQUIRED"})
+REJOIN_AT_ONCE = frozenset({Errors.UNKNOWN_MEMBER_ID, Errors.ILLEGAL_GENERATION, Errors.REBALANCE_IN_PROGRESS,
+                            Errors.MEMBER_ID_REQUIRED})
 
 
 def _chain(source: Future, target: Future) -> None:
@@ -193,7 +192,7 @@ class GroupRebalance(GroupOffsets):
                                                       f"{generation}/{state.name} before the rebalance completed")
                 continue
             membership.request_rejoin(f"rebalance failed: {error}")
-            if isinstance(error, KafkaError) and error.error_name in REJOIN_AT_ONCE:
+            if isinstance(error, KafkaError) and error.code in REJOIN_AT_ONCE:
                 continue
             if not is_retriable(error):
                 raise error
@@ -224,7 +223,7 @@ class GroupRebalance(GroupOffsets):
         logger.info("(Re-)joining group %s as member %r", self.group_id, generation.member_id)
         future: Future = Future()
         timeout_ms = max(config.request_timeout_ms, config.max_poll_interval_ms + JOIN_GROUP_TIMEOUT_LAPSE_MS)
-        self._requests.send(coordinator.address, "JoinGroup", request, timeout_ms,
+        self._requests.send(coordinator.address, COORDINATOR, "JoinGroup", request, timeout_ms,
                             on_response=lambda response: self._guarded(future, self._on_join_response, response),
                             on_error=lambda error: self._on_call_error(future, "JoinGroup", error))
         return future
@@ -249,7 +248,7 @@ class GroupRebalance(GroupOffsets):
 
     def _on_join_response(self, future: Future, response: pb.JoinGroupResponse) -> None:
         membership = self.membership
-        if response.error_code != NONE:
+        if response.error_code != Errors.NONE:
             future.set_exception(self._join_error(response))
             return
         if response.HasField("protocol_type") and response.protocol_type != PROTOCOL_TYPE:
@@ -274,19 +273,19 @@ class GroupRebalance(GroupOffsets):
 
     def _join_error(self, response: pb.JoinGroupResponse) -> KafkaError:
         error = KafkaError.from_code(response.error_code, response.error_message or "JoinGroup failed")
-        name = error.error_name
+        code, name = error.code, error.error_name
         membership = self.membership
-        if name == "MEMBER_ID_REQUIRED":
+        if code == Errors.MEMBER_ID_REQUIRED:
             with membership.lock:
                 membership.generation = Generation(NO_GENERATION.generation_id, response.member_id, None)
             membership.request_rejoin("need to re-join with the given member-id")
-        elif name == "UNKNOWN_MEMBER_ID":
+        elif code == Errors.UNKNOWN_MEMBER_ID:
             membership.reset_state_and_generation("JoinGroup answered UNKNOWN_MEMBER_ID")
-        elif name in FIND_AGAIN:
+        elif code in FIND_AGAIN:
             membership.mark_coordinator_unknown(f"JoinGroup answered {name}")
-        elif name == "REBALANCE_IN_PROGRESS":
+        elif code == Errors.REBALANCE_IN_PROGRESS:
             membership.request_rejoin("group is already rebalancing")
-        elif name == "FENCED_INSTANCE_ID":
+        elif code == Errors.FENCED_INSTANCE_ID:
             logger.error("Static member %s was fenced while joining the group", self.group_instance_id)
             return FencedInstanceIdError(error.args[0])
         return error
@@ -334,7 +333,7 @@ class GroupRebalance(GroupOffsets):
             assignments=[pb.SyncGroupRequest.SyncGroupRequestAssignment(member_id=member, assignment=data)
                          for member, data in sorted(assignments.items())])
         future: Future = Future()
-        self._requests.send(coordinator.address, "SyncGroup", request, self._config.request_timeout_ms,
+        self._requests.send(coordinator.address, COORDINATOR, "SyncGroup", request, self._config.request_timeout_ms,
                             on_response=lambda response: self._guarded(
                                 future, lambda f, r: self._on_sync_response(f, generation, r), response),
                             on_error=lambda error: self._on_call_error(future, "SyncGroup", error))
@@ -342,7 +341,7 @@ class GroupRebalance(GroupOffsets):
 
     def _on_sync_response(self, future: Future, sent: Generation, response: pb.SyncGroupResponse) -> None:
         membership = self.membership
-        if response.error_code != NONE:
+        if response.error_code != Errors.NONE:
             future.set_exception(self._sync_error(response))
             return
         with membership.lock:
@@ -365,14 +364,14 @@ class GroupRebalance(GroupOffsets):
 
     def _sync_error(self, response: pb.SyncGroupResponse) -> KafkaError:
         error = KafkaError.from_code(response.error_code, response.error_message or "SyncGroup failed")
-        name = error.error_name
-        if name == "REBALANCE_IN_PROGRESS":
+        code, name = error.code, error.error_name
+        if code == Errors.REBALANCE_IN_PROGRESS:
             self.membership.request_rejoin("group is rebalancing again")
-        elif name in ("UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION"):
+        elif code in (Errors.UNKNOWN_MEMBER_ID, Errors.ILLEGAL_GENERATION):
             self.membership.reset_state_and_rejoin(f"SyncGroup answered {name}")
-        elif name in FIND_AGAIN:
+        elif code in FIND_AGAIN:
             self.membership.mark_coordinator_unknown(f"SyncGroup answered {name}")
-        elif name == "FENCED_INSTANCE_ID":
+        elif code == Errors.FENCED_INSTANCE_ID:
             return FencedInstanceIdError(error.args[0])
         return error
 
@@ -501,7 +500,7 @@ class GroupRebalance(GroupOffsets):
 
     def maybe_leave_group(self, reason: str) -> Any:
         """Sends LeaveGroup (dynamic members in a group only; not waited for) and resets the
-        generation, so the next poll joins afresh. Returns the call's future, or None. Thread-safe."""
+        generation, so the next poll joins afresh. Returns the PendingCall, or None. Thread-safe."""
         membership = self.membership
         leave = None
         with membership.lock:
@@ -512,9 +511,9 @@ class GroupRebalance(GroupOffsets):
                             generation.member_id, coordinator, reason)
                 request = pb.LeaveGroupRequest(group_id=self.group_id, members=[
                     pb.LeaveGroupRequest.MemberIdentity(member_id=generation.member_id, reason=reason)])
-                rpc = self._pool.stub(coordinator.address, COORDINATOR).LeaveGroup
-                leave = rpc.future(request, timeout=self._pool.timeout_s(self._config.request_timeout_ms))
-                self._leaving.add(leave)  # a dropped gRPC future would cancel its call
+                leave = self._pool.send(coordinator.address, COORDINATOR, "LeaveGroup", request,
+                                        self._config.request_timeout_ms)
+                self._leaving.add(leave)  # a dropped call would be cancelled
                 leave.add_done_callback(self._leaving.discard)
             membership.reset_state_and_rejoin(f"the consumer is leaving the group: {reason}")
         return leave

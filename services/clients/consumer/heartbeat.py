@@ -37,20 +37,18 @@ import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
-import grpc
-
-from services.clients.channels import COORDINATOR, ChannelPool, error_from_rpc
 from services.clients.cluster import Node
 from services.clients.consumer.errors import FencedInstanceIdError
+from services.clients.transport import COORDINATOR, ChannelPool, PendingCall
 from services.common.clock import Clock
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError, error_for_code
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
 
 logger = logging.getLogger(__name__)
 
-COORDINATOR_GONE = frozenset({"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "NETWORK_EXCEPTION",
-                              "REQUEST_TIMED_OUT"})
-GENERATION_GONE = frozenset({"UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION", "FENCED_INSTANCE_ID"})
+COORDINATOR_GONE = frozenset({Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE, Errors.NETWORK_EXCEPTION,
+                              Errors.REQUEST_TIMED_OUT})
+GENERATION_GONE = frozenset({Errors.UNKNOWN_MEMBER_ID, Errors.ILLEGAL_GENERATION, Errors.FENCED_INSTANCE_ID})
 POLL_TIMEOUT_REASON = ("consumer poll timeout has expired: more than max.poll.interval.ms passed between two "
                        "calls to poll(), usually because processing the records took too long; raise "
                        "max.poll.interval.ms or lower max.poll.records")
@@ -231,7 +229,7 @@ class HeartbeatThread(threading.Thread):
         self._lookup_coordinator = lookup_coordinator
         self._leave_group = leave_group
         self._enabled = False
-        self._in_flight: grpc.Future | None = None
+        self._in_flight: PendingCall | None = None
 
     @property
     def enabled(self) -> bool:
@@ -313,60 +311,48 @@ class HeartbeatThread(threading.Thread):
                                       member_id=generation.member_id, group_instance_id=self._group_instance_id)
         logger.debug("Sending Heartbeat request with generation %d and member id %s to coordinator %s",
                      generation.generation_id, generation.member_id, coordinator)
-        rpc = self._pool.stub(coordinator.address, COORDINATOR).Heartbeat
-        future = rpc.future(request, timeout=self._pool.timeout_s(self._request_timeout_ms))
-        self._in_flight = future
-        future.add_done_callback(lambda done: self._on_heartbeat_done(done, coordinator, generation))
+        call = self._pool.send(coordinator.address, COORDINATOR, "Heartbeat", request, self._request_timeout_ms)
+        self._in_flight = call
+        call.add_done_callback(lambda done: self._on_heartbeat_done(done, generation))
 
-    def _on_heartbeat_done(self, future: grpc.Future, coordinator: Node, sent: Generation) -> None:
+    def _on_heartbeat_done(self, call: PendingCall, sent: Generation) -> None:
         """Applies a heartbeat answer (on a gRPC thread, under the membership lock)."""
         membership = self._membership
         with membership.lock:
-            if future is not self._in_flight:
+            if call is not self._in_flight:
                 return  # an answer nobody waits for any more
             self._in_flight = None
-            try:
-                error_name = _error_name(future.result())
-            except (grpc.RpcError, grpc.FutureCancelledError) as failure:
-                error_name = _call_error(failure, coordinator).error_name
-            self._apply_answer(error_name, sent)
+            response, failure = call.outcome()
+            self._apply_answer(response.error_code if failure is None else failure.code, sent)
             membership.poke()
 
-    def _apply_answer(self, error_name: str, sent: Generation) -> None:
+    def _apply_answer(self, error: int, sent: Generation) -> None:
         membership = self._membership
         heartbeat = membership.heartbeat
         now_ms = membership.clock.monotonic_ms()
-        if error_name == "NONE":
+        error_name = error_for_code(error).name
+        if error == Errors.NONE:
             logger.debug("Received successful Heartbeat response")
             heartbeat.receive_heartbeat(now_ms)
-        elif error_name == "REBALANCE_IN_PROGRESS":
+        elif error == Errors.REBALANCE_IN_PROGRESS:
             if membership.state is MemberState.STABLE:
                 membership.request_rejoin("group is already rebalancing")
             heartbeat.receive_heartbeat(now_ms)  # heartbeats go on until the member rejoins
-        elif error_name in GENERATION_GONE:
+        elif error in GENERATION_GONE:
             if membership.generation != sent:
                 heartbeat.receive_heartbeat(now_ms)  # about an older generation: ignored
                 return
             membership.reset_state_and_rejoin(f"Heartbeat answered {error_name}")
             heartbeat.fail_heartbeat(now_ms)
-            if error_name == "FENCED_INSTANCE_ID":
+            if error == Errors.FENCED_INSTANCE_ID:
                 logger.error("Static member %s was fenced by another member with the same group.instance.id",
                              self._group_instance_id)
                 membership.fatal_error = FencedInstanceIdError(
                     f"group.instance.id {self._group_instance_id} was fenced by another member")
-        elif error_name in COORDINATOR_GONE:
+        elif error in COORDINATOR_GONE:
             membership.mark_coordinator_unknown(f"Heartbeat answered {error_name}")
             heartbeat.fail_heartbeat(now_ms)
         else:
             logger.warning("Heartbeat failed with %s", error_name)
             heartbeat.fail_heartbeat(now_ms)
 
-
-def _error_name(response: pb.HeartbeatResponse) -> str:
-    return KafkaError.from_code(response.error_code).error_name if response.error_code else "NONE"
-
-
-def _call_error(failure: BaseException, coordinator: Node) -> KafkaError:
-    if isinstance(failure, grpc.RpcError):
-        return error_from_rpc(failure, coordinator.address, "Heartbeat")
-    return KafkaError(f"Heartbeat to {coordinator} was cancelled", error_name="NETWORK_EXCEPTION")

@@ -25,9 +25,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from services.clients.cluster import TopicPartition
 from services.clients.consumer.errors import RebalanceCallbackError, WakeupError
 from services.common.errors import KafkaError
+from services.common.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 

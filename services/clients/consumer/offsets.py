@@ -13,10 +13,8 @@ Validation (KIP-320) asks the leader where the epoch of the consumer's last reco
 below the position means the log was truncated under the consumer: with a reset strategy the
 position moves back to that end (a warning is logged), without one LogTruncationError is raised.
 
-The group's committed offsets travel in the coordinator's OffsetCommit and OffsetFetch messages,
-built and read here (`offset_commit_request`, `commit_error`, `offset_fetch_request`,
-`parse_offset_fetch`); when to send them is the coordinator's business. A leader epoch travels
-as -1 when unknown, and a partition without a committed offset comes back as offset -1 (None).
+`checked_offsets` reads the offsets an application asks to commit; the OffsetCommit and
+OffsetFetch messages are built and read by `services.clients.group_requests`.
 """
 
 from __future__ import annotations
@@ -25,11 +23,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from services.clients.channels import ChannelPool
-from services.clients.cluster import Node, TopicPartition
+from services.clients.cluster import Node
 from services.clients.consumer.config import ConsumerConfig
 from services.clients.consumer.errors import LogTruncationError
-from services.clients.consumer.network import AsyncRequests
 from services.clients.consumer.records import OffsetAndMetadata
 from services.clients.consumer.subscription import (
     FetchPosition,
@@ -40,10 +36,6 @@ from services.clients.consumer.subscription import (
 )
 from services.clients.metadata import Metadata
 from services.clients.partition_requests import (
-    CONSUMER_REPLICA_ID,
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    NO_LEADER_EPOCH,
     ListOffsetsResult,
     list_offsets_failure,
     list_offsets_request,
@@ -51,12 +43,12 @@ from services.clients.partition_requests import (
     read_call_retriable,
     read_retriable,
 )
-from services.clients.retry import Deadline, timeout_error
-from services.clients.routing import send_to_leaders
+from services.clients.transport import BROKER, AsyncRequests, ChannelPool, Deadline, send_to_leaders, timeout_error
 from services.common.clock import Clock
-from services.common.errors import NONE, KafkaError, error_for_code
+from services.common.errors import Errors, KafkaError, error_for_code
 from services.common.pb.odradek.broker.v1 import broker_pb2
-from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as coordinator_pb
+from services.common.shared_types import CONSUMER_REPLICA_ID, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, NO_LEADER_EPOCH
+from services.common.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +78,7 @@ class OffsetFetcher:
             leader = cluster.leader_for(tp.topic, tp.partition)
             if leader is None:
                 self._metadata.request_update()
-            elif not self._requests.is_backing_off(leader.address):
+            elif not self._pool.is_backing_off(leader.address):
                 groups.setdefault(leader, []).append(tp)
         return groups
 
@@ -98,7 +90,7 @@ class OffsetFetcher:
 
     def _retry_later(self, partitions, error: KafkaError | None = None) -> None:
         self._subscriptions.set_next_retry(partitions, self._clock.monotonic_ms() + self._config.retry_backoff_ms)
-        if error is None or error.invalid_metadata or error.error_name in ("NETWORK_EXCEPTION", "REQUEST_TIMED_OUT"):
+        if error is None or error.invalid_metadata or error.code == Errors.REQUEST_TIMED_OUT:
             self._metadata.request_update()
 
     # ------------------------------------------------------------------ resets (ListOffsets)
@@ -122,7 +114,7 @@ class OffsetFetcher:
                     epoch = self._current_leader(TopicPartition(topic.name, partition.partition_index)).epoch
                     partition.current_leader_epoch = NO_LEADER_EPOCH if epoch is None else epoch
             self._requests.send(
-                leader.address, "ListOffsets", request, self._config.request_timeout_ms,
+                leader.address, BROKER, "ListOffsets", request, self._config.request_timeout_ms,
                 on_response=lambda response, strategies=strategies: self._on_reset_response(strategies, response),
                 on_error=lambda error, tps=tps: self._retry_later(tps, error))
 
@@ -135,7 +127,7 @@ class OffsetFetcher:
             if code is None:
                 retry.append(tp)
                 continue
-            if code != NONE:
+            if code != Errors.NONE:
                 error = KafkaError.from_code(code, f"ListOffsets for {tp} failed")
                 if error.retriable:
                     logger.debug("resetting %s: %s; retrying", tp, error)
@@ -182,7 +174,7 @@ class OffsetFetcher:
                         leader_epoch=positions[tp].offset_epoch)
                     for tp in topic_partitions])
             self._requests.send(
-                leader.address, "OffsetForLeaderEpoch", request, self._config.request_timeout_ms,
+                leader.address, BROKER, "OffsetForLeaderEpoch", request, self._config.request_timeout_ms,
                 on_response=lambda response, positions=positions: self._on_validation_response(positions, response),
                 on_error=lambda error, tps=tps: self._retry_later(tps, error))
 
@@ -196,7 +188,7 @@ class OffsetFetcher:
             if answer is None:
                 retry.append(tp)
                 continue
-            if answer.error_code != NONE:
+            if answer.error_code != Errors.NONE:
                 error = KafkaError.from_code(answer.error_code, f"OffsetForLeaderEpoch for {tp} failed")
                 if error.retriable:
                     logger.debug("validating the position of %s: %s; retrying", tp, error)
@@ -239,7 +231,7 @@ class OffsetFetcher:
         )
         for tp in timestamps:
             result = results.get(tp)
-            if result is None or result.error_code == NONE:
+            if result is None or result.error_code == Errors.NONE:
                 continue
             error = KafkaError.from_code(result.error_code, f"ListOffsets for {tp} failed")
             if error_for_code(result.error_code).retriable:
@@ -253,13 +245,6 @@ class OffsetFetcher:
 
 # ---------------------------------------------------------------------------------------------- group offsets
 
-def _by_topic(partitions) -> dict[str, list[TopicPartition]]:
-    topics: dict[str, list[TopicPartition]] = {}
-    for tp in sorted(partitions):
-        topics.setdefault(tp.topic, []).append(tp)
-    return topics
-
-
 def checked_offsets(offsets: Mapping[Any, OffsetAndMetadata | int]) -> dict[TopicPartition, OffsetAndMetadata]:
     """Offsets to commit, by TopicPartition (tuples and plain offsets accepted); negative ones refused."""
     checked = {}
@@ -270,62 +255,3 @@ def checked_offsets(offsets: Mapping[Any, OffsetAndMetadata | int]) -> dict[Topi
             raise ValueError(f"Invalid negative offset {committed.offset!r} for partition {tp}")
         checked[tp] = committed
     return checked
-
-
-def _epoch_or_none(epoch: int | None) -> int:
-    return NO_LEADER_EPOCH if epoch is None else epoch
-
-
-def offset_commit_request(group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
-                          offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> coordinator_pb.OffsetCommitRequest:
-    """An OffsetCommit of `offsets` by a member of `generation_id` (-1 and "" outside the membership)."""
-    request = coordinator_pb.OffsetCommitRequest(group_id=group_id, generation_id=generation_id, member_id=member_id,
-                                                 group_instance_id=group_instance_id, retention_time_ms=-1)
-    for topic, tps in _by_topic(offsets).items():
-        request.topics.add(name=topic, partitions=[
-            coordinator_pb.OffsetCommitRequest.OffsetCommitRequestPartition(
-                partition_index=tp.partition, committed_offset=offsets[tp].offset,
-                committed_leader_epoch=_epoch_or_none(offsets[tp].leader_epoch),
-                committed_metadata=offsets[tp].metadata)
-            for tp in tps])
-    return request
-
-
-def commit_error(response: coordinator_pb.OffsetCommitResponse) -> KafkaError | None:
-    """The error an OffsetCommit answer carries: the whole request's, else the first partition's."""
-    if response.error_code != NONE:
-        return KafkaError.from_code(response.error_code, response.error_message or "OffsetCommit failed")
-    for topic in response.topics:
-        for partition in topic.partitions:
-            if partition.error_code != NONE:
-                tp = TopicPartition(topic.name, partition.partition_index)
-                return KafkaError.from_code(partition.error_code, f"Offset commit failed on partition {tp}")
-    return None
-
-
-def offset_fetch_request(group_id: str, partitions, require_stable: bool) -> coordinator_pb.OffsetFetchRequest:
-    request = coordinator_pb.OffsetFetchRequest(group_id=group_id, require_stable=require_stable)
-    for topic, tps in _by_topic(partitions).items():
-        request.topics.add(name=topic, partition_indexes=[tp.partition for tp in tps])
-    return request
-
-
-def parse_offset_fetch(response: coordinator_pb.OffsetFetchResponse,
-                       partitions) -> dict[TopicPartition, OffsetAndMetadata | None]:
-    """The committed offset of each asked partition (None when there is none); raises the first error."""
-    if response.error_code != NONE:
-        raise KafkaError.from_code(response.error_code, response.error_message or "OffsetFetch failed")
-    found: dict[TopicPartition, OffsetAndMetadata | None] = {}
-    for topic in response.topics:
-        for partition in topic.partitions:
-            tp = TopicPartition(topic.name, partition.partition_index)
-            if partition.error_code != NONE:
-                raise KafkaError.from_code(partition.error_code, f"Fetching the committed offset of {tp} failed")
-            if partition.committed_offset < 0:
-                logger.info("Found no committed offset for partition %s", tp)
-                found[tp] = None
-                continue
-            epoch = partition.committed_leader_epoch
-            found[tp] = OffsetAndMetadata(partition.committed_offset, partition.metadata,
-                                          epoch if epoch >= 0 else None)
-    return {tp: found.get(tp) for tp in partitions}

@@ -32,8 +32,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from services.clients.cluster import TopicPartition
 from services.common.errors import KafkaError
+from services.common.topic_partition import TopicPartition
 
 PROTOCOL_TYPE = "consumer"
 LOWEST_VERSION = 0

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import repeat
 from typing import Any, NamedTuple
 
-from services.clients.cluster import TopicPartition
+from services.common.topic_partition import TopicPartition
 
 Header = tuple[str, "bytes | None"]
 

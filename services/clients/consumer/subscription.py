@@ -44,10 +44,10 @@ import re
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
-from services.clients.cluster import TopicPartition
 from services.clients.consumer.errors import IllegalStateError, NoOffsetForPartitionError
 from services.clients.consumer.listener import NO_OP_LISTENER, ConsumerRebalanceListener
 from services.clients.consumer.records import OffsetAndMetadata
+from services.common.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 

@@ -32,18 +32,15 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 
-from services.clients.cluster import Node, TopicPartition
-from services.clients.producer.batch import (
-    BATCH_HEADER_BYTES,
-    SEQUENCE_MODULUS,
-    ProducerBatch,
-    WireBatch,
-)
+from services.clients.cluster import Node
+from services.clients.producer.batch import SEQUENCE_MODULUS, ProducerBatch, WireBatch
 from services.clients.producer.buffer_pool import BufferPool
 from services.clients.producer.errors import ProducerClosedError
 from services.clients.producer.futures import FutureRecordMetadata
 from services.clients.producer.partitioner import StickyPartitionCache, TopicInfo
 from services.common.clock import SYSTEM_CLOCK, Clock
+from services.common.records.batch import HEADER_SIZE
+from services.common.topic_partition import TopicPartition
 
 NO_DELAY_LIMIT_MS = 1 << 62
 _new_future = object.__new__  # a future without a call to __init__, on the hot path
@@ -158,7 +155,7 @@ class RecordAccumulator:
                     future = self._try_append(queue, *record)
                     if future is not None:
                         return future
-        memory = self.pool.allocate(max(self.batch_size, size + BATCH_HEADER_BYTES), max_block_ms)
+        memory = self.pool.allocate(max(self.batch_size, size + HEADER_SIZE), max_block_ms)
         try:
             with self.lock:
                 self._check_open()
@@ -301,10 +298,10 @@ class RecordAccumulator:
         if self.idempotent and any(w.attempts > 1 for w in queue.in_flight):
             return None  # a retry is unanswered: nothing new behind it yet
         taken: list[ProducerBatch] = []
-        size = BATCH_HEADER_BYTES
+        size = HEADER_SIZE
         while queue.batches:
             batch = queue.batches[0]
-            grown = size + batch.size - BATCH_HEADER_BYTES
+            grown = size + batch.size - HEADER_SIZE
             if grown > room and (taken or not first_in_request):
                 break
             taken.append(queue.batches.popleft())

@@ -19,14 +19,13 @@ from __future__ import annotations
 import threading
 from operator import itemgetter
 
-from services.clients.cluster import TopicPartition
 from services.clients.producer.futures import BatchResult, FutureRecordMetadata, RecordMetadata
 from services.common.records import build_batch
+from services.common.records.batch import HEADER_SIZE, NO_SEQUENCE
+from services.common.shared_types import NO_OFFSET
+from services.common.topic_partition import TopicPartition
 
-BATCH_HEADER_BYTES = 61
 RECORD_OVERHEAD_BYTES = 10  # length, attributes, deltas, key/value lengths, header count (typical)
-NO_SEQUENCE = -1
-NO_OFFSET = -1
 SEQUENCE_MODULUS = 1 << 31
 
 _WAIT_LOCK = threading.Lock()  # orders a waiter's Event creation against completion
@@ -46,7 +45,7 @@ class ProducerBatch:
         self.timestamps: list[int] = []
         self.headers: list | None = None  # per record, once any record has headers
         self.callbacks: list | None = None  # (index, callback)
-        self.size = BATCH_HEADER_BYTES
+        self.size = HEADER_SIZE
         self.memory = memory  # bytes of buffer.memory this batch holds until done
         self.created_ms = created_ms
         self.segments: list[tuple] = []
@@ -191,7 +190,7 @@ class WireBatch:
         for batch in batches:
             batch.pending = len(batch.values)
         return cls(tp, [(b, 0, len(b.values)) for b in batches],
-                   BATCH_HEADER_BYTES + sum(b.size - BATCH_HEADER_BYTES for b in batches),
+                   HEADER_SIZE + sum(b.size - HEADER_SIZE for b in batches),
                    min(b.created_ms for b in batches), order)
 
     @property
@@ -266,8 +265,8 @@ class WireBatch:
         out = []
         for i, piece in enumerate(pieces):
             records = sum(end - start for _, start, end in piece)
-            share = (self.size - BATCH_HEADER_BYTES) * records // max(self.record_count, 1)
-            wire = WireBatch(self.tp, piece, BATCH_HEADER_BYTES + share, self.created_ms, self.order + (i,))
+            share = (self.size - HEADER_SIZE) * records // max(self.record_count, 1)
+            wire = WireBatch(self.tp, piece, HEADER_SIZE + share, self.created_ms, self.order + (i,))
             wire.attempts = self.attempts
             out.append(wire)
         return out

@@ -13,9 +13,9 @@ import logging
 import threading
 from collections.abc import Callable
 
-from services.clients.channels import ChannelPool
 from services.clients.cluster import Cluster
 from services.clients.metadata import Metadata
+from services.clients.transport import ChannelPool
 from services.common.errors import KafkaError
 
 logger = logging.getLogger(__name__)

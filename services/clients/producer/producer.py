@@ -43,11 +43,10 @@ from collections.abc import Callable, Iterable, Mapping
 from time import time_ns as _time_ns
 from typing import Any
 
-from services.clients.channels import ChannelPool
 from services.clients.cluster import Cluster
 from services.clients.metadata import Metadata
 from services.clients.producer.accumulator import RecordAccumulator
-from services.clients.producer.batch import BATCH_HEADER_BYTES, RECORD_OVERHEAD_BYTES
+from services.clients.producer.batch import RECORD_OVERHEAD_BYTES
 from services.clients.producer.buffer_pool import BufferPool
 from services.clients.producer.config import load_producer_config
 from services.clients.producer.errors import KafkaTimeoutError, ProducerClosedError, RecordTooLargeError
@@ -61,10 +60,11 @@ from services.clients.producer.partitioner import (
     TopicInfo,
 )
 from services.clients.producer.sender import Sender
-from services.clients.retry import Deadline
+from services.clients.transport import ChannelPool, Deadline
 from services.common.clock import SYSTEM_CLOCK, Clock
 from services.common.errors import KafkaError, error_for_code
 from services.common.hashing import partition_for_key
+from services.common.records.batch import HEADER_SIZE
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class Producer:
         self._clock = clock
         self._time_ms = clock.time_ms
         self._max_block_ms = config.max_block_ms
-        self._max_record_bytes = min(config.max_request_size, config.buffer_memory) - BATCH_HEADER_BYTES
+        self._max_record_bytes = min(config.max_request_size, config.buffer_memory) - HEADER_SIZE
         self._key_serializer = plugins.key_serializer
         self._value_serializer = plugins.value_serializer
         self._interceptors = plugins.interceptors
@@ -218,7 +218,7 @@ class Producer:
         return partition
 
     def _too_large(self, size: int) -> RecordTooLargeError:
-        size += BATCH_HEADER_BYTES
+        size += HEADER_SIZE
         if size > self.config.max_request_size:
             return RecordTooLargeError(f"the record is {size} bytes when serialized, more than max.request.size "
                                        f"({self.config.max_request_size})")

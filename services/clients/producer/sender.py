@@ -4,11 +4,11 @@ Each round: apply the produce answers that arrived, make sure an idempotent prod
 producer id, ask the accumulator which leaders are ready, expire batches past
 `delivery.timeout.ms`, drain one request per ready leader that has fewer than
 `max.in.flight.requests.per.connection` requests unanswered, and send each as an asynchronous
-gRPC call bounded by `request.timeout.ms` (several requests are in flight at once; an answer
-wakes the thread). Then sleep until a batch may become ready (`linger.ms`, `retry.backoff.ms`),
-a new batch was started, or an answer arrived. Callbacks, interceptors and batch listeners run on
-this thread: when a batch is done, each record's interceptors and callback, then each listener
-once per run of records answered together.
+call of the transport (`ChannelPool.send`) bounded by `request.timeout.ms` (several requests are
+in flight at once; an answer wakes the thread). Then sleep until a batch may become ready
+(`linger.ms`, `retry.backoff.ms`), a new batch was started, or an answer arrived. Callbacks,
+interceptors and batch listeners run on this thread: when a batch is done, each record's
+interceptors and callback, then each listener once per run of records answered together.
 
 Answers, per partition:
 
@@ -40,43 +40,29 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import grpc
-
-from services.clients.channels import ChannelPool, error_from_rpc
-from services.clients.cluster import Cluster, Node, TopicPartition
+from services.clients.cluster import Cluster, Node
 from services.clients.metadata import Metadata
 from services.clients.partition_requests import parse_produce, produce_request
 from services.clients.producer.accumulator import NO_DELAY_LIMIT_MS, PartitionQueue, RecordAccumulator
-from services.clients.producer.batch import NO_OFFSET, SEQUENCE_MODULUS, ProducerBatch, WireBatch
+from services.clients.producer.batch import SEQUENCE_MODULUS, ProducerBatch, WireBatch
 from services.clients.producer.config import ProducerConfig
 from services.clients.producer.errors import KafkaTimeoutError
 from services.clients.producer.futures import BatchResult
 from services.clients.producer.metrics import ProducerMetrics
-from services.clients.retry import Deadline
+from services.clients.transport import BROKER, ChannelPool, Deadline, PendingCall, call_any_node
 from services.common.clock import SYSTEM_CLOCK, Clock
-from services.common.errors import NONE, KafkaError, code_of, error_for_code
+from services.common.errors import Errors, KafkaError, error_for_code
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.records import Compression
+from services.common.shared_types import NO_OFFSET
+from services.common.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
 MAX_POLL_MS = 1000
-DUPLICATE_SEQUENCE_NUMBER = code_of("DUPLICATE_SEQUENCE_NUMBER")
-OUT_OF_ORDER_SEQUENCE_NUMBER = code_of("OUT_OF_ORDER_SEQUENCE_NUMBER")
-UNKNOWN_PRODUCER_ID = code_of("UNKNOWN_PRODUCER_ID")
-UNKNOWN_SERVER_ERROR = code_of("UNKNOWN_SERVER_ERROR")
-TOO_LARGE = frozenset({code_of("MESSAGE_TOO_LARGE"), code_of("RECORD_LIST_TOO_LARGE")})
+TOO_LARGE = frozenset({Errors.MESSAGE_TOO_LARGE, Errors.RECORD_LIST_TOO_LARGE})
 # partition errors after which the records may be in the log all the same
-MAYBE_WRITTEN = frozenset({code_of("REQUEST_TIMED_OUT"), code_of("NOT_ENOUGH_REPLICAS_AFTER_APPEND")})
-
-
-class _NotSent:
-    """A request that failed before it left (gRPC futures are exceptions themselves, so wrap)."""
-
-    __slots__ = ("error",)
-
-    def __init__(self, error: BaseException):
-        self.error = error
+MAYBE_WRITTEN = frozenset({Errors.REQUEST_TIMED_OUT, Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND})
 
 
 class Sender(threading.Thread):
@@ -106,7 +92,6 @@ class Sender(threading.Thread):
         self._wakeup = threading.Event()
         self._answers: deque = deque()
         self._in_flight_requests: dict[str, int] = {}
-        self._stubs: dict[str, Any] = {}
         self._routes_cluster: Cluster | None = None
         self._leaders: dict[TopicPartition, Node] = {}
         self._partitions_by_node: dict[int, list[TopicPartition]] = {}
@@ -184,14 +169,14 @@ class Sender(threading.Thread):
                                                    transaction_timeout_ms=0)
         self._metrics.producer_id_requests_total += 1
         try:
-            answer = self._metadata.call_any_node(self._pool, "InitProducerId", request,
-                                                  Deadline(self._request_timeout_ms, self._clock))
-            error = None if answer.error_code == NONE else KafkaError.from_code(answer.error_code,
-                                                                                answer.error_message)
+            answer = call_any_node(self._metadata, self._pool, "InitProducerId", request,
+                                   Deadline(self._request_timeout_ms, self._clock))
+            error = (None if answer.error_code == Errors.NONE
+                     else KafkaError.from_code(answer.error_code, answer.error_message))
         except KafkaError as exc:
             error = exc
         if error is not None:
-            if not error.retriable and error.error_name != "NETWORK_EXCEPTION":
+            if not error.retriable and error.code != Errors.NETWORK_EXCEPTION:
                 logger.error("InitProducerId failed for good: %s", error)
                 self.fatal_error = error
             else:
@@ -260,21 +245,18 @@ class Sender(threading.Thread):
         self._in_flight_requests[address] = self._in_flight_requests.get(address, 0) + 1
         entry = (node, wires, now)
         try:
-            call = self._stubs.get(address)
-            if call is None:
-                call = self._stubs[address] = self._pool.broker(address).Produce
-            future = call.future(request, timeout=self._request_timeout_ms / 1000)
+            call = self._pool.send(address, BROKER, "Produce", request, self._request_timeout_ms)
         except Exception as exc:  # the pool is closed, or the request could not even be started
-            self._answers.append((entry, _NotSent(exc)))
+            self._answers.append((entry, exc))
             return
-        future.add_done_callback(lambda done: self._on_answer(entry, done))
+        call.add_done_callback(lambda done: self._on_answer(entry, done))
         if self._acks == 0:
             for wire in wires:
                 self._complete(wire, NO_OFFSET, -1, None)
 
-    def _on_answer(self, entry, future) -> None:
+    def _on_answer(self, entry, call: PendingCall) -> None:
         """On a gRPC thread: hand the answer to the sender thread."""
-        self._answers.append((entry, future))
+        self._answers.append((entry, call))
         self._wakeup.set()
 
     # ------------------------------------------------------------------ answers
@@ -287,16 +269,13 @@ class Sender(threading.Thread):
             self._metrics.request_answered(now - sent_ms)
             failure: KafkaError | None = None
             parsed: dict = {}
-            if isinstance(outcome, _NotSent):
-                failure = KafkaError(f"Produce to {node.address} could not be sent: {outcome.error!r}",
+            if isinstance(outcome, Exception):  # the request never left
+                failure = KafkaError(f"Produce to {node.address} could not be sent: {outcome!r}",
                                      error_name="NETWORK_EXCEPTION")
             else:
-                try:
-                    parsed = parse_produce(outcome.result())
-                except grpc.RpcError as exc:
-                    failure = error_from_rpc(exc, node.address, "Produce")
-                except grpc.FutureCancelledError:
-                    failure = KafkaError(f"Produce to {node.address} was cancelled", error_name="NETWORK_EXCEPTION")
+                response, failure = outcome.outcome()
+                if failure is None:
+                    parsed = parse_produce(response)
             for wire in wires:
                 queue = self._accumulator.queue_of(wire.tp)
                 if wire not in queue.in_flight:  # already failed by a forced close or a fatal error
@@ -311,10 +290,10 @@ class Sender(threading.Thread):
                 if answer is None:
                     error = KafkaError(f"{node.address} did not answer for {wire.tp}",
                                        error_name="UNKNOWN_SERVER_ERROR")
-                    self._on_error(queue, wire, UNKNOWN_SERVER_ERROR, error, now, maybe_written=True)
+                    self._on_error(queue, wire, Errors.UNKNOWN_SERVER_ERROR, error, now, maybe_written=True)
                     continue
                 code, result = answer
-                if code in (NONE, DUPLICATE_SEQUENCE_NUMBER):
+                if code in (Errors.NONE, Errors.DUPLICATE_SEQUENCE_NUMBER):
                     if self._idempotent and wire.base_sequence >= 0:
                         queue.last_acked_sequence = wire.last_sequence
                     self._complete(wire, result.base_offset, result.log_append_time_ms, None)
@@ -352,12 +331,12 @@ class Sender(threading.Thread):
         if now - wire.created_ms >= self._delivery_timeout_ms or wire.attempts > self._retries:
             return None
         if self._idempotent and wire.base_sequence >= 0:
-            if code == OUT_OF_ORDER_SEQUENCE_NUMBER:
+            if code == Errors.OUT_OF_ORDER_SEQUENCE_NUMBER:
                 if not wire.sent_as_first:
                     return now  # an earlier batch failed or was overtaken: resend right after it
                 self._renew(f"{wire.tp} lost the producer's sequence (OUT_OF_ORDER_SEQUENCE_NUMBER)")
                 return now + self._retry_backoff_ms
-            if code == UNKNOWN_PRODUCER_ID:
+            if code == Errors.UNKNOWN_PRODUCER_ID:
                 self._renew(f"{wire.tp} does not know the producer id")
                 return now + self._retry_backoff_ms
         return now + self._retry_backoff_ms if retriable else None

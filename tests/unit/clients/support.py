@@ -1,7 +1,7 @@
 """Test doubles of the clients' network peers: in-process gRPC servers on 127.0.0.1 whose
-BrokerService and ControllerService methods are scripted per test (started by the `fake_nodes`
-fixture), plus builders of the protobuf answers they give. They stand in for brokers and
-controllers; no real service runs.
+BrokerService, ControllerService and CoordinatorService methods are scripted per test (started
+by the `fake_nodes` fixture), plus builders of the protobuf answers they give. They stand in for
+brokers, controllers and coordinators; no real service runs.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import grpc
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.pb.odradek.controller.v1 import controller_pb2_grpc
+from services.common.pb.odradek.coordinator.v1 import coordinator_pb2_grpc
 
 Handler = Callable[[Any, grpc.ServicerContext], Any]
 
@@ -45,6 +46,7 @@ class FakeNode:
         dispatcher = _Dispatcher(self)
         broker_pb2_grpc.add_BrokerServiceServicer_to_server(dispatcher, self.server)
         controller_pb2_grpc.add_ControllerServiceServicer_to_server(dispatcher, self.server)
+        coordinator_pb2_grpc.add_CoordinatorServiceServicer_to_server(dispatcher, self.server)
         self.port = self.server.add_insecure_port(f"127.0.0.1:{port}")
         self.server.start()
 

@@ -7,16 +7,12 @@ import pytest
 
 from services.clients.admin import Admin
 from services.clients.admin_types import ClusterDescription, NewPartitions, NewTopic
-from services.clients.cluster import TopicPartition
 from services.common.clock import ManualClock
-from services.common.errors import KafkaError, code_of
+from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2
 from services.common.pb.odradek.controller.v1 import controller_pb2 as pb
+from services.common.topic_partition import TopicPartition
 from tests.unit.clients.support import FakeNode, metadata_response, node_proto, partition
-
-NOT_CONTROLLER = code_of("NOT_CONTROLLER")
-TOPIC_ALREADY_EXISTS = code_of("TOPIC_ALREADY_EXISTS")
-INVALID_PARTITIONS = code_of("INVALID_PARTITIONS")
 
 
 def created(*names: str, codes: dict[str, int] | None = None, top_level: int = 0) -> pb.CreateTopicsResponse:
@@ -59,7 +55,7 @@ def test_create_topics_sends_the_request_to_the_controller(fake_nodes, clock):
 def test_per_topic_errors_raise_or_are_returned(fake_nodes, clock):
     broker, controller = fake_nodes(2)
     broker.on("Metadata", cluster_of(broker, controller))
-    answer = created("a", "b", codes={"b": TOPIC_ALREADY_EXISTS})
+    answer = created("a", "b", codes={"b": Errors.TOPIC_ALREADY_EXISTS})
     answer.topics[1].error_message = "Topic 'b' already exists."
     controller.on("CreateTopics", answer)
     with admin_for(broker, clock) as admin:
@@ -86,7 +82,7 @@ def test_not_controller_is_retried_against_the_new_controller(fake_nodes, clock)
 
     def standby_answer(_request, _context):
         views["controller"] = active  # the election finished; metadata now names the winner
-        return pb.CreateTopicsResponse(error_code=NOT_CONTROLLER, error_message="standby")
+        return pb.CreateTopicsResponse(error_code=Errors.NOT_CONTROLLER, error_message="standby")
 
     standby.on("CreateTopics", standby_answer)
     active.on("CreateTopics", created("t"))
@@ -100,7 +96,7 @@ def test_not_controller_is_retried_against_the_new_controller(fake_nodes, clock)
 def test_only_topics_answered_not_controller_are_retried(fake_nodes, clock):
     broker, controller = fake_nodes(2)
     broker.on("Metadata", cluster_of(broker, controller))
-    answers = [created("a", "b", codes={"b": NOT_CONTROLLER}), created("b")]
+    answers = [created("a", "b", codes={"b": Errors.NOT_CONTROLLER}), created("b")]
     controller.on("CreateTopics", lambda _r, _c: answers.pop(0))
     with admin_for(broker, clock) as admin:
         assert sorted(admin.create_topics([NewTopic("a"), NewTopic("b")])) == ["a", "b"]
@@ -125,7 +121,7 @@ def test_unknown_controller_or_unreachable_controller_times_out(fake_nodes, cloc
 def test_non_retriable_top_level_errors_raise_at_once(fake_nodes, clock):
     broker, controller = fake_nodes(2)
     broker.on("Metadata", cluster_of(broker, controller))
-    controller.on("DeleteTopics", pb.DeleteTopicsResponse(error_code=code_of("INVALID_REQUEST")))
+    controller.on("DeleteTopics", pb.DeleteTopicsResponse(error_code=Errors.INVALID_REQUEST))
     with admin_for(broker, clock) as admin, pytest.raises(KafkaError) as raised:
         admin.delete_topics(["t"])
     assert raised.value.error_name == "INVALID_REQUEST"
@@ -140,7 +136,7 @@ def test_delete_topics_and_create_partitions(fake_nodes, clock):
     controller.on("CreatePartitions", pb.CreatePartitionsResponse(results=[
         pb.CreatePartitionsResponse.CreatePartitionsTopicResult(name="a"),
         pb.CreatePartitionsResponse.CreatePartitionsTopicResult(
-            name="b", error_code=INVALID_PARTITIONS, error_message="Topic currently has 3 partitions")]))
+            name="b", error_code=Errors.INVALID_PARTITIONS, error_message="Topic currently has 3 partitions")]))
     with admin_for(broker, clock) as admin:
         assert admin.delete_topics(["a", "a"]) == {"a": None}
         results = admin.create_partitions({"a": 6, "b": NewPartitions(2, [[1]])}, raise_errors=False)
@@ -158,7 +154,7 @@ def test_list_and_describe_topics_use_broker_metadata(fake_nodes, clock):
     answer = cluster_of(broker, controller, topics={
         "t": [partition(1, 1, replicas=[1, 2], isr=[1]), partition(0, -1, replicas=[2], offline=[2])],
         "__consumer_offsets": [partition(0, 1)]},
-        topic_errors={"creating": code_of("LEADER_NOT_AVAILABLE")}, internal=("__consumer_offsets",))
+        topic_errors={"creating": Errors.LEADER_NOT_AVAILABLE}, internal=("__consumer_offsets",))
     broker.on("Metadata", answer)
     with admin_for(broker, clock) as admin:
         assert admin.list_topics() == ["creating", "t"]
@@ -176,7 +172,7 @@ def test_list_and_describe_topics_use_broker_metadata(fake_nodes, clock):
 
 def test_wait_for_topic_polls_until_every_partition_has_a_live_leader(fake_nodes, clock):
     (broker,) = fake_nodes(1)
-    views = [metadata_response([broker.node()], topic_errors={"t": code_of("UNKNOWN_TOPIC_OR_PARTITION")}),
+    views = [metadata_response([broker.node()], topic_errors={"t": Errors.UNKNOWN_TOPIC_OR_PARTITION}),
              metadata_response([broker.node()], topics={"t": [partition(0, 1), partition(1, -1)]}),
              metadata_response([broker.node()], topics={"t": [partition(0, 1), partition(1, 1)]})]
     broker.on("Metadata", lambda request, _c: views.pop(0) if request.topics and len(views) > 1 else views[0])
@@ -237,7 +233,7 @@ def test_list_offsets_asks_leaders_and_raises_partition_errors(fake_nodes, clock
         response = broker_pb2.ListOffsetsResponse()
         rows = [broker_pb2.ListOffsetsResponse.ListOffsetsPartitionResponse(
             partition_index=p.partition_index, offset=10 * p.partition_index, timestamp=p.timestamp,
-            error_code=code_of("OFFSET_OUT_OF_RANGE") if p.timestamp == 99 else 0)
+            error_code=Errors.OFFSET_OUT_OF_RANGE if p.timestamp == 99 else 0)
             for p in request.topics[0].partitions]
         response.topics.add(name="t", partitions=rows)
         return response

@@ -23,7 +23,7 @@ from services.clients.cli_topics import (
 )
 from services.clients.cluster import PartitionInfo
 from services.clients.launcher import LocalCluster
-from services.common.errors import code_of
+from services.common.errors import Errors
 from services.common.hashing import partition_for_key
 from services.common.pb.odradek.broker.v1 import broker_pb2
 from services.common.pb.odradek.controller.v1 import controller_pb2 as pb
@@ -163,7 +163,7 @@ def test_topics_describe_of_a_missing_topic_is_an_error_unless_if_exists(cluster
 
 def test_topics_create_and_its_errors(cluster, capsys):
     broker, controller = cluster
-    answers = {"new": 0, "demo": code_of("TOPIC_ALREADY_EXISTS")}
+    answers = {"new": 0, "demo": Errors.TOPIC_ALREADY_EXISTS}
     controller.on("CreateTopics", lambda request, _c: pb.CreateTopicsResponse(topics=[
         pb.CreateTopicsResponse.CreatableTopicResult(
             name=t.name, error_code=answers[t.name],
@@ -253,7 +253,7 @@ def test_produce_reports_partition_errors(fake_nodes, capsys, monkeypatch):
     (broker,) = fake_nodes(1)
     broker.on("Metadata", metadata_response([broker.node()], topics={"t": [partition(0, 1)]}))
     rejected = broker_pb2.ProduceResponse.PartitionProduceResponse(
-        index=0, error_code=code_of("RECORD_LIST_TOO_LARGE"), base_offset=-1)
+        index=0, error_code=Errors.RECORD_LIST_TOO_LARGE, base_offset=-1)
     broker.on("Produce", broker_pb2.ProduceResponse(responses=[
         broker_pb2.ProduceResponse.TopicProduceResponse(name="t", partition_responses=[rejected])]))
     monkeypatch.setattr(sys, "stdin", FakeStdin(b"x\n"))

@@ -30,8 +30,8 @@ from services.clients.cli_perf import (
     consumer_summary,
     payload_bytes,
 )
-from services.clients.cluster import TopicPartition
 from services.clients.consumer.records import ConsumerRecords, RecordBlock
+from services.common.topic_partition import TopicPartition
 
 
 def record(**fields):

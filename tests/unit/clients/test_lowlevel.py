@@ -1,29 +1,21 @@
-"""Tests for services.clients.routing, partition_requests and lowlevel: grouping partitions per
+"""Tests for services.clients.transport.routing, partition_requests and lowlevel: grouping partitions per
 leader, one request per broker, and which errors are retried, against fake brokers."""
 
 from __future__ import annotations
 
 import pytest
 
-from services.clients.cluster import Cluster, TopicPartition
+from services.clients.cluster import Cluster
 from services.clients.lowlevel import LowLevelClient
-from services.clients.partition_requests import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    offset_spec_timestamp,
-    produce_request,
-)
-from services.clients.routing import group_by_leader, unroutable_error
+from services.clients.partition_requests import offset_spec_timestamp, produce_request
+from services.clients.transport import group_by_leader, unroutable_error
 from services.common.clock import ManualClock
-from services.common.errors import code_of
+from services.common.errors import Errors
 from services.common.pb.odradek.broker.v1 import broker_pb2
 from services.common.records import build_batch
+from services.common.shared_types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from services.common.topic_partition import TopicPartition
 from tests.unit.clients.support import metadata_response, node_proto, partition
-
-NOT_LEADER = code_of("NOT_LEADER_OR_FOLLOWER")
-UNKNOWN = code_of("UNKNOWN_TOPIC_OR_PARTITION")
-MESSAGE_TOO_LARGE = code_of("MESSAGE_TOO_LARGE")
-OFFSET_OUT_OF_RANGE = code_of("OFFSET_OUT_OF_RANGE")
 
 
 def produce_answer(topic: str, results: dict[int, tuple[int, int]]) -> broker_pb2.ProduceResponse:
@@ -58,7 +50,7 @@ def test_group_by_leader_and_reasons_for_unroutable_partitions():
     cluster = Cluster.from_response(metadata_response(
         [node_proto(1, 9092), node_proto(2, 9192)],
         topics={"t": [partition(0, 1), partition(1, 2), partition(2, 1), partition(3, -1), partition(4, 7)]},
-        topic_errors={"gone": UNKNOWN}))
+        topic_errors={"gone": Errors.UNKNOWN_TOPIC_OR_PARTITION}))
     tps = [TopicPartition("t", p) for p in range(6)] + [TopicPartition("gone", 0), TopicPartition("x", 0)]
     groups, unroutable = group_by_leader(cluster, tps)
     assert {leader.node_id: [tp.partition for tp in g] for leader, g in groups.items()} == {1: [0, 2], 2: [1]}
@@ -112,7 +104,7 @@ def test_produce_retries_not_leader_with_fresh_metadata(fake_nodes, clock):
              metadata_response([b1.node(), b2.node()], topics={"t": [partition(0, 2, epoch=2)]})]
     for broker in (b1, b2):
         broker.on("Metadata", lambda _r, _c: views[0] if len(b1.requests("Produce")) == 0 else views[1])
-    b1.on("Produce", produce_answer("t", {0: (NOT_LEADER, -1)}))
+    b1.on("Produce", produce_answer("t", {0: (Errors.NOT_LEADER_OR_FOLLOWER, -1)}))
     b2.on("Produce", produce_answer("t", {0: (0, 7)}))
     with client_for(b1, clock=clock) as client:
         result = client.produce("t", 0, build_batch([b"v"]))
@@ -122,10 +114,10 @@ def test_produce_retries_not_leader_with_fresh_metadata(fake_nodes, clock):
 
 def test_unknown_topic_is_retried_until_the_deadline_then_returned(fake_nodes, clock):
     (b1,) = fake_nodes(1)
-    b1.on("Metadata", metadata_response([b1.node()], topic_errors={"t": UNKNOWN}))
+    b1.on("Metadata", metadata_response([b1.node()], topic_errors={"t": Errors.UNKNOWN_TOPIC_OR_PARTITION}))
     with client_for(b1, clock=clock, retry_backoff_ms=100) as client:
         result = client.produce("t", 0, build_batch([b"v"]), retry_timeout_ms=1000)
-    assert result.error_code == UNKNOWN and result.base_offset == -1
+    assert result.error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION and result.base_offset == -1
     assert 5 <= len(b1.requests("Metadata")) <= 12
     assert clock.monotonic_ms() >= 1000
 
@@ -133,12 +125,12 @@ def test_unknown_topic_is_retried_until_the_deadline_then_returned(fake_nodes, c
 def test_non_retriable_produce_errors_are_returned_without_retry(fake_nodes, clock):
     (b1,) = fake_nodes(1)
     b1.on("Metadata", metadata_response([b1.node()], topics={"t": [partition(0, 1)]}))
-    response = produce_answer("t", {0: (MESSAGE_TOO_LARGE, -1)})
+    response = produce_answer("t", {0: (Errors.MESSAGE_TOO_LARGE, -1)})
     response.responses[0].partition_responses[0].error_message = "too big"
     b1.on("Produce", response)
     with client_for(b1, clock=clock) as client:
         result = client.produce("t", 0, build_batch([b"v"]))
-    assert (result.error_code, result.error_message) == (MESSAGE_TOO_LARGE, "too big")
+    assert (result.error_code, result.error_message) == (Errors.MESSAGE_TOO_LARGE, "too big")
     assert len(b1.requests("Produce")) == 1
 
 
@@ -164,7 +156,7 @@ def test_unreachable_leader_is_retried_then_reported(fake_nodes, clock):
     b1.on("Metadata", metadata_response([b1.node(), node_proto(2, 1)], topics={"t": [partition(0, 2)]}))
     with client_for(b1, clock=clock, request_timeout_ms=2000) as client:
         result = client.produce("t", 0, build_batch([b"v"]), retry_timeout_ms=500)
-    assert result.error_code == code_of("NETWORK_EXCEPTION")
+    assert result.error_code == Errors.NETWORK_EXCEPTION
 
 
 # ---------------------------------------------------------------------------------------- fetch and offsets
@@ -197,9 +189,9 @@ def test_fetch_returns_raw_bytes_and_fetch_records_skips_earlier_offsets(fake_no
 def test_fetch_returns_offset_out_of_range_without_retry(fake_nodes, clock):
     (b1,) = fake_nodes(1)
     b1.on("Metadata", metadata_response([b1.node()], topics={"t": [partition(0, 1)]}))
-    b1.on("Fetch", fetch_answer(b"", error_code=OFFSET_OUT_OF_RANGE))
+    b1.on("Fetch", fetch_answer(b"", error_code=Errors.OFFSET_OUT_OF_RANGE))
     with client_for(b1, clock=clock) as client:
-        assert client.fetch("t", 0, 99).error_code == OFFSET_OUT_OF_RANGE
+        assert client.fetch("t", 0, 99).error_code == Errors.OFFSET_OUT_OF_RANGE
     assert len(b1.requests("Fetch")) == 1
 
 
@@ -228,5 +220,5 @@ def test_acks_zero_needs_no_partition_answer(fake_nodes, clock):
     with client_for(b1, clock=clock) as client:
         assert client.produce("t", 0, build_batch([b"v"]), acks=0)[:2] == (-1, 0)
         unanswered = client.produce("t", 0, build_batch([b"v"]), acks=1, retry_timeout_ms=100)
-        assert unanswered.error_code == code_of("UNKNOWN_SERVER_ERROR")
+        assert unanswered.error_code == Errors.UNKNOWN_SERVER_ERROR
     assert b1.requests("Produce")[0].acks == 0

@@ -7,17 +7,15 @@ import threading
 
 import pytest
 
-from services.clients.channels import ChannelPool
 from services.clients.cluster import Cluster, Node
 from services.clients.metadata import Metadata
+from services.clients.transport import ChannelPool
 from services.common.clock import ManualClock
-from services.common.errors import KafkaError, code_of
+from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2
 from services.common.proc import wait_until
 from tests.unit.clients.support import metadata_response, node_proto, partition
 
-UNKNOWN = code_of("UNKNOWN_TOPIC_OR_PARTITION")
-LEADER_NOT_AVAILABLE = code_of("LEADER_NOT_AVAILABLE")
 BROKERS = [node_proto(1, 9092), node_proto(2, 9192)]
 CONTROLLER = node_proto(1001, 9093)
 
@@ -83,17 +81,18 @@ def test_update_applies_answer_and_counts_versions(clock: ManualClock):
 def test_topic_errors_leave_topics_out_and_request_another_update(clock: ManualClock):
     metadata = new_metadata(clock)
     metadata.update(metadata_response(BROKERS, topics={"ok": [partition(0, 1)]},
-                                      topic_errors={"missing": UNKNOWN, "creating": LEADER_NOT_AVAILABLE}))
+                                      topic_errors={"missing": Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                                                    "creating": Errors.LEADER_NOT_AVAILABLE}))
     assert metadata.partitions_for("missing") == () and metadata.partitions_for("creating") == ()
-    assert metadata.topic_error("missing") == UNKNOWN
-    assert metadata.topic_error("creating") == LEADER_NOT_AVAILABLE
+    assert metadata.topic_error("missing") == Errors.UNKNOWN_TOPIC_OR_PARTITION
+    assert metadata.topic_error("creating") == Errors.LEADER_NOT_AVAILABLE
     assert metadata.topic_error("ok") == 0
     assert metadata.update_requested
 
 
 def test_a_partition_without_leader_requests_another_update(clock: ManualClock):
     metadata = new_metadata(clock)
-    leaderless = partition(0, -1, error_code=LEADER_NOT_AVAILABLE)
+    leaderless = partition(0, -1, error_code=Errors.LEADER_NOT_AVAILABLE)
     metadata.update(metadata_response(BROKERS, topics={"t": [leaderless]}))
     assert metadata.update_requested
     metadata.update(metadata_response(BROKERS, topics={"t": [partition(0, 2)]}))
@@ -124,7 +123,7 @@ def test_stale_leader_epoch_keeps_the_newer_partition_info(clock: ManualClock):
 def test_epochs_are_forgotten_when_the_topic_disappears_or_is_forgotten(clock: ManualClock):
     metadata = new_metadata(clock)
     metadata.update(two_topics(epoch=5))
-    metadata.update(metadata_response(BROKERS, topic_errors={"a": UNKNOWN}))
+    metadata.update(metadata_response(BROKERS, topic_errors={"a": Errors.UNKNOWN_TOPIC_OR_PARTITION}))
     metadata.update(two_topics(epoch=0, leader=2))  # recreated: epochs start again
     assert metadata.partition("a", 0).leader == 2
     metadata.forget_topics(["a"])

@@ -1,10 +1,10 @@
-"""Tests for services.clients.retry: deadlines and the retry loop's decisions, on a manual clock."""
+"""Tests for services.clients.transport.retry: deadlines and the retry loop's decisions, on a manual clock."""
 
 from __future__ import annotations
 
 import pytest
 
-from services.clients.retry import Deadline, call_with_retries
+from services.clients.transport import Deadline, call_with_retries
 from services.common.clock import ManualClock
 from services.common.errors import KafkaError
 

@@ -25,10 +25,10 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from services.clients.cluster import TopicPartition
 from services.clients.consumer.assignors.base import ConsumerPartitionAssignor, sorted_members, topic_partitions
 from services.clients.consumer.assignors.sticky_balance import general_assign
 from services.clients.consumer.protocol import Subscription
+from services.common.topic_partition import TopicPartition
 
 DEFAULT_GENERATION = -1
 

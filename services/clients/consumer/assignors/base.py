@@ -18,8 +18,8 @@ import enum
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 
-from services.clients.cluster import TopicPartition
 from services.clients.consumer.protocol import Assignment, Subscription
+from services.common.topic_partition import TopicPartition
 
 
 class RebalanceProtocol(enum.Enum):

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from services.clients.cluster import TopicPartition
 from services.clients.consumer.assignors.abstract_sticky import DEFAULT_GENERATION, AbstractStickyAssignor, MemberData
 from services.clients.consumer.assignors.base import RebalanceProtocol
 from services.clients.consumer.protocol import Assignment, Subscription
+from services.common.topic_partition import TopicPartition
 
 
 def encode_generation_user_data(generation: int) -> bytes:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from services.clients.cluster import TopicPartition
 from services.clients.consumer.assignors.base import ConsumerPartitionAssignor, sorted_members
 from services.clients.consumer.protocol import Subscription
+from services.common.topic_partition import TopicPartition
 
 
 def range_slices(partition_count: int, member_count: int) -> list[range]:

@@ -13,7 +13,6 @@ sends no user data, its subscription's owned partitions and generation id are us
 
 from __future__ import annotations
 
-from services.clients.cluster import TopicPartition
 from services.clients.consumer.assignors.abstract_sticky import DEFAULT_GENERATION, AbstractStickyAssignor, MemberData
 from services.clients.consumer.protocol import (
     Assignment,
@@ -23,6 +22,7 @@ from services.clients.consumer.protocol import (
     grouped_in_order,
     write_topic_partitions,
 )
+from services.common.topic_partition import TopicPartition
 
 
 def encode_sticky_user_data(partitions: list[TopicPartition], generation: int) -> bytes:

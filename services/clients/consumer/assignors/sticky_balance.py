@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from services.clients.cluster import TopicPartition
 from services.clients.consumer.assignors.base import topic_partitions
+from services.common.topic_partition import TopicPartition
 
 
 class _Placement:

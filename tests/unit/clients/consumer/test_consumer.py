@@ -8,7 +8,6 @@ import threading
 
 import pytest
 
-from services.clients.cluster import TopicPartition
 from services.clients.consumer import (
     ConcurrentModificationError,
     Consumer,
@@ -22,16 +21,14 @@ from services.clients.consumer import (
 )
 from services.clients.consumer.config import load_consumer_config
 from services.common.config import ConfigError
-from services.common.errors import code_of
+from services.common.errors import Errors
 from services.common.pb.odradek.broker.v1 import broker_pb2
 from services.common.proc import wait_until
 from services.common.records import build_batch, set_partition_leader_epoch
+from services.common.topic_partition import TopicPartition
 from tests.unit.clients.support import metadata_response, partition
 
 TP = TopicPartition("t", 0)
-FENCED_LEADER_EPOCH = code_of("FENCED_LEADER_EPOCH")
-NOT_LEADER = code_of("NOT_LEADER_OR_FOLLOWER")
-OFFSET_OUT_OF_RANGE = code_of("OFFSET_OUT_OF_RANGE")
 
 
 class FakeLog:
@@ -53,9 +50,9 @@ class FakeLog:
 
     def _epoch_error(self, requested: int) -> int:
         if requested >= 0 and requested < self.epoch:
-            return FENCED_LEADER_EPOCH
+            return Errors.FENCED_LEADER_EPOCH
         if requested > self.epoch:
-            return code_of("UNKNOWN_LEADER_EPOCH")
+            return Errors.UNKNOWN_LEADER_EPOCH
         return 0
 
     def fetch(self, request, _context):
@@ -66,7 +63,7 @@ class FakeLog:
                 code = self._epoch_error(p.current_leader_epoch)
                 records = b""
                 if not code and not self.log_start <= p.fetch_offset <= self.next_offset:
-                    code = OFFSET_OUT_OF_RANGE
+                    code = Errors.OFFSET_OUT_OF_RANGE
                 elif not code:
                     offsets, base = [], 0
                     for batch in self.batches:
@@ -319,10 +316,10 @@ def test_the_consumer_follows_a_new_leader_after_validating_its_position(fake_no
     with consumer_for(nodes) as consumer:
         consumer.assign([TP])
         assert poll_values(consumer, 2) == [b"a", b"b"]
-        # leadership moves to the second broker in epoch 2; the first now answers NOT_LEADER
+        # leadership moves to the second broker in epoch 2; the first now answers NOT_LEADER_OR_FOLLOWER
         log.epoch = 2
         log.append(b"c", epoch=2)
-        first.on("Fetch", lambda _r, _c: fetch_error(NOT_LEADER))
+        first.on("Fetch", lambda _r, _c: fetch_error(Errors.NOT_LEADER_OR_FOLLOWER))
         for node in nodes:
             serve_metadata(node, nodes, second, 2)
         assert poll_values(consumer, 1) == [b"c"]

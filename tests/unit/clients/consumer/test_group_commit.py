@@ -9,7 +9,6 @@ import threading
 
 import pytest
 
-from services.clients.cluster import TopicPartition
 from services.clients.consumer import (
     CommitFailedError,
     Consumer,
@@ -20,9 +19,10 @@ from services.clients.consumer import (
 )
 from services.clients.consumer.heartbeat import NO_GENERATION, MemberState
 from services.clients.consumer.subscription import FetchPosition
-from services.common.errors import KafkaError, code_of
+from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
 from services.common.proc import wait_until
+from services.common.topic_partition import TopicPartition
 from tests.unit.clients.consumer.test_group_fakes import (
     FAST,
     GroupHarness,
@@ -58,9 +58,11 @@ def test_commits_carry_the_generation_member_and_leader_epoch_and_read_back(grou
     try:
         harness.subscriptions.seek_validated(T0, FetchPosition(42, 3))
         harness.coordinator.commit_sync(None, 5000)  # every consumed position
-        (request,) = cluster.fake.requests("OffsetCommit")
+        (request,) = cluster.groups.requests("OffsetCommit")
+        member_id = harness.coordinator.group_metadata().member_id
+        assert member_id.startswith("i-1-")  # a static member's id starts with its group.instance.id
         assert (request.group_id, request.generation_id, request.member_id, request.group_instance_id) == (
-            "g", 1, "c-1", "i-1")
+            "g", 1, member_id, "i-1")
         assert committed_partitions(request) == {"t-0": (42, 3, "")}
         harness.coordinator.commit_sync({T1: OffsetAndMetadata(7, "note")}, 5000)
         assert harness.coordinator.committed([T0, T1], 5000) == {
@@ -79,13 +81,13 @@ def test_membership_errors_fail_the_commit(group_cluster, error, raised, resets)
     cluster = group_cluster({"t": 1})
     harness = joined(cluster)
     try:
-        cluster.fake.fail("OffsetCommit", code_of(error))
+        cluster.groups.fail("OffsetCommit", Errors[error])
         with pytest.raises(raised) as failure:
             harness.coordinator.commit_sync({T0: OffsetAndMetadata(1)}, 5000)
         assert failure.value.error_name == error
         if raised is CommitFailedError:
             assert "max.poll.interval.ms" in str(failure.value)
-        assert len(cluster.fake.requests("OffsetCommit")) == 1  # not retried
+        assert len(cluster.groups.requests("OffsetCommit")) == 1  # not retried
         assert (harness.membership.snapshot()[0] == NO_GENERATION) is resets
         assert harness.coordinator.rejoin_needed_or_pending() is (error != "FENCED_INSTANCE_ID")
     finally:
@@ -98,8 +100,8 @@ def test_a_partition_error_fails_the_commit_as_itself(group_cluster):
     try:
         response = pb.OffsetCommitResponse()
         response.topics.add(name="t").partitions.add(partition_index=0,
-                                                     error_code=code_of("OFFSET_METADATA_TOO_LARGE"))
-        cluster.fake.script("OffsetCommit", lambda _request: response)
+                                                     error_code=Errors.OFFSET_METADATA_TOO_LARGE)
+        cluster.groups.script("OffsetCommit", lambda _request: response)
         with pytest.raises(KafkaError) as failure:
             harness.coordinator.commit_sync({T0: OffsetAndMetadata(1, "x" * 5000)}, 5000)
         assert failure.value.error_name == "OFFSET_METADATA_TOO_LARGE"
@@ -114,10 +116,10 @@ def test_coordinator_errors_are_retried(group_cluster, clock, error):
     harness = joined(cluster, clock)
     try:
         lookups = len(cluster.broker.requests("FindCoordinator"))
-        cluster.fake.fail("OffsetCommit", code_of(error), code_of(error))
+        cluster.groups.fail("OffsetCommit", Errors[error], Errors[error])
         harness.coordinator.commit_sync({T0: OffsetAndMetadata(5)}, 5000)
-        assert len(cluster.fake.requests("OffsetCommit")) == 3
-        assert cluster.fake.offsets[T0][0] == 5
+        assert len(cluster.groups.requests("OffsetCommit")) == 3
+        assert cluster.groups.committed(T0) == 5
         found_again = len(cluster.broker.requests("FindCoordinator")) - lookups
         assert found_again == (0 if error == "COORDINATOR_LOAD_IN_PROGRESS" else 2)
     finally:
@@ -128,11 +130,11 @@ def test_a_commit_that_keeps_failing_times_out(group_cluster, clock):
     cluster = group_cluster({"t": 1})
     harness = joined(cluster, clock)
     try:
-        cluster.fake.fail("OffsetCommit", *[code_of("COORDINATOR_LOAD_IN_PROGRESS")] * 100)
+        cluster.groups.fail("OffsetCommit", *[Errors.COORDINATOR_LOAD_IN_PROGRESS] * 100)
         with pytest.raises(KafkaError, match="expired before successfully committing") as failure:
             harness.coordinator.commit_sync({T0: OffsetAndMetadata(5)}, 55)
         assert failure.value.error_name == "REQUEST_TIMED_OUT"
-        assert 5 <= len(cluster.fake.requests("OffsetCommit")) <= 7  # one try per 10 ms back-off
+        assert 5 <= len(cluster.groups.requests("OffsetCommit")) <= 7  # one try per 10 ms back-off
     finally:
         harness.close()
 
@@ -148,7 +150,7 @@ def test_a_member_out_of_the_group_cannot_commit(group_cluster):
             harness.membership.state = MemberState.PREPARING_REBALANCE
         with pytest.raises(RebalanceInProgressError):
             harness.coordinator.commit_sync({T0: OffsetAndMetadata(5)}, 5000)
-        assert cluster.fake.requests("OffsetCommit") == []
+        assert cluster.groups.requests("OffsetCommit") == []
     finally:
         harness.close()
 
@@ -157,14 +159,14 @@ def test_async_commit_callbacks_run_later_and_in_commit_order(group_cluster):
     cluster = group_cluster({"t": 2})
     harness = joined(cluster)
     release = threading.Event()
-    fake = cluster.fake
+    groups = cluster.groups
 
     def slow_first(request):
         if request.topics[0].partitions[0].committed_offset == 1:
             release.wait(10)
-        return fake.OffsetCommit(request)
+        return groups.answer("OffsetCommit", request)
 
-    fake.script("OffsetCommit", slow_first)
+    groups.script("OffsetCommit", slow_first)
     done = []
     callback = lambda offsets, error: done.append((dict(offsets), error))  # noqa: E731
     try:
@@ -177,14 +179,14 @@ def test_async_commit_callbacks_run_later_and_in_commit_order(group_cluster):
         wait_until(lambda: harness.requests.poll(10) is not None and first.done(), 5, 0)
         harness.coordinator.invoke_completed_offset_commit_callbacks()
         assert done == [({T0: OffsetAndMetadata(1)}, None), ({T1: OffsetAndMetadata(2)}, None)]
-        fake.scripted.clear()
-        fake.fail("OffsetCommit", code_of("COORDINATOR_LOAD_IN_PROGRESS"))
+        groups.scripted.clear()
+        groups.fail("OffsetCommit", Errors.COORDINATOR_LOAD_IN_PROGRESS)
         third = harness.coordinator.commit_offsets_async({T0: OffsetAndMetadata(3)}, callback)
         wait_until(lambda: harness.requests.poll(10) is not None and third.done(), 5, 0)
         harness.join()  # a poll runs completed callbacks
         assert isinstance(done[2][1], RetriableCommitFailedError)
         assert done[2][1].error_name == "COORDINATOR_LOAD_IN_PROGRESS" and done[2][1].retriable
-        assert len(fake.requests("OffsetCommit")) == 3  # asynchronous commits are not retried
+        assert len(groups.requests("OffsetCommit")) == 3  # asynchronous commits are not retried
     finally:
         release.set()
         harness.close()
@@ -197,14 +199,14 @@ def test_auto_commit_runs_every_interval_from_poll(group_cluster, clock):
         harness.subscriptions.seek_validated(T0, FetchPosition(11, 2))
         clock.advance(4999)
         harness.join()  # a poll
-        assert cluster.fake.requests("OffsetCommit") == []
+        assert cluster.groups.requests("OffsetCommit") == []
         clock.advance(1)
         harness.join()
-        (commit,) = wait_until(lambda: cluster.fake.requests("OffsetCommit"), 5, 0.001)
+        (commit,) = wait_until(lambda: cluster.groups.requests("OffsetCommit"), 5, 0.001)
         assert committed_partitions(commit) == {"t-0": (11, 2, "")}
         clock.advance(4999)
         harness.join()
-        assert len(cluster.fake.requests("OffsetCommit")) == 1
+        assert len(cluster.groups.requests("OffsetCommit")) == 1
     finally:
         harness.close()
 
@@ -216,7 +218,7 @@ def test_auto_commit_is_off_without_being_enabled(group_cluster, clock):
         harness.subscriptions.seek_validated(T0, FetchPosition(11))
         clock.advance(60000)
         harness.join()
-        assert cluster.fake.requests("OffsetCommit") == []
+        assert cluster.groups.requests("OffsetCommit") == []
     finally:
         harness.close()
 
@@ -225,44 +227,47 @@ def test_positions_are_committed_before_the_partitions_are_revoked_for_a_rebalan
     cluster = group_cluster({"t": 1})
     harness = GroupHarness(cluster, clock, client_id="c")
     try:
-        harness.subscribe("t", listener=RecordingListener(cluster.fake.events))
+        harness.subscribe("t", listener=RecordingListener(cluster.groups.events))
         harness.join()
+        member_id = harness.coordinator.group_metadata().member_id
         harness.subscriptions.seek_validated(T0, FetchPosition(8))
-        cluster.fake.start_rebalance()
+        cluster.groups.start_rebalance()
         clock.advance(3000)
         harness.heartbeat_round()
         harness.join()
-        story = [e for e in cluster.fake.events if e[0] in ("OffsetCommit", "revoked", "JoinGroup")]
-        assert story[-3:] == [("OffsetCommit", "c-1"), ("revoked", ["t-0"]), ("JoinGroup", "c-1")]
-        assert cluster.fake.requests("OffsetCommit")[0].generation_id == 1
-        assert cluster.fake.offsets[T0][0] == 8
+        story = [e for e in cluster.groups.events if e[0] in ("OffsetCommit", "revoked", "JoinGroup")]
+        assert story[-3:] == [("OffsetCommit", member_id), ("revoked", ["t-0"]), ("JoinGroup", member_id)]
+        assert cluster.groups.requests("OffsetCommit")[0].generation_id == 1
+        assert cluster.groups.committed(T0) == 8
     finally:
         harness.close()
 
 
 def test_a_joined_member_starts_from_the_committed_offsets(group_cluster):
     cluster = group_cluster({"t": 2})
-    cluster.fake.offsets[T0] = (4, -1, "")
+    cluster.groups.seed_offset(T0, 4)
     with Consumer(bootstrap_servers=cluster.bootstrap, group_id="g", auto_offset_reset="latest", **FAST) as consumer:
         consumer.subscribe(["t"])
         wait_until(lambda: consumer.poll(20) is not None and consumer.assignment(), 10, 0)
         assert consumer.position(T0) == 4
         assert consumer.position(T1) == 0  # no committed offset: auto.offset.reset (latest, empty log)
-        assert cluster.fake.requests("OffsetFetch")[0].group_id == "g"
+        assert cluster.groups.requests("OffsetFetch")[0].group_id == "g"
 
 
 def test_close_commits_revokes_and_leaves(group_cluster):
     cluster = group_cluster({"t": 1})
     consumer = Consumer(bootstrap_servers=cluster.bootstrap, group_id="g", client_id="c", **FAST)
     try:
-        consumer.subscribe(["t"], listener=RecordingListener(cluster.fake.events))
+        consumer.subscribe(["t"], listener=RecordingListener(cluster.groups.events))
         wait_until(lambda: consumer.poll(20) is not None and consumer.assignment(), 10, 0)
         consumer.seek(T0, 3)
     finally:
         consumer.close()
-    story = [e for e in cluster.fake.events if e[0] in ("OffsetCommit", "revoked", "LeaveGroup")]
-    assert story == [("OffsetCommit", "c-1"), ("revoked", ["t-0"]), ("LeaveGroup", None)]
-    assert cluster.fake.offsets[T0][0] == 3
+    story = [e for e in cluster.groups.events if e[0] in ("OffsetCommit", "revoked", "LeaveGroup")]
+    member_id = cluster.groups.requests("OffsetCommit")[0].member_id
+    assert member_id.startswith("c-")
+    assert story == [("OffsetCommit", member_id), ("revoked", ["t-0"]), ("LeaveGroup", None)]
+    assert cluster.groups.committed(T0) == 3
 
 
 def test_a_static_member_does_not_leave_on_close(group_cluster):
@@ -270,20 +275,20 @@ def test_a_static_member_does_not_leave_on_close(group_cluster):
     with Consumer(bootstrap_servers=cluster.bootstrap, group_id="g", group_instance_id="i-1", **FAST) as consumer:
         consumer.subscribe(["t"])
         wait_until(lambda: consumer.poll(20) is not None and consumer.assignment(), 10, 0)
-        assert cluster.fake.requests("JoinGroup")[0].group_instance_id == "i-1"
-        assert cluster.fake.requests("SyncGroup")[0].group_instance_id == "i-1"
-    assert cluster.fake.requests("LeaveGroup") == []
+        assert cluster.groups.requests("JoinGroup")[0].group_instance_id == "i-1"
+        assert cluster.groups.requests("SyncGroup")[0].group_instance_id == "i-1"
+    assert cluster.groups.requests("LeaveGroup") == []
 
 
 def test_manual_assignment_commits_outside_the_membership(group_cluster):
     cluster = group_cluster({"t": 2})
-    cluster.fake.offsets[T0] = (5, -1, "")
+    cluster.groups.seed_offset(T0, 5)
     with Consumer(bootstrap_servers=cluster.bootstrap, group_id="g", **FAST) as consumer:
         consumer.assign([T0])
         assert consumer.position(T0) == 5  # from the committed offset
         consumer.commit_sync({T0: OffsetAndMetadata(9, "m")})
         consumer.commit_sync({T1: 2})
-        request = cluster.fake.requests("OffsetCommit")[0]
+        request = cluster.groups.requests("OffsetCommit")[0]
         assert (request.generation_id, request.member_id, request.HasField("group_instance_id")) == (-1, "", False)
         assert consumer.committed([T0, T1, ("t", 5)]) == {
             T0: OffsetAndMetadata(9, "m"), T1: OffsetAndMetadata(2), TopicPartition("t", 5): None}
@@ -293,4 +298,4 @@ def test_manual_assignment_commits_outside_the_membership(group_cluster):
         assert results == [({T0: OffsetAndMetadata(5)}, None)]
         with pytest.raises(ValueError, match="negative offset"):
             consumer.commit_sync({T0: -1})
-    assert cluster.fake.requests("JoinGroup") == []
+    assert cluster.groups.requests("JoinGroup") == []

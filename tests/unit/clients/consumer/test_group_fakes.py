@@ -1,13 +1,12 @@
-"""Test doubles of the consumer group tests (the test_group_* modules; no tests here).
+"""The consumer group tests' harness (the test_group_* modules; no tests here).
 
-`FakeGroupCoordinator` implements CoordinatorService for one group, minimally but with the
-coordinator's rules: MEMBER_ID_REQUIRED for new dynamic members, a rebalance that completes when
-every member has (re)joined or a join timeout drops the missing ones, the leader's SyncGroup
-ending it, REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID
-answers, LeaveGroup, and offsets stored in memory. `fail(method, code, ...)` queues error answers
-and `script(method, handler)` replaces a method. It is served by an in-process gRPC server on
-127.0.0.1; a fake broker (tests.unit.clients.support.FakeNode) answers Metadata and
-FindCoordinator and serves `FakeLogs`.
+`GroupCoordinatorServer` is the real group coordinator (its pure core run by `GroupCoordinator`)
+behind the real CoordinatorServicer, on an in-process gRPC runtime on 127.0.0.1, so the client is
+tested against the coordinator's own rules. `fail(method, code, ...)` queues error answers and
+`script(method, handler)` replaces a method, for what the coordinator would not do by itself; a
+few helpers act on the coordinator's side (a rebalance, a session expiry, a member without a
+client, a committed offset). A fake broker (tests.unit.clients.support.FakeNode) answers Metadata
+and FindCoordinator and serves `FakeLogs`.
 
 `GroupHarness` drives a ConsumerCoordinator directly (heartbeat thread not started, so tests run
 its rounds by hand with `heartbeat_round()`), with the same plumbing a Consumer builds.
@@ -15,75 +14,95 @@ its rounds by hand with `heartbeat_round()`), with the same plumbing a Consumer 
 
 from __future__ import annotations
 
-import itertools
+import asyncio
+import inspect
 import threading
-import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterator
-from concurrent import futures
-from dataclasses import dataclass, field
 from typing import Any
 
-import grpc
-
-from services.clients.channels import ChannelPool
-from services.clients.cluster import TopicPartition
 from services.clients.consumer.assignors import assignors_from_config
 from services.clients.consumer.config import ConsumerConfig
-from services.clients.consumer.coordinator import ConsumerCoordinator, GroupRouting
+from services.clients.consumer.coordinator import ConsumerCoordinator
 from services.clients.consumer.listener import ConsumerRebalanceListener
-from services.clients.consumer.network import AsyncRequests
-from services.clients.consumer.protocol import decode_assignment
+from services.clients.consumer.protocol import Subscription, encode_subscription
 from services.clients.consumer.subscription import OffsetResetStrategy, SubscriptionState
 from services.clients.metadata import Metadata
-from services.clients.retry import Deadline
+from services.clients.transport import AsyncRequests, ChannelPool, Deadline
 from services.common.clock import SYSTEM_CLOCK, Clock
-from services.common.errors import code_of
 from services.common.pb.odradek.broker.v1 import broker_pb2
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2_grpc
 from services.common.proc import wait_until
 from services.common.records import build_batch
+from services.common.scheduler import Scheduler
+from services.common.service import ServiceRuntime
+from services.common.topic_partition import TopicPartition
+from services.common.zk.coordinator_directory import DirectorySnapshot
+from services.coordinator.group import (
+    GroupConfig,
+    GroupCoordinator,
+    GroupCoordinatorCore,
+    Outcome,
+)
+from services.coordinator.group import OffsetAndMetadata as OM
+from services.coordinator.servicer import CoordinatorServicer
 from tests.unit.clients.support import FakeNode, metadata_response, partition
 
-MEMBER_ID_REQUIRED = code_of("MEMBER_ID_REQUIRED")
-UNKNOWN_MEMBER_ID = code_of("UNKNOWN_MEMBER_ID")
-ILLEGAL_GENERATION = code_of("ILLEGAL_GENERATION")
-REBALANCE_IN_PROGRESS = code_of("REBALANCE_IN_PROGRESS")
-FENCED_INSTANCE_ID = code_of("FENCED_INSTANCE_ID")
-
-EMPTY, PREPARING, COMPLETING, STABLE = "Empty", "PreparingRebalance", "CompletingRebalance", "Stable"
+GROUP_CONFIG = {"group_initial_rebalance_delay_ms": 0}
+WAIT_S = 10
 
 
-@dataclass
-class Member:
-    member_id: str
-    instance_id: str | None
-    protocols: list[tuple[str, bytes]]
+class MemoryStore:
+    """`__consumer_offsets` in memory: every append is written at once."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[int, bytes, bytes | None]] = []
+        self._lock = threading.Lock()
+
+    def append(self, partition: int, records: list[tuple[bytes, bytes | None]], callback: Callable[[int], None]):
+        with self._lock:
+            self.records.extend((partition, key, value) for key, value in records)
+        callback(0)
 
 
-@dataclass
-class FakeGroupCoordinator:
-    """One group's coordinator; see the module docstring. `events` records what happened, in order."""
+class GroupCoordinatorServer:
+    """The real group coordinator (`GroupCoordinator` over its pure core, on a Scheduler and a
+    MemoryStore, owning every partition of `__consumer_offsets`) served by the real
+    `CoordinatorServicer` on an in-process runtime. `events` records (method, member id) per
+    call, in order (listeners may append theirs); `fail(method, *codes)` answers the next calls
+    with these codes instead, `script(method, handler)` answers them with `handler(request)`."""
 
-    join_timeout_s: float = 5.0
-    lock: threading.Condition = field(default_factory=threading.Condition)
-    members: dict[str, Member] = field(default_factory=dict)
-    pending: set[str] = field(default_factory=set)
-    static: dict[str, str] = field(default_factory=dict)
-    joined: set[str] = field(default_factory=set)
-    generation: int = 0
-    phase: str = EMPTY
-    leader: str | None = None
-    protocol: str | None = None
-    assignments: dict[str, bytes] = field(default_factory=dict)
-    offsets: dict[TopicPartition, tuple[int, int, str]] = field(default_factory=dict)
-    errors: dict[str, deque[int]] = field(default_factory=lambda: defaultdict(deque))
-    scripted: dict[str, Callable[[Any], Any]] = field(default_factory=dict)
-    calls: list[tuple[str, Any]] = field(default_factory=list)
-    events: list[tuple[str, Any]] = field(default_factory=list)
-    _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+    def __init__(self, node_id: int = 100, group_id: str = "g") -> None:
+        self.node_id = node_id
+        self.group_id = group_id
+        self.scheduler = Scheduler(SYSTEM_CLOCK, name="test-group-coordinator")
+        self.scheduler.startup()
+        self.store = MemoryStore()
+        self.coordinator = GroupCoordinator(GroupConfig(**GROUP_CONFIG), SYSTEM_CLOCK, self.scheduler, self.store)
+        self.coordinator.start()
+        for owned in range(GroupConfig(**GROUP_CONFIG).offsets_topic_num_partitions):
+            self.coordinator.begin_loading(owned)
+            self.coordinator.complete_loading(owned)
+        self.lock = threading.Lock()
+        self.errors: dict[str, deque[int]] = defaultdict(deque)
+        self.scripted: dict[str, Callable[[Any], Any]] = {}
+        self.calls: list[tuple[str, Any]] = []
+        self.events: list[tuple[str, Any]] = []
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.servicer = CoordinatorServicer(self.coordinator, DirectorySnapshot)
+        self.runtime = ServiceRuntime("group-coordinator-test", "127.0.0.1:0", max_workers=4)
+        self.runtime.add_servicer(coordinator_pb2_grpc.add_CoordinatorServiceServicer_to_server, _Injecting(self))
+        self.port = self.runtime.start()
+
+    def node(self) -> common_pb2.Node:
+        return common_pb2.Node(node_id=self.node_id, host="127.0.0.1", port=self.port)
+
+    def stop(self) -> None:
+        self.runtime.shutdown(grace_s=0.1)
+        self.coordinator.shutdown()
+        self.scheduler.shutdown(timeout_s=5.0)
 
     # ------------------------------------------------------------------ scripting and inspection
 
@@ -98,185 +117,97 @@ class FakeGroupCoordinator:
         with self.lock:
             return [request for name, request in self.calls if name == method]
 
-    def start_rebalance(self) -> None:
-        """As when a member's metadata changes: every member must rejoin."""
-        with self.lock:
-            self.phase, self.joined = PREPARING, set()
-            self.lock.notify_all()
+    def answer(self, method: str, request: Any) -> Any:
+        """The coordinator's own answer to `request` (for a scripted handler, on a worker thread)."""
+        real = getattr(self.servicer, method)
+        if inspect.iscoroutinefunction(real):
+            return asyncio.run_coroutine_threadsafe(real(request, None), self.loop).result(WAIT_S)
+        return real(request, None)
 
-    def handle(self, method: str, request: Any) -> Any:
+    def intercept(self, method: str, request: Any) -> tuple[Callable[[Any], Any] | None, int]:
+        """Records the call; the handler or error code that answers it instead of the coordinator."""
         with self.lock:
             self.calls.append((method, request))
             self.events.append((method, getattr(request, "member_id", None)))
             queued = self.errors.get(method)
             code = queued.popleft() if queued else 0
-        if method in self.scripted:
-            return self.scripted[method](request)
-        if code:
-            return getattr(pb, f"{method}Response")(error_code=code)
-        return getattr(self, method)(request)
+        return self.scripted.get(method), code
 
-    # ------------------------------------------------------------------ membership
+    # ------------------------------------------------------------------ the coordinator's side
 
-    def JoinGroup(self, request: pb.JoinGroupRequest) -> pb.JoinGroupResponse:  # noqa: N802
-        instance = request.group_instance_id if request.HasField("group_instance_id") else None
-        with self.lock:
-            member_id = request.member_id
-            if not member_id:
-                member_id = f"{request.client_id or 'consumer'}-{next(self._ids)}"
-                if instance is None:
-                    self.pending.add(member_id)
-                    return pb.JoinGroupResponse(error_code=MEMBER_ID_REQUIRED, member_id=member_id)
-                fenced = self.static.get(instance)
-                if fenced is not None:
-                    self.members.pop(fenced, None)
-                    self.joined.discard(fenced)
-            elif member_id not in self.members and member_id not in self.pending:
-                return pb.JoinGroupResponse(error_code=UNKNOWN_MEMBER_ID)
-            self.pending.discard(member_id)
-            if instance is not None:
-                self.static[instance] = member_id
-            self.members[member_id] = Member(member_id, instance, [(p.name, p.metadata) for p in request.protocols])
-            if self.phase != PREPARING:
-                self.phase, self.joined = PREPARING, set()
-            self.joined.add(member_id)
-            self.lock.notify_all()
-            return self._await_join(member_id)
+    def state(self) -> str:
+        return self.coordinator.handle_describe_group(self.group_id).state
 
-    def _await_join(self, member_id: str) -> pb.JoinGroupResponse:
-        before = self.generation
-        deadline = time.monotonic() + self.join_timeout_s
-        while self.generation == before:
-            remaining = deadline - time.monotonic()
-            if self.joined >= set(self.members) or remaining <= 0:
-                for missing in set(self.members) - self.joined:
-                    del self.members[missing]
-                self._complete_join()
-                break
-            self.lock.wait(remaining)
-        if member_id not in self.members:
-            return pb.JoinGroupResponse(error_code=UNKNOWN_MEMBER_ID)
-        response = pb.JoinGroupResponse(generation_id=self.generation, protocol_type="consumer",
-                                        protocol_name=self.protocol, leader=self.leader, member_id=member_id)
-        if member_id == self.leader:
-            for member in self.members.values():
-                metadata = dict(member.protocols)[self.protocol]
-                response.members.add(member_id=member.member_id, group_instance_id=member.instance_id,
-                                     metadata=metadata)
-        return response
+    def committed(self, tp: TopicPartition) -> int:
+        _error, fetched = self.coordinator.handle_fetch_offsets(self.group_id, [tp])
+        return fetched[tp].offset
 
-    def _complete_join(self) -> None:
-        self.generation += 1
-        if self.leader not in self.members:
-            self.leader = sorted(self.members)[0]
-        names = [name for name, _ in self.members[self.leader].protocols]
-        self.protocol = next(n for n in names if all(n in dict(m.protocols) for m in self.members.values()))
-        self.phase, self.assignments = COMPLETING, {}
-        self.events.append(("rebalanced", self.generation))
-        self.lock.notify_all()
+    def seed_offset(self, tp: TopicPartition, offset: int) -> None:
+        """Commits `offset` as a client outside the membership would (generation -1)."""
+        answers: list = []
+        self.coordinator.handle_commit_offsets(self.group_id, "", None, -1, {tp: OM(offset)}, answers.append)
+        assert answers == [{tp: 0}]
 
-    def SyncGroup(self, request: pb.SyncGroupRequest) -> pb.SyncGroupResponse:  # noqa: N802
-        with self.lock:
-            error = self._check_member(request.member_id, request.generation_id)
-            if error:
-                return pb.SyncGroupResponse(error_code=error)
-            if request.member_id == self.leader and self.phase == COMPLETING:
-                self.assignments = {a.member_id: a.assignment for a in request.assignments}
-                self.phase = STABLE
-                self.lock.notify_all()
-            generation = self.generation
-            self.lock.wait_for(lambda: self.phase != COMPLETING or self.generation != generation, self.join_timeout_s)
-            if self.phase != STABLE or self.generation != generation:
-                return pb.SyncGroupResponse(error_code=REBALANCE_IN_PROGRESS)
-            return pb.SyncGroupResponse(protocol_type="consumer", protocol_name=self.protocol,
-                                        assignment=self.assignments.get(request.member_id, b""))
+    def start_rebalance(self) -> None:
+        """As when a member's metadata changes: every member must rejoin."""
 
-    def _check_member(self, member_id: str, generation_id: int) -> int:
-        if member_id not in self.members:
-            return UNKNOWN_MEMBER_ID
-        if self.phase == PREPARING:
-            return REBALANCE_IN_PROGRESS
-        if generation_id != self.generation:
-            return ILLEGAL_GENERATION
-        return 0
+        def command(core: GroupCoordinatorCore) -> Outcome:
+            fx = Outcome()
+            _error, group = core.manager.get_group(self.group_id)
+            core._rebalancer.maybe_prepare_rebalance(group, fx)
+            return fx
 
-    def Heartbeat(self, request: pb.HeartbeatRequest) -> pb.HeartbeatResponse:  # noqa: N802
-        with self.lock:
-            if request.HasField("group_instance_id") and self.static.get(request.group_instance_id) != \
-                    request.member_id:
-                return pb.HeartbeatResponse(error_code=FENCED_INSTANCE_ID)
-            return pb.HeartbeatResponse(error_code=self._check_member(request.member_id, request.generation_id))
+        self.coordinator.run(command)
 
-    def LeaveGroup(self, request: pb.LeaveGroupRequest) -> pb.LeaveGroupResponse:  # noqa: N802
-        with self.lock:
-            for identity in request.members:
-                self.members.pop(identity.member_id, None)
-            self.phase, self.joined = (PREPARING if self.members else EMPTY), set()
-            self.lock.notify_all()
-            return pb.LeaveGroupResponse()
+    def expire_session(self, member_id: str) -> None:
+        """The member's session timeout passes (its heartbeat timer fires now)."""
 
-    # ------------------------------------------------------------------ offsets
+        def command(core: GroupCoordinatorCore) -> Outcome:
+            _error, group = core.manager.get_group(self.group_id)
+            return core.on_timer(group.get(member_id).heartbeat_timer)
 
-    def OffsetCommit(self, request: pb.OffsetCommitRequest) -> pb.OffsetCommitResponse:  # noqa: N802
-        with self.lock:
-            error = 0
-            if request.generation_id >= 0 or request.member_id:  # members commit until they rejoin
-                if request.member_id not in self.members:
-                    error = UNKNOWN_MEMBER_ID
-                elif request.generation_id != self.generation:
-                    error = ILLEGAL_GENERATION
-                elif self.phase == COMPLETING:
-                    error = REBALANCE_IN_PROGRESS
-            response = pb.OffsetCommitResponse()
-            for topic in request.topics:
-                out = response.topics.add(name=topic.name)
-                for p in topic.partitions:
-                    if not error:
-                        self.offsets[TopicPartition(topic.name, p.partition_index)] = (
-                            p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
-                    out.partitions.add(partition_index=p.partition_index, error_code=error)
-            return response
+        self.coordinator.run(command)
 
-    def OffsetFetch(self, request: pb.OffsetFetchRequest) -> pb.OffsetFetchResponse:  # noqa: N802
-        with self.lock:
-            response = pb.OffsetFetchResponse()
-            for topic in request.topics:
-                out = response.topics.add(name=topic.name)
-                for index in topic.partition_indexes:
-                    offset, epoch, metadata = self.offsets.get(TopicPartition(topic.name, index), (-1, -1, ""))
-                    out.partitions.add(partition_index=index, committed_offset=offset, committed_leader_epoch=epoch,
-                                       metadata=metadata)
-            return response
+    def add_member(self, client_id: str = "ghost", rebalance_timeout_ms: int = 60000) -> str:
+        """A member that joins and syncs without a client (it then never heartbeats or rejoins)."""
+        answers: list = []
+        join = (self.group_id, "", None, client_id, "/127.0.0.1", rebalance_timeout_ms, 30000, "consumer",
+                [("range", encode_subscription(Subscription(["t"])))])
+        self.coordinator.handle_join_group(*join, answers.append)
+        member_id = answers[0].member_id
+        self.coordinator.handle_join_group(join[0], member_id, *join[2:], answers.append)
+        wait_until(lambda: len(answers) == 2, WAIT_S, 0.001, message="the member's JoinGroup answer")
+        generation = answers[1].generation_id
+        self.coordinator.handle_sync_group(self.group_id, generation, member_id, None, None, None, {}, answers.append)
+        wait_until(lambda: len(answers) == 3, WAIT_S, 0.001, message="the member's SyncGroup answer")
+        return member_id
 
-    def assigned(self, member_id: str) -> list[TopicPartition]:
-        with self.lock:
-            return decode_assignment(self.assignments[member_id]).partitions
+    def leave(self, member_id: str) -> None:
+        self.coordinator.handle_leave_group(self.group_id, [(member_id, None)])
 
 
-class _Servicer:
-    def __init__(self, fake: FakeGroupCoordinator):
-        self._fake = fake
+class _Injecting:
+    """The servicer registered with gRPC: each call goes to the coordinator's real servicer unless
+    `fail` or `script` says otherwise."""
 
-    def __getattr__(self, method: str) -> Callable[[Any, grpc.ServicerContext], Any]:
-        return lambda request, _context: self._fake.handle(method, request)
+    def __init__(self, server: GroupCoordinatorServer) -> None:
+        self._server = server
 
+    def __getattr__(self, method: str) -> Callable[[Any, Any], Any]:
+        real = getattr(self._server.servicer, method)
 
-class CoordinatorServer:
-    """An in-process gRPC server serving a FakeGroupCoordinator's CoordinatorService."""
+        async def handle(request: Any, context: Any) -> Any:
+            handler, code = self._server.intercept(method, request)
+            loop = self._server.loop = asyncio.get_running_loop()
+            if handler is not None:
+                return await loop.run_in_executor(None, handler, request)
+            if code:
+                return getattr(pb, f"{method}Response")(error_code=code)
+            if inspect.iscoroutinefunction(real):
+                return await real(request, context)
+            return await loop.run_in_executor(None, real, request, context)
 
-    def __init__(self, fake: FakeGroupCoordinator, node_id: int = 100):
-        self.fake = fake
-        self.node_id = node_id
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
-        coordinator_pb2_grpc.add_CoordinatorServiceServicer_to_server(_Servicer(fake), self.server)
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
-        self.server.start()
-
-    def node(self) -> common_pb2.Node:
-        return common_pb2.Node(node_id=self.node_id, host="127.0.0.1", port=self.port)
-
-    def stop(self) -> None:
-        self.server.stop(None)
+        return handle
 
 
 class FakeLogs:
@@ -324,16 +255,15 @@ class FakeLogs:
 
 
 class GroupCluster:
-    """A fake broker and a fake coordinator; `topics` maps topic name to partition count."""
+    """A fake broker and the real group coordinator; `topics` maps topic name to partition count."""
 
     def __init__(self, broker: FakeNode, topics: dict[str, int], internal: tuple[str, ...] = ()):
         self.broker = broker
-        self.fake = FakeGroupCoordinator()
-        self.coordinator = CoordinatorServer(self.fake)
+        self.groups = GroupCoordinatorServer()
         self.logs = FakeLogs()
         self.set_topics(topics, internal)
         broker.on("FindCoordinator", lambda _r, _c: common_pb2.FindCoordinatorResponse(
-            coordinator=self.coordinator.node()))
+            coordinator=self.groups.node()))
         broker.on("Fetch", self.logs.fetch)
         broker.on("ListOffsets", self.logs.list_offsets)
         broker.on("OffsetForLeaderEpoch", self.logs.offset_for_leader_epoch)
@@ -350,7 +280,7 @@ class GroupCluster:
 
 def group_clusters(fake_nodes) -> Iterator[Callable[..., GroupCluster]]:
     """The body of the test modules' `group_cluster` fixture: `group_cluster({"t": 3})` makes a fake
-    broker with these topics and a fake group coordinator, stopped after the test."""
+    broker with these topics and a group coordinator, stopped after the test."""
     made: list[GroupCluster] = []
 
     def make(topics: dict[str, int] | None = None, internal: tuple[str, ...] = ()) -> GroupCluster:
@@ -361,7 +291,7 @@ def group_clusters(fake_nodes) -> Iterator[Callable[..., GroupCluster]]:
 
     yield make
     for cluster in made:
-        cluster.coordinator.stop()
+        cluster.groups.stop()
 
 
 FAST = {"retry_backoff_ms": 10, "reconnect_backoff_ms": 10, "request_timeout_ms": 5000, "fetch_max_wait_ms": 10,
@@ -369,7 +299,7 @@ FAST = {"retry_backoff_ms": 10, "reconnect_backoff_ms": 10, "request_timeout_ms"
 
 
 class RecordingListener(ConsumerRebalanceListener):
-    """Appends ("revoked" | "assigned" | "lost", partitions) to `events` (shared with a fake)."""
+    """Appends ("revoked" | "assigned" | "lost", partitions) to `events` (shared with the coordinator's)."""
 
     def __init__(self, events: list | None = None, fail_on: str | None = None):
         self.events = [] if events is None else events
@@ -400,7 +330,7 @@ class GroupHarness:
         self.pool = ChannelPool.from_config(self.config, clock)
         self.metadata = Metadata.from_config(self.config, clock=clock)
         self.subscriptions = SubscriptionState(OffsetResetStrategy.EARLIEST)
-        self.requests = AsyncRequests(GroupRouting(self.pool), clock)
+        self.requests = AsyncRequests(self.pool, clock)
         self.coordinator = ConsumerCoordinator(
             self.config, self.subscriptions, self.metadata, self.pool, self.requests, clock,
             assignors_from_config(self.config.partition_assignment_strategy), start_heartbeat_thread=False)

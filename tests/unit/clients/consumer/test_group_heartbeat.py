@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from services.clients.cluster import TopicPartition
 from services.clients.consumer import FencedInstanceIdError
 from services.clients.consumer.heartbeat import NO_GENERATION, Heartbeat, MemberState
-from services.common.errors import code_of
+from services.common.errors import Errors
 from services.common.proc import wait_until
+from services.common.topic_partition import TopicPartition
 from tests.unit.clients.consumer.test_group_fakes import (
-    FENCED_INSTANCE_ID,
     GroupHarness,
     RecordingListener,
     group_clusters,
@@ -60,11 +59,12 @@ def test_heartbeats_carry_the_generation_and_keep_the_session(group_cluster, clo
     try:
         assert harness.coordinator.heartbeat_thread.enabled
         harness.heartbeat_round()
-        assert cluster.fake.requests("Heartbeat") == []  # not due before heartbeat.interval.ms
+        assert cluster.groups.requests("Heartbeat") == []  # not due before heartbeat.interval.ms
         clock.advance(3000)
         harness.heartbeat_round()
-        (sent,) = cluster.fake.requests("Heartbeat")
-        assert (sent.group_id, sent.generation_id, sent.member_id, sent.group_instance_id) == ("g", 1, "c-1", "i-1")
+        (sent,) = cluster.groups.requests("Heartbeat")
+        member_id = harness.coordinator.group_metadata().member_id
+        assert (sent.group_id, sent.generation_id, sent.member_id, sent.group_instance_id) == ("g", 1, member_id, "i-1")
         clock.advance(9000)  # 12 s after joining, but 9 s after the answered heartbeat
         assert not harness.membership.heartbeat.session_timeout_expired(clock.monotonic_ms())
     finally:
@@ -75,8 +75,8 @@ def test_an_unknown_member_loses_its_partitions_and_joins_again_as_a_new_member(
     cluster = group_cluster({"t": 1})
     harness, listener = joined(cluster, clock)
     try:
-        with cluster.fake.lock:
-            cluster.fake.members.clear()  # the coordinator expired the member
+        first_id = harness.coordinator.group_metadata().member_id
+        cluster.groups.expire_session(first_id)
         clock.advance(3000)
         harness.heartbeat_round()
         assert harness.membership.snapshot() == (NO_GENERATION, MemberState.UNJOINED)
@@ -84,7 +84,8 @@ def test_an_unknown_member_loses_its_partitions_and_joins_again_as_a_new_member(
         assert not harness.coordinator.heartbeat_thread.run_once() and not harness.coordinator.heartbeat_thread.enabled
         harness.join()
         assert listener.events == [("assigned", ["t-0"]), ("lost", ["t-0"]), ("assigned", ["t-0"])]
-        assert [j.member_id for j in cluster.fake.requests("JoinGroup")][2:] == ["", "c-2"]
+        again = [j.member_id for j in cluster.groups.requests("JoinGroup")][2:]
+        assert again[0] == "" and again[1].startswith("c-") and again[1] != first_id
     finally:
         harness.close()
 
@@ -93,11 +94,12 @@ def test_an_illegal_generation_resets_the_generation_too(group_cluster, clock):
     cluster = group_cluster({"t": 1})
     harness, listener = joined(cluster, clock)
     try:
-        cluster.fake.fail("Heartbeat", code_of("ILLEGAL_GENERATION"))
+        old_id = harness.coordinator.group_metadata().member_id
+        cluster.groups.fail("Heartbeat", Errors.ILLEGAL_GENERATION)
         clock.advance(3000)
         harness.heartbeat_round()
         assert harness.membership.snapshot() == (NO_GENERATION, MemberState.UNJOINED)
-        cluster.fake.join_timeout_s = 0.05  # the old member id is not coming back
+        cluster.groups.expire_session(old_id)  # the old member id is not coming back
         harness.join()
         assert listener.events[1] == ("lost", ["t-0"])
     finally:
@@ -108,7 +110,7 @@ def test_a_fenced_static_member_raises_from_the_next_poll(group_cluster, clock):
     cluster = group_cluster({"t": 1})
     harness, _listener = joined(cluster, clock, group_instance_id="i-1")
     try:
-        cluster.fake.fail("Heartbeat", FENCED_INSTANCE_ID)
+        cluster.groups.fail("Heartbeat", Errors.FENCED_INSTANCE_ID)
         clock.advance(3000)
         harness.heartbeat_round()
         assert harness.membership.snapshot()[0] == NO_GENERATION
@@ -124,7 +126,7 @@ def test_coordinator_errors_make_the_heartbeat_thread_find_the_coordinator_again
     harness, _listener = joined(cluster, clock)
     try:
         lookups = len(cluster.broker.requests("FindCoordinator"))
-        cluster.fake.fail("Heartbeat", code_of(error))
+        cluster.groups.fail("Heartbeat", Errors[error])
         clock.advance(3000)
         harness.heartbeat_round()
         assert harness.coordinator.coordinator_unknown()
@@ -134,7 +136,7 @@ def test_coordinator_errors_make_the_heartbeat_thread_find_the_coordinator_again
         assert len(cluster.broker.requests("FindCoordinator")) == lookups + 1
         clock.advance(10)
         harness.heartbeat_round()  # after retry.backoff.ms, heartbeats go out again
-        assert len(cluster.fake.requests("Heartbeat")) == 2
+        assert len(cluster.groups.requests("Heartbeat")) == 2
     finally:
         harness.close()
 
@@ -158,8 +160,8 @@ def test_a_dynamic_member_that_stops_polling_leaves_the_group_and_rejoins_at_the
         harness.heartbeat_round()
         clock.advance(2000)  # 5 s without a poll
         harness.heartbeat_round()
-        (leave,) = wait_until(lambda: cluster.fake.requests("LeaveGroup"), 5, 0.001)
-        assert [m.member_id for m in leave.members] == ["c-1"]
+        (leave,) = wait_until(lambda: cluster.groups.requests("LeaveGroup"), 5, 0.001)
+        assert [m.member_id for m in leave.members] == [cluster.groups.requests("JoinGroup")[1].member_id]
         assert harness.membership.snapshot() == (NO_GENERATION, MemberState.UNJOINED)
         harness.join()
         assert listener.events == [("assigned", ["t-0"]), ("lost", ["t-0"]), ("assigned", ["t-0"])]
@@ -176,9 +178,9 @@ def test_a_static_member_that_stops_polling_sends_no_leave_group(group_cluster, 
         clock.advance(2000)
         harness.heartbeat_round()
         assert harness.membership.state is MemberState.UNJOINED
-        assert cluster.fake.requests("LeaveGroup") == []
+        assert cluster.groups.requests("LeaveGroup") == []
         harness.join()  # rejoins under the same group.instance.id
-        assert cluster.fake.requests("JoinGroup")[-1].group_instance_id == "i-1"
+        assert cluster.groups.requests("JoinGroup")[-1].group_instance_id == "i-1"
     finally:
         harness.close()
 
@@ -191,7 +193,7 @@ def test_polling_keeps_the_member_in_the_group(group_cluster, clock):
             clock.advance(3000)
             harness.join()  # a poll: resets the poll timer
             harness.heartbeat_round()
-        assert cluster.fake.requests("LeaveGroup") == []
+        assert cluster.groups.requests("LeaveGroup") == []
         assert harness.membership.state is MemberState.STABLE
     finally:
         harness.close()

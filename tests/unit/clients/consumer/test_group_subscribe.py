@@ -9,14 +9,14 @@ import re
 
 import pytest
 
-from services.clients.cluster import TopicPartition
 from services.clients.consumer import Consumer, ConsumerConfig, IllegalStateError, InvalidGroupIdError
 from services.clients.consumer.config import load_consumer_config
 from services.clients.consumer.protocol import Assignment, decode_subscription, encode_assignment
-from services.clients.retry import Deadline
+from services.clients.transport import Deadline
 from services.common.config import ConfigError
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
 from services.common.proc import wait_until
+from services.common.topic_partition import TopicPartition
 from tests.unit.clients.consumer.test_group_fakes import (
     FAST,
     GroupHarness,
@@ -101,7 +101,7 @@ def test_a_pattern_matches_metadata_topics_and_a_new_match_triggers_a_rejoin(gro
         harness.coordinator.subscribe(None, re.compile("t.*|__.*"), None)
         harness.join()
         assert harness.subscriptions.subscription() == {"t1", "t2"}  # internal topics excluded
-        assert decode_subscription(cluster.fake.requests("JoinGroup")[-1].protocols[0].metadata).topics == [
+        assert decode_subscription(cluster.groups.requests("JoinGroup")[-1].protocols[0].metadata).topics == [
             "t1", "t2"]
         assert harness.subscriptions.assigned_partitions() == {
             TopicPartition("t1", 0), TopicPartition("t2", 0), TopicPartition("t2", 1)}
@@ -110,7 +110,7 @@ def test_a_pattern_matches_metadata_topics_and_a_new_match_triggers_a_rejoin(gro
         harness.metadata.refresh(harness.pool)
         assert harness.coordinator.poll(harness_deadline(harness), wait_for_join=True)
         assert harness.subscriptions.subscription() == {"t1", "t2", "t3"}
-        assert decode_subscription(cluster.fake.requests("JoinGroup")[-1].protocols[0].metadata).topics == [
+        assert decode_subscription(cluster.groups.requests("JoinGroup")[-1].protocols[0].metadata).topics == [
             "t1", "t2", "t3"]
         assert TopicPartition("t3", 0) in harness.subscriptions.assigned_partitions()
     finally:
@@ -154,9 +154,9 @@ def test_records_of_revoked_partitions_are_never_returned(group_cluster):
         wait_until(lambda: values.extend(r.value for r in consumer.poll(20)) or values, 10, 0)
         assert values == [b"a", b"b"]  # "c" came in the same answer and waits in the consumer
         nothing = encode_assignment(Assignment([]))
-        cluster.fake.script("SyncGroup", lambda _request: pb.SyncGroupResponse(protocol_name="range",
+        cluster.groups.script("SyncGroup", lambda _request: pb.SyncGroupResponse(protocol_name="range",
                                                                               assignment=nothing))
-        cluster.fake.start_rebalance()
+        cluster.groups.start_rebalance()
         wait_until(consumer._coordinator.rejoin_needed_or_pending, 10, 0.005,
                    message="the heartbeat thread to hear of the rebalance")
         returned = list(consumer.poll(20))
@@ -183,7 +183,7 @@ def test_changing_the_subscription_rejoins_with_the_new_topics(group_cluster):
         harness.subscribe("t", "u")
         assert harness.coordinator.rejoin_needed_or_pending()
         harness.join()
-        assert decode_subscription(cluster.fake.requests("JoinGroup")[-1].protocols[0].metadata).topics == ["t", "u"]
+        assert decode_subscription(cluster.groups.requests("JoinGroup")[-1].protocols[0].metadata).topics == ["t", "u"]
         assert harness.subscriptions.assigned_partitions() == {T0, TopicPartition("u", 0)}
     finally:
         harness.close()

@@ -1,22 +1,18 @@
-"""The consumer's record path without servers: batches decoded into records (cross-checked with the
-shared codec), what a CompletedFetch skips (records before the fetch offset, control batches, a
+"""The consumer's record path without servers: batches decoded into ConsumerRecords (cross-checked with
+the shared codec's rows), what a CompletedFetch skips (records before the fetch offset, control batches, a
 truncated last batch), CRC checks, deserializers, and ConsumerRecords."""
 
 from __future__ import annotations
-
-import struct
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.clients.cluster import TopicPartition
 from services.clients.consumer import (
     ConsumerRecord,
     ConsumerRecords,
     RecordDeserializationError,
     TimestampType,
-    decoding,
 )
 from services.clients.consumer.completed_fetch import CompletedFetch
 from services.clients.consumer.decoding import decode_batch
@@ -27,10 +23,12 @@ from services.common.records import (
     build_batch,
     build_control_batch,
     iter_records,
+    reader,
     set_partition_leader_epoch,
     validate_batch,
 )
 from services.common.records.batch import set_log_append_time
+from services.common.topic_partition import TopicPartition
 
 TP = TopicPartition("t", 3)
 nullable_bytes = st.one_of(st.none(), st.binary(max_size=20000))
@@ -39,10 +37,10 @@ headers = st.lists(st.tuples(st.text(max_size=8), st.one_of(st.none(), st.binary
 
 @pytest.fixture(autouse=True, params=["compiled-reader", "python-reader"])
 def record_reader(request, monkeypatch):
-    """Every test runs with aiokafka's compiled record reader and with the Python loop alone."""
+    """Every test runs with aiokafka's compiled record reader and with the reader's Python loop alone."""
     if request.param == "python-reader":
-        monkeypatch.setattr(decoding, "_CompiledBatch", None)
-    elif decoding._CompiledBatch is None:
+        monkeypatch.setattr(reader, "_CompiledBatch", None)
+    elif reader._CompiledBatch is None:
         pytest.skip("aiokafka's compiled record reader is not installed")
     return request.param
 
@@ -99,46 +97,6 @@ def test_log_append_time_epoch_and_types():
     assert records[0].timestamp_type is not TimestampType.LOG_APPEND_TIME  # a plain int, see records.py
     assert records[0].timestamp_type == TimestampType.LOG_APPEND_TIME
     assert records[0].topic_partition == TP
-
-
-def corrupt_records(batch: bytes, position: int, value: int) -> bytes:
-    """The batch with one byte of its records section replaced (the CRC is not checked here).
-    A record of these batches: length, attributes, timestamp delta, offset delta, key length (null),
-    value length, value, header count."""
-    data = bytearray(batch)
-    data[61 + position] = value
-    return bytes(data)
-
-
-@pytest.mark.parametrize("position, value", [
-    (0, 0x7F),   # the record length claims far more bytes than there are
-    (0, 0x02),   # the record length claims fewer bytes than the record has
-    (4, 0x0C),   # a key running into the value
-    (5, 0x07),   # a value length of -4
-    (5, 0x7E),   # a value running past its record
-])
-def test_malformed_records_raise_corrupt_record(position, value):
-    batch = build_batch([b"value-1", b"value-2"])
-    with pytest.raises(CorruptRecordError):
-        header = validate_batch(batch, check_crc=False)
-        decode_batch(corrupt_records(batch, position, value), 0, header, "t", 0)
-
-
-def test_a_negative_key_length_is_a_null_key():
-    """Kafka's DefaultRecord reads any negative key size as null."""
-    batch = build_batch([b"value-1", b"value-2"])
-    header = validate_batch(batch, check_crc=False)
-    block = decode_batch(corrupt_records(batch, 4, 0x05), 0, header, "t", 0)
-    assert [(r.key, r.value) for r in block] == [(None, b"value-1"), (None, b"value-2")]
-
-
-def test_extra_bytes_after_the_last_record_raise_corrupt_record():
-    batch = bytearray(build_batch([b"a"]))
-    batch += b"\x00\x00"
-    struct.pack_into(">i", batch, 8, len(batch) - 12)
-    header = validate_batch(bytes(batch), check_crc=False)
-    with pytest.raises(CorruptRecordError, match="follow the last"):
-        decode_batch(bytes(batch), 0, header, "t", 0)
 
 
 # --------------------------------------------------------------------------------------------- CompletedFetch
@@ -210,6 +168,27 @@ def test_crc_errors_are_raised_only_when_checked_and_records_before_them_are_kep
     assert fetch.next_fetch_offset == 2 and fetch.failed
     unchecked = completed(good + bytes(bad), check_crcs=False)
     assert values_of(records_of(unchecked.fetch_records(10))) == [b"a", b"b", bytes([ord("c") ^ 0xFF])]
+
+
+def test_a_corrupt_batch_ending_before_the_fetch_offset_is_skipped_and_one_after_it_is_located():
+    bad = bytearray(batch_at(0, [b"a", b"b"]))
+    bad[-2] ^= 0xFF
+    good = batch_at(2, [b"c"])
+    assert values_of(records_of(completed(bytes(bad) + good, fetch_offset=2).fetch_records(10))) == [b"c"]
+    fetch = completed(bytes(bad) + good, fetch_offset=1)
+    with pytest.raises(CorruptRecordError, match="partition t-3 at offset 1 is invalid, cause: CRC") as failure:
+        fetch.fetch_records(10)
+    assert (failure.value.tp, failure.value.offset, failure.value.next_offset) == (TP, 1, 2)
+
+
+def test_a_batch_length_that_cannot_hold_a_header_is_corrupt_at_the_offset_reached():
+    short = bytearray(batch_at(0, [b"b"]))  # its header even claims offset 0, before the fetch offset
+    short[8:12] = (-12).to_bytes(4, "big", signed=True)  # a length that makes it a batch of 0 bytes
+    fetch = completed(batch_at(0, [b"a"]) + bytes(short))
+    assert values_of(records_of(fetch.fetch_records(10))) == [b"a"]
+    with pytest.raises(CorruptRecordError, match="at offset 1 is invalid") as failure:
+        fetch.fetch_records(10)
+    assert (failure.value.offset, failure.value.next_offset) == (1, 2)
 
 
 def test_deserializers_and_a_failing_one():

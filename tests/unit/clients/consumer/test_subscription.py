@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from services.clients.cluster import TopicPartition
 from services.clients.consumer import IllegalStateError, NoOffsetForPartitionError
 from services.clients.consumer.subscription import (
     FetchPosition,
@@ -16,6 +15,7 @@ from services.clients.consumer.subscription import (
     SubscriptionState,
     SubscriptionType,
 )
+from services.common.topic_partition import TopicPartition
 
 A, B, C = (TopicPartition("t", i) for i in range(3))
 LEADER_1 = LeaderAndEpoch(1, 4)

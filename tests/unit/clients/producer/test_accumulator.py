@@ -10,20 +10,22 @@ import time
 
 import pytest
 
-from services.clients.cluster import Node, TopicPartition
+from services.clients.cluster import Node
 from services.clients.producer.accumulator import RecordAccumulator
-from services.clients.producer.batch import BATCH_HEADER_BYTES, RECORD_OVERHEAD_BYTES, WireBatch
+from services.clients.producer.batch import RECORD_OVERHEAD_BYTES, WireBatch
 from services.clients.producer.buffer_pool import BufferPool
 from services.clients.producer.errors import BufferExhaustedError, ProducerClosedError
 from services.clients.producer.partitioner import StickyPartitionCache, TopicInfo
 from services.common.clock import ManualClock
 from services.common.records import iter_batches
+from services.common.records.batch import HEADER_SIZE
+from services.common.topic_partition import TopicPartition
 
 BATCH_SIZE = 1000
 LEADER = Node(1, "127.0.0.1", 9092)
 RECORD = b"x" * 90  # 100 bytes with the record overhead
 RECORD_SIZE = len(RECORD) + RECORD_OVERHEAD_BYTES
-PER_BATCH = (BATCH_SIZE - BATCH_HEADER_BYTES) // RECORD_SIZE
+PER_BATCH = (BATCH_SIZE - HEADER_SIZE) // RECORD_SIZE
 
 
 def make(clock: ManualClock, *, memory: int = 1 << 20, linger_ms: int = 0, sticky=None, idempotent: bool = False,
@@ -65,7 +67,7 @@ def test_a_record_larger_than_batch_size_gets_its_own_batch(clock):
     after = append(acc, 0)
     queue = acc.queue_of(TopicPartition("t", 0))
     assert [len(b.values) for b in queue.batches] == [1, 1, 1]
-    assert big._batch.memory == 3000 + RECORD_OVERHEAD_BYTES + BATCH_HEADER_BYTES
+    assert big._batch.memory == 3000 + RECORD_OVERHEAD_BYTES + HEADER_SIZE
     assert after._batch.memory == BATCH_SIZE
     assert acc.pool.available_bytes == (1 << 20) - 2 * BATCH_SIZE - big._batch.memory
 

@@ -12,18 +12,13 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from services.clients.producer import KafkaTimeoutError, Producer, RecordTooLargeError
-from services.common.errors import KafkaError, code_of
+from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.proc import wait_until
 from services.common.records import iter_records, parse_header
 from tests.unit.clients.support import FakeNode, metadata_response, partition
 
-NOT_LEADER = code_of("NOT_LEADER_OR_FOLLOWER")
-OUT_OF_ORDER = code_of("OUT_OF_ORDER_SEQUENCE_NUMBER")
-DUPLICATE = code_of("DUPLICATE_SEQUENCE_NUMBER")
-TOO_LARGE = code_of("MESSAGE_TOO_LARGE")
-INVALID_RECORD = code_of("INVALID_RECORD")
 FAST = {"retry_backoff_ms": 20, "request_timeout_ms": 2000, "max_block_ms": 2000}
 
 # A fault decides the fate of one partition's records before the fake log looks at them:
@@ -82,7 +77,7 @@ class FakeBroker:
                     return 0, cached
                 expected = self._next_sequence.get((pid, index))
                 if expected is not None and sequence != expected:
-                    return OUT_OF_ORDER, -1
+                    return Errors.OUT_OF_ORDER_SEQUENCE_NUMBER, -1
                 self._next_sequence[(pid, index)] = sequence + len(values)
                 self._cached[(pid, index, sequence)] = len(log)
             self.appends.append((pid, sequence, len(values)))
@@ -141,13 +136,13 @@ def test_records_are_acknowledged_with_offsets_and_sequences(broker, make_produc
 
 
 def test_a_retriable_error_resends_the_same_bytes(broker, make_producer):
-    broker.faults.append(once(NOT_LEADER))
+    broker.faults.append(once(Errors.NOT_LEADER_OR_FOLLOWER))
     producer = make_producer()
     metadata_calls = len(broker.node.requests("Metadata"))
     assert producer.send("t", b"only").get(5).offset == 0
     first, second = [r.topic_data[0].partition_data[0].records for r in broker.node.requests("Produce")]
     assert first == second  # same producer id, epoch, sequence and CRC
-    assert len(broker.node.requests("Metadata")) > metadata_calls  # NOT_LEADER asked for fresh metadata
+    assert len(broker.node.requests("Metadata")) > metadata_calls  # NOT_LEADER_OR_FOLLOWER asked for fresh metadata
     assert producer.metrics()["record-retry-total"] == 1
 
 
@@ -161,7 +156,7 @@ def test_overtaken_batches_are_resent_in_order(broker, make_producer):
         if sequence == 1 and not held.is_set():
             held.set()
             release.wait(5)
-            return NOT_LEADER
+            return Errors.NOT_LEADER_OR_FOLLOWER
         return None
 
     broker.faults.append(hold_second)
@@ -197,21 +192,21 @@ def test_a_partition_sends_one_batch_at_a_time_until_its_first_is_acknowledged(b
 def test_a_lost_sequence_renews_the_producer_id(broker, make_producer):
     producer = make_producer()
     assert producer.send("t", b"first").get(5).offset == 0
-    broker.faults.append(once(OUT_OF_ORDER))  # as if the broker forgot the producer
+    broker.faults.append(once(Errors.OUT_OF_ORDER_SEQUENCE_NUMBER))  # as if the broker forgot the producer
     assert producer.send("t", b"second").get(5).offset == 1
     assert broker.producer_ids_handed_out == 2 and producer.producer_id == 102
     assert broker.appends[-1][:2] == (102, 0)  # the new id starts again at sequence 0
 
 
 def test_duplicate_sequence_number_counts_as_success(broker, make_producer):
-    broker.faults.append(once(DUPLICATE))
+    broker.faults.append(once(Errors.DUPLICATE_SEQUENCE_NUMBER))
     producer = make_producer()
     metadata = producer.send("t", b"dup").get(5)
     assert metadata.offset == -1 and broker.logs[0] == []
 
 
 def test_a_refused_large_batch_is_split(broker, make_producer):
-    broker.faults.append(lambda pid, sequence, values: TOO_LARGE if len(values) > 3 else None)
+    broker.faults.append(lambda pid, sequence, values: Errors.MESSAGE_TOO_LARGE if len(values) > 3 else None)
     producer = make_producer(linger_ms=50)
     futures = [producer.send("t", b"r%02d" % i) for i in range(10)]
     single = producer.send("t", b"big-and-alone", partition=0)
@@ -222,7 +217,7 @@ def test_a_refused_large_batch_is_split(broker, make_producer):
 
 
 def test_a_failed_batch_gives_its_sequence_back(broker, make_producer):
-    broker.faults.append(once(INVALID_RECORD))
+    broker.faults.append(once(Errors.INVALID_RECORD))
     producer = make_producer()
     with pytest.raises(KafkaError) as error:
         producer.send("t", b"refused").get(5)
@@ -288,8 +283,8 @@ def test_batch_listeners_see_every_answered_batch_after_its_callbacks(broker, ma
 
 
 def test_batch_listeners_see_each_part_of_a_split_batch_and_failures(broker, make_producer):
-    broker.faults.append(lambda pid, sequence, values: TOO_LARGE if len(values) > 2 else None)
-    broker.faults.append(lambda pid, sequence, values: INVALID_RECORD if values == [b"bad"] else None)
+    broker.faults.append(lambda pid, sequence, values: Errors.MESSAGE_TOO_LARGE if len(values) > 2 else None)
+    broker.faults.append(lambda pid, sequence, values: Errors.INVALID_RECORD if values == [b"bad"] else None)
     producer = make_producer(linger_ms=50)
     results: list = []
     producer.add_batch_listener(results.append)

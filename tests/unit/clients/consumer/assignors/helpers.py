@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from services.clients.cluster import TopicPartition
 from services.clients.consumer.assignors import ConsumerPartitionAssignor
 from services.clients.consumer.protocol import Subscription
+from services.common.topic_partition import TopicPartition
 
 
 def tp(topic: str, partition: int) -> TopicPartition:

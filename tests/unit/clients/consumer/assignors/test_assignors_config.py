@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from services.clients.cluster import TopicPartition
 from services.clients.consumer.assignors import (
     ASSIGNORS_BY_NAME,
     ConsumerPartitionAssignor,
@@ -17,6 +16,7 @@ from services.clients.consumer.assignors import (
     common_rebalance_protocol,
 )
 from services.clients.consumer.protocol import Subscription
+from services.common.topic_partition import TopicPartition
 
 
 class EverythingToTheFirst(ConsumerPartitionAssignor):

@@ -7,11 +7,11 @@ from collections.abc import Mapping
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.clients.cluster import TopicPartition
 from services.clients.consumer.assignors import StickyAssignor
 from services.clients.consumer.assignors.abstract_sticky import MemberData
 from services.clients.consumer.assignors.sticky import decode_sticky_user_data, encode_sticky_user_data
 from services.clients.consumer.protocol import Assignment, Subscription
+from services.common.topic_partition import TopicPartition
 from tests.unit.clients.consumer.assignors.helpers import check_balanced, check_valid, parts, run, tp
 
 PROPERTY_SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,14 +1,17 @@
-"""Tests for services.clients.channels: lazily created channels, deadlines, load counting and the
-mapping of failed calls to KafkaErrors, against in-process fake servers."""
+"""Tests for services.clients.transport's channels: lazily created channels, deadlines, blocking and
+asynchronous calls, load counting, the mapping of failed calls to KafkaErrors and health checks,
+against in-process fake servers."""
 
 from __future__ import annotations
 
 import threading
+from concurrent import futures
 
 import grpc
 import pytest
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from services.clients.channels import BROKER, CONTROLLER, ERROR_DETAIL_KEY, ChannelPool
+from services.clients.transport import BROKER, CONTROLLER, ERROR_DETAIL_KEY, ChannelPool, check_health
 from services.common.clock import ManualClock
 from services.common.errors import KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2
@@ -28,6 +31,16 @@ def abort_with_detail(name: str, code: int, message: str):
     return handler
 
 
+def held_until(entered: threading.Event, release: threading.Event, response):
+    """A handler that sets `entered`, then answers `response` once `release` is set."""
+    def handler(_request, _context):
+        entered.set()
+        release.wait(WAIT_S)
+        return response
+
+    return handler
+
+
 def test_one_channel_per_target_created_lazily_and_closed(fake_nodes):
     (node,) = fake_nodes(1)
     node.on("Metadata", broker_pb2.MetadataResponse(cluster_id="c"))
@@ -37,7 +50,7 @@ def test_one_channel_per_target_created_lazily_and_closed(fake_nodes):
     assert pool.call(node.address, BROKER, "Metadata", broker_pb2.MetadataRequest()).cluster_id == "c"
     assert pool.call(node.address, CONTROLLER, "DescribeCluster", controller_pb2.DescribeClusterRequest())
     assert pool.channel(node.address) is pool.channel(node.address)
-    assert pool.broker(node.address) is pool.broker(node.address)
+    assert pool.stub(node.address, BROKER) is pool.stub(node.address, BROKER)
     assert pool.targets() == [node.address]
     pool.close()
     assert pool.targets() == []
@@ -75,13 +88,7 @@ def test_deadline_exceeded_is_request_timed_out(fake_nodes):
 def test_calls_in_flight_are_counted_per_target(fake_nodes):
     (node,) = fake_nodes(1)
     entered, release = threading.Event(), threading.Event()
-
-    def slow(_request, _context):
-        entered.set()
-        release.wait(WAIT_S)
-        return broker_pb2.MetadataResponse()
-
-    node.on("Metadata", slow)
+    node.on("Metadata", held_until(entered, release, broker_pb2.MetadataResponse()))
     with ChannelPool() as pool:
         caller = threading.Thread(target=pool.call,
                                   args=(node.address, BROKER, "Metadata", broker_pb2.MetadataRequest()))
@@ -168,3 +175,75 @@ def test_a_restarted_server_is_reached_again_within_the_reconnect_backoff_bound(
                 return False
 
         wait_until(answers_again, timeout_s=5.0, interval_s=0.02, message="the restarted server to answer")
+
+
+def test_send_answers_through_its_callback_and_counts_the_call_until_then(fake_nodes):
+    (node,) = fake_nodes(1)
+    entered, release = threading.Event(), threading.Event()
+    node.on("Metadata", held_until(entered, release, broker_pb2.MetadataResponse(cluster_id="c")))
+    answered = threading.Event()
+    with ChannelPool() as pool:
+        call = pool.send(node.address, BROKER, "Metadata", broker_pb2.MetadataRequest())
+        call.add_done_callback(lambda done: answered.set())
+        assert entered.wait(WAIT_S)
+        assert pool.in_flight(node.address) == 1 and not call.done()
+        _response, still_waiting = call.outcome(timeout_s=0.01)
+        assert still_waiting.error_name == "REQUEST_TIMED_OUT"
+        release.set()
+        assert answered.wait(WAIT_S)
+        assert call.result().cluster_id == "c"
+        assert call.outcome() == (call.result(), None)
+        wait_until(lambda: pool.in_flight(node.address) == 0, WAIT_S, 0.01, message="the call to be settled")
+
+
+def test_a_failed_send_is_mapped_and_backs_the_target_off():
+    clock = ManualClock()
+    with ChannelPool(request_timeout_ms=5000, reconnect_backoff_ms=50, clock=clock) as pool:
+        call = pool.send("127.0.0.1:1", BROKER, "Metadata", broker_pb2.MetadataRequest())
+        response, error = call.outcome()
+        assert response is None and error.error_name == "NETWORK_EXCEPTION"
+        assert "Metadata to 127.0.0.1:1" in str(error)
+        with pytest.raises(KafkaError):
+            call.result()
+        assert pool.is_backing_off("127.0.0.1:1")
+        assert pool.in_flight("127.0.0.1:1") == 0
+
+
+def test_a_cancelled_send_is_a_network_exception(fake_nodes):
+    (node,) = fake_nodes(1)
+    release = threading.Event()
+    node.on("Metadata", lambda _r, _c: release.wait(WAIT_S) and broker_pb2.MetadataResponse())
+    try:
+        with ChannelPool() as pool:
+            call = pool.send(node.address, BROKER, "Metadata", broker_pb2.MetadataRequest())
+            call.cancel()
+            _response, error = call.outcome()
+            assert error.error_name == "NETWORK_EXCEPTION" and "cancelled" in str(error)
+            assert pool.in_flight(node.address) == 0
+    finally:
+        release.set()
+
+
+def test_send_on_a_closed_pool_raises():
+    pool = ChannelPool()
+    pool.close()
+    with pytest.raises(RuntimeError):
+        pool.send("127.0.0.1:1", BROKER, "Metadata", broker_pb2.MetadataRequest())
+
+
+def test_check_health_is_true_only_for_a_serving_health_service(fake_nodes):
+    (node,) = fake_nodes(1)  # a server without a health service
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+        assert check_health(f"127.0.0.1:{port}")
+        servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+        assert not check_health(f"127.0.0.1:{port}")
+        assert not check_health(node.address)
+        assert not check_health("127.0.0.1:1", timeout_ms=200)
+    finally:
+        server.stop(None)

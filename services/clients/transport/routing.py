@@ -1,5 +1,8 @@
-"""Sending per-partition requests to partition leaders: group by leader, one call per broker,
-retry what failed because metadata was stale.
+"""Which node a request goes to: any node, or each partition's leader (one call per broker,
+retrying what failed because metadata was stale).
+
+`call_any_node(metadata, pool, method, request, deadline)` sends one BrokerService call to the
+least-loaded node (see `Metadata.least_loaded_nodes`), then the next, until one answers.
 
 `group_by_leader(cluster, partitions)` splits partitions into one list per leader node plus the
 ones that cannot be routed (unknown topic or partition, no leader). `send_to_leaders` runs the
@@ -12,13 +15,16 @@ the deadline passes, each partition keeps the last result it got, error code inc
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from services.clients.channels import BROKER, ChannelPool
-from services.clients.cluster import Cluster, Node, TopicPartition
-from services.clients.metadata import Metadata
-from services.clients.retry import Deadline
-from services.common.errors import NONE, KafkaError, error_for_code
+from services.clients.cluster import Cluster, Node
+from services.clients.transport.channels import BROKER, ChannelPool
+from services.clients.transport.retry import Deadline
+from services.common.errors import Errors, KafkaError, error_for_code
+from services.common.topic_partition import TopicPartition
+
+if TYPE_CHECKING:  # metadata refreshes through this package: no import at run time
+    from services.clients.metadata import Metadata
 
 # Builds the request for the partitions one leader gets.
 BuildRequest = Callable[[list[TopicPartition]], Any]
@@ -26,6 +32,31 @@ BuildRequest = Callable[[list[TopicPartition]], Any]
 ParseResponse = Callable[[Any], Mapping[TopicPartition, tuple[int, Any]]]
 # The result recorded for a partition whose call failed as a whole (or could not be routed).
 FailureResult = Callable[[TopicPartition, KafkaError], Any]
+
+
+def call_any_node(metadata: Metadata, pool: ChannelPool, method: str, request: Any, deadline: Deadline) -> Any:
+    """Sends one BrokerService call to the least-loaded node, then the next, until one answers.
+
+    Each try is bounded by `request.timeout.ms`, so a hung node does not use up the whole
+    deadline. A Metadata answer listing no brokers counts as a failure of that node. Raises the last
+    node's KafkaError when none answers before `deadline`.
+    """
+    last_error: KafkaError | None = None
+    for node in metadata.least_loaded_nodes(pool):
+        if deadline.expired:
+            break
+        try:
+            timeout_ms = max(1, min(pool.request_timeout_ms, deadline.remaining_ms()))
+            response = pool.call(node.address, BROKER, method, request, timeout_ms)
+        except KafkaError as e:
+            last_error = e
+            continue
+        if method == "Metadata" and not response.brokers:
+            last_error = KafkaError(f"{node.address} answered metadata without brokers",
+                                    error_name="LEADER_NOT_AVAILABLE")
+            continue
+        return response
+    raise last_error or KafkaError(f"no node answered {method} in time", error_name="REQUEST_TIMED_OUT")
 
 
 def group_by_leader(
@@ -45,8 +76,8 @@ def group_by_leader(
 
 def unroutable_error(cluster: Cluster, tp: TopicPartition) -> KafkaError:
     """Why `tp` has no leader to send to, as Kafka would name it."""
-    topic_error = cluster.topic_errors.get(tp.topic, NONE)
-    if topic_error != NONE:
+    topic_error = cluster.topic_errors.get(tp.topic, Errors.NONE)
+    if topic_error != Errors.NONE:
         return KafkaError.from_code(topic_error, f"metadata for topic {tp.topic}: "
                                                  f"{error_for_code(topic_error).description}")
     info = cluster.partition(tp.topic, tp.partition)
@@ -136,6 +167,6 @@ def _send_round(metadata, pool, pending, results, method, build_request, parse_r
                 continue
             code, result = parsed[tp]
             results[tp] = result
-            if code != NONE and retry_code(code):
+            if code != Errors.NONE and retry_code(code):
                 retry.append(tp)
     return retry

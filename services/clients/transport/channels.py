@@ -1,12 +1,16 @@
-"""The client side of the network: one gRPC channel per "host:port", bounded calls, error mapping.
+"""The clients' gRPC connections and calls: one channel per "host:port", bounded blocking and
+asynchronous calls, the mapping of failures to Kafka's errors. The only client module that
+imports grpc or a generated `*_pb2_grpc` stub module.
 
 `ChannelPool` creates a channel the first time a target is used and closes them all in `close()`.
 Channels carry the servers' message-size bounds and reconnect as Kafka's clients do: first after
 `reconnect.backoff.ms`, then backing off exponentially up to `reconnect.backoff.max.ms` (gRPC's
 own defaults would wait up to two minutes before noticing a restarted broker). Every call has a
-deadline (`request.timeout.ms` unless the caller gives another). The pool counts calls in flight
-per target (the "load" that picks the least-loaded node) and remembers when a target last failed
-to connect.
+deadline (`request.timeout.ms` unless the caller gives another). A call is `call` (blocking),
+`call_many` (several at once, waiting for all) or `send` (asynchronous: a `PendingCall` whose
+done-callbacks run on a gRPC thread). The pool counts calls in flight per target (the "load" that
+picks the least-loaded node) and remembers when a target last failed to connect, whichever way
+the call was made. `check_health` asks a service's gRPC health service whether it is serving.
 
 Failed calls become `KafkaError`s (see `error_from_rpc`): a Kafka error a server attached as
 `odradek-error-bin` trailing metadata is raised as itself; otherwise UNAVAILABLE and CANCELLED
@@ -21,10 +25,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from services.clients.client_config import CommonClientConfig
 from services.common.clock import SYSTEM_CLOCK, Clock
-from services.common.errors import ERRORS_BY_NAME, KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2_grpc
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.pb.odradek.controller.v1 import controller_pb2_grpc
@@ -43,12 +48,12 @@ _STUBS: dict[str, Callable[[grpc.Channel], Any]] = {
 }
 
 _STATUS_ERRORS = {
-    grpc.StatusCode.UNAVAILABLE: "NETWORK_EXCEPTION",
-    grpc.StatusCode.CANCELLED: "NETWORK_EXCEPTION",
-    grpc.StatusCode.DEADLINE_EXCEEDED: "REQUEST_TIMED_OUT",
-    grpc.StatusCode.UNIMPLEMENTED: "UNSUPPORTED_VERSION",
-    grpc.StatusCode.RESOURCE_EXHAUSTED: "MESSAGE_TOO_LARGE",
-    grpc.StatusCode.INVALID_ARGUMENT: "INVALID_REQUEST",
+    grpc.StatusCode.UNAVAILABLE: Errors.NETWORK_EXCEPTION,
+    grpc.StatusCode.CANCELLED: Errors.NETWORK_EXCEPTION,
+    grpc.StatusCode.DEADLINE_EXCEEDED: Errors.REQUEST_TIMED_OUT,
+    grpc.StatusCode.UNIMPLEMENTED: Errors.UNSUPPORTED_VERSION,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: Errors.MESSAGE_TOO_LARGE,
+    grpc.StatusCode.INVALID_ARGUMENT: Errors.INVALID_REQUEST,
 }
 
 
@@ -58,14 +63,14 @@ def error_from_rpc(error: grpc.RpcError, target: str = "", method: str = "") -> 
     where = f"{method} to {target}" if target else method or "call"
     if detail is not None:
         message = detail.error_message or f"{where} failed"
-        if detail.error_name in ERRORS_BY_NAME:
+        if detail.error_name in Errors.__members__:
             return KafkaError(message, error_name=detail.error_name)
         return KafkaError.from_code(detail.error_code, message)
     code = error.code() if callable(getattr(error, "code", None)) else None
     text = error.details() if callable(getattr(error, "details", None)) else str(error)
-    name = _STATUS_ERRORS.get(code, "UNKNOWN_SERVER_ERROR")
+    error_code = _STATUS_ERRORS.get(code, Errors.UNKNOWN_SERVER_ERROR)
     status = code.name if code is not None else "UNKNOWN"
-    return KafkaError(f"{where} failed: {status}: {text}", error_name=name)
+    return KafkaError(f"{where} failed: {status}: {text}", error_name=error_code.name)
 
 
 def _error_detail(error: grpc.RpcError) -> common_pb2.ErrorDetail | None:
@@ -77,6 +82,72 @@ def _error_detail(error: grpc.RpcError) -> common_pb2.ErrorDetail | None:
             except Exception:  # a malformed detail falls back to the status code
                 return None
     return None
+
+
+class PendingCall:
+    """An asynchronous call (`ChannelPool.send`): its answer, or the KafkaError it failed with."""
+
+    __slots__ = ("target", "method", "_future", "_outcome", "_on_settled", "_lock")
+
+    def __init__(self, target: str, method: str, future: grpc.Future,
+                 on_settled: Callable[[KafkaError | None], None]):
+        self.target = target
+        self.method = method
+        self._future = future
+        self._outcome: tuple[Any, KafkaError | None] | None = None
+        self._on_settled: Callable[[KafkaError | None], None] | None = on_settled
+        self._lock = threading.Lock()
+
+    def add_done_callback(self, callback: Callable[[PendingCall], None]) -> None:
+        """Runs `callback(self)` once the call is done: on a gRPC thread, or now if it already is."""
+        self._future.add_done_callback(lambda _future: callback(self))
+
+    def done(self) -> bool:
+        return self._future.done()
+
+    def cancel(self) -> None:
+        """Abandons the call; it completes as a NETWORK_EXCEPTION unless already answered."""
+        self._future.cancel()
+
+    def outcome(self, timeout_s: float | None = None) -> tuple[Any, KafkaError | None]:
+        """(response, None) or (None, error), waiting up to `timeout_s` (None: until done)."""
+        if self._outcome is None:
+            try:
+                outcome = (self._future.result(timeout=timeout_s), None)
+            except grpc.FutureTimeoutError:
+                return None, KafkaError(f"{self.method} to {self.target} is still unanswered",
+                                        error_name="REQUEST_TIMED_OUT")
+            except grpc.FutureCancelledError:
+                outcome = (None, KafkaError(f"{self.method} to {self.target} was cancelled",
+                                            error_name="NETWORK_EXCEPTION"))
+            except grpc.RpcError as e:
+                outcome = (None, error_from_rpc(e, self.target, self.method))
+            self._outcome = outcome
+            with self._lock:
+                on_settled, self._on_settled = self._on_settled, None
+            if on_settled is not None:  # exactly once, whichever thread saw the outcome first
+                on_settled(outcome[1])
+        return self._outcome
+
+    def result(self, timeout_s: float | None = None) -> Any:
+        """The response; raises the call's KafkaError."""
+        response, error = self.outcome(timeout_s)
+        if error is not None:
+            raise error
+        return response
+
+
+def check_health(target: str, timeout_ms: float = 1000) -> bool:
+    """True when the gRPC health service at `target` answers SERVING (on a channel of its own)."""
+    channel = grpc.insecure_channel(target, options=GRPC_OPTIONS)
+    try:
+        reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""),
+                                                         timeout=max(timeout_ms, 1) / 1000)
+        return reply.status == health_pb2.HealthCheckResponse.SERVING
+    except grpc.RpcError:
+        return False
+    finally:
+        channel.close()
 
 
 class ChannelPool:
@@ -115,21 +186,16 @@ class ChannelPool:
             return channel
 
     def stub(self, target: str, service: str) -> Any:
+        """The generated stub of `service` (BROKER, CONTROLLER or COORDINATOR) at `target`."""
+        stub = self._stubs.get((target, service))  # the common case, without the lock
+        if stub is not None:
+            return stub
         channel = self.channel(target)
         with self._lock:
             stub = self._stubs.get((target, service))
             if stub is None:
                 stub = self._stubs[(target, service)] = _STUBS[service](channel)
             return stub
-
-    def broker(self, target: str) -> broker_pb2_grpc.BrokerServiceStub:
-        return self.stub(target, BROKER)
-
-    def controller(self, target: str) -> controller_pb2_grpc.ControllerServiceStub:
-        return self.stub(target, CONTROLLER)
-
-    def coordinator(self, target: str) -> coordinator_pb2_grpc.CoordinatorServiceStub:
-        return self.stub(target, COORDINATOR)
 
     def targets(self) -> list[str]:
         with self._lock:
@@ -168,7 +234,7 @@ class ChannelPool:
     def _end(self, target: str, error: KafkaError | None) -> None:
         with self._lock:
             self._in_flight[target] -= 1
-            if error is not None and error.error_name == "NETWORK_EXCEPTION":
+            if error is not None and error.code == Errors.NETWORK_EXCEPTION:
                 self._failed_at_ms[target] = self._clock.monotonic_ms()
             elif error is None:
                 self._failed_at_ms.pop(target, None)
@@ -194,29 +260,29 @@ class ChannelPool:
         finally:
             self._end(target, error)
 
+    def send(self, target: str, service: str, method: str, request: Any,
+             timeout_ms: float | None = None) -> PendingCall:
+        """Starts one unary call and returns at once; raises RuntimeError when the pool is closed."""
+        rpc = getattr(self.stub(target, service), method)
+        self._begin(target)
+        try:
+            future = rpc.future(request, timeout=self.timeout_s(timeout_ms))
+        except BaseException:
+            self._end(target, None)
+            raise
+        call = PendingCall(target, method, future, lambda error: self._end(target, error))
+        call.add_done_callback(PendingCall.outcome)
+        return call
+
     def call_many(self, calls: Sequence[tuple[str, str, str, Any, float | None]]) -> list[Any]:
         """Sends every (target, service, method, request, timeout_ms) at once and waits for all.
 
         Returns, in order, each response or the KafkaError that call failed with.
         """
-        pending = []
-        for target, service, method, request, timeout_ms in calls:
-            rpc = getattr(self.stub(target, service), method)
-            self._begin(target)
-            try:
-                future = rpc.future(request, timeout=self.timeout_s(timeout_ms))
-            except BaseException:
-                self._end(target, None)
-                raise
-            pending.append((target, method, future))
+        pending = [self.send(target, service, method, request, timeout_ms)
+                   for target, service, method, request, timeout_ms in calls]
         results: list[Any] = []
-        for target, method, future in pending:
-            error = None
-            try:
-                results.append(future.result())
-            except grpc.RpcError as e:
-                error = error_from_rpc(e, target, method)
-                results.append(error)
-            finally:
-                self._end(target, error)
+        for call in pending:
+            response, error = call.outcome()
+            results.append(response if error is None else error)
         return results

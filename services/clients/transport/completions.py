@@ -1,15 +1,15 @@
-"""The consumer's asynchronous calls: BrokerService requests sent as gRPC futures whose answers
-are handled back on the consumer's own thread, as Kafka's ConsumerNetworkClient does.
+"""Asynchronous calls answered on their caller's thread, as Kafka's ConsumerNetworkClient does:
+`AsyncRequests`, the consumer's network client.
 
-`send(target, method, request, timeout_ms, on_response, on_error)` starts a call and returns at
-once. gRPC completes it on one of its threads, which only queues it and wakes the consumer;
-`poll(timeout_ms)` waits (up to the timeout, or until `wakeup()`) for any completion and then runs
-the handlers of every completed call on the caller's thread: `on_response(response)`, or
-`on_error(KafkaError)` for a failed call (mapped as `channels.error_from_rpc` does). State the
-handlers touch therefore needs no locks.
+`send(target, service, method, request, timeout_ms, on_response, on_error)` starts a call through
+the `ChannelPool` and returns at once. gRPC completes it on one of its threads, which only queues
+it and wakes the caller; `poll(timeout_ms)` waits (up to the timeout, or until `wakeup()`) for any
+completion and then runs the handlers of every completed call on the polling thread:
+`on_response(response)`, or `on_error(KafkaError)` for a failed call (mapped as
+`channels.error_from_rpc` does). State the handlers touch therefore needs no locks.
 
-A target whose call failed to connect (NETWORK_EXCEPTION) is "backing off" for
-`reconnect.backoff.ms`, so callers can prefer other nodes and not hammer a dead one.
+The pool counts these calls as any other: in flight per target, and a target whose call failed
+to connect (NETWORK_EXCEPTION) is "backing off" for `reconnect.backoff.ms` (`pool.is_backing_off`).
 """
 
 from __future__ import annotations
@@ -20,9 +20,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-import grpc
-
-from services.clients.channels import BROKER, ChannelPool, error_from_rpc
+from services.clients.transport.channels import ChannelPool, PendingCall
 from services.common.clock import SYSTEM_CLOCK, Clock
 from services.common.errors import KafkaError
 
@@ -33,13 +31,10 @@ OnError = Callable[[KafkaError], None]
 
 
 class _Call:
-    __slots__ = ("target", "method", "future", "on_response", "on_error", "sent_ms")
+    __slots__ = ("pending", "on_response", "on_error", "sent_ms")
 
-    def __init__(self, target: str, method: str, future: grpc.Future, on_response: OnResponse,
-                 on_error: OnError, sent_ms: int):
-        self.target = target
-        self.method = method
-        self.future = future
+    def __init__(self, pending: PendingCall, on_response: OnResponse, on_error: OnError, sent_ms: int):
+        self.pending = pending
         self.on_response = on_response
         self.on_error = on_error
         self.sent_ms = sent_ms
@@ -55,16 +50,14 @@ class AsyncRequests:
         self._completed: deque[_Call] = deque()
         self._woken = False
         self._in_flight: set[_Call] = set()
-        self._failed_at_ms: dict[str, int] = {}
 
-    def send(self, target: str, method: str, request: Any, timeout_ms: float, on_response: OnResponse,
-             on_error: OnError) -> None:
-        """Starts `method` on the BrokerService of `target`; handlers run in a later `poll`."""
-        rpc = getattr(self._pool.stub(target, BROKER), method)
-        future = rpc.future(request, timeout=max(timeout_ms, 1) / 1000)
-        call = _Call(target, method, future, on_response, on_error, self._clock.monotonic_ms())
+    def send(self, target: str, service: str, method: str, request: Any, timeout_ms: float,
+             on_response: OnResponse, on_error: OnError) -> None:
+        """Starts `method` on `service` at `target`; handlers run in a later `poll`."""
+        pending = self._pool.send(target, service, method, request, timeout_ms)
+        call = _Call(pending, on_response, on_error, self._clock.monotonic_ms())
         self._in_flight.add(call)
-        future.add_done_callback(lambda _future: self._complete(call))
+        pending.add_done_callback(lambda _done: self._complete(call))
 
     def _complete(self, call: _Call) -> None:  # on a gRPC thread: only queue and wake
         with self._completed_changed:
@@ -101,24 +94,12 @@ class AsyncRequests:
 
     def _handle(self, call: _Call) -> None:
         self._in_flight.discard(call)
-        try:
-            response = call.future.result()
-        except grpc.FutureCancelledError:
-            error = KafkaError(f"{call.method} to {call.target} was cancelled", error_name="NETWORK_EXCEPTION")
-        except grpc.RpcError as exc:
-            error = error_from_rpc(exc, call.target, call.method)
-        else:
-            self._failed_at_ms.pop(call.target, None)
+        response, error = call.pending.outcome()
+        if error is None:
             call.on_response(response)
             return
-        if error.error_name == "NETWORK_EXCEPTION":
-            self._failed_at_ms[call.target] = self._clock.monotonic_ms()
-        logger.debug("%s to %s failed: %s", call.method, call.target, error)
+        logger.debug("%s to %s failed: %s", call.pending.method, call.pending.target, error)
         call.on_error(error)
-
-    def is_backing_off(self, target: str) -> bool:
-        failed = self._failed_at_ms.get(target)
-        return failed is not None and self._clock.monotonic_ms() - failed < self._pool.reconnect_backoff_ms
 
     # ------------------------------------------------------------------ wakeup (any thread)
 
@@ -137,6 +118,6 @@ class AsyncRequests:
         """Cancels every call in flight; their handlers never run."""
         calls, self._in_flight = self._in_flight, set()
         for call in calls:
-            call.future.cancel()
+            call.pending.cancel()
         with self._completed_changed:
             self._completed.clear()
