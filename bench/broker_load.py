@@ -36,12 +36,13 @@ import grpc  # noqa: E402
 
 from services.clients.admin import Admin  # noqa: E402
 from services.clients.admin_types import NewTopic  # noqa: E402
-from services.clients.cluster import TopicPartition  # noqa: E402
 from services.clients.launcher import LocalCluster  # noqa: E402
 from services.clients.lowlevel import LowLevelClient  # noqa: E402
 from services.clients.partition_requests import fetch_request, produce_request  # noqa: E402
+from services.clients.transport import BROKER  # noqa: E402
 from services.common.proc import start_process, stop_process, wait_until  # noqa: E402
 from services.common.records import build_batch  # noqa: E402
+from services.common.topic_partition import TopicPartition
 
 IDLE = "idle"
 REPLICATED = "acks-all-rf3"
@@ -72,7 +73,7 @@ class LongPollers:
             request = fetch_request({TopicPartition(topic, info.partition): end_offset},
                                     partition_max_bytes=1 << 20, max_wait_ms=max_wait_ms, min_bytes=1,
                                     max_bytes=1 << 20)
-            calls.append((client.pool.broker(leader.address).Fetch, request))
+            calls.append((client.pool.stub(leader.address, BROKER).Fetch, request))
         self._slots = [calls[i % len(calls)] for i in range(count)]
 
     @property
@@ -132,7 +133,7 @@ def produce_latencies_ms(client: LowLevelClient, seconds: float) -> list[float]:
     """acks=all produces of one batch, one at a time, for `seconds`; each must be acknowledged."""
     tp = TopicPartition(REPLICATED, 0)
     leader = client.metadata.leader_for(REPLICATED, 0)
-    produce = client.pool.broker(leader.address).Produce
+    produce = client.pool.stub(leader.address, BROKER).Produce
     request = produce_request({tp: build_batch([os.urandom(100) for _ in range(10)])}, -1, PRODUCE_TIMEOUT_MS)
     latencies = []
     stop_at = time.perf_counter() + seconds

@@ -12,16 +12,23 @@ appended (which writes the leader-epoch checkpoint with two fsyncs), before the 
 After a warm-up the sides run alternately several times, taking turns at going first (the second
 writer meets the first one's write-back), and the best run of each is reported, so the page cache
 affects both alike. For 16 KiB batches it also shows appends of 64 batches per
-call (as a follower appends). Last, a ~1 GiB log (default segment size) is left without a clean
+call (as a follower appends). Then a ~1 GiB log (default segment size) is left without a clean
 shutdown and reopened, which re-validates every batch (CRC included) and rebuilds its indexes.
+Last, index lookups: the same random targets looked up in a full `OffsetIndex` (by offset and by
+position) and `TimeIndex` (by timestamp) of `--index-entries` entries, all in the file, versus
+`bisect` over a Python list of the same keys, best of `--rounds`; the ratio is index time over
+bisect time (1.0 would be as fast as bisect).
 
     python bench/log_append.py [--dir DIR] [--rounds N] [--small-mib 128] [--large-mib 512]
+                               [--index-entries 100000] [--index-lookups 200000] [--only-index]
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
 import os
+import random
 import shutil
 import sys
 import tempfile
@@ -29,7 +36,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from services.broker.log import Log, LogConfig  # noqa: E402
+from services.broker.log import Log, LogConfig, OffsetIndex, TimeIndex  # noqa: E402
 from services.common.clock import SYSTEM_CLOCK  # noqa: E402
 from services.common.records import build_batch  # noqa: E402
 from services.common.records.batch import set_base_offset  # noqa: E402
@@ -174,6 +181,59 @@ def recovery(work: str, batch_size: int, volume: int) -> tuple[float, float, int
     return elapsed, size / elapsed / 1e6, size
 
 
+def _seconds(fn, targets: list[int]) -> float:
+    start = time.perf_counter()
+    for target in targets:
+        fn(target)
+    return time.perf_counter() - start
+
+
+def index_lookups(work: str, entries: int, lookups: int, rounds: int) -> dict[str, tuple[float, float]]:
+    """Seconds per lookup in the indexes and with `bisect` over lists, by lookup kind."""
+    offsets = [i * 7 for i in range(entries)]
+    positions = [i * 4096 for i in range(entries)]
+    timestamps = [1_600_000_000_000 + i * 3 for i in range(entries)]
+    offset_index = OffsetIndex(os.path.join(work, "lookup.index"), 0, entries * OffsetIndex.ENTRY_SIZE)
+    time_index = TimeIndex(os.path.join(work, "lookup.timeindex"), 0, (entries + 1) * TimeIndex.ENTRY_SIZE)
+    for offset, position, timestamp in zip(offsets, positions, timestamps, strict=True):
+        offset_index.append(offset, position)
+        time_index.maybe_append(timestamp, offset)
+    offset_index.flush()
+    time_index.flush()
+    rng = random.Random(42)
+
+    def targets(keys: list[int]) -> list[int]:
+        return [rng.randrange(keys[0] - 1, keys[-1] + 2) for _ in range(lookups)]
+
+    def bisect_lookup(keys: list[int], values: list[int]):
+        def lookup(target: int):
+            slot = bisect.bisect_right(keys, target) - 1
+            return (keys[slot], values[slot]) if slot >= 0 else None
+        return lookup
+
+    kinds = (("offset", offset_index.lookup, offsets, positions),
+             ("position", offset_index.lookup_by_position, positions, positions),
+             ("timestamp", time_index.lookup, timestamps, offsets))
+    result = {}
+    for kind, index_lookup, keys, values in kinds:
+        wanted, plain_lookup = targets(keys), bisect_lookup(keys, values)
+        index_s = bisect_s = float("inf")
+        for _ in range(rounds):  # alternating, so both sides meet the same load
+            index_s = min(index_s, _seconds(index_lookup, wanted))
+            bisect_s = min(bisect_s, _seconds(plain_lookup, wanted))
+        result[kind] = (index_s / lookups, bisect_s / lookups)
+    offset_index.close()
+    time_index.close()
+    return result
+
+
+def print_index_lookups(work: str, entries: int, lookups: int, rounds: int) -> None:
+    print(f"index lookups, {entries} entries, {lookups} random targets, best of {rounds}")
+    for kind, (index_s, bisect_s) in index_lookups(work, entries, lookups, rounds).items():
+        print(f"  by {kind:9s}  index {index_s * 1e6:6.2f} us   bisect {bisect_s * 1e6:6.2f} us   "
+              f"ratio {index_s / bisect_s:4.2f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", default=None, help="where to put the files (default: a temp dir)")
@@ -181,11 +241,17 @@ def main() -> int:
     parser.add_argument("--small-mib", type=int, default=128, help="volume for 16 KiB batches")
     parser.add_argument("--large-mib", type=int, default=512, help="volume for 1 MiB batches")
     parser.add_argument("--recovery-mib", type=int, default=1024)
+    parser.add_argument("--index-entries", type=int, default=100_000)
+    parser.add_argument("--index-lookups", type=int, default=200_000)
+    parser.add_argument("--only-index", action="store_true", help="run the index lookups alone")
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="odradek-bench-", dir=args.dir)
     print(f"python {sys.version.split()[0]}, files in {work}, best of {args.rounds} alternating runs")
     failures = []
     try:
+        if args.only_index:
+            print_index_lookups(work, args.index_entries, args.index_lookups, args.rounds)
+            return 0
         for batch_size, mib in ((16 * 1024, args.small_mib), (MIB, args.large_mib)):
             result = compare(work, batch_size, mib * MIB, args.rounds)
             label = f"{batch_size // 1024} KiB batches" if batch_size < MIB else "1 MiB batches"
@@ -209,6 +275,8 @@ def main() -> int:
             seconds, mbps, size = recovery(work, batch_size, args.recovery_mib * MIB)
             print(f"recovery of a {size / MIB:.0f} MiB log of {batch_size // 1024} KiB batches after an "
                   f"unclean shutdown: {seconds:.2f} s, {mbps:.0f} MB/s")
+        print()
+        print_index_lookups(work, args.index_entries, args.index_lookups, args.rounds)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if failures:

@@ -38,11 +38,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from services.clients.admin import Admin  # noqa: E402
 from services.clients.admin_types import NewTopic  # noqa: E402
-from services.clients.cluster import TopicPartition  # noqa: E402
 from services.clients.consumer import Consumer  # noqa: E402
 from services.clients.launcher import LocalCluster  # noqa: E402
 from services.clients.producer import Producer  # noqa: E402
 from services.common.proc import free_port, start_process, stop_process, wait_until  # noqa: E402
+from services.common.topic_partition import TopicPartition
 
 RECORD_SIZE = 100
 STAMP = struct.Struct(">q")

@@ -1,7 +1,10 @@
 """Benchmark: RecordBatch v2 encode and decode of 100-byte records, Odradek's codec beside kafka-python's.
 
 Both codecs encode the same records into batches of `--batch-records` and decode them back; the
-best of `--repeat` rounds is reported in records/s with the ratio Odradek / kafka-python.
+best of `--repeat` rounds is reported in records/s with the ratio Odradek / kafka-python. Our
+decode (`decode_columns`) checks each batch's CRC-32C and every record's framing, then extracts the
+records. The `check` row is what a leader does to each produced batch, `check_batch_records` (the
+framing check alone, compiled when built), beside kafka-python's walk of the same records.
 
     python bench/record_codec.py [--records 200000] [--batch-records 1000] [--compression none]
 """
@@ -17,7 +20,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder  # noqa: E402
 
-from services.common.records import Compression, build_batch, decode_columns  # noqa: E402
+from services.common.records import Compression, build_batch, decode_columns, parse_header  # noqa: E402
+from services.common.records.reader import check_batch_records  # noqa: E402
 
 
 def best_of(repeat: int, fn) -> float:
@@ -66,6 +70,10 @@ def main() -> None:
         for batch in ours:
             decode_columns(batch)
 
+    def odradek_check():
+        for batch in ours:
+            check_batch_records(batch, 0, parse_header(batch))
+
     def kafka_decode():
         for batch in theirs:
             for record in DefaultRecordBatch(batch):
@@ -74,7 +82,8 @@ def main() -> None:
     total = batches * per_batch
     rows = []
     for name, ours_fn, theirs_fn in (("encode", odradek_encode, kafka_encode),
-                                     ("decode", odradek_decode, kafka_decode)):
+                                     ("decode", odradek_decode, kafka_decode),
+                                     ("check", odradek_check, kafka_decode)):
         ours_s = best_of(args.repeat, ours_fn)
         theirs_s = best_of(args.repeat, theirs_fn)
         rows.append((name, total / ours_s, total / theirs_s))

@@ -12,8 +12,11 @@ import pytest
 from kazoo.client import KazooClient
 
 from services.clients.admin import Admin
+from services.clients.admin_types import NewTopic
 from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
+from services.common.errors import Errors
+from services.common.records import build_batch
 from services.common.zk import OdradekZkClient
 
 # Short timeouts so failure handling shows within a test's patience.
@@ -25,6 +28,18 @@ TEST_BROKER_CONFIG = {
 TEST_CONTROLLER_CONFIG = {
     "zookeeper.session.timeout.ms": 6000,
 }
+SESSION_TIMEOUT_MS = TEST_BROKER_CONFIG["zookeeper.session.timeout.ms"]
+SESSION_TIMEOUT_S = SESSION_TIMEOUT_MS / 1000
+TEST_COORDINATOR_CONFIG = {
+    "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
+    "group.initial.rebalance.delay.ms": 300,
+    "offsets.commit.timeout.ms": 5000,
+}
+
+# Settings of the tests' clients: short request timeouts and backoffs, so a retry shows quickly.
+CLIENT_CONFIG = {"request_timeout_ms": 5000, "retry_backoff_ms": 50, "default_api_timeout_ms": 30000}
+# For topics of thousands of partitions, whose creation and deletion take many seconds.
+SCALE_CLIENT_CONFIG = {"request_timeout_ms": 30000, "retry_backoff_ms": 100, "default_api_timeout_ms": 120000}
 
 ClusterFactory = Callable[..., LocalCluster]
 
@@ -39,7 +54,8 @@ def cluster_factory(request: pytest.FixtureRequest, zookeeper, zk_chroot: str,
              coordinator_config: dict | None = None) -> LocalCluster:
         cluster = LocalCluster(
             tmp_path / f"cluster-{len(clusters)}", brokers=brokers, controllers=controllers,
-            coordinators=coordinators, coordinator_config=coordinator_config,
+            coordinators=coordinators,
+            coordinator_config={**TEST_COORDINATOR_CONFIG, **(coordinator_config or {})},
             free_ports=True, zookeeper_connect=zookeeper.connect_string, zookeeper_chroot=zk_chroot,
             broker_config={**TEST_BROKER_CONFIG, **(broker_config or {})},
             controller_config={**TEST_CONTROLLER_CONFIG, **(controller_config or {})},
@@ -71,7 +87,8 @@ def module_cluster(request: pytest.FixtureRequest, zookeeper, zk_root_client, tm
     the defaults). Service logs are printed if any test of the module failed."""
     chroot = f"/odradek-test-{name}-{id(request)}"
     zk_root_client.ensure_path(chroot)
-    layout = {"broker_config": TEST_BROKER_CONFIG, "controller_config": TEST_CONTROLLER_CONFIG, **layout}
+    layout = {"broker_config": TEST_BROKER_CONFIG, "controller_config": TEST_CONTROLLER_CONFIG,
+              "coordinator_config": TEST_COORDINATOR_CONFIG, **layout}
     cluster = LocalCluster(tmp_path_factory.mktemp(f"{name}-cluster"), free_ports=True,
                            zookeeper_connect=zookeeper.connect_string, zookeeper_chroot=chroot, **layout)
     cluster.chroot = chroot
@@ -89,7 +106,7 @@ def module_cluster(request: pytest.FixtureRequest, zookeeper, zk_root_client, tm
 @pytest.fixture(scope="module")
 def client_config() -> dict[str, int]:
     """Settings of the module's `admin` and `writer`; a module overrides this fixture with its own."""
-    return {}
+    return CLIENT_CONFIG
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +121,26 @@ def writer(cluster: LocalCluster, client_config: dict[str, int]) -> Iterator[Low
     """A LowLevelClient of the module's cluster that tests produce with."""
     with LowLevelClient(bootstrap_servers=cluster.bootstrap_servers, **client_config) as client:
         yield client
+
+
+def create_topic(admin: Admin, name: str, partitions: int = 1, replication: int = 1, *,
+                 configs: dict[str, str] | None = None, assignment: dict[int, list[int]] | None = None,
+                 timeout_s: float = 30.0) -> str:
+    """Creates the topic (by counts, or by `assignment`) and waits until metadata shows every partition."""
+    if assignment is not None:
+        admin.create_topics([NewTopic(name, replica_assignment=assignment, configs=configs)])
+        partitions = len(assignment)
+    else:
+        admin.create_topics([NewTopic(name, partitions, replication, configs=configs)])
+    admin.wait_for_topic(name, timeout_s, partitions=partitions)
+    return name
+
+
+def produce_values(writer: LowLevelClient, topic: str, partition: int, values: list[bytes], **batch) -> int:
+    """Appends one batch of `values` with acks=all; returns its base offset."""
+    result = writer.produce(topic, partition, build_batch(values, **batch), acks=-1, timeout_ms=15000)
+    assert result.error_code == Errors.NONE, result
+    return result.base_offset
 
 
 @contextlib.contextmanager

@@ -16,8 +16,7 @@ from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
 
 READY_TIMEOUT_S = 30.0
-COORDINATOR_CONFIG = {"zookeeper.session.timeout.ms": 6000, "group.initial.rebalance.delay.ms": 0,
-                      "offsets.commit.timeout.ms": 5000}
+COORDINATOR_CONFIG = {"group.initial.rebalance.delay.ms": 0}
 
 
 class LinesOnStdin:

@@ -11,14 +11,13 @@ from services.clients.admin import Admin
 from services.clients.admin_types import NewTopic
 from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
-from services.common.errors import KafkaError, code_of
+from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
 from services.common.proc import wait_until
 from services.common.records import build_batch, iter_records
 from services.common.service import insecure_channel
 from services.common.zk import ControllerMovedError, OdradekZkClient
-
-SESSION_TIMEOUT_S = 6.0  # zookeeper.session.timeout.ms of the test cluster
+from tests.integration.conftest import SESSION_TIMEOUT_S
 
 
 def records_of(client: LowLevelClient, topic: str, partition: int) -> list[bytes]:
@@ -141,13 +140,13 @@ def test_bad_requests_get_kafka_error_codes(cluster: LocalCluster):
     damaged = bytearray(good)
     damaged[-1] ^= 0x01
     leader_name = cluster.broker_name(leader)
-    assert produce_to(leader_name, "strict", bytes(damaged)) == code_of("CORRUPT_MESSAGE")
-    assert produce_to(leader_name, "strict", b"not a batch at all") == code_of("CORRUPT_MESSAGE")
-    assert produce_to(leader_name, "strict", build_batch([b"x" * 1_100_000])) == code_of("MESSAGE_TOO_LARGE")
-    assert produce_to(leader_name, "strict", good, acks=5) == code_of("INVALID_REQUIRED_ACKS")
-    assert produce_to(leader_name, "no-such-topic", good) == code_of("UNKNOWN_TOPIC_OR_PARTITION")
-    assert produce_to(leader_name, "__consumer_offsets", good) == code_of("INVALID_TOPIC_EXCEPTION")
-    assert produce_to(not_leader, "strict", good) == code_of("NOT_LEADER_OR_FOLLOWER")
+    assert produce_to(leader_name, "strict", bytes(damaged)) == Errors.CORRUPT_MESSAGE
+    assert produce_to(leader_name, "strict", b"not a batch at all") == Errors.CORRUPT_MESSAGE
+    assert produce_to(leader_name, "strict", build_batch([b"x" * 1_100_000])) == Errors.MESSAGE_TOO_LARGE
+    assert produce_to(leader_name, "strict", good, acks=5) == Errors.INVALID_REQUIRED_ACKS
+    assert produce_to(leader_name, "no-such-topic", good) == Errors.UNKNOWN_TOPIC_OR_PARTITION
+    assert produce_to(leader_name, "__consumer_offsets", good) == Errors.INVALID_TOPIC_EXCEPTION
+    assert produce_to(not_leader, "strict", good) == Errors.NOT_LEADER_OR_FOLLOWER
     assert produce_to(leader_name, "strict", good) == 0  # and the log took nothing bad
 
     stub = broker_pb2_grpc.BrokerServiceStub(insecure_channel(cluster.endpoint(leader_name)))
@@ -155,7 +154,7 @@ def test_bad_requests_get_kafka_error_codes(cluster: LocalCluster):
     fetch.topics.add(topic="strict").partitions.add(partition=0, fetch_offset=99, current_leader_epoch=-1,
                                                     log_start_offset=-1, partition_max_bytes=1 << 20)
     out_of_range = stub.Fetch(fetch, timeout=10).responses[0].partitions[0]
-    assert out_of_range.error_code == code_of("OFFSET_OUT_OF_RANGE")
+    assert out_of_range.error_code == Errors.OFFSET_OUT_OF_RANGE
     fetch.topics[0].partitions[0].fetch_offset = 0
     data = stub.Fetch(fetch, timeout=10).responses[0].partitions[0]
     assert [r.value for r in iter_records(data.records)] == [b"ok"]

@@ -14,9 +14,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from services.clients.admin import Admin
-from services.clients.admin_types import NewTopic
-from services.clients.cluster import TopicPartition
 from services.clients.consumer import (
     Consumer,
     NoOffsetForPartitionError,
@@ -25,18 +22,11 @@ from services.clients.consumer import (
     WakeupError,
 )
 from services.clients.launcher import LocalCluster
-from services.clients.lowlevel import LowLevelClient
 from services.common.proc import wait_until
-from services.common.records import build_batch
-from tests.integration.conftest import module_cluster
+from services.common.topic_partition import TopicPartition
+from tests.integration.conftest import CLIENT_CONFIG, create_topic, module_cluster, produce_values
 
-CLIENT_CONFIG = {"request_timeout_ms": 3000, "retry_backoff_ms": 50, "default_api_timeout_ms": 20000}
 CONSUMER_CONFIG = {**CLIENT_CONFIG, "fetch_max_wait_ms": 100, "reconnect_backoff_ms": 50}
-
-
-@pytest.fixture(scope="module")
-def client_config() -> dict[str, int]:
-    return CLIENT_CONFIG
 
 
 @pytest.fixture(scope="module")
@@ -44,18 +34,6 @@ def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path
     with module_cluster(request, zookeeper, _zk_root_client, tmp_path_factory, "consumer", brokers=3,
                         controllers=1) as local:
         yield local
-
-
-def create_topic(admin: Admin, name: str, partitions: int = 1, replication: int = 1, **configs: str) -> str:
-    admin.create_topics([NewTopic(name, partitions, replication, configs=configs or None)])
-    admin.wait_for_topic(name, 30, partitions=partitions)
-    return name
-
-
-def produce(client: LowLevelClient, topic: str, partition: int, values: list[bytes], **batch) -> int:
-    result = client.produce(topic, partition, build_batch(values, **batch), acks=-1, timeout_ms=15000)
-    assert result.error_code == 0, result
-    return result.base_offset
 
 
 def consumer_for(cluster: LocalCluster, **config) -> Consumer:
@@ -79,7 +57,7 @@ def test_poll_reads_every_partition_in_offset_order(cluster, admin, writer):
     for p in range(3):
         values = [b"p%d-%04d" % (p, i) for i in range(300)]
         for start in range(0, 300, 60):
-            produce(writer, topic, p, values[start:start + 60])
+            produce_values(writer, topic, p, values[start:start + 60])
         expected[TopicPartition(topic, p)] = values
     with consumer_for(cluster, auto_offset_reset="earliest", max_poll_records=100,
                       max_partition_fetch_bytes=4096) as consumer:
@@ -114,7 +92,7 @@ def test_poll_reads_every_partition_in_offset_order(cluster, admin, writer):
 def test_seek_and_positions(cluster, admin, writer):
     topic = create_topic(admin, "seeks")
     tp = TopicPartition(topic, 0)
-    produce(writer, topic, 0, [b"v%d" % i for i in range(50)], keys=[b"k%d" % i for i in range(50)])
+    produce_values(writer, topic, 0, [b"v%d" % i for i in range(50)], keys=[b"k%d" % i for i in range(50)])
     with consumer_for(cluster, auto_offset_reset="latest", key_deserializer=bytes.decode) as consumer:
         consumer.assign([tp])
         assert consumer.position(tp) == 50  # lazily reset to the end
@@ -127,7 +105,7 @@ def test_seek_and_positions(cluster, admin, writer):
         assert poll_until(consumer, 1)[0].offset == 0
         consumer.seek_to_end()  # lazy: the end is looked up by the next poll or position()
         assert consumer.position(tp) == 50
-        produce(writer, topic, 0, [b"late"])
+        produce_values(writer, topic, 0, [b"late"])
         (late,) = poll_until(consumer, 1)
         assert (late.offset, late.value) == (50, b"late")
         assert consumer.position(tp) == 51
@@ -143,7 +121,7 @@ def test_positions_on_a_partition_never_written(cluster, admin, writer):
         assert consumer.position(tp, timeout_ms=10000) == 0
         consumer.seek_to_beginning(tp)
         assert consumer.position(tp, timeout_ms=10000) == 0
-        produce(writer, topic, 0, [b"first"])
+        produce_values(writer, topic, 0, [b"first"])
         (first,) = poll_until(consumer, 1)
         assert (first.offset, first.value) == (0, b"first")
 
@@ -152,7 +130,7 @@ def test_pause_keeps_a_partition_back_until_resumed(cluster, admin, writer):
     topic = create_topic(admin, "paused", partitions=2)
     a, b = TopicPartition(topic, 0), TopicPartition(topic, 1)
     for tp in (a, b):
-        produce(writer, topic, tp.partition, [b"%d-%d" % (tp.partition, i) for i in range(10)])
+        produce_values(writer, topic, tp.partition, [b"%d-%d" % (tp.partition, i) for i in range(10)])
     with consumer_for(cluster, auto_offset_reset="earliest") as consumer:
         consumer.assign([a, b])
         consumer.pause(a)
@@ -165,7 +143,7 @@ def test_pause_keeps_a_partition_back_until_resumed(cluster, admin, writer):
         records = poll_until(consumer, 10)
         assert [(r.partition, r.offset) for r in records] == [(0, i) for i in range(10)]
         # records already fetched for a partition paused afterwards are held back, then returned in order
-        produce(writer, topic, 1, [b"kept-%d" % i for i in range(5)])
+        produce_values(writer, topic, 1, [b"kept-%d" % i for i in range(5)])
         (first,) = poll_until(consumer, 1, max_records=1)
         assert (first.partition, first.value) == (1, b"kept-0")
         consumer.pause(b)
@@ -178,7 +156,7 @@ def test_offset_lookups(cluster, admin, writer):
     topic = create_topic(admin, "times")
     tp = TopicPartition(topic, 0)
     for i in range(5):
-        produce(writer, topic, 0, [b"a%d" % i, b"b%d" % i], timestamps=[1000 * (i + 1), 1000 * (i + 1) + 500])
+        produce_values(writer, topic, 0, [b"a%d" % i, b"b%d" % i], timestamps=[1000 * (i + 1), 1000 * (i + 1) + 500])
     with consumer_for(cluster) as consumer:
         assert consumer.beginning_offsets([tp]) == {tp: 0}
         assert consumer.end_offsets([tp]) == {tp: 10}
@@ -194,7 +172,7 @@ def test_offset_lookups(cluster, admin, writer):
 def test_auto_offset_reset_policies(cluster, admin, writer):
     topic = create_topic(admin, "resets")
     tp = TopicPartition(topic, 0)
-    produce(writer, topic, 0, [b"old-%d" % i for i in range(5)])
+    produce_values(writer, topic, 0, [b"old-%d" % i for i in range(5)])
     with consumer_for(cluster, auto_offset_reset="earliest") as consumer:
         consumer.assign([tp])
         assert [r.value for r in poll_until(consumer, 5)] == [b"old-%d" % i for i in range(5)]
@@ -203,7 +181,7 @@ def test_auto_offset_reset_policies(cluster, admin, writer):
     with consumer_for(cluster, auto_offset_reset="latest") as consumer:
         consumer.assign([tp])
         assert consumer.position(tp) == 5
-        produce(writer, topic, 0, [b"new"])
+        produce_values(writer, topic, 0, [b"new"])
         assert [r.value for r in poll_until(consumer, 1)] == [b"new"]
     with consumer_for(cluster, auto_offset_reset="none") as consumer:
         consumer.assign([tp])
@@ -228,7 +206,7 @@ def test_auto_offset_reset_policies(cluster, admin, writer):
 def test_iteration_stops_after_consumer_timeout_and_wakeup_interrupts_poll(cluster, admin, writer):
     topic = create_topic(admin, "iterated")
     tp = TopicPartition(topic, 0)
-    produce(writer, topic, 0, [b"i%d" % i for i in range(25)])
+    produce_values(writer, topic, 0, [b"i%d" % i for i in range(25)])
     with consumer_for(cluster, auto_offset_reset="earliest", consumer_timeout_ms=1000,
                       max_poll_records=10) as consumer:
         consumer.assign([tp])
@@ -245,7 +223,7 @@ def test_iteration_stops_after_consumer_timeout_and_wakeup_interrupts_poll(clust
             consumer.poll(timeout_ms=30000)
         timer.join()
         assert time.monotonic() - started < 10
-        produce(writer, topic, 0, [b"after"])
+        produce_values(writer, topic, 0, [b"after"])
         for record in consumer:
             assert record.value == b"after"
             consumer.close()
@@ -253,11 +231,11 @@ def test_iteration_stops_after_consumer_timeout_and_wakeup_interrupts_poll(clust
 
 
 def test_consumer_follows_a_leader_killed_mid_consumption(cluster, admin, writer):
-    topic = create_topic(admin, "failover", replication=3, **{"min.insync.replicas": "2"})
+    topic = create_topic(admin, "failover", replication=3, configs={"min.insync.replicas": "2"})
     tp = TopicPartition(topic, 0)
     expected = [b"before-%04d" % i for i in range(1000)]
     for start in range(0, 1000, 100):
-        produce(writer, topic, 0, expected[start:start + 100])
+        produce_values(writer, topic, 0, expected[start:start + 100])
     (description,) = admin.describe_topics([topic]).values()
     old_leader = description.partitions[0].leader
     killed = cluster.broker_name(old_leader)
@@ -275,7 +253,7 @@ def test_consumer_follows_a_leader_killed_mid_consumption(cluster, admin, writer
             wait_until(new_leader, 30, 0.2, message="a new leader")
             after = [b"after-%04d" % i for i in range(200)]
             for start in range(0, 200, 50):
-                produce(writer, topic, 0, after[start:start + 50])
+                produce_values(writer, topic, 0, after[start:start + 50])
             expected += after
             seen += poll_until(consumer, len(expected) - len(seen), timeout_s=40)
             assert consumer.poll(timeout_ms=500).count() == 0

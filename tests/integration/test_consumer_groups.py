@@ -24,48 +24,32 @@ import pytest
 
 from services.clients import cli
 from services.clients.admin import Admin
-from services.clients.admin_types import NewTopic
-from services.clients.channels import COORDINATOR, ChannelPool
-from services.clients.cluster import TopicPartition
 from services.clients.consumer import Consumer
 from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
-from services.common.errors import code_of
+from services.clients.transport import COORDINATOR, ChannelPool
+from services.common.errors import Errors
 from services.common.hashing import coordinator_partition
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
 from services.common.proc import wait_until
 from services.common.records import build_batch
+from services.common.topic_partition import TopicPartition
 from services.common.zk.coordinators import decode_ownership
-from tests.integration.conftest import module_cluster
+from tests.integration.conftest import CLIENT_CONFIG, SESSION_TIMEOUT_MS, create_topic, module_cluster, produce_values
 
-SESSION_TIMEOUT_MS = 6000
-CLIENT_CONFIG = {"request_timeout_ms": 5000, "retry_backoff_ms": 50, "default_api_timeout_ms": 30000}
-COORDINATOR_CONFIG = {"zookeeper.session.timeout.ms": 6000, "group.initial.rebalance.delay.ms": 300,
-                      "offsets.commit.timeout.ms": 5000}
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def client_config() -> dict[str, int]:
-    return CLIENT_CONFIG
+REPLICATION = 2
 
 
 @pytest.fixture(scope="module")
 def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path_factory) -> Iterator[LocalCluster]:
     with module_cluster(request, zookeeper, _zk_root_client, tmp_path_factory, "groups", brokers=3, controllers=1,
-                        coordinators=2, coordinator_config=COORDINATOR_CONFIG) as local:
+                        coordinators=2) as local:
         yield local
 
 
-def create_topic(admin: Admin, name: str, partitions: int, replication: int = 2) -> str:
-    admin.create_topics([NewTopic(name, partitions, replication)])
-    admin.wait_for_topic(name, 30, partitions=partitions)
-    return name
-
-
 def produce(writer: LowLevelClient, topic: str, partition: int, values: list[str]) -> None:
-    result = writer.produce(topic, partition, build_batch([v.encode() for v in values]), acks=-1, timeout_ms=15000)
-    assert result.error_code == 0, result
+    produce_values(writer, topic, partition, [v.encode() for v in values])
 
 
 def group_consumer(cluster: LocalCluster, group: str, **config) -> Consumer:
@@ -168,7 +152,7 @@ def wait_covered(live: list[Member], topic: str, partitions: int, timeout_s: flo
 # --------------------------------------------------------------------------------------------- membership
 
 def test_three_members_share_six_partitions_and_every_change_rebalances(cluster, admin, members):
-    topic = create_topic(admin, "shared", 6)
+    topic = create_topic(admin, "shared", 6, REPLICATION)
     members.extend(Member(cluster, "sharers", topic, f"m{i}") for i in range(3))
     wait_covered(members, topic, 6)
     assert [len(m.current()) for m in members] == [2, 2, 2]
@@ -190,7 +174,7 @@ def test_three_members_share_six_partitions_and_every_change_rebalances(cluster,
 
 
 def test_members_beyond_the_partition_count_stay_idle(cluster, admin, members):
-    topic = create_topic(admin, "few", 2)
+    topic = create_topic(admin, "few", 2, REPLICATION)
     members.extend(Member(cluster, "crowd", topic, f"c{i}") for i in range(3))
     wait_covered(members, topic, 2)
     wait_until(lambda: all(m.rebalances for m in members), 30, message="every member saw an assignment")
@@ -198,7 +182,7 @@ def test_members_beyond_the_partition_count_stay_idle(cluster, admin, members):
 
 
 def test_cooperative_sticky_members_keep_their_partitions_across_a_join(cluster, admin, members):
-    topic = create_topic(admin, "cooperative", 6)
+    topic = create_topic(admin, "cooperative", 6, REPLICATION)
     members.extend(Member(cluster, "cooperators", topic, f"k{i}", assignor="cooperative-sticky") for i in range(2))
     wait_covered(members, topic, 6)
     before = [m.current() for m in members]
@@ -210,7 +194,7 @@ def test_cooperative_sticky_members_keep_their_partitions_across_a_join(cluster,
 
 
 def test_a_static_member_restarting_within_its_session_gets_its_partitions_back(cluster, admin, members):
-    topic = create_topic(admin, "static", 4)
+    topic = create_topic(admin, "static", 4, REPLICATION)
     members.extend(Member(cluster, "statics", topic, f"s{i}", instance_id=f"host-{i}") for i in range(2))
     wait_covered(members, topic, 4)
     before = members[0].current()
@@ -223,7 +207,7 @@ def test_a_static_member_restarting_within_its_session_gets_its_partitions_back(
 
 
 def test_a_member_that_stops_polling_leaves_and_its_partitions_move(cluster, admin, members):
-    topic = create_topic(admin, "slow", 2)
+    topic = create_topic(admin, "slow", 2, REPLICATION)
     members.append(Member(cluster, "pollers", topic, "p0"))
     stalled = group_consumer(cluster, "pollers", max_poll_interval_ms=4000)
     try:
@@ -238,9 +222,9 @@ def test_a_member_that_stops_polling_leaves_and_its_partitions_move(cluster, adm
 
 def test_pattern_subscription_and_auto_commit_on_close(cluster, admin, writer):
     for name in ("metrics-eu", "metrics-us"):
-        create_topic(admin, name, 1)
+        create_topic(admin, name, 1, REPLICATION)
         produce(writer, name, 0, [f"{name}-{i}" for i in range(20)])
-    create_topic(admin, "logs-eu", 1)
+    create_topic(admin, "logs-eu", 1, REPLICATION)
     with group_consumer(cluster, "patterned", auto_commit_interval_ms=60000) as consumer:
         consumer.subscribe(pattern=r"metrics-.*")
         seen: set[str] = set()
@@ -267,7 +251,7 @@ def consume_until(consumer: Consumer, wanted: set[str], seen: set[str], timeout_
 
 
 def test_committed_offsets_resume_after_every_consumer_restarts(cluster, admin, writer):
-    topic = create_topic(admin, "resume", 4)
+    topic = create_topic(admin, "resume", 4, REPLICATION)
     first = {f"a{i}" for i in range(200)}
     for p in range(4):
         produce(writer, topic, p, sorted(v for v in first if int(v[1:]) % 4 == p))
@@ -304,7 +288,7 @@ def test_committed_offsets_resume_after_every_consumer_restarts(cluster, admin, 
 
 
 def test_offsets_survive_a_kill_of_the_groups_coordinator(cluster, admin, writer):
-    topic = create_topic(admin, "durable", 2)
+    topic = create_topic(admin, "durable", 2, REPLICATION)
     for p in range(2):
         produce(writer, topic, p, [f"{p}-{i}" for i in range(50)])
     with group_consumer(cluster, "durable-group", enable_auto_commit=False) as consumer:
@@ -336,7 +320,7 @@ def _offset(value: int):
 
 
 def test_a_member_of_an_old_generation_cannot_commit(cluster, admin):
-    topic = create_topic(admin, "fenced", 1)
+    topic = create_topic(admin, "fenced", 1, REPLICATION)
     node = admin.find_group_coordinator("fencing")
     with ChannelPool(request_timeout_ms=30000) as pool:
         def call(method: str, request):
@@ -349,7 +333,7 @@ def test_a_member_of_an_old_generation_cannot_commit(cluster, admin):
                                           protocols=[pb.JoinGroupRequest.JoinGroupRequestProtocol(name="range",
                                                                                                   metadata=b"")])
             response = call("JoinGroup", request)
-            if response.error_code == code_of("MEMBER_ID_REQUIRED"):
+            if response.error_code == Errors.MEMBER_ID_REQUIRED:
                 response = call("JoinGroup", pb.JoinGroupRequest(**{**_fields(request),
                                                                     "member_id": response.member_id}))
             return response
@@ -372,12 +356,12 @@ def test_a_member_of_an_old_generation_cannot_commit(cluster, admin):
         joiner.start()
         wait_until(lambda: call("Heartbeat", pb.HeartbeatRequest(group_id="fencing", generation_id=1,
                                                                  member_id=first.member_id)).error_code
-                   == code_of("REBALANCE_IN_PROGRESS"), 20, 0.1, message="the rebalance to begin")
+                   == Errors.REBALANCE_IN_PROGRESS, 20, 0.1, message="the rebalance to begin")
         rejoined = join(first.member_id)
         joiner.join(30)
         second = second_result["response"]
         assert rejoined.generation_id == second.generation_id == 2
-        assert commit(2, first.member_id) == code_of("REBALANCE_IN_PROGRESS")   # awaiting the assignment
+        assert commit(2, first.member_id) == Errors.REBALANCE_IN_PROGRESS   # awaiting the assignment
         syncs = [threading.Thread(target=call, args=("SyncGroup", pb.SyncGroupRequest(
             group_id="fencing", generation_id=2, member_id=member_id))) for member_id in
             (rejoined.member_id, second.member_id)]
@@ -385,9 +369,9 @@ def test_a_member_of_an_old_generation_cannot_commit(cluster, admin):
             sync.start()
         for sync in syncs:
             sync.join(30)
-        assert commit(1, first.member_id) == code_of("ILLEGAL_GENERATION")
-        assert commit(2, "someone-else") == code_of("UNKNOWN_MEMBER_ID")
-        assert commit(-1, "") == code_of("UNKNOWN_MEMBER_ID")   # not a standalone group any more
+        assert commit(1, first.member_id) == Errors.ILLEGAL_GENERATION
+        assert commit(2, "someone-else") == Errors.UNKNOWN_MEMBER_ID
+        assert commit(-1, "") == Errors.UNKNOWN_MEMBER_ID   # not a standalone group any more
         assert commit(2, first.member_id) == 0
 
 
@@ -415,9 +399,9 @@ def test_a_deposed_owner_cannot_write_the_offsets_topic(cluster, admin, writer, 
         record = build_batch([None], [b"\x00\x03\x00\x00\x00\x01"], producer_id=before.producer_id,
                              producer_epoch=before.epoch, base_sequence=1000)
         stale = writer.produce(tp.topic, tp.partition, record, acks=-1, coordinator_id=after.owner_id)
-        assert stale.error_code == code_of("INVALID_PRODUCER_EPOCH")
+        assert stale.error_code == Errors.INVALID_PRODUCER_EPOCH
         anyone = writer.produce(tp.topic, tp.partition, build_batch([b"v"]), acks=-1)
-        assert anyone.error_code == code_of("INVALID_TOPIC_EXCEPTION")   # clients cannot write it at all
+        assert anyone.error_code == Errors.INVALID_TOPIC_EXCEPTION   # clients cannot write it at all
     finally:
         cluster.start_service(name)
 
@@ -445,7 +429,7 @@ def describe_rows(cluster: LocalCluster, group: str) -> list[dict[str, str]]:
 
 
 def test_describe_shows_the_lag_while_a_producer_runs(cluster, admin, writer):
-    topic = create_topic(admin, "lagging", 2)
+    topic = create_topic(admin, "lagging", 2, REPLICATION)
     for p in range(2):
         produce(writer, topic, p, [f"{p}-{i}" for i in range(30)])
     with group_consumer(cluster, "laggards", enable_auto_commit=False) as consumer:
@@ -483,7 +467,7 @@ def test_describe_shows_the_lag_while_a_producer_runs(cluster, admin, writer):
 
 
 def test_list_reset_and_delete_with_the_tool(cluster, admin, writer):
-    topic = create_topic(admin, "resettable", 2)
+    topic = create_topic(admin, "resettable", 2, REPLICATION)
     for p in range(2):
         produce(writer, topic, p, [f"{p}-{i}" for i in range(10)])
     admin.alter_consumer_group_offsets("resetters", {TopicPartition(topic, 0): 7, TopicPartition(topic, 1): 3})
@@ -510,7 +494,7 @@ def test_list_reset_and_delete_with_the_tool(cluster, admin, writer):
 
 
 def test_a_lone_coordinator_restarted_under_the_same_id_takes_a_new_epoch(cluster_factory, _zk_root_client, zk_chroot):
-    single = cluster_factory(brokers=1, controllers=1, coordinators=1, coordinator_config=COORDINATOR_CONFIG)
+    single = cluster_factory(brokers=1, controllers=1, coordinators=1)
     name = single.coordinator_names[0]
     tp = TopicPartition("__consumer_offsets", coordinator_partition("lonely"))
     with Admin(bootstrap_servers=single.bootstrap_servers, **CLIENT_CONFIG) as lone_admin:

@@ -2,53 +2,33 @@
 
 Two controllers start; one wins `/controller`, the other stays standby and answers NOT_CONTROLLER.
 After the active one is killed with SIGKILL, the standby takes over once ZooKeeper expires the
-dead session (within the session timeout plus a little), with the next controller epoch; a write
+dead session, with the next controller epoch; a write
 fenced by the deposed controller's epoch znode version is then refused. A controller stopped with
 SIGTERM hands over at once, since closing its session removes `/controller`.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
-
 import pytest
 
 from services.clients.launcher import LocalCluster
-from services.common.errors import code_of
+from services.common.errors import Errors
 from services.common.pb.odradek.controller.v1 import controller_pb2 as pb
 from services.common.pb.odradek.controller.v1 import controller_pb2_grpc
 from services.common.proc import wait_until
 from services.common.service import insecure_channel
-from services.common.zk import ControllerMovedError, OdradekZkClient, PartitionState, TopicPartition
+from services.common.topic_partition import TopicPartition
+from services.common.zk import ControllerMovedError, OdradekZkClient, PartitionStateZnode
+from tests.integration.conftest import SESSION_TIMEOUT_S
 
-SESSION_TIMEOUT_MS = 6000
-TAKEOVER_SLACK_S = 2.0
+TAKEOVER_TIMEOUT_S = SESSION_TIMEOUT_S + 30
 START_TIMEOUT_S = 60.0
 RPC_TIMEOUT_S = 10.0
-NOT_CONTROLLER = code_of("NOT_CONTROLLER")
-INVALID_REPLICATION_FACTOR = code_of("INVALID_REPLICATION_FACTOR")
 
 
 @pytest.fixture
-def cluster(tmp_path, zookeeper, zk_chroot, request) -> Iterator[LocalCluster]:
-    cluster = LocalCluster(
-        tmp_path,
-        brokers=0,
-        controllers=2,
-        free_ports=True,
-        zookeeper_connect=zookeeper.connect_string,
-        zookeeper_chroot=zk_chroot,
-        controller_config={"zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS},
-    )
-    try:
-        cluster.start(START_TIMEOUT_S)
-        yield cluster
-    finally:
-        report = getattr(request.node, "rep_call", None)
-        if report is None or report.failed:
-            print(cluster.dump_logs())
-        cluster.stop()
+def cluster(cluster_factory) -> LocalCluster:
+    return cluster_factory(brokers=0, controllers=2)
 
 
 @pytest.fixture
@@ -90,14 +70,14 @@ def test_one_controller_is_active_and_the_standby_answers_not_controller(cluster
     assert answer.cluster_id == zk.get_cluster_id()
     assert list(answer.brokers) == []
 
-    assert describe(cluster, standby).error_code == NOT_CONTROLLER
+    assert describe(cluster, standby).error_code == Errors.NOT_CONTROLLER
     request = pb.CreateTopicsRequest(timeout_ms=5000)
     request.topics.add(name="events", num_partitions=1, replication_factor=1)
-    assert call(cluster, standby, "CreateTopics", request).error_code == NOT_CONTROLLER
+    assert call(cluster, standby, "CreateTopics", request).error_code == Errors.NOT_CONTROLLER
 
     created = call(cluster, active, "CreateTopics", request)
     assert created.error_code == 0
-    assert [(t.name, t.error_code) for t in created.topics] == [("events", INVALID_REPLICATION_FACTOR)]
+    assert [(t.name, t.error_code) for t in created.topics] == [("events", Errors.INVALID_REPLICATION_FACTOR)]
     assert "events" not in zk.get_all_topics()
 
 
@@ -106,7 +86,6 @@ def test_standby_takes_over_when_the_active_controller_is_killed(cluster, zk):
     before = zk.get_controller_epoch()
     assert before is not None
 
-    killed_at = time.monotonic()
     cluster.kill_service(active)
     standby_id = cluster.services[standby].node_id
 
@@ -114,10 +93,7 @@ def test_standby_takes_over_when_the_active_controller_is_killed(cluster, zk):
         info = zk.get_controller()
         return info is not None and info.controller_id == standby_id
 
-    deadline_s = SESSION_TIMEOUT_MS / 1000 + TAKEOVER_SLACK_S
-    wait_until(
-        standby_elected, deadline_s - (time.monotonic() - killed_at), message=f"{standby} to take over"
-    )
+    wait_until(standby_elected, TAKEOVER_TIMEOUT_S, message=f"{standby} to take over")
     after = zk.get_controller_epoch()
     assert after is not None and after.epoch == before.epoch + 1
     assert after.zk_version > before.zk_version
@@ -127,7 +103,7 @@ def test_standby_takes_over_when_the_active_controller_is_killed(cluster, zk):
     partition = TopicPartition("fenced", 0)
     with pytest.raises(ControllerMovedError):
         zk.create_partition_states(
-            {partition: PartitionState(1, 0, (1,), before.epoch)}, epoch_zk_version=before.zk_version
+            {partition: PartitionStateZnode(1, 0, (1,), before.epoch)}, epoch_zk_version=before.zk_version
         )
     assert zk.get_partition_state(partition) is None
     assert "fenced" not in zk.get_all_topics()
@@ -135,7 +111,7 @@ def test_standby_takes_over_when_the_active_controller_is_killed(cluster, zk):
     # the old controller comes back as a standby
     cluster.start_service(active, timeout_s=START_TIMEOUT_S)
     wait_until(
-        lambda: describe(cluster, active).error_code == NOT_CONTROLLER, 10, message=f"{active} standby"
+        lambda: describe(cluster, active).error_code == Errors.NOT_CONTROLLER, 10, message=f"{active} standby"
     )
     assert zk.get_controller().controller_id == standby_id
 
@@ -147,7 +123,7 @@ def test_a_controller_stopped_gracefully_hands_over_at_once(cluster, zk):
     standby_id = cluster.services[standby].node_id
     info = wait_until(
         lambda: (c := zk.get_controller()) is not None and c.controller_id == standby_id,
-        SESSION_TIMEOUT_MS / 2000,
+        SESSION_TIMEOUT_S / 2,
         message=f"{standby} to take over before the session timeout",
     )
     assert info

@@ -11,16 +11,14 @@ from services.clients.admin import Admin
 from services.clients.admin_types import NewTopic
 from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
-from services.common.errors import code_of
+from services.common.errors import Errors
 from services.common.pb.odradek.broker.v1 import broker_pb2_grpc
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.proc import wait_until
 from services.common.records import build_batch, iter_records
 from services.common.service import insecure_channel
 from services.common.zk import OdradekZkClient
-
-SESSION_TIMEOUT_S = 6.0  # zookeeper.session.timeout.ms of the test cluster
-OUT_OF_ORDER_SEQUENCE_NUMBER = code_of("OUT_OF_ORDER_SEQUENCE_NUMBER")
+from tests.integration.conftest import SESSION_TIMEOUT_S
 
 
 def init_producer_id(cluster: LocalCluster, broker: str, **fields) -> common_pb2.InitProducerIdResponse:
@@ -61,15 +59,15 @@ def test_init_producer_id_from_any_broker_gives_ids_from_disjoint_blocks(cluster
     assert all(len(b) == 1 for b in blocks.values())  # each broker hands out ids of its own block
     assert len(set.union(*blocks.values())) == len(cluster.broker_names)
     name = cluster.broker_names[0]
-    assert init_producer_id(cluster, name, transactional_id="txn").error_code == code_of("NOT_COORDINATOR")
-    assert init_producer_id(cluster, name, transactional_id="").error_code == code_of("INVALID_REQUEST")
+    assert init_producer_id(cluster, name, transactional_id="txn").error_code == Errors.NOT_COORDINATOR
+    assert init_producer_id(cluster, name, transactional_id="").error_code == Errors.INVALID_REQUEST
     bad = common_pb2.InitProducerIdRequest(producer_id=-1, producer_epoch=3)
     channel = insecure_channel(cluster.endpoint(name))
     try:
         reply = broker_pb2_grpc.BrokerServiceStub(channel).InitProducerId(bad, timeout=10)
     finally:
         channel.close()
-    assert reply.error_code == code_of("INVALID_REQUEST")
+    assert reply.error_code == Errors.INVALID_REQUEST
 
 
 def test_producer_id_managers_sharing_zookeeper_never_repeat_an_id(zk_client):
@@ -111,7 +109,7 @@ def test_resent_batches_are_written_once_gaps_are_refused_and_a_restart_keeps_th
         assert client.produce("idem", 0, first, acks=-1)[:2] == (0, 0)  # a retry: the same offset
         assert client.produce("idem", 0, second, acks=1)[:2] == (3, 0)
         gap = client.produce("idem", 0, batch(9, [b"gap"]), acks=-1)
-        assert gap.error_code == OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert gap.error_code == Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
         expected = [(0, b"a0"), (1, b"a1"), (2, b"a2"), (3, b"b0")]
         assert values_of(client, "idem") == expected
 
@@ -125,6 +123,6 @@ def test_resent_batches_are_written_once_gaps_are_refused_and_a_restart_keeps_th
 
         assert client.produce("idem", 0, second, acks=-1, retry_timeout_ms=30000)[:2] == (3, 0)
         assert client.produce("idem", 0, first, acks=-1)[:2] == (0, 0)
-        assert client.produce("idem", 0, batch(9, [b"gap"]), acks=-1).error_code == OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert client.produce("idem", 0, batch(9, [b"gap"]), acks=-1).error_code == Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
         assert client.produce("idem", 0, batch(4, [b"c0"]), acks=-1)[:2] == (4, 0)
         assert values_of(client, "idem") == expected + [(4, b"c0")]

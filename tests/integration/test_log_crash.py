@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from services.broker.log import LogConfig, LogManager, LogManagerConfig, TopicPartition
+from services.broker.log import LogConfig, LogManager, LogManagerConfig
 from services.broker.log.files import CLEAN_SHUTDOWN_FILE
 from services.common.proc import start_process, stop_process, wait_until
 from services.common.records import build_batch, iter_batches
 from services.common.records.batch import parse_header
+from services.common.topic_partition import TopicPartition
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TP = TopicPartition("crash", 0)
@@ -30,7 +31,8 @@ DEADLINE_S = 60.0
 
 CHILD = r"""
 import os, struct, sys
-from services.broker.log import LogConfig, LogManager, LogManagerConfig, TopicPartition
+from services.broker.log import LogConfig, LogManager, LogManagerConfig
+from services.common.topic_partition import TopicPartition
 from services.common.records import build_batch
 
 log_dir, ack_path, segment_bytes = sys.argv[1], sys.argv[2], int(sys.argv[3])

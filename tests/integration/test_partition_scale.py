@@ -18,16 +18,15 @@ from services.common.errors import KafkaError
 from services.common.proc import wait_until
 from services.common.records import build_batch
 from services.common.zk import OdradekZkClient
-from tests.integration.conftest import module_cluster, zk_session
+from tests.integration.conftest import SCALE_CLIENT_CONFIG, module_cluster, zk_session
 
 PARTITIONS = 4000
-CLIENT_CONFIG = {"request_timeout_ms": 30000, "retry_backoff_ms": 100, "default_api_timeout_ms": 120000}
 READY_TIMEOUT_S = 90
 
 
 @pytest.fixture(scope="module")
 def client_config() -> dict[str, int]:
-    return CLIENT_CONFIG
+    return SCALE_CLIENT_CONFIG
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +43,7 @@ def zk(cluster: LocalCluster, zookeeper) -> Iterator[OdradekZkClient]:
 
 
 def produce_and_fetch(cluster: LocalCluster, topic: str, partitions: list[int]) -> None:
-    with LowLevelClient(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG) as client:
+    with LowLevelClient(bootstrap_servers=cluster.bootstrap_servers, **SCALE_CLIENT_CONFIG) as client:
         for partition in partitions:
             value = f"{topic}-{partition}".encode()
             result = client.produce(topic, partition, build_batch([value]), acks=-1, timeout_ms=30000)

@@ -27,26 +27,21 @@ from pathlib import Path
 import grpc
 
 from services.clients.admin import Admin
-from services.clients.admin_types import NewTopic
 from services.clients.cluster import Cluster, PartitionInfo
 from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
-from services.common.errors import code_of, error_for_code
+from services.common.errors import Errors, error_for_code
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.proc import free_port, log_tail, pid_alive, wait_until
 from services.common.records import build_batch, iter_batch_positions, iter_records, parse_header
 from services.common.service import insecure_channel
+from tests.integration.conftest import CLIENT_CONFIG, SESSION_TIMEOUT_S, create_topic
 
-SESSION_TIMEOUT_S = 6.0  # zookeeper.session.timeout.ms of the test clusters
 LAG_TIME_MAX_MS = 3000
-NOT_ENOUGH_REPLICAS = code_of("NOT_ENOUGH_REPLICAS")
-NOT_ENOUGH_REPLICAS_AFTER_APPEND = code_of("NOT_ENOUGH_REPLICAS_AFTER_APPEND")
-REQUEST_TIMED_OUT = code_of("REQUEST_TIMED_OUT")
-DUPLICATE_SEQUENCE_NUMBER = code_of("DUPLICATE_SEQUENCE_NUMBER")
 MIN_ISR_CONFIG = {"min.insync.replicas": "2"}
-# Clients give up on a node after this long, so a paused broker only delays them a little.
-CLIENT_CONFIG = {"request_timeout_ms": 3000, "retry_backoff_ms": 50, "default_api_timeout_ms": 15000}
+# Clients give up on a node after 3 s, so a paused broker only delays them a little.
+PAUSED_BROKER_CLIENT_CONFIG = {**CLIENT_CONFIG, "request_timeout_ms": 3000}
 
 
 # --------------------------------------------------------------------------------------------- helpers
@@ -99,16 +94,11 @@ def init_producer_id(cluster: LocalCluster, timeout_s: float = 15) -> ProducerId
 
 
 def admin_for(cluster: LocalCluster) -> Admin:
-    return Admin(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG)
+    return Admin(bootstrap_servers=cluster.bootstrap_servers, **PAUSED_BROKER_CLIENT_CONFIG)
 
 
 def client_for(cluster: LocalCluster) -> LowLevelClient:
-    return LowLevelClient(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG)
-
-
-def create_topic(admin: Admin, topic: str, partitions: int) -> None:
-    admin.create_topics([NewTopic(topic, partitions, 3, configs=MIN_ISR_CONFIG)])
-    admin.wait_for_topic(topic, 30, partitions=partitions)
+    return LowLevelClient(bootstrap_servers=cluster.bootstrap_servers, **PAUSED_BROKER_CLIENT_CONFIG)
 
 
 def partitions_of(admin: Admin, topic: str) -> dict[int, PartitionInfo]:
@@ -276,7 +266,7 @@ class SteadyProducer(threading.Thread):
                 if result.error_code == 0:
                     self.acked += [(result.base_offset + i, v) for i, v in enumerate(values)]
                     break
-                if result.error_code == DUPLICATE_SEQUENCE_NUMBER and self.identity.idempotent:
+                if result.error_code == Errors.DUPLICATE_SEQUENCE_NUMBER and self.identity.idempotent:
                     self.acked += [(None, v) for v in values]
                     break
                 self.errors[result.error_code] += 1
@@ -336,7 +326,7 @@ def test_acked_records_survive_repeated_leader_kills(cluster_factory):
                       "and duplicates of retried batches are allowed", stacklevel=1)
     stop = threading.Event()
     with admin_for(cluster) as admin:
-        create_topic(admin, topic, len(partitions))
+        create_topic(admin, topic, len(partitions), 3, configs=MIN_ISR_CONFIG)
     wait_for_full_isr(cluster, topic, 30)
     producers = [SteadyProducer(cluster, topic, p, identity, stop) for p in partitions]
     consumer = TailingConsumer(cluster, topic, partitions, stop)
@@ -419,7 +409,7 @@ def test_stalled_followers_leave_and_rejoin_the_isr(cluster_factory):
     topic = "lagging"
     acked: list[tuple[int, bytes]] = []
     with admin_for(cluster) as admin, client_for(cluster) as client:
-        create_topic(admin, topic, 1)
+        create_topic(admin, topic, 1, 3, configs=MIN_ISR_CONFIG)
         info = wait_for_full_isr(cluster, topic, 30)[0]
         leader, replicas = info.leader, set(info.replicas)
         first, second = sorted(replicas - {leader})
@@ -438,12 +428,12 @@ def test_stalled_followers_leave_and_rejoin_the_isr(cluster_factory):
         with paused(cluster, first, second):
             in_flight = client.produce(topic, 0, build_batch([b"in-flight"]), acks=-1, timeout_ms=15000,
                                        retry_timeout_ms=20000)
-            assert in_flight.error_code in (NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-                                             REQUEST_TIMED_OUT), in_flight
+            assert in_flight.error_code in (Errors.NOT_ENOUGH_REPLICAS, Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                                             Errors.REQUEST_TIMED_OUT), in_flight
             wait_for_isr(cluster, admin, topic, 0, {leader}, [leader])
             refused = client.produce(topic, 0, build_batch([b"refused"]), acks=-1, timeout_ms=15000,
                                      retry_timeout_ms=20000)
-            assert refused.error_code == NOT_ENOUGH_REPLICAS, refused
+            assert refused.error_code == Errors.NOT_ENOUGH_REPLICAS, refused
             produce_acked(client, topic, 0, [b"acks-1-alone-%d" % i for i in range(5)], acked, acks=1)
         wait_for_isr(cluster, admin, topic, 0, replicas, replicas)
         produce_acked(client, topic, 0, [b"after-%d" % i for i in range(10)], acked)
@@ -487,7 +477,7 @@ def test_partitioned_leader_truncates_its_divergent_tail(cluster_factory):
     topic = "diverging"
     committed: list[tuple[int, bytes]] = []
     with admin_for(cluster) as admin, client_for(cluster) as client:
-        create_topic(admin, topic, 1)
+        create_topic(admin, topic, 1, 3, configs=MIN_ISR_CONFIG)
         info = wait_for_full_isr(cluster, topic, 30)[0]
         old_leader, followers = info.leader, sorted(set(info.replicas) - {info.leader})
         for round_ in range(3):

@@ -23,42 +23,31 @@ from kazoo.client import KazooClient
 
 from services.clients.admin import Admin
 from services.clients.admin_types import NewTopic
-from services.clients.cluster import TopicPartition
 from services.clients.consumer import OffsetAndMetadata
 from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
-from services.common.errors import code_of
+from services.common.errors import Errors
 from services.common.pb.odradek.controller.v1 import controller_pb2 as pb
 from services.common.pb.odradek.controller.v1 import controller_pb2_grpc
 from services.common.proc import wait_until
 from services.common.records import build_batch
 from services.common.service import insecure_channel
+from services.common.topic_partition import TopicPartition
 from services.common.zk import OdradekZkClient
-from services.common.zk import TopicPartition as ZkTopicPartition
 from services.common.zk.controller import CONTROLLER_PATH
-from tests.integration.conftest import TEST_BROKER_CONFIG, module_cluster
+from tests.integration.conftest import module_cluster
 
-SESSION_TIMEOUT_MS = TEST_BROKER_CONFIG["zookeeper.session.timeout.ms"]
-COORDINATOR_CONFIG = {"zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS, "group.initial.rebalance.delay.ms": 300,
-                      "offsets.commit.timeout.ms": 5000}
-CLIENT_CONFIG = {"request_timeout_ms": 5000, "retry_backoff_ms": 50, "default_api_timeout_ms": 30000}
 START_TIMEOUT_S = 60.0
 REJOIN_TIMEOUT_S = 60.0
 BOUNCES = 3
 TOPIC = "bounced"
 PARTITIONS = 3
-NOT_CONTROLLER = code_of("NOT_CONTROLLER")
-
-
-@pytest.fixture(scope="module")
-def client_config() -> dict[str, int]:
-    return CLIENT_CONFIG
 
 
 @pytest.fixture(scope="module")
 def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path_factory) -> Iterator[LocalCluster]:
     with module_cluster(request, zookeeper, _zk_root_client, tmp_path_factory, "restarts", brokers=3,
-                        controllers=2, coordinators=1, coordinator_config=COORDINATOR_CONFIG) as local:
+                        controllers=2, coordinators=1) as local:
         yield local
 
 
@@ -100,26 +89,26 @@ def produce_to_all_replicas(writer: LowLevelClient, partition: int, value: str) 
 def test_a_broker_killed_and_restarted_at_once_rejoins_each_time(cluster, zk, topic, writer):
     name = cluster.broker_names[1]
     broker_id = cluster.services[name].node_id
-    epochs = [zk.get_broker(broker_id).epoch]
+    epochs = [zk.get_broker(broker_id).broker_epoch]
     for bounce in range(BOUNCES):
         pid = restart_at_once(cluster, name)
 
         registered = zk.get_broker(broker_id)      # it serves only once registered
-        assert registered is not None and registered.epoch > epochs[-1]
-        epochs.append(registered.epoch)
+        assert registered is not None and registered.broker_epoch > epochs[-1]
+        epochs.append(registered.broker_epoch)
         value = f"after bounce {bounce}"
         for partition in range(PARTITIONS):
             wait_until(lambda p=partition, v=value: produce_to_all_replicas(writer, p, v), REJOIN_TIMEOUT_S, 0.2,
                        message=f"{name} back in the ISR of {TOPIC}-{partition}")
-            assert broker_id in zk.get_partition_state(ZkTopicPartition(TOPIC, partition)).value.isr
+            assert broker_id in zk.get_partition_state(TopicPartition(TOPIC, partition)).value.isr
         assert cluster.running_pid(name) == pid
-    assert zk.get_broker(broker_id).epoch == epochs[-1]
+    assert zk.get_broker(broker_id).broker_epoch == epochs[-1]
 
 
 def test_a_broker_whose_session_expired_registers_again(cluster, zk, topic, writer):
     name = cluster.broker_names[2]
     broker_id = cluster.services[name].node_id
-    before = zk.get_broker(broker_id).epoch
+    before = zk.get_broker(broker_id).broker_epoch
     cluster.signal_service(name, signal.SIGSTOP)
     try:
         wait_until(lambda: zk.get_broker(broker_id) is None, REJOIN_TIMEOUT_S, 0.2,
@@ -129,7 +118,7 @@ def test_a_broker_whose_session_expired_registers_again(cluster, zk, topic, writ
 
     registered = wait_until(lambda: zk.get_broker(broker_id), REJOIN_TIMEOUT_S, 0.2,
                             message=f"{name} to register again")
-    assert registered.epoch > before
+    assert registered.broker_epoch > before
     for partition in range(PARTITIONS):
         wait_until(lambda p=partition: produce_to_all_replicas(writer, p, "after expiry"), REJOIN_TIMEOUT_S, 0.2,
                    message=f"{name} back in the ISR of {TOPIC}-{partition}")
@@ -160,7 +149,7 @@ def test_the_active_controller_killed_and_restarted_at_once_is_active_or_standby
         answer = describe(cluster, name)
         if elected.controller_id == active.controller_id:
             return (answer.error_code, answer.controller_id) == (0, active.controller_id)
-        return answer.error_code == NOT_CONTROLLER
+        return answer.error_code == Errors.NOT_CONTROLLER
 
     wait_until(settled, REJOIN_TIMEOUT_S, 0.2, message=f"{name} to be the active controller or a standby")
     admin.create_topics([NewTopic("after-controller-restart", 2, 3)])

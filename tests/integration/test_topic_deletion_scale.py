@@ -17,11 +17,10 @@ from services.clients.lowlevel import LowLevelClient
 from services.common.proc import wait_until
 from services.common.records import build_batch, iter_records
 from services.common.zk import OdradekZkClient
-from tests.integration.conftest import zk_session
+from tests.integration.conftest import SCALE_CLIENT_CONFIG, zk_session
 
 PARTITIONS = 2000
 TOPIC = "wide-doomed"
-CLIENT_CONFIG = {"request_timeout_ms": 30000, "retry_backoff_ms": 100, "default_api_timeout_ms": 120000}
 STEP_TIMEOUT_S = 120
 
 
@@ -61,7 +60,7 @@ def leftovers(cluster: LocalCluster, admin: Admin, zk: OdradekZkClient, topic: s
 
 
 def test_a_topic_of_2000_partitions_is_deleted_everywhere_and_its_name_reused(cluster, zk):
-    with Admin(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG) as admin:
+    with Admin(bootstrap_servers=cluster.bootstrap_servers, **SCALE_CLIENT_CONFIG) as admin:
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])
         admin.wait_for_topic(TOPIC, STEP_TIMEOUT_S, partitions=PARTITIONS)
         wait_until(lambda: all(len(dirs) == PARTITIONS for dirs in topic_dirs(cluster, TOPIC).values()),
@@ -75,7 +74,7 @@ def test_a_topic_of_2000_partitions_is_deleted_everywhere_and_its_name_reused(cl
         admin.wait_for_topic(TOPIC, STEP_TIMEOUT_S, partitions=3)
     wait_until(lambda: all(len(dirs) == 3 for dirs in topic_dirs(cluster, TOPIC).values()), STEP_TIMEOUT_S,
                0.2, message="the new topic's log directories on every broker")
-    with LowLevelClient(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG) as client:
+    with LowLevelClient(bootstrap_servers=cluster.bootstrap_servers, **SCALE_CLIENT_CONFIG) as client:
         for partition in range(3):
             value = f"again-{partition}".encode()
             result = client.produce(TOPIC, partition, build_batch([value]), acks=-1, timeout_ms=30000)

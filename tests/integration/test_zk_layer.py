@@ -9,6 +9,7 @@ import json
 import queue
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -16,28 +17,27 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.protocol.states import EventType
 
 from services.common.clock import ManualClock
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
+from services.common.shared_types import BrokerInfo, EndPoint
+from services.common.topic_partition import TopicPartition
 from services.common.zk import (
     CONFLICT,
     PERSISTENT_PATHS,
-    BrokerInfo,
     ControllerEpoch,
     ControllerMovedError,
     CoordinatorOwnership,
     DuplicateRegistrationError,
-    EndPoint,
     OdradekZkClient,
-    PartitionState,
+    PartitionStateZnode,
     TopicAssignment,
-    TopicPartition,
     Versioned,
     ZkEvent,
     enqueue_watch,
     new_topic_id,
 )
+from tests.conftest import ZK_SESSION_TIMEOUT_S
 
 WAIT_S = 10.0
-SESSION_TIMEOUT_S = 10.0
 TP0 = TopicPartition("orders", 0)
 TP1 = TopicPartition("orders", 1)
 
@@ -55,7 +55,7 @@ def new_session(zookeeper, zk_chroot: str) -> Iterator[Callable[[], OdradekZkCli
     clients: list[KazooClient] = []
 
     def open_session() -> OdradekZkClient:
-        client = KazooClient(hosts=zookeeper.connect_string + zk_chroot, timeout=SESSION_TIMEOUT_S)
+        client = KazooClient(hosts=zookeeper.connect_string + zk_chroot, timeout=ZK_SESSION_TIMEOUT_S)
         client.start(timeout=WAIT_S)
         clients.append(client)
         return OdradekZkClient(client, ManualClock())
@@ -74,7 +74,7 @@ def next_event(events: queue.Queue[ZkEvent]) -> ZkEvent:
 
 
 def broker_info(broker_id: int, port: int = 9092) -> BrokerInfo:
-    return BrokerInfo(broker_id, (EndPoint("PLAINTEXT", "127.0.0.1", port),), rack="r1", timestamp_ms=1)
+    return BrokerInfo(broker_id, (EndPoint("127.0.0.1", port),), rack="r1", timestamp_ms=1)
 
 
 def run_concurrently(*calls: Callable[[], Any]) -> list[Any]:
@@ -155,19 +155,18 @@ def test_broker_registration_epoch_is_the_czxid(zk: OdradekZkClient, new_session
     assert epoch == stat.czxid
     assert stat.ephemeralOwner == zk.zk.client_id[0]
     found = zk.get_broker(1)
-    assert found.epoch == epoch
-    assert found.broker == broker_info(1)
+    assert found == replace(broker_info(1), broker_epoch=epoch)
     assert json.loads(zk.zk.get("/brokers/ids/1")[0])["endpoints"] == ["PLAINTEXT://127.0.0.1:9092"]
     assert zk.register_broker(broker_info(1)) == epoch  # the same session registering again
 
     other = new_session()
     with pytest.raises(DuplicateRegistrationError) as duplicate:
         other.register_broker(broker_info(1, 9999))
-    assert duplicate.value.error_name == "DUPLICATE_BROKER_REGISTRATION"
+    assert duplicate.value.code == Errors.DUPLICATE_BROKER_REGISTRATION
     later = other.register_broker(broker_info(2, 9093))
     assert later > epoch
     assert zk.get_live_broker_ids() == [1, 2]
-    assert {i: b.epoch for i, b in zk.get_all_brokers().items()} == {1: epoch, 2: later}
+    assert {i: b.broker_epoch for i, b in zk.get_all_brokers().items()} == {1: epoch, 2: later}
 
 
 def test_ephemeral_registrations_vanish_when_the_session_closes(zk: OdradekZkClient, new_session) -> None:
@@ -202,7 +201,7 @@ def test_topic_assignment_round_trips_with_versions(zk: OdradekZkClient) -> None
     assert zk.get_topic_config("orders") == {"cleanup.policy": "compact"}
     with pytest.raises(KafkaError) as exists:
         zk.create_topic(TopicAssignment.of("orders", {0: [1]}))
-    assert exists.value.error_name == "TOPIC_ALREADY_EXISTS"
+    assert exists.value.code == Errors.TOPIC_ALREADY_EXISTS
     assert zk.get_topic_config("orders") == {"cleanup.policy": "compact"}
 
     grown = TopicAssignment.of("orders", {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]}, assignment.topic_id)
@@ -214,7 +213,7 @@ def test_topic_assignment_round_trips_with_versions(zk: OdradekZkClient) -> None
 def test_partition_states_are_created_and_rewritten_by_version(zk: OdradekZkClient) -> None:
     epoch = zk.elect_controller(1)
     zk.create_topic(TopicAssignment.of("orders", {0: [1, 2], 1: [2, 1]}))
-    initial = {TP0: PartitionState(1, 0, (1, 2), epoch.epoch), TP1: PartitionState(2, 0, (2, 1), epoch.epoch)}
+    initial = {TP0: PartitionStateZnode(1, 0, (1, 2), epoch.epoch), TP1: PartitionStateZnode(2, 0, (2, 1), epoch.epoch)}
 
     zk.create_partition_states(initial, epoch_zk_version=epoch.zk_version)
 
@@ -223,7 +222,7 @@ def test_partition_states_are_created_and_rewritten_by_version(zk: OdradekZkClie
         TP1: Versioned(initial[TP1], 0),
     }
     assert zk.get_partitions("orders") == [0, 1]
-    moved = PartitionState(2, 1, (2,), epoch.epoch)
+    moved = PartitionStateZnode(2, 1, (2,), epoch.epoch)
     result = zk.set_partition_states(
         {TP0: Versioned(moved, 0), TP1: Versioned(moved, 5)}, epoch_zk_version=epoch.zk_version
     )
@@ -236,12 +235,12 @@ def test_partition_states_are_created_and_rewritten_by_version(zk: OdradekZkClie
 def test_leader_isr_update_with_a_stale_version_fails(zk: OdradekZkClient) -> None:
     epoch = zk.elect_controller(1)
     zk.create_topic(TopicAssignment.of("orders", {0: [1, 2, 3]}))
-    state = PartitionState(1, 3, (1, 2, 3), epoch.epoch)
+    state = PartitionStateZnode(1, 3, (1, 2, 3), epoch.epoch)
     zk.create_partition_states({TP0: state}, epoch_zk_version=epoch.zk_version)
 
-    shrunk = PartitionState(1, 3, (1, 2), epoch.epoch)
+    shrunk = PartitionStateZnode(1, 3, (1, 2), epoch.epoch)
     assert zk.update_leader_and_isr(TP0, shrunk, expected_version=0) == (True, 1)
-    expanded_from_stale = PartitionState(1, 3, (1, 2, 3), epoch.epoch)
+    expanded_from_stale = PartitionStateZnode(1, 3, (1, 2, 3), epoch.epoch)
     assert zk.update_leader_and_isr(TP0, expanded_from_stale, expected_version=0) == CONFLICT
 
     assert zk.get_partition_state(TP0) == Versioned(shrunk, 1)
@@ -268,7 +267,7 @@ def test_controller_deletes_a_topic_atomically(zk: OdradekZkClient) -> None:
     epoch = zk.elect_controller(1)
     zk.create_topic(TopicAssignment.of("orders", {0: [1], 1: [1]}), {"retention.ms": "1"})
     zk.create_partition_states(
-        {TP0: PartitionState(1, 0, (1,), 1), TP1: PartitionState(1, 0, (1,), 1)},
+        {TP0: PartitionStateZnode(1, 0, (1,), 1), TP1: PartitionStateZnode(1, 0, (1,), 1)},
         epoch_zk_version=epoch.zk_version,
     )
     events: queue.Queue[ZkEvent] = queue.Queue()
@@ -342,7 +341,7 @@ def test_a_deposed_controller_is_fenced(zookeeper, zk_chroot: str, zk: OdradekZk
     assert epoch_a == ControllerEpoch(1, 1)
     zk.create_topic(TopicAssignment.of("orders", {0: [1, 2], 1: [2, 1]}))
     controller_a.create_partition_states(
-        {TP0: PartitionState(1, 0, (1, 2), 1)}, epoch_zk_version=epoch_a.zk_version
+        {TP0: PartitionStateZnode(1, 0, (1, 2), 1)}, epoch_zk_version=epoch_a.zk_version
     )
     controller_changes: queue.Queue[ZkEvent] = queue.Queue()
     assert (
@@ -357,30 +356,30 @@ def test_a_deposed_controller_is_fenced(zookeeper, zk_chroot: str, zk: OdradekZk
     # A, reconnected with a new session, still believes it is the controller at epoch 1.
     with pytest.raises(ControllerMovedError) as moved:
         controller_a.create_partition_states(
-            {TP1: PartitionState(2, 0, (2, 1), 1)}, epoch_zk_version=epoch_a.zk_version
+            {TP1: PartitionStateZnode(2, 0, (2, 1), 1)}, epoch_zk_version=epoch_a.zk_version
         )
-    assert moved.value.error_name == "STALE_CONTROLLER_EPOCH"
+    assert moved.value.code == Errors.STALE_CONTROLLER_EPOCH
     assert zk.get_partitions("orders") == [0]  # not even the parent znode of partition 1 was created
     with pytest.raises(ControllerMovedError):
         controller_a.set_partition_states(
-            {TP0: Versioned(PartitionState(1, 1, (1,), 1), 0)}, epoch_zk_version=epoch_a.zk_version
+            {TP0: Versioned(PartitionStateZnode(1, 1, (1,), 1), 0)}, epoch_zk_version=epoch_a.zk_version
         )
     with pytest.raises(ControllerMovedError):
         controller_a.delete_topic("orders", epoch_zk_version=epoch_a.zk_version)
     with pytest.raises(ControllerMovedError):
         controller_a.delete_controller(epoch_zk_version=epoch_a.zk_version)
-    assert zk.get_partition_state(TP0) == Versioned(PartitionState(1, 0, (1, 2), 1), 0)
+    assert zk.get_partition_state(TP0) == Versioned(PartitionStateZnode(1, 0, (1, 2), 1), 0)
     assert zk.get_controller().controller_id == 2
     assert zk.get_topic_assignment("orders") is not None
 
     controller_b.create_partition_states(
-        {TP1: PartitionState(2, 0, (2, 1), 2)}, epoch_zk_version=epoch_b.zk_version
+        {TP1: PartitionStateZnode(2, 0, (2, 1), 2)}, epoch_zk_version=epoch_b.zk_version
     )
     updated = controller_b.set_partition_states(
-        {TP0: Versioned(PartitionState(2, 1, (2,), 2), 0)}, epoch_zk_version=epoch_b.zk_version
+        {TP0: Versioned(PartitionStateZnode(2, 1, (2,), 2), 0)}, epoch_zk_version=epoch_b.zk_version
     )
     assert updated.updated == {TP0: 1}
-    assert zk.get_partition_state(TP1) == Versioned(PartitionState(2, 0, (2, 1), 2), 0)
+    assert zk.get_partition_state(TP1) == Versioned(PartitionStateZnode(2, 0, (2, 1), 2), 0)
     assert controller_a.get_controller().endpoint == "127.0.0.1:9102"
 
 
