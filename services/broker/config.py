@@ -52,6 +52,10 @@ class BrokerConfig(Config):
     compression_type: str = setting(ConfigType.STRING, "producer",
                                     one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"))
     message_max_bytes: int = setting(ConfigType.INT, 1048588, at_least(0))
+    message_max_decompressed_bytes: int = setting(
+        ConfigType.INT, 67108864, at_least(0),
+        doc="Default of the topic-level max.message.decompressed.bytes: the largest size a produced "
+            "compressed batch may decompress to.")
     fetch_max_bytes: int = setting(ConfigType.INT, 57671680, at_least(1024))
     replica_lag_time_max_ms: int = setting(ConfigType.LONG, 30000, at_least(1))
     replica_fetch_wait_max_ms: int = setting(ConfigType.INT, 500, at_least(0))
@@ -135,6 +139,7 @@ class BrokerConfig(Config):
             "retention.bytes": self.log_retention_bytes,
             "retention.ms": retention_ms,
             "max.message.bytes": self.message_max_bytes,
+            "max.message.decompressed.bytes": self.message_max_decompressed_bytes,
             "delete.retention.ms": self.log_cleaner_delete_retention_ms,
             "min.compaction.lag.ms": self.log_cleaner_min_compaction_lag_ms,
             "max.compaction.lag.ms": self.log_cleaner_max_compaction_lag_ms,

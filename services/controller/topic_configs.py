@@ -38,7 +38,7 @@ CONFIG_TYPE_CODES = {
     ConfigType.LIST: 7,
     ConfigType.PASSWORD: 9,
 }
-# Kafka 2.8's defaults of the topic-level configs.
+# Kafka 2.8's defaults of the topic-level configs, and of Odradek's max.message.decompressed.bytes.
 KAFKA_TOPIC_DEFAULTS = {
     "segment.bytes": "1073741824",
     "segment.ms": "604800000",
@@ -49,6 +49,7 @@ KAFKA_TOPIC_DEFAULTS = {
     "retention.bytes": "-1",
     "retention.ms": "604800000",
     "max.message.bytes": "1048588",
+    "max.message.decompressed.bytes": "67108864",
     "index.interval.bytes": "4096",
     "delete.retention.ms": "86400000",
     "min.compaction.lag.ms": "0",

@@ -33,6 +33,7 @@ from tests.unit.test_record_reader import corrupt_batches
 TOPIC = "framing"
 VALIDATED = "validated"
 COMPACTED = "compacted"
+BOUNDED = "bounded"
 
 
 @pytest.fixture(scope="module")
@@ -42,8 +43,9 @@ def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path
                         controllers=1) as cluster:
         with Admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
             admin.create_topics([NewTopic(TOPIC, 1, 1), NewTopic(VALIDATED, 1, 1),
-                                 NewTopic(COMPACTED, 1, 1, configs={"cleanup.policy": "compact"})])
-            for topic in (TOPIC, VALIDATED, COMPACTED):
+                                 NewTopic(COMPACTED, 1, 1, configs={"cleanup.policy": "compact"}),
+                                 NewTopic(BOUNDED, 1, 1, configs={"max.message.decompressed.bytes": "100000"})])
+            for topic in (TOPIC, VALIDATED, COMPACTED, BOUNDED):
                 admin.wait_for_topic(topic, 30)
         yield cluster
 
@@ -154,3 +156,17 @@ def test_a_compacted_topic_refuses_a_record_without_key(writer: LowLevelClient):
     assert "Compacted topic cannot accept message without key" in result.error_message
     assert end_offset(writer, COMPACTED) == 0
     assert writer.produce(COMPACTED, 0, sound(0)).base_offset == 0
+
+
+@pytest.mark.parametrize("codec", list(Compression)[1:])
+def test_a_batch_decompressing_past_the_topic_bound_is_message_too_large(writer: LowLevelClient, codec):
+    before = end_offset(writer, BOUNDED)
+    bomb = build_batch([b"\0" * 10_000] * 20, timestamps=START_MS, compression=codec)  # 200 KB of records
+    assert len(bomb) < 2_000
+    result = writer.produce(BOUNDED, 0, bomb)
+    assert result.error_code == Errors.MESSAGE_TOO_LARGE
+    assert "decompress to more than 100000 bytes" in result.error_message
+    assert end_offset(writer, BOUNDED) == before
+    within = build_batch([b"\0" * 10_000] * 9, timestamps=START_MS, compression=codec)
+    assert writer.produce(BOUNDED, 0, within).base_offset == before
+

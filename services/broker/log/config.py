@@ -48,6 +48,10 @@ class LogConfig(Config):
                                         doc="Log bytes between two offset index entries.")
     max_message_bytes: int = setting(ConfigType.INT, 1048588, at_least(0),
                                      doc="Largest record batch a producer may append.")
+    max_message_decompressed_bytes: int = setting(
+        ConfigType.INT, 67108864, at_least(0),
+        doc="Largest size a compressed batch may decompress to; a larger one is refused with "
+            "MESSAGE_TOO_LARGE before it is decompressed in full.")
     message_timestamp_type: str = setting(ConfigType.STRING, CREATE_TIME,
                                           one_of(CREATE_TIME, LOG_APPEND_TIME))
     message_timestamp_difference_max_ms: int = setting(ConfigType.LONG, LONG_MAX, at_least(0))

@@ -1,7 +1,8 @@
 """Errors the storage engine raises, each carrying Kafka's error name and code.
 
 Batch-level problems reuse the record format's own errors (`CorruptRecordError` = CORRUPT_MESSAGE,
-`InvalidRecordError` = INVALID_RECORD, `UnsupportedMagicError`); the rest are defined here.
+`InvalidRecordError` = INVALID_RECORD, `RecordTooLargeError` = MESSAGE_TOO_LARGE,
+`UnsupportedMagicError`); the rest are defined here.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from services.common.errors import KafkaError
 from services.common.records.batch import (
     CorruptRecordError,
     InvalidRecordError,
+    RecordTooLargeError,
     UnsupportedMagicError,
 )
 
@@ -26,12 +28,6 @@ class OffsetOutOfRangeError(KafkaError):
     """A read or offset change outside [log start offset, log end offset] (OFFSET_OUT_OF_RANGE, 1)."""
 
     error_name = "OFFSET_OUT_OF_RANGE"
-
-
-class RecordTooLargeError(KafkaError):
-    """A batch larger than `max.message.bytes` (MESSAGE_TOO_LARGE, 10)."""
-
-    error_name = "MESSAGE_TOO_LARGE"
 
 
 class RecordBatchTooLargeError(KafkaError):

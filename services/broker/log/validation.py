@@ -1,9 +1,11 @@
 """Validation of the record batches in an append, before anything is written (Kafka's LogValidator role).
 
 Every batch gets the checks of `services.common.records.batch.validate_batch` (length, magic 2,
-CRC-32C, counts) plus, for a leader append, the size limit (`max.message.bytes`), a known codec, a
-producer id with every transactional or control batch, Kafka's rules for client batches (base
-offset 0, no control batches, a sequence number with every producer id), and every record's framing
+CRC-32C, counts) plus, for a leader append, the size limits (`max.message.bytes` on the batch,
+`max.message.decompressed.bytes` on its records, refused before they are decompressed in full), a
+known codec, a producer id with every transactional or control batch, Kafka's rules for client
+batches (base offset 0, no control batches, a sequence number with every producer id), and every
+record's framing
 by the one record reader (`services.common.records.reader.check_batch_records`: decompression, each
 record's lengths, the record count; compiled, no Python object per record). The same pass gathers
 what Kafka's per-record rules need: every offset delta is the record's index (the last offset delta
@@ -20,7 +22,8 @@ to report) goes through `validate_leader_batches`.
 Errors, with Kafka's codes: an empty append INVALID_RECORD; bytes that are not whole batches, a bad
 length, CRC, compressed section or record CORRUPT_MESSAGE; magic other than 2
 UNSUPPORTED_FOR_MESSAGE_FORMAT; an unknown codec UNSUPPORTED_COMPRESSION_TYPE; a batch over
-`max.message.bytes` MESSAGE_TOO_LARGE; a bad timestamp INVALID_TIMESTAMP; rule breaks INVALID_RECORD.
+`max.message.bytes` or `max.message.decompressed.bytes` MESSAGE_TOO_LARGE; a bad timestamp
+INVALID_TIMESTAMP; rule breaks INVALID_RECORD.
 """
 
 from __future__ import annotations
@@ -93,8 +96,8 @@ def single_leader_batch(view: memoryview, config: LogConfig, origin: AppendOrigi
             or crc32c(view[ATTRIBUTES_OFFSET:]) != fields[4]):
         return None
     try:
-        summary = check_batch_records(view, 0, fields)
-    except CorruptRecordError:
+        summary = check_batch_records(view, 0, fields, config.max_message_decompressed_bytes)
+    except (CorruptRecordError, RecordTooLargeError):
         return None
     if summary[0] >= 0 or summary[3] >= 0 and config.compact:  # offset delta fault, null key
         return None
@@ -150,7 +153,7 @@ def validate_leader_batches(records, config: LogConfig, origin: AppendOrigin,
                 or crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size]) != fields[4]):
             _raise_batch_error(view, pos, check_client)
         header = _new_header(BatchHeader, fields)
-        summary = check_batch_records(view, pos, header)
+        summary = check_batch_records(view, pos, header, config.max_message_decompressed_bytes)
         _check_records(view, pos, header, summary, config.compact, now_ms if check_timestamps else None,
                        max_difference)
         batches.append((pos, header))

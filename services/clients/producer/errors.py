@@ -4,13 +4,17 @@
 `TimeoutError`: metadata that never came within `max.block.ms`, batches expired by
 `delivery.timeout.ms`, a `flush` or `get` that ran out of time. `BufferExhaustedError` is the
 TimeoutException of a `send` that waited `max.block.ms` for `buffer.memory`. `RecordTooLargeError`
-(MESSAGE_TOO_LARGE, 10) is Kafka's RecordTooLargeException. `ProducerClosedError` is raised by
-`send` after `close` (Kafka's IllegalStateException: no error code).
+(MESSAGE_TOO_LARGE, 10: Kafka's RecordTooLargeException) is the record format's own, re-exported
+here. `ProducerClosedError` is raised by `send` after `close` (Kafka's IllegalStateException: no
+error code).
 """
 
 from __future__ import annotations
 
 from services.common.errors import KafkaError
+from services.common.records.batch import RecordTooLargeError
+
+__all__ = ["BufferExhaustedError", "KafkaTimeoutError", "ProducerClosedError", "RecordTooLargeError"]
 
 
 class KafkaTimeoutError(KafkaError, TimeoutError):
@@ -21,12 +25,6 @@ class KafkaTimeoutError(KafkaError, TimeoutError):
 
 class BufferExhaustedError(KafkaTimeoutError):
     """`send` waited `max.block.ms` for room in `buffer.memory` and found none."""
-
-
-class RecordTooLargeError(KafkaError):
-    """A record larger than `max.request.size` or `buffer.memory` allows."""
-
-    error_name = "MESSAGE_TOO_LARGE"
 
 
 class ProducerClosedError(RuntimeError):

@@ -128,6 +128,13 @@ class InvalidRecordError(KafkaError):
     error_name = "INVALID_RECORD"
 
 
+class RecordTooLargeError(KafkaError):
+    """A record or batch larger than a configured limit: the broker's `max.message.bytes` or
+    `max.decompressed.bytes`, the producer's `max.request.size` (MESSAGE_TOO_LARGE, 10)."""
+
+    error_name = "MESSAGE_TOO_LARGE"
+
+
 class UnsupportedMagicError(KafkaError):
     """A batch whose magic is not 2 (UNSUPPORTED_FOR_MESSAGE_FORMAT, 43)."""
 

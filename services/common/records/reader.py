@@ -35,6 +35,7 @@ from services.common.records.batch import (
     LOG_OVERHEAD,
     BatchHeader,
     CorruptRecordError,
+    RecordTooLargeError,
     iter_batch_positions,
     validate_batch,
 )
@@ -94,17 +95,19 @@ class RecordColumns(NamedTuple):
     headers: list[tuple[tuple[str, bytes | None], ...]]
 
 
-def batch_records(buf, pos: int, header: BatchHeader | tuple) -> tuple[object, int, int]:
+def batch_records(buf, pos: int, header: BatchHeader | tuple,
+                  max_decompressed_bytes: int | None = None) -> tuple[object, int, int]:
     """(data, start, end): the records section of the batch at `pos` is data[start:end]; `buf`
     itself when uncompressed, else the decompressed bytes. `header` may be the header's unpacked
-    fields (`HEADER_STRUCT` order)."""
+    fields (`HEADER_STRUCT` order). Records that decompress to more than `max_decompressed_bytes`
+    raise RecordTooLargeError (MESSAGE_TOO_LARGE)."""
     end = pos + header[1] + LOG_OVERHEAD  # batch length
     codec = header[5] & CODEC_MASK  # attributes
     if not codec:
         return buf, pos + HEADER_SIZE, end
     try:
-        data = decompress(codec, memoryview(buf)[pos + HEADER_SIZE : end])
-    except CorruptRecordError:
+        data = decompress(codec, memoryview(buf)[pos + HEADER_SIZE : end], max_decompressed_bytes)
+    except (CorruptRecordError, RecordTooLargeError):
         raise
     except Exception as exc:
         raise CorruptRecordError(f"cannot decompress batch: {exc}") from exc
@@ -140,10 +143,12 @@ def check_records(data, start: int, end: int, count: int) -> RecordsSummary:
     return _summary(RecordsSummary, result)
 
 
-def check_batch_records(buf, pos: int, header: BatchHeader | tuple) -> RecordsSummary:
-    """Checks every record of the (header-validated) batch at `pos`, decompressing it if needed;
-    `header` may be the header's unpacked fields."""
-    data, start, end = batch_records(buf, pos, header)
+def check_batch_records(buf, pos: int, header: BatchHeader | tuple,
+                        max_decompressed_bytes: int | None = None) -> RecordsSummary:
+    """Checks every record of the (header-validated) batch at `pos`, decompressing it if needed
+    (within `max_decompressed_bytes`, as `batch_records`); `header` may be the header's unpacked
+    fields."""
+    data, start, end = batch_records(buf, pos, header, max_decompressed_bytes)
     return check_records(data, start, end, header[12])  # records count
 
 

@@ -121,6 +121,7 @@ TOPIC_CONFIGS: dict[str, tuple[ConfigType, tuple[Validator, ...]]] = {
     "retention.bytes": (_C.LONG, ()),
     "retention.ms": (_C.LONG, (at_least(-1),)),
     "max.message.bytes": (_C.INT, (at_least(0),)),
+    "max.message.decompressed.bytes": (_C.INT, (at_least(0),)),
     "index.interval.bytes": (_C.INT, (at_least(0),)),
     "delete.retention.ms": (_C.LONG, (at_least(0),)),
     "min.compaction.lag.ms": (_C.LONG, (at_least(0),)),

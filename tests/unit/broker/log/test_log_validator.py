@@ -139,6 +139,23 @@ def test_a_compacted_topic_refuses_a_record_without_key(tmp_path):
     assert read_all(plain) == [0, 1, 2]
 
 
+@pytest.mark.parametrize("codec", list(Compression)[1:])
+def test_records_decompressing_past_the_topic_bound_are_message_too_large(tmp_path, codec):
+    cfg = config(max_message_decompressed_bytes=5_000)
+    log = open_log(tmp_path / "t-0", cfg)
+    values = [b"\0" * 1_000] * 8  # 8 KiB of records in well under 100 bytes compressed
+    bomb = build_batch(values, timestamps=START_MS, compression=codec)
+    assert len(bomb) < cfg.max_message_bytes
+    assert_refused(log, bomb, Errors.MESSAGE_TOO_LARGE)
+    assert_refused(log, build_batch([b"x"], timestamps=START_MS) + bomb, Errors.MESSAGE_TOO_LARGE)
+    log.append_as_leader(build_batch(values[:4], timestamps=START_MS, compression=codec), 0)
+    assert read_all(log) == [0, 1, 2, 3]
+    # a follower takes what its leader accepted under the bound in force then
+    follower = open_log(tmp_path / "f-0", cfg)
+    follower.append_as_follower(build_batch(values, timestamps=START_MS, compression=codec))
+    assert read_all(follower) == list(range(8))
+
+
 def test_a_follower_refuses_a_batch_that_fails_the_framing_check(tmp_path):
     log = open_log(tmp_path / "t-0")
     log.append_as_follower(batch(2))
