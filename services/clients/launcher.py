@@ -11,7 +11,8 @@ and the test fixtures.
     <base_dir>/cluster.json      the layout: names, ports, endpoints (read back by down/status)
 
 Controllers start first, then brokers, then coordinators (which reach `__consumer_offsets` through
-the brokers). Services run as `python -m services.<kind> --config <file>` in their own sessions, so they outlive
+the brokers), then HTTP gateways (clients of the brokers; serving once `/health` answers 200).
+Services run as `python -m services.<kind> --config <file>` in their own sessions, so they outlive
 the launcher until `stop()`; everything is stopped by its own pid. One service is started, stopped,
 restarted or killed by name (`start_service`, `stop_service`, `restart_service`, `kill_service`),
 with the config it was laid out with. With `zookeeper_connect` the cluster uses an existing
@@ -23,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -46,6 +48,7 @@ PORT_STRIDE = 100
 ZOOKEEPER_PORT = 2181
 CONTROLLER_ID_BASE = 1000
 COORDINATOR_ID_BASE = 2000
+GATEWAY_BASE_PORT = 8080
 
 
 @dataclass
@@ -53,7 +56,7 @@ class ServiceSpec:
     """One service process of the cluster."""
 
     name: str
-    kind: str  # "broker", "controller" or "coordinator"
+    kind: str  # "broker", "controller", "coordinator" or "gateway"
     node_id: int
     port: int
     config: dict[str, str] = field(default_factory=dict)
@@ -73,6 +76,7 @@ class LocalCluster:
         brokers: int = 3,
         controllers: int = 2,
         coordinators: int = 0,
+        gateways: int = 0,
         host: str = "127.0.0.1",
         free_ports: bool = False,
         zookeeper_connect: str | None = None,
@@ -80,6 +84,7 @@ class LocalCluster:
         broker_config: dict[str, object] | None = None,
         controller_config: dict[str, object] | None = None,
         coordinator_config: dict[str, object] | None = None,
+        gateway_config: dict[str, object] | None = None,
         env: dict[str, str] | None = None,
     ):
         self.base_dir = Path(base_dir).resolve()
@@ -106,6 +111,9 @@ class LocalCluster:
             node_id = COORDINATOR_ID_BASE + index + 1
             self._add(ServiceSpec(f"coordinator-{node_id}", "coordinator", node_id,
                                   port(COORDINATOR_BASE_PORT, index), _stringify(coordinator_config)))
+        for index in range(gateways):
+            self._add(ServiceSpec(f"gateway-{index + 1}", "gateway", index + 1,
+                                  port(GATEWAY_BASE_PORT, index), _stringify(gateway_config)))
 
     def _add(self, spec: ServiceSpec) -> None:
         self.services[spec.name] = spec
@@ -133,9 +141,16 @@ class LocalCluster:
         return [n for n, s in self.services.items() if s.kind == "coordinator"]
 
     @property
+    def gateway_names(self) -> list[str]:
+        return [n for n, s in self.services.items() if s.kind == "gateway"]
+
+    def gateway_url(self, name: str = "gateway-1") -> str:
+        return f"http://{self.endpoint(name)}"
+
+    @property
     def all_names(self) -> list[str]:
         """Every service, in start order."""
-        return self.controller_names + self.broker_names + self.coordinator_names
+        return self.controller_names + self.broker_names + self.coordinator_names + self.gateway_names
 
     @property
     def bootstrap_servers(self) -> str:
@@ -158,6 +173,9 @@ class LocalCluster:
 
     def service_config(self, name: str) -> dict[str, str]:
         spec = self.services[name]
+        if spec.kind == "gateway":
+            return {"gateway.id": str(spec.node_id), "listeners": f"http://{self.host}:{spec.port}",
+                    "bootstrap.servers": self.bootstrap_servers, **spec.config}
         config = {
             "listeners": f"PLAINTEXT://{self.host}:{spec.port}",
             "zookeeper.connect": self.zookeeper_connect,
@@ -238,6 +256,8 @@ class LocalCluster:
         return running_pid_from_file(self.pid_path(name), expect_in_cmdline=str(self.config_path(name)))
 
     def is_serving(self, name: str) -> bool:
+        if self.services[name].kind == "gateway":
+            return http_ready(f"{self.gateway_url(name)}/health")
         return check_health(self.endpoint(name), timeout_ms=1000)
 
     def wait_serving(self, name: str, timeout_s: float = 60.0) -> None:
@@ -275,8 +295,9 @@ class LocalCluster:
         return self.start_service(name, timeout_s=timeout_s)
 
     def stop(self, timeout_s: float = 30.0) -> None:
-        """Stops coordinators, brokers (controlled shutdown), then controllers, then ZooKeeper if ours."""
-        for name in self.coordinator_names + self.broker_names + self.controller_names:
+        """Stops gateways, coordinators, brokers (controlled shutdown), then controllers, then
+        ZooKeeper if ours."""
+        for name in self.gateway_names + self.coordinator_names + self.broker_names + self.controller_names:
             try:
                 self.stop_service(name, timeout_s)
             except TimeoutError:
@@ -310,6 +331,15 @@ class LocalCluster:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+def http_ready(url: str, timeout_s: float = 2.0) -> bool:
+    """Whether GET `url` answers 200."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            return response.status == 200
+    except (OSError, ValueError):
+        return False
 
 
 def _stringify(config: dict[str, object] | None) -> dict[str, str]:

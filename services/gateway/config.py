@@ -1,0 +1,29 @@
+"""`GatewayConfig`: the HTTP gateway's settings, with REST Proxy's key names where it has one."""
+
+from __future__ import annotations
+
+from services.common.config import REQUIRED, Config, ConfigType, at_least, setting
+
+
+class GatewayConfig(Config):
+    gateway_id: int = setting(ConfigType.INT, 1, at_least(0), doc="This gateway's id (in logs and metrics).")
+    listeners: str = setting(ConfigType.STRING, "http://0.0.0.0:8080",
+                             doc="Where the gateway serves HTTP: http://host:port.")
+    advertised_listeners: str | None = setting(
+        ConfigType.STRING, None,
+        doc="The http://host:port clients reach this process at (consumer instances' base_uri); "
+            "defaults to `listeners`, with 127.0.0.1 for an all-interfaces host.")
+    bootstrap_servers: str = setting(ConfigType.STRING, REQUIRED, doc="Brokers to bootstrap from: host:port,...")
+    num_workers: int = setting(ConfigType.INT, 1, at_least(1), doc="Worker processes serving HTTP.")
+    consumer_instance_timeout_ms: int = setting(
+        ConfigType.INT, 300000, at_least(1),
+        doc="A consumer instance unused this long is closed and leaves its group.")
+    consumer_request_timeout_ms: int = setting(
+        ConfigType.INT, 1000, at_least(0),
+        doc="The longest a records read waits for records when the request gives no timeout.")
+    max_request_bytes: int = setting(ConfigType.INT, 64 * 1024 * 1024, at_least(1024),
+                                     doc="The largest request body accepted (413 beyond it).")
+    max_record_bytes: int = setting(ConfigType.INT, 1048576, at_least(1),
+                                    doc="The largest key plus value of one produced record (422 beyond it).")
+    request_timeout_ms: int = setting(ConfigType.INT, 30000, at_least(1),
+                                      doc="How long a request may wait on the cluster before it is answered 5xx.")

@@ -1,0 +1,107 @@
+"""The gateway's errors, in REST Proxy's shape: `{"error_code": <int>, "message": <str>}`.
+
+`RestError(status, error_code, message)` is raised by routes; `install_error_handlers(app)` turns
+it, a `KafkaError` from the clients (50003 when Kafka calls it retriable, else 50002, the Kafka
+error's name in the message), FastAPI's body validation (422, 42202), HTTP errors of the framework
+itself (`{"error_code": 404, "message": "HTTP 404 Not Found"}`) and anything unexpected (500) into
+that body. The `*_CODE` constants are the REST Proxy codes Odradek answers.
+"""
+
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from services.common.errors import Errors, KafkaError
+
+logger = logging.getLogger(__name__)
+
+TOPIC_NOT_FOUND = 40401
+PARTITION_NOT_FOUND = 40402
+CONSUMER_INSTANCE_NOT_FOUND = 40403
+LEADER_NOT_AVAILABLE = 40404
+CONSUMER_GROUP_NOT_FOUND = 40405
+CONSUMER_FORMAT_MISMATCH = 40601
+CONSUMER_ALREADY_EXISTS = 40901
+CONSUMER_ALREADY_SUBSCRIBED = 40902
+ILLEGAL_STATE = 40903
+INVALID_FORMAT = 42201
+INVALID_BODY = 42202
+INVALID_OFFSET = 42203
+INVALID_KEY = 42204
+INVALID_VALUE = 42205
+INVALID_CONSUMER_CONFIG = 42206
+KAFKA_ERROR = 50002
+KAFKA_RETRIABLE_ERROR = 50003
+CLUSTER_UNAVAILABLE = 50301
+
+
+class RestError(Exception):
+    """An answer other than 2xx: HTTP `status`, REST Proxy `error_code` and a message."""
+
+    def __init__(self, status: int, error_code: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error_code = error_code
+        self.message = message
+
+    def body(self) -> dict[str, object]:
+        return {"error_code": self.error_code, "message": self.message}
+
+
+def topic_not_found(topic: str) -> RestError:
+    return RestError(404, TOPIC_NOT_FOUND, f"Topic {topic} not found.")
+
+
+def partition_not_found(topic: str, partition: int) -> RestError:
+    return RestError(404, PARTITION_NOT_FOUND, f"Partition {partition} of topic {topic} not found.")
+
+
+def kafka_error_code(error: KafkaError) -> int:
+    """The REST Proxy code for a Kafka error: 50003 when retrying may help, else 50002."""
+    return KAFKA_RETRIABLE_ERROR if error.retriable else KAFKA_ERROR
+
+
+def from_kafka_error(error: KafkaError) -> RestError:
+    """A Kafka error as the gateway answers it; unknown topics and partitions are 404s."""
+    if error.code == Errors.UNKNOWN_TOPIC_OR_PARTITION:
+        return RestError(404, TOPIC_NOT_FOUND, str(error))
+    return RestError(500, kafka_error_code(error), str(error))
+
+
+def error_response(error: RestError) -> JSONResponse:
+    return JSONResponse(error.body(), status_code=error.status)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RestError)
+    async def rest_error(_request: Request, error: RestError) -> JSONResponse:
+        return error_response(error)
+
+    @app.exception_handler(KafkaError)
+    async def kafka_error(_request: Request, error: KafkaError) -> JSONResponse:
+        return error_response(from_kafka_error(error))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_body(_request: Request, error: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in item.get('loc', ()))}: {item.get('msg', '')}"
+            for item in error.errors())
+        return error_response(RestError(422, INVALID_BODY, f"Invalid request body: {problems}"))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, error: StarletteHTTPException) -> JSONResponse:
+        phrase = HTTPStatus(error.status_code).phrase
+        return JSONResponse({"error_code": error.status_code, "message": f"HTTP {error.status_code} {phrase}"},
+                            status_code=error.status_code, headers=getattr(error, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def unexpected(_request: Request, error: Exception) -> JSONResponse:
+        logger.exception("unexpected error serving a request")
+        return JSONResponse({"error_code": 500, "message": f"Internal server error: {type(error).__name__}"},
+                            status_code=500)

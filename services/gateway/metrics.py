@@ -1,0 +1,79 @@
+"""The gateway's Prometheus metrics, served at `/metrics`: requests by route and status, latency
+histograms, request and response bytes, records produced and consumed, open consumer instances.
+
+`GatewayMetrics` owns one registry per process; `MetricsMiddleware` (plain ASGI, so streamed bodies
+pass through untouched) times every request and labels it with its route template
+(`/topics/{topic}`), never the raw path.
+"""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class GatewayMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter("odradek_gateway_requests", "HTTP requests answered.",
+                                ["method", "route", "status"], registry=self.registry)
+        self.latency = Histogram("odradek_gateway_request_seconds", "Time to answer an HTTP request.",
+                                 ["method", "route"], buckets=LATENCY_BUCKETS_S, registry=self.registry)
+        self.request_bytes = Counter("odradek_gateway_request_bytes", "Bytes of request bodies.",
+                                     ["route"], registry=self.registry)
+        self.response_bytes = Counter("odradek_gateway_response_bytes", "Bytes of response bodies.",
+                                      ["route"], registry=self.registry)
+        self.records = Counter("odradek_gateway_records", "Records produced or consumed through the gateway.",
+                               ["direction"], registry=self.registry)
+        self.consumer_instances = Gauge("odradek_gateway_consumer_instances", "Open v2 consumer instances.",
+                                        registry=self.registry)
+
+    def produced(self, count: int) -> None:
+        self.records.labels("produced").inc(count)
+
+    def consumed(self, count: int) -> None:
+        self.records.labels("consumed").inc(count)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class MetricsMiddleware:
+    def __init__(self, app, metrics: GatewayMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = [500]
+        sizes = [0, 0]
+
+        async def counting_receive():
+            message = await receive()
+            if message["type"] == "http.request":
+                sizes[0] += len(message.get("body", b""))
+            return message
+
+        async def counting_send(message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            elif message["type"] == "http.response.body":
+                sizes[1] += len(message.get("body", b""))
+            await send(message)
+
+        try:
+            await self.app(scope, counting_receive, counting_send)
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path", None) or "unmatched"
+            method = scope.get("method", "")
+            self.metrics.requests.labels(method, template, str(status[0])).inc()
+            self.metrics.latency.labels(method, template).observe(time.perf_counter() - started)
+            self.metrics.request_bytes.labels(template).inc(sizes[0])
+            self.metrics.response_bytes.labels(template).inc(sizes[1])

@@ -1,0 +1,5 @@
+"""(to be built)"""
+
+from fastapi import APIRouter
+
+router = APIRouter()
