@@ -153,3 +153,18 @@ def zk_session(connect_string: str) -> Iterator[OdradekZkClient]:
     finally:
         client.stop()
         client.close()
+
+
+# Short timeouts for the gateway's own clients, so a request to a stopped cluster fails quickly.
+TEST_GATEWAY_CONFIG = {"request.timeout.ms": 10000, "consumer.request.timeout.ms": 500}
+
+
+@contextlib.contextmanager
+def gateway_module_cluster(request: pytest.FixtureRequest, zookeeper, zk_root_client, tmp_path_factory,
+                           name: str, **layout) -> Iterator[LocalCluster]:
+    """`module_cluster` with one HTTP gateway (a real uvicorn process, `cluster.gateway_url()`), one
+    controller, one broker and one group coordinator unless `layout` says otherwise."""
+    layout = {"brokers": 1, "controllers": 1, "coordinators": 1, "gateways": 1,
+              **layout, "gateway_config": {**TEST_GATEWAY_CONFIG, **layout.get("gateway_config", {})}}
+    with module_cluster(request, zookeeper, zk_root_client, tmp_path_factory, name, **layout) as cluster:
+        yield cluster
