@@ -1,0 +1,229 @@
+"""Benchmark: the HTTP gateway beside the native clients, in one run on one cluster.
+
+Starts its own cluster (ZooKeeper, one controller, three brokers, one coordinator and one gateway;
+the `LocalCluster` launcher, free ports, a temp dir) and a topic of `--partitions` partitions
+(replication factor 1), then measures, in records/s:
+
+- native produce: a `Producer` (acks=all, idempotent: the gateway's own settings) sending
+  `--records` records of `--record-size` bytes, then `flush()`;
+- v2 produce: `--clients` threads, each with a keep-alive HTTP connection, POSTing
+  `/topics/{topic}` bodies of `--batch` records in the binary embedded format (base64 values) and
+  in the JSON one (string values), until `--records` records are written (bodies are built before
+  the clock starts: the gateway is measured, not the client's JSON encoding);
+- v3 streaming produce: one chunked `POST /v3/clusters/{c}/topics/{topic}/records` of `--records`
+  JSON records, its delivery reports read as they come;
+- range reads (`--range-records` records of `--record-size` bytes in one partition): the
+  offset-range endpoint read to the end in JSON and in Arrow (`max_bytes` pages), and a native
+  `Consumer` reading the same partition.
+
+Prints each figure and the ratios against the native client measured in the same run (targets:
+v2 produce >= 0.25x native produce; Arrow >= 5x JSON and >= 0.5x the native Consumer).
+
+    python bench/gateway.py [--records 200000] [--record-size 100] [--clients 4] [--batch 500]
+                            [--range-records 1000000] [--partitions 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from services.clients.admin import Admin  # noqa: E402
+from services.clients.admin_types import NewTopic  # noqa: E402
+from services.clients.consumer import Consumer  # noqa: E402
+from services.clients.launcher import LocalCluster  # noqa: E402
+from services.clients.producer import Producer  # noqa: E402
+from services.common.topic_partition import TopicPartition  # noqa: E402
+
+V2_BINARY = "application/vnd.kafka.binary.v2+json"
+V2_JSON = "application/vnd.kafka.json.v2+json"
+ARROW = "application/vnd.apache.arrow.stream"
+
+
+def native_produce(bootstrap: str, topic: str, records: int, size: int) -> float:
+    value = b"x" * size
+    with Producer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, linger_ms=5) as producer:
+        started = time.perf_counter()
+        for _ in range(records):
+            producer.send(topic, value)
+        producer.flush()
+        return records / (time.perf_counter() - started)
+
+
+def v2_produce(url: str, topic: str, records: int, size: int, clients: int, batch: int, media: str) -> float:
+    if media == V2_BINARY:
+        value = base64.b64encode(b"x" * size).decode()
+    else:
+        value = "x" * size
+    body = json.dumps({"records": [{"value": value}] * batch}).encode()
+    requests = records // batch
+    errors: list[str] = []
+    counter = iter(range(requests))
+    lock = threading.Lock()
+
+    def worker() -> None:
+        with httpx.Client(base_url=url, timeout=60, headers={"Content-Type": media}) as http:
+            while True:
+                with lock:
+                    if next(counter, None) is None:
+                        return
+                answer = http.post(f"/topics/{topic}", content=body)
+                if answer.status_code != 200:
+                    errors.append(f"{answer.status_code} {answer.text[:200]}")
+                    return
+
+    threads = [threading.Thread(target=worker) for _ in range(clients)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    if errors:
+        raise RuntimeError(f"v2 produce failed: {errors[0]}")
+    return requests * batch / elapsed
+
+
+def v3_streaming_produce(url: str, cluster_id: str, topic: str, records: int, size: int) -> float:
+    line = json.dumps({"value": {"type": "BINARY", "data": base64.b64encode(b"x" * size).decode()}}).encode()
+
+    def body():
+        chunk = line * 100
+        for _ in range(records // 100):
+            yield chunk
+
+    reports = 0
+    started = time.perf_counter()
+    with httpx.Client(base_url=url, timeout=120) as http:
+        with http.stream("POST", f"/v3/clusters/{cluster_id}/topics/{topic}/records", content=body(),
+                         headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"}) as answer:
+            if answer.status_code != 200:
+                raise RuntimeError(f"v3 streaming produce failed: {answer.status_code} {answer.read()[:200]!r}")
+            decoder = json.JSONDecoder()
+            pending = ""
+            for text in answer.iter_text():
+                pending += text
+                while True:
+                    pending = pending.lstrip()
+                    if not pending:
+                        break
+                    try:
+                        report, end = decoder.raw_decode(pending)
+                    except json.JSONDecodeError:
+                        break
+                    pending = pending[end:]
+                    if report.get("error_code") != 200:
+                        raise RuntimeError(f"v3 streaming produce: {report}")
+                    reports += 1
+    elapsed = time.perf_counter() - started
+    if reports != records // 100 * 100:
+        raise RuntimeError(f"v3 streaming produce: {reports} reports for {records} records")
+    return reports / elapsed
+
+
+def range_read(url: str, cluster_id: str, topic: str, end: int, media: str) -> float:
+    path = f"/v3/clusters/{cluster_id}/topics/{topic}/partitions/0/records"
+    offset = read = 0
+    started = time.perf_counter()
+    with httpx.Client(base_url=url, timeout=120, headers={"Accept": media}) as http:
+        while offset < end:
+            answer = http.get(path, params={"offset": offset, "end_offset": end, "max_bytes": 8 << 20})
+            if answer.status_code != 200:
+                raise RuntimeError(f"range read failed: {answer.status_code} {answer.text[:200]}")
+            if media == ARROW:
+                import pyarrow.ipc
+
+                table = pyarrow.ipc.open_stream(answer.content).read_all()
+                count = table.num_rows
+                next_offset = int(answer.headers["X-Odradek-Next-Offset"])
+            else:
+                data = answer.json()
+                count = len(data["records"])
+                next_offset = data["next_offset"]
+            if count == 0:
+                raise RuntimeError(f"range read made no progress at offset {offset}")
+            read += count
+            offset = next_offset
+    elapsed = time.perf_counter() - started
+    return read / elapsed
+
+
+def native_consume(bootstrap: str, topic: str, end: int) -> float:
+    tp = TopicPartition(topic, 0)
+    with Consumer(bootstrap_servers=bootstrap, enable_auto_commit=False) as consumer:
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        read = 0
+        started = time.perf_counter()
+        while read < end:
+            for record in consumer.poll(timeout_ms=1000):
+                read += 1
+                record.value  # noqa: B018 - each record's value is read, as a user's loop would
+        return read / (time.perf_counter() - started)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=200_000, help="records per produce run")
+    parser.add_argument("--record-size", type=int, default=100, help="bytes of each record's value")
+    parser.add_argument("--clients", type=int, default=4, help="concurrent HTTP clients of v2 produce")
+    parser.add_argument("--batch", type=int, default=500, help="records per v2 produce request")
+    parser.add_argument("--range-records", type=int, default=1_000_000, help="records of the range reads")
+    parser.add_argument("--partitions", type=int, default=1, help="partitions of the produce topic")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
+        cluster = LocalCluster(Path(tmp) / "cluster", brokers=3, controllers=1, coordinators=1, gateways=1,
+                               free_ports=True, broker_config={"log.segment.bytes": 1 << 30})
+        try:
+            cluster.start()
+            bootstrap, url = cluster.bootstrap_servers, cluster.gateway_url()
+            with Admin(bootstrap_servers=bootstrap) as admin:
+                admin.create_topics([NewTopic("produce", args.partitions, 1), NewTopic("ranges", 1, 1)])
+                for topic in ("produce", "ranges"):
+                    admin.wait_for_topic(topic, 60)
+                cluster_id = admin.describe_cluster().cluster_id
+            print(f"{args.records:,} records x {args.record_size} B per produce run, {args.clients} HTTP clients, "
+                  f"{args.batch} records per v2 request, {os.cpu_count()} CPUs", flush=True)
+            native_produce(bootstrap, "produce", args.records // 5, args.record_size)  # warm-up
+            native = native_produce(bootstrap, "produce", args.records, args.record_size)
+            print(f"  native Producer:          {native:12,.0f} records/s", flush=True)
+            for label, media in (("v2 produce, binary", V2_BINARY), ("v2 produce, json", V2_JSON)):
+                rate = v2_produce(url, "produce", args.records, args.record_size, args.clients, args.batch, media)
+                print(f"  {label + ':':25} {rate:12,.0f} records/s  {rate / native:5.2f}x native "
+                      f"(target >= 0.25x)", flush=True)
+            rate = v3_streaming_produce(url, cluster_id, "produce", args.records, args.record_size)
+            print(f"  v3 streaming produce:     {rate:12,.0f} records/s  {rate / native:5.2f}x native", flush=True)
+
+            with Producer(bootstrap_servers=bootstrap, linger_ms=20) as producer:
+                value = b"r" * args.record_size
+                for _ in range(args.range_records):
+                    producer.send("ranges", value, partition=0)
+                producer.flush()
+            end = args.range_records
+            print(f"range reads of {end:,} records x {args.record_size} B, one partition", flush=True)
+            consumer = native_consume(bootstrap, "ranges", end)
+            json_rate = range_read(url, cluster_id, "ranges", end, "application/json")
+            arrow_rate = range_read(url, cluster_id, "ranges", end, ARROW)
+            print(f"  native Consumer:          {consumer:12,.0f} records/s", flush=True)
+            print(f"  range read, JSON:         {json_rate:12,.0f} records/s  {json_rate / consumer:5.2f}x Consumer",
+                  flush=True)
+            print(f"  range read, Arrow:        {arrow_rate:12,.0f} records/s  {arrow_rate / consumer:5.2f}x Consumer "
+                  f"(target >= 0.5x), {arrow_rate / json_rate:5.2f}x JSON (target >= 5x)", flush=True)
+        finally:
+            cluster.stop()
+
+
+if __name__ == "__main__":
+    main()
