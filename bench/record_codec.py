@@ -4,7 +4,8 @@ Both codecs encode the same records into batches of `--batch-records` and decode
 best of `--repeat` rounds is reported in records/s with the ratio Odradek / kafka-python. Our
 decode (`decode_columns`) checks each batch's CRC-32C and every record's framing, then extracts the
 records. The `check` row is what a leader does to each produced batch, `check_batch_records` (the
-framing check alone, compiled when built), beside kafka-python's walk of the same records.
+framing check alone, compiled when built, after decompression within the default
+`max.message.decompressed.bytes`), beside kafka-python's walk of the same records.
 
     python bench/record_codec.py [--records 200000] [--batch-records 1000] [--compression none]
 """
@@ -21,7 +22,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder  # noqa: E402
 
 from services.common.records import Compression, build_batch, decode_columns, parse_header  # noqa: E402
+from services.broker.log import LogConfig  # noqa: E402
 from services.common.records.reader import check_batch_records  # noqa: E402
+
+MAX_DECOMPRESSED_BYTES = LogConfig().max_message_decompressed_bytes  # the leader's default bound
 
 
 def best_of(repeat: int, fn) -> float:
@@ -72,7 +76,7 @@ def main() -> None:
 
     def odradek_check():
         for batch in ours:
-            check_batch_records(batch, 0, parse_header(batch))
+            check_batch_records(batch, 0, parse_header(batch), MAX_DECOMPRESSED_BYTES)
 
     def kafka_decode():
         for batch in theirs:
