@@ -31,7 +31,7 @@ def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path
         with Admin(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG) as admin:
             create_topic(admin, TOPIC, 2)
             cluster.cluster_id = admin.describe_cluster().cluster_id
-        with LowLevelClient(cluster.bootstrap_servers) as client:
+        with LowLevelClient(bootstrap_servers=cluster.bootstrap_servers) as client:
             for partition in (0, 1):
                 client.produce(TOPIC, partition, build_batch([b"kept-1", b"kept-2"]))
         yield cluster
@@ -44,7 +44,7 @@ def gateway_schema(cluster: LocalCluster):
 
 @pytest.fixture(scope="module")
 def end_offsets(cluster: LocalCluster):
-    client = LowLevelClient(cluster.bootstrap_servers)
+    client = LowLevelClient(bootstrap_servers=cluster.bootstrap_servers)
 
     def read() -> dict[int, int]:
         answer = client.list_offsets({(TOPIC, 0): "latest", (TOPIC, 1): "latest"})
