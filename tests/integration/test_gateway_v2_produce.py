@@ -19,6 +19,7 @@ from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
 from services.common.errors import ERRORS_BY_NAME
 from services.common.hashing import partition_for_key
+from services.common.proc import wait_until
 from services.gateway.errors import (
     INVALID_BODY,
     INVALID_KEY,
@@ -198,6 +199,14 @@ def test_produced_records_are_counted_in_the_metrics(http: httpx.Client):
     ok(produce(http, f"/topics/{SINGLE}", [{"value": b64(b"counted")}] * 3))
     assert produced() == before + 3
 
+
+
+def test_records_kafka_refuses_carry_the_kafka_error_in_their_own_entry(http: httpx.Client, admin: Admin):
+    """The brokers take no records for internal topics from clients: every record is answered 50002."""
+    wait_until(lambda: "__consumer_offsets" in admin.list_topics(include_internal=True), timeout_s=30)
+    offsets = ok(produce(http, "/topics/__consumer_offsets/partitions/0", [GOOD, GOOD]))["offsets"]
+    assert [(e["partition"], e["offset"], e["error_code"]) for e in offsets] == [(None, None, KAFKA_ERROR)] * 2
+    assert all("INVALID_TOPIC_EXCEPTION" in e["error"] for e in offsets), offsets
 
 # ---------------------------------------------------------------------- refusals
 

@@ -40,6 +40,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
 
 from services.clients.admin_types import TopicDescription
 from services.clients.cluster import PartitionInfo
@@ -62,6 +63,8 @@ from services.gateway.media import EmbeddedFormat
 from services.gateway.state import GatewayState, gateway_state
 
 MALFORMED_JSON = 400  # REST Proxy answers a body that is not JSON with 400 and error code 400
+LARGE_BODY_BYTES = 256 * 1024
+_compact_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 PRODUCE_BODY_FIELDS = frozenset({"records", "key_schema", "key_schema_id", "value_schema", "value_schema_id"})
 PRODUCE_RECORD_FIELDS = frozenset({"key", "value", "partition"})
 
@@ -297,7 +300,7 @@ def _encode_json(data: Any, where: str, error_code: int) -> bytes | None:
     if data is None:
         return None
     try:
-        return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        return _compact_json(data).encode("utf-8")
     except UnicodeEncodeError:
         raise RestError(422, error_code, f"{where} holds a string that is not valid Unicode.") from None
 
@@ -334,7 +337,11 @@ async def produce(state: GatewayState, request: Request, topic: str, partition: 
     deadline_s = time.monotonic() + state.request_timeout_s
     embedded = media.embedded_format(request)
     media.check_accept(request, media.V2_JSON)
-    records = parse_produce_body(await request.body(), embedded, state.config.max_record_bytes, partition)
+    raw = await request.body()
+    if len(raw) > LARGE_BODY_BYTES:  # parsed on the threadpool, not on the event loop
+        records = await run_in_threadpool(parse_produce_body, raw, embedded, state.config.max_record_bytes, partition)
+    else:
+        records = parse_produce_body(raw, embedded, state.config.max_record_bytes, partition)
     description = await describe_topic(state, topic)
     count = len(description.partitions)
     for record in records:
