@@ -126,18 +126,22 @@ def _answers(model: type[BaseModel] | Any, *errors: int) -> dict[int | str, dict
     return described
 
 
-_RECORDS_SCHEMA = {
-    "type": "object", "required": ["records"],
-    "properties": {
-        "records": {"type": "array", "minItems": 1, "items": {
-            "type": "object",
-            "properties": {"key": {}, "value": {}, "partition": {"type": ["integer", "null"], "minimum": 0}}}},
+BASE64_PATTERN = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+
+
+def _produce_schema(data: dict[str, Any]) -> dict[str, Any]:
+    """The JSON schema of a produce body whose keys and values are `data`."""
+    record = {"type": "object", "additionalProperties": False,
+              "properties": {"key": data, "value": data, "partition": {"type": ["integer", "null"], "minimum": 0}}}
+    return {"type": "object", "required": ["records"], "additionalProperties": False, "properties": {
+        "records": {"type": "array", "minItems": 1, "items": record},
         "key_schema": {"type": ["string", "null"]}, "key_schema_id": {"type": ["integer", "null"]},
-        "value_schema": {"type": ["string", "null"]}, "value_schema_id": {"type": ["integer", "null"]},
-    },
-}
+        "value_schema": {"type": ["string", "null"]}, "value_schema_id": {"type": ["integer", "null"]}}}
+
+
 PRODUCE_OPENAPI = {"requestBody": {"required": True, "content": {
-    media.V2_BINARY: {"schema": _RECORDS_SCHEMA}, media.V2_EMBEDDED_JSON: {"schema": _RECORDS_SCHEMA}}}}
+    media.V2_BINARY: {"schema": _produce_schema({"type": ["string", "null"], "pattern": BASE64_PATTERN})},
+    media.V2_EMBEDDED_JSON: {"schema": _produce_schema({})}}}}
 
 
 # ---------------------------------------------------------------------- metadata routes
