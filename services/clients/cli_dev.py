@@ -1,11 +1,11 @@
 """`odradek dev up|down|status|start|stop|restart|kill`: a local cluster under one directory,
 through `LocalCluster`.
 
-`up` starts ZooKeeper, the controllers, the brokers and the coordinators on the launcher's default
-ports (ZooKeeper 2181, brokers 9092/9192/9292..., controllers 9093/9193..., coordinators
-9094/9194...), creates the `demo` topic (3
-partitions, replication factor min(3, brokers)) unless asked not to, and prints the endpoints and
-how to use them. A cluster already running from the directory is reported, not started twice.
+`up` starts ZooKeeper, the controllers, the brokers, the coordinators and the HTTP gateways on the
+launcher's default ports (ZooKeeper 2181, brokers 9092/9192/9292..., controllers 9093/9193...,
+coordinators 9094/9194..., gateways 8080/8180...), creates the `demo` topic (3 partitions,
+replication factor min(3, brokers)) unless asked not to, and prints the endpoints (the gateways'
+URLs among them) and how to use them. A cluster already running from the directory is reported, not started twice.
 `down` stops whatever `<dir>/cluster.json` records; `status` prints each service and exits with 1
 when any is down.
 
@@ -48,6 +48,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     up.add_argument("--controllers", type=_positive, default=2, help="number of controllers (default 2)")
     up.add_argument("--coordinators", type=_positive, default=2,
                     help="number of group coordinators (default 2)")
+    up.add_argument("--gateways", type=_not_negative, default=1,
+                    help="number of HTTP gateways (REST Proxy API; default 1, on port 8080)")
     up.add_argument("--no-demo-topic", action="store_true", help=f"do not create the {DEMO_TOPIC!r} topic")
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for each service")
     up.set_defaults(run=run_up)
@@ -92,6 +94,13 @@ def _positive(text: str) -> int:
     return value
 
 
+def _not_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
+
+
 def _layout_exists(base: Path) -> bool:
     return (base / "cluster.json").is_file()
 
@@ -109,9 +118,9 @@ def run_up(args: argparse.Namespace, out: TextIO) -> int:
                       f"then `odradek dev up --dir {args.dir}`.", file=out)
             return 0 if healthy else 1
     cluster = LocalCluster(base, brokers=args.brokers, controllers=args.controllers,
-                           coordinators=args.coordinators)
-    print(f"Starting ZooKeeper, {args.controllers} controller(s), {args.brokers} broker(s) and "
-          f"{args.coordinators} coordinator(s) "
+                           coordinators=args.coordinators, gateways=args.gateways)
+    print(f"Starting ZooKeeper, {args.controllers} controller(s), {args.brokers} broker(s), "
+          f"{args.coordinators} coordinator(s) and {args.gateways} HTTP gateway(s) "
           f"in {cluster.base_dir} ...", file=out, flush=True)
     try:
         cluster.start(timeout_s=args.timeout)
@@ -164,6 +173,8 @@ def print_endpoints(cluster: LocalCluster, out: TextIO) -> None:
     bootstrap = cluster.bootstrap_servers
     first = bootstrap.split(",")[0]
     print(f"\nBootstrap servers: {bootstrap}", file=out)
+    for name in cluster.gateway_names:
+        print(f"HTTP gateway ({name}): {cluster.gateway_url(name)}", file=out)
     print("\nTry:", file=out)
     print(f"  odradek topics --bootstrap-server {first} --create --topic my-topic --partitions 3 "
           f"--replication-factor {min(3, len(cluster.broker_names))}", file=out)
@@ -172,6 +183,11 @@ def print_endpoints(cluster: LocalCluster, out: TextIO) -> None:
           f"--partition 0", file=out)
     print(f"  odradek fetch --bootstrap-server {first} --topic my-topic --partition 0 --offset earliest",
           file=out)
+    if cluster.gateway_names:
+        url = cluster.gateway_url(cluster.gateway_names[0])
+        print(f"  curl {url}/topics", file=out)
+        print(f"  curl -X POST -H 'Content-Type: application/vnd.kafka.json.v2+json' "
+              f"--data '{{\"records\":[{{\"value\":{{\"hello\":\"world\"}}}}]}}' {url}/topics/my-topic", file=out)
     if cluster.coordinator_names:
         print(f"  odradek console-consumer --bootstrap-server {first} --topic my-topic --group my-group "
               f"--from-beginning", file=out)

@@ -1,5 +1,461 @@
-"""(to be built)"""
+"""REST Proxy v2 topics, partitions, brokers and produce, as Confluent's REST Proxy answers them.
 
-from fastapi import APIRouter
+    GET  /topics                               ["name", ...] (internal topics left out)
+    GET  /topics/{topic}                       {"name", "configs": {key: value}, "partitions": [...]}
+    GET  /topics/{topic}/partitions            [{"partition", "leader", "replicas": [{"broker",
+    GET  /topics/{topic}/partitions/{p}          "leader", "in_sync"}]}]   (one of them)
+    GET  /brokers                              {"brokers": [id, ...]}
+    POST /topics/{topic}                       {"records": [{"key"?, "value"?, "partition"?}, ...]}
+    POST /topics/{topic}/partitions/{p}        the same, every record to partition p
 
-router = APIRouter()
+Answers are `application/vnd.kafka.v2+json`. A produce body is `application/vnd.kafka.binary.v2+json`
+(keys and values are base64 strings) or `application/vnd.kafka.json.v2+json` (any JSON value, sent as
+its compact UTF-8 JSON text); null or missing keys and values are sent as null. The answer lists one
+`{"partition", "offset", "error_code", "error"}` per record, in record order; a record Kafka refused
+has null partition and offset, 50003 (retriable) or 50002 as error code and the Kafka error as text.
+
+A request is checked whole before anything is sent, so a refused request writes nothing: its
+Content-Type (415), its JSON (400, as REST Proxy answers unparsable JSON), its shape (422, 42202),
+base64 (42204 key, 42205 value), each record's key plus value against `max.record.bytes` (422,
+42202), the topic (404, 40401; never created by a produce) and each partition (404, 40402). A
+record may name a partition; under `/partitions/{p}` it may only name p. The records are then handed
+to the process's idempotent Producer on the threadpool and their acknowledgements arrive through
+producer callbacks, so no thread waits on the cluster; everything is bounded by `request.timeout.ms`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
+
+from services.clients.admin_types import TopicDescription
+from services.clients.cluster import PartitionInfo
+from services.clients.producer import Producer
+from services.common.errors import Errors, KafkaError
+from services.gateway import media
+from services.gateway.errors import (
+    INVALID_BODY,
+    INVALID_KEY,
+    INVALID_VALUE,
+    KAFKA_ERROR,
+    KAFKA_RETRIABLE_ERROR,
+    PARTITION_NOT_FOUND,
+    RestError,
+    kafka_error_code,
+    partition_not_found,
+    topic_not_found,
+)
+from services.gateway.media import EmbeddedFormat
+from services.gateway.state import GatewayState, gateway_state
+
+MALFORMED_JSON = 400  # REST Proxy answers a body that is not JSON with 400 and error code 400
+LARGE_BODY_BYTES = 256 * 1024
+_compact_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+PRODUCE_BODY_FIELDS = frozenset({"records", "key_schema", "key_schema_id", "value_schema", "value_schema_id"})
+PRODUCE_RECORD_FIELDS = frozenset({"key", "value", "partition"})
+
+
+class V2Response(JSONResponse):
+    media_type = media.V2_JSON
+
+
+State = Annotated[GatewayState, Depends(gateway_state)]
+router = APIRouter(tags=["v2 topics and produce"], default_response_class=V2Response)
+
+
+# ---------------------------------------------------------------------- answers (for OpenAPI)
+
+class ReplicaBody(BaseModel):
+    broker: int
+    leader: bool
+    in_sync: bool
+
+
+class PartitionBody(BaseModel):
+    partition: int
+    leader: int
+    replicas: list[ReplicaBody]
+
+
+class TopicBody(BaseModel):
+    name: str
+    configs: dict[str, str | None]
+    partitions: list[PartitionBody]
+
+
+class BrokerListBody(BaseModel):
+    brokers: list[int]
+
+
+class OffsetBody(BaseModel):
+    partition: int | None
+    offset: int | None
+    error_code: int | None
+    error: str | None
+
+
+class ProduceResponseBody(BaseModel):
+    offsets: list[OffsetBody]
+    key_schema_id: int | None
+    value_schema_id: int | None
+
+
+ERROR_SCHEMA = {"type": "object", "required": ["error_code", "message"],
+                "properties": {"error_code": {"type": "integer"}, "message": {"type": "string"}}}
+
+
+def _answers(model: type[BaseModel] | Any, *errors: int) -> dict[int | str, dict[str, Any]]:
+    described: dict[int | str, dict[str, Any]] = {200: {"model": model, "content": {media.V2_JSON: {}}}}
+    for status in errors:
+        described[status] = {"description": HTTPStatus(status).phrase,
+                             "content": {media.JSON: {"schema": ERROR_SCHEMA}}}
+    return described
+
+
+BASE64_PATTERN = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+
+
+def _produce_schema(data: dict[str, Any]) -> dict[str, Any]:
+    """The JSON schema of a produce body whose keys and values are `data`."""
+    record = {"type": "object", "additionalProperties": False,
+              "properties": {"key": data, "value": data, "partition": {"type": ["integer", "null"], "minimum": 0}}}
+    return {"type": "object", "required": ["records"], "additionalProperties": False, "properties": {
+        "records": {"type": "array", "minItems": 1, "items": record},
+        "key_schema": {"type": ["string", "null"]}, "key_schema_id": {"type": ["integer", "null"]},
+        "value_schema": {"type": ["string", "null"]}, "value_schema_id": {"type": ["integer", "null"]}}}
+
+
+PRODUCE_OPENAPI = {"requestBody": {"required": True, "content": {
+    media.V2_BINARY: {"schema": _produce_schema({"type": ["string", "null"], "pattern": BASE64_PATTERN})},
+    media.V2_EMBEDDED_JSON: {"schema": _produce_schema({})}}}}
+
+
+# ---------------------------------------------------------------------- metadata routes
+
+@router.get("/topics", summary="Names of the topics (internal topics left out)",
+            responses=_answers(list[str], 406, 500))
+async def list_topics(request: Request, state: State) -> V2Response:
+    media.check_accept(request, media.V2_JSON)
+    return V2Response(await state.blocking(state.admin.list_topics, include_internal=False))
+
+
+@router.get("/topics/{topic}", summary="A topic's configs and partitions",
+            responses=_answers(TopicBody, 404, 406, 500))
+async def get_topic(topic: str, request: Request, state: State) -> V2Response:
+    media.check_accept(request, media.V2_JSON)
+    description = await describe_topic(state, topic)
+    try:
+        configs = (await state.blocking(state.admin.describe_configs, [topic]))[topic]
+    except KafkaError as error:
+        raise _not_found_or(error, topic) from None
+    return V2Response({"name": topic, "configs": {name: entry.value for name, entry in configs.items()},
+                       "partitions": [partition_body(p) for p in description.partitions]})
+
+
+@router.get("/topics/{topic}/partitions", summary="A topic's partitions with leader, replicas and ISR",
+            responses=_answers(list[PartitionBody], 404, 406, 500))
+async def list_partitions(topic: str, request: Request,
+                          state: State) -> V2Response:
+    media.check_accept(request, media.V2_JSON)
+    description = await describe_topic(state, topic)
+    return V2Response([partition_body(p) for p in description.partitions])
+
+
+@router.get("/topics/{topic}/partitions/{partition}", summary="One partition with leader, replicas and ISR",
+            responses=_answers(PartitionBody, 404, 406, 500))
+async def get_partition(topic: str, partition: str, request: Request,
+                        state: State) -> V2Response:
+    media.check_accept(request, media.V2_JSON)
+    number = path_partition(topic, partition)
+    description = await describe_topic(state, topic)
+    if number >= len(description.partitions):
+        raise partition_not_found(topic, number)
+    return V2Response(partition_body(description.partitions[number]))
+
+
+@router.get("/brokers", summary="Ids of the live brokers", responses=_answers(BrokerListBody, 406, 500))
+async def list_brokers(request: Request, state: State) -> V2Response:
+    media.check_accept(request, media.V2_JSON)
+    cluster = await state.blocking(state.admin.describe_cluster)
+    return V2Response({"brokers": sorted(node.node_id for node in cluster.nodes)})
+
+
+def partition_body(partition: PartitionInfo) -> dict[str, Any]:
+    in_sync = set(partition.isr)
+    return {"partition": partition.partition, "leader": partition.leader,
+            "replicas": [{"broker": broker, "leader": broker == partition.leader, "in_sync": broker in in_sync}
+                         for broker in partition.replicas]}
+
+
+def path_partition(topic: str, text: str) -> int:
+    """The partition number of a path; anything but a number is a partition that does not exist."""
+    if not text.isascii() or not text.isdigit():
+        raise RestError(404, PARTITION_NOT_FOUND, f"Partition {text!r} of topic {topic} not found.")
+    return int(text)
+
+
+async def describe_topic(state: GatewayState, topic: str) -> TopicDescription:
+    """The topic's partitions in partition order; 404 (40401) when it does not exist."""
+    try:
+        description = (await state.blocking(state.admin.describe_topics, [topic]))[topic]
+    except KafkaError as error:
+        raise _not_found_or(error, topic) from None
+    return TopicDescription(description.name, description.internal,
+                            tuple(sorted(description.partitions, key=lambda p: p.partition)))
+
+
+def _not_found_or(error: KafkaError, topic: str) -> Exception:
+    if error.code in (Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.INVALID_TOPIC_EXCEPTION):
+        return topic_not_found(topic)
+    return error
+
+
+# ---------------------------------------------------------------------- produce body
+
+@dataclass(frozen=True, slots=True)
+class OutgoingRecord:
+    """One record of a produce request, as it will be sent."""
+
+    key: bytes | None
+    value: bytes | None
+    partition: int | None
+
+
+def parse_produce_body(raw: bytes, embedded: EmbeddedFormat, max_record_bytes: int,
+                       partition: int | None = None) -> list[OutgoingRecord]:
+    """The records of a v2 produce body, or the RestError that refuses the whole request.
+    `partition` is the path's (`/topics/{t}/partitions/{p}`): every record goes there."""
+    body = _json_document(raw)
+    if not isinstance(body, dict):
+        raise _invalid_body('The request body must be a JSON object with a "records" array.')
+    unknown = sorted(set(body) - PRODUCE_BODY_FIELDS)
+    if unknown:
+        raise _invalid_body(f"Unrecognized field: {unknown[0]}")
+    records = body.get("records")
+    if not isinstance(records, list) or not records:
+        raise _invalid_body('"records" must be a non-empty array of records.')
+    encode = _encode_binary if embedded is EmbeddedFormat.BINARY else _encode_json
+    parsed = []
+    for index, record in enumerate(records):
+        where = f"records[{index}]"
+        if not isinstance(record, dict):
+            raise _invalid_body(f"{where} must be a JSON object.")
+        unknown = sorted(set(record) - PRODUCE_RECORD_FIELDS)
+        if unknown:
+            raise _invalid_body(f"Unrecognized field in {where}: {unknown[0]}")
+        key = encode(record.get("key"), f"{where}.key", INVALID_KEY)
+        value = encode(record.get("value"), f"{where}.value", INVALID_VALUE)
+        size = (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+        if size > max_record_bytes:
+            raise _invalid_body(f"{where} is {size} bytes (key plus value), more than max.record.bytes "
+                                f"({max_record_bytes}).")
+        parsed.append(OutgoingRecord(key, value, _record_partition(record.get("partition"), where, partition)))
+    return parsed
+
+
+def _json_document(raw: bytes) -> Any:
+    try:
+        return json.loads(raw, parse_float=_finite_float, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as error:
+        raise RestError(400, MALFORMED_JSON, f"The request body is not valid JSON: {error}") from None
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"the number {text} is out of range")
+    return number
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _invalid_body(message: str) -> RestError:
+    return RestError(422, INVALID_BODY, message)
+
+
+def _encode_binary(data: Any, where: str, error_code: int) -> bytes | None:
+    if data is None:
+        return None
+    if not isinstance(data, str):
+        raise RestError(422, error_code, f"{where} must be a base64 string or null.")
+    try:
+        return base64.b64decode(data + "=" * (-len(data) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        raise RestError(422, error_code, f"{where} is not valid base64.") from None
+
+
+def _encode_json(data: Any, where: str, error_code: int) -> bytes | None:
+    if data is None:
+        return None
+    try:
+        return _compact_json(data).encode("utf-8")
+    except UnicodeEncodeError:
+        raise RestError(422, error_code, f"{where} holds a string that is not valid Unicode.") from None
+
+
+def _record_partition(given: Any, where: str, path_partition: int | None) -> int | None:
+    if given is None:
+        return path_partition
+    if isinstance(given, bool) or not isinstance(given, int) or given < 0:
+        raise _invalid_body(f"{where}.partition must be a partition number (at least 0) or null.")
+    if path_partition is not None and given != path_partition:
+        raise _invalid_body(f"{where}.partition is {given}, but the request is for partition {path_partition}.")
+    return given
+
+
+# ---------------------------------------------------------------------- produce
+
+@router.post("/topics/{topic}", summary="Produce records to a topic (by key, or to the partition each names)",
+             openapi_extra=PRODUCE_OPENAPI, responses=_answers(ProduceResponseBody, 400, 404, 406, 413, 415, 422,
+                                                               500))
+async def produce_to_topic(topic: str, request: Request,
+                           state: State) -> V2Response:
+    return await produce(state, request, topic, None)
+
+
+@router.post("/topics/{topic}/partitions/{partition}", summary="Produce records to one partition",
+             openapi_extra=PRODUCE_OPENAPI, responses=_answers(ProduceResponseBody, 400, 404, 406, 413, 415, 422,
+                                                               500))
+async def produce_to_partition(topic: str, partition: str, request: Request,
+                               state: State) -> V2Response:
+    return await produce(state, request, topic, path_partition(topic, partition))
+
+
+async def produce(state: GatewayState, request: Request, topic: str, partition: int | None) -> V2Response:
+    deadline_s = time.monotonic() + state.request_timeout_s
+    embedded = media.embedded_format(request)
+    media.check_accept(request, media.V2_JSON)
+    raw = await request.body()
+    if len(raw) > LARGE_BODY_BYTES:  # parsed on the threadpool, not on the event loop
+        records = await run_in_threadpool(parse_produce_body, raw, embedded, state.config.max_record_bytes, partition)
+    else:
+        records = parse_produce_body(raw, embedded, state.config.max_record_bytes, partition)
+    description = await describe_topic(state, topic)
+    count = len(description.partitions)
+    for record in records:
+        if record.partition is not None and record.partition >= count:
+            raise partition_not_found(topic, record.partition)
+    offsets = await send_records(state, topic, records, deadline_s)
+    state.metrics.produced(sum(1 for entry in offsets if entry["error_code"] is None))
+    return V2Response({"offsets": offsets, "key_schema_id": None, "value_schema_id": None})
+
+
+class Acknowledgements:
+    """Counts the producer's callbacks (on its sender thread) and resolves `done`, on the event loop,
+    once every record sent is answered."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._pending = 0
+        self._all_sent = False
+        self.done: asyncio.Future[None] = loop.create_future()
+
+    def sent(self) -> None:
+        with self._lock:
+            self._pending += 1
+
+    def callback(self, _metadata: Any, _error: BaseException | None) -> None:
+        with self._lock:
+            self._pending -= 1
+            finished = self._all_sent and self._pending == 0
+        if finished:
+            self._resolve()
+
+    def sending_ended(self) -> None:
+        with self._lock:
+            self._all_sent = True
+            finished = self._pending == 0
+        if finished:
+            self._resolve()
+
+    def _resolve(self) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._set_done)
+        except RuntimeError:  # the loop closed: nobody waits any more
+            pass
+
+    def _set_done(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+def _send_all(producer: Producer, topic: str, records: list[OutgoingRecord], acks: Acknowledgements,
+              stop: threading.Event) -> tuple[list[Any], BaseException | None]:
+    """Sends the records in order (on the threadpool: `send` may wait for metadata or buffer memory);
+    returns their futures and the error that stopped the sending early, if one did."""
+    futures: list[Any] = []
+    callback: Callable[[Any, BaseException | None], None] = acks.callback
+    try:
+        for record in records:
+            if stop.is_set():
+                return futures, KafkaError("the request timed out before every record was sent",
+                                           error_name="REQUEST_TIMED_OUT")
+            acks.sent()
+            try:
+                futures.append(producer.send(topic, record.value, key=record.key, partition=record.partition,
+                                             callback=callback))
+            except BaseException:
+                acks.callback(None, None)  # never sent, never called back
+                raise
+    except Exception as error:  # noqa: BLE001 - it becomes the error of every record not sent
+        return futures, error
+    finally:
+        acks.sending_ended()
+    return futures, None
+
+
+async def send_records(state: GatewayState, topic: str, records: list[OutgoingRecord],
+                       deadline_s: float) -> list[dict[str, Any]]:
+    """Sends every record, waits (until `deadline_s`, monotonic) for their acknowledgements and
+    answers one offsets entry per record, in order."""
+    acks = Acknowledgements(asyncio.get_running_loop())
+    stop = threading.Event()
+    try:
+        futures, send_error = await state.blocking(_send_all, state.producer, topic, records, acks, stop,
+                                                   timeout_s=max(0.001, deadline_s - time.monotonic()))
+    finally:
+        stop.set()  # a send still waiting on the threadpool sends nothing more
+    try:
+        await asyncio.wait_for(asyncio.shield(acks.done), max(0.001, deadline_s - time.monotonic()))
+    except TimeoutError:
+        pass
+    unanswered = KafkaError(f"no acknowledgement within request.timeout.ms ({state.config.request_timeout_ms} ms); "
+                            f"the record may still be written", error_name="REQUEST_TIMED_OUT")
+    offsets = [_offset_entry(future, unanswered) for future in futures]
+    offsets.extend(_error_entry(send_error) for _ in range(len(records) - len(futures)))
+    return offsets
+
+
+def _offset_entry(future: Any, unanswered: KafkaError) -> dict[str, Any]:
+    if not future.done():
+        return _error_entry(unanswered)
+    error = future.exception(0)
+    if error is not None:
+        return _error_entry(error)
+    metadata = future.get(0)
+    return {"partition": metadata.partition, "offset": metadata.offset, "error_code": None, "error": None}
+
+
+def _error_entry(error: BaseException | None) -> dict[str, Any]:
+    if isinstance(error, KafkaError):
+        code = kafka_error_code(error)
+    else:
+        code = KAFKA_RETRIABLE_ERROR if isinstance(error, TimeoutError) else KAFKA_ERROR
+    return {"partition": None, "offset": None, "error_code": code, "error": str(error)}
