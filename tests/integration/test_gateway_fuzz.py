@@ -6,6 +6,7 @@ reach the produce handlers instead of stopping at 404."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 
 import httpx
@@ -22,6 +23,7 @@ from tests.integration.conftest import CLIENT_CONFIG, TEST_GATEWAY_CONFIG, creat
 TOPIC = "fuzzed"
 TOPIC_PARAMETERS = ("topic", "topic_name")
 CALL_TIMEOUT_S = TEST_GATEWAY_CONFIG["request.timeout.ms"] / 1000 + 10
+calls: Counter[tuple[str, str, int]] = Counter()  # (method, path template, status) -> calls
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +41,9 @@ def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path
 
 @pytest.fixture(scope="module")
 def gateway_schema(cluster: LocalCluster):
-    return schemathesis.from_uri(f"{cluster.gateway_url()}/openapi.json", base_url=cluster.gateway_url())
+    schema = schemathesis.openapi.from_url(f"{cluster.gateway_url()}/openapi.json")
+    schema.config.update(base_url=cluster.gateway_url())
+    return schema
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +58,7 @@ def end_offsets(cluster: LocalCluster):
     client.close()
 
 
-schema = schemathesis.from_pytest_fixture("gateway_schema")
+schema = schemathesis.pytest.from_fixture("gateway_schema")
 
 
 @schema.parametrize()
@@ -78,6 +82,22 @@ def test_no_answer_is_a_5xx_and_refused_requests_change_nothing(case, cluster: L
         response = case.call(base_url=cluster.gateway_url(), timeout=CALL_TIMEOUT_S)
     except httpx.TimeoutException as exc:  # pragma: no cover - a failure's report
         pytest.fail(f"{case.method} {case.formatted_path} hung past {CALL_TIMEOUT_S} s: {exc}")
+    calls[(case.method.upper(), case.path, response.status_code)] += 1
     assert response.status_code < 500, f"{case.method} {case.formatted_path}: {response.status_code} {response.text}"
     if response.status_code >= 400:
         assert end_offsets() == before, f"{case.method} {case.formatted_path} was refused but wrote records"
+
+
+def test_every_operation_was_called(gateway_schema) -> None:
+    """Runs after the fuzzing above: each operation of the description was called and answered."""
+    per_operation = Counter()
+    for (method, path, _status), count in calls.items():
+        per_operation[(method, path)] += count
+    operations = [(operation.method.upper(), operation.path)
+                  for operation in (result.ok() for result in gateway_schema.get_all_operations())]
+    print("\n".join(f"{method} {path}: {dict((s, c) for (m, p, s), c in calls.items() if (m, p) == (method, path))}"
+                    for method, path in operations))
+    assert operations and all(per_operation[op] for op in operations), per_operation
+    with_inputs = [op for op in operations if "{" in op[1] or op[0] == "POST"]
+    assert all(per_operation[op] >= 10 for op in with_inputs), per_operation
+
