@@ -19,8 +19,10 @@ Content-Type (415), its JSON (400, as REST Proxy answers unparsable JSON), its s
 base64 (42204 key, 42205 value), each record's key plus value against `max.record.bytes` (422,
 42202), the topic (404, 40401; never created by a produce) and each partition (404, 40402). A
 record may name a partition; under `/partitions/{p}` it may only name p. The records are then handed
-to the process's idempotent Producer on the threadpool and their acknowledgements arrive through
-producer callbacks, so no thread waits on the cluster; everything is bounded by `request.timeout.ms`.
+to the process's idempotent Producer on the threadpool (records without key or partition take its
+fast path) and their acknowledgements are awaited on the event loop, so no thread waits on the
+cluster; everything is bounded by `request.timeout.ms`. The topic's partition count is described at
+most once a second (`PARTITION_COUNT_TTL_S`).
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ import json
 import math
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Annotated, Any
@@ -346,8 +347,7 @@ async def produce(state: GatewayState, request: Request, topic: str, partition: 
         records = await run_in_threadpool(parse_produce_body, raw, embedded, state.config.max_record_bytes, partition)
     else:
         records = parse_produce_body(raw, embedded, state.config.max_record_bytes, partition)
-    description = await describe_topic(state, topic)
-    count = len(description.partitions)
+    count = await partition_count(state, topic)
     for record in records:
         if record.partition is not None and record.partition >= count:
             raise partition_not_found(topic, record.partition)
@@ -356,86 +356,73 @@ async def produce(state: GatewayState, request: Request, topic: str, partition: 
     return V2Response({"offsets": offsets, "key_schema_id": None, "value_schema_id": None})
 
 
-class Acknowledgements:
-    """Counts the producer's callbacks (on its sender thread) and resolves `done`, on the event loop,
-    once every record sent is answered."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._lock = threading.Lock()
-        self._pending = 0
-        self._all_sent = False
-        self.done: asyncio.Future[None] = loop.create_future()
-
-    def sent(self) -> None:
-        with self._lock:
-            self._pending += 1
-
-    def callback(self, _metadata: Any, _error: BaseException | None) -> None:
-        with self._lock:
-            self._pending -= 1
-            finished = self._all_sent and self._pending == 0
-        if finished:
-            self._resolve()
-
-    def sending_ended(self) -> None:
-        with self._lock:
-            self._all_sent = True
-            finished = self._pending == 0
-        if finished:
-            self._resolve()
-
-    def _resolve(self) -> None:
-        try:
-            self._loop.call_soon_threadsafe(self._set_done)
-        except RuntimeError:  # the loop closed: nobody waits any more
-            pass
-
-    def _set_done(self) -> None:
-        if not self.done.done():
-            self.done.set_result(None)
+# How long a topic's partition count is taken from the last describe: a produce does not describe
+# the topic every time, and a topic created or grown is seen within this long.
+PARTITION_COUNT_TTL_S = 1.0
+# Polling for acknowledgements: the first wait, and the longest (it doubles).
+ACK_POLL_FIRST_S = 0.0005
+ACK_POLL_MAX_S = 0.005
 
 
-def _send_all(producer: Producer, topic: str, records: list[OutgoingRecord], acks: Acknowledgements,
+async def partition_count(state: GatewayState, topic: str) -> int:
+    """The topic's number of partitions, from a describe at most PARTITION_COUNT_TTL_S old; 404
+    (40401) when it does not exist."""
+    cache: dict[str, tuple[int, float]] = state.extensions.setdefault("topics_v2.partition_counts", {})
+    now = time.monotonic()
+    known = cache.get(topic)
+    if known is not None and known[1] > now:
+        return known[0]
+    count = len((await describe_topic(state, topic)).partitions)
+    cache[topic] = (count, now + PARTITION_COUNT_TTL_S)
+    return count
+
+
+def _send_all(producer: Producer, topic: str, records: list[OutgoingRecord],
               stop: threading.Event) -> tuple[list[Any], BaseException | None]:
     """Sends the records in order (on the threadpool: `send` may wait for metadata or buffer memory);
-    returns their futures and the error that stopped the sending early, if one did."""
+    returns their futures and the error that stopped the sending early, if one did. A record with
+    neither key nor partition takes the Producer's fast path (no callback is given)."""
     futures: list[Any] = []
-    callback: Callable[[Any, BaseException | None], None] = acks.callback
+    send = producer.send
     try:
         for record in records:
             if stop.is_set():
                 return futures, KafkaError("the request timed out before every record was sent",
                                            error_name="REQUEST_TIMED_OUT")
-            acks.sent()
-            try:
-                futures.append(producer.send(topic, record.value, key=record.key, partition=record.partition,
-                                             callback=callback))
-            except BaseException:
-                acks.callback(None, None)  # never sent, never called back
-                raise
+            if record.key is None and record.partition is None:
+                futures.append(send(topic, record.value))
+            else:
+                futures.append(send(topic, record.value, key=record.key, partition=record.partition))
     except Exception as error:  # noqa: BLE001 - it becomes the error of every record not sent
         return futures, error
-    finally:
-        acks.sending_ended()
     return futures, None
+
+
+async def acknowledged(futures: list[Any], deadline_s: float) -> None:
+    """Returns once every future is done or at `deadline_s` (monotonic). The futures of one batch
+    complete together, so each poll checks only those not done yet; no thread waits."""
+    pending = futures
+    delay = ACK_POLL_FIRST_S
+    while True:
+        pending = [future for future in pending if not future.done()]
+        remaining = deadline_s - time.monotonic()
+        if not pending or remaining <= 0:
+            return
+        await asyncio.sleep(min(delay, remaining))
+        delay = min(2 * delay, ACK_POLL_MAX_S)
 
 
 async def send_records(state: GatewayState, topic: str, records: list[OutgoingRecord],
                        deadline_s: float) -> list[dict[str, Any]]:
     """Sends every record, waits (until `deadline_s`, monotonic) for their acknowledgements and
     answers one offsets entry per record, in order."""
-    acks = Acknowledgements(asyncio.get_running_loop())
     stop = threading.Event()
     try:
-        futures, send_error = await state.blocking(_send_all, state.producer, topic, records, acks, stop,
+        futures, send_error = await state.blocking(_send_all, state.producer, topic, records, stop,
                                                    timeout_s=max(0.001, deadline_s - time.monotonic()))
     finally:
         stop.set()  # a send still waiting on the threadpool sends nothing more
-    try:
-        await asyncio.wait_for(asyncio.shield(acks.done), max(0.001, deadline_s - time.monotonic()))
-    except TimeoutError:
-        pass
+    await acknowledged(futures, deadline_s)
     unanswered = KafkaError(f"no acknowledgement within request.timeout.ms ({state.config.request_timeout_ms} ms); "
                             f"the record may still be written", error_name="REQUEST_TIMED_OUT")
     offsets = [_offset_entry(future, unanswered) for future in futures]

@@ -1,6 +1,6 @@
 """Sending a v2 produce request's records: one offsets entry per record, in record order, whatever
 the producer answers (an offset, a Kafka error, an error raised by `send` itself, or nothing before
-the deadline), and the request waits for the producer's callbacks rather than a thread."""
+the deadline), and the request awaits the futures on the event loop rather than in a thread."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ class StandInProducer:
         self.raise_at = raise_at
         self.sent: list[OutgoingRecord] = []
 
-    def send(self, topic, value, key=None, partition=None, callback=None):
+    def send(self, topic, value, key=None, partition=None):
         index = len(self.sent)
         if index == self.raise_at:
             raise KafkaError("not a topic", error_name="INVALID_TOPIC_EXCEPTION")
@@ -58,7 +58,6 @@ class StandInProducer:
                 else:
                     outcome.metadata = RecordMetadata(topic, partition or 0, answer, 0, -1, -1)
                 outcome.answered = True
-                callback(outcome.metadata, outcome.error)
             threading.Thread(target=answer_later).start()
         return outcome
 
