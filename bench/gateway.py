@@ -19,7 +19,7 @@ the `LocalCluster` launcher, free ports, a temp dir) and a topic of `--partition
 Prints each figure and the ratios against the native client measured in the same run (targets:
 v2 produce >= 0.25x native produce; Arrow >= 5x JSON and >= 0.5x the native Consumer).
 
-    python bench/gateway.py [--records 200000] [--record-size 100] [--clients 4] [--batch 500]
+    python bench/gateway.py [--records 200000] [--record-size 100] [--clients 8] [--batch 500]
                             [--range-records 1000000] [--partitions 1]
 """
 
@@ -177,7 +177,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=200_000, help="records per produce run")
     parser.add_argument("--record-size", type=int, default=100, help="bytes of each record's value")
-    parser.add_argument("--clients", type=int, default=4, help="concurrent HTTP clients of v2 produce")
+    parser.add_argument("--clients", type=int, default=8, help="concurrent HTTP clients of v2 produce")
     parser.add_argument("--batch", type=int, default=500, help="records per v2 produce request")
     parser.add_argument("--range-records", type=int, default=1_000_000, help="records of the range reads")
     parser.add_argument("--partitions", type=int, default=1, help="partitions of the produce topic")
