@@ -3,8 +3,9 @@ record it asks for, and the delivery reports answered for them.
 
 `JsonValueSplitter` cuts JSON text arriving in pieces into the text of each top-level value as
 soon as the value is complete (objects and arrays by their brackets, outside strings; strings by
-their closing quote; other tokens at the next space or bracket), without parsing it: a record that
-is not JSON is cut out alone, so one bad record costs only its own report.
+their closing quote; anything else, numbers, literals and garbage, runs to the next opening
+bracket or quote), without parsing it: a record that is not JSON is cut out alone, so one bad
+record costs only its own report.
 
 `produce_record(value, partitions_count)` reads one parsed record, REST Proxy's ProduceRequest:
 
@@ -41,7 +42,7 @@ _ONE_MS = datetime.timedelta(milliseconds=1)
 _NON_SPACE = re.compile(r"\S")
 _STRUCTURE = re.compile(r'["{}\[\]]')
 _IN_STRING = re.compile(r'["\\]')
-_TOKEN_END = re.compile(r'[\s{}\[\]",:]')
+_TOKEN_END = re.compile(r'[{\["]')
 
 
 class JsonValueSplitter:
@@ -95,7 +96,7 @@ class JsonValueSplitter:
             end = _TOKEN_END.search(text, 1)
             if end is None:
                 return None
-            return end.start()
+            return len(text[:end.start()].rstrip())
         position = self._scan_from
         while True:
             if self._in_string:

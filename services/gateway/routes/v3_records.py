@@ -13,11 +13,12 @@ cluster, the content type (`application/json`, else 415) and the topic (404/4040
   `{"error_code": 400, "message": ...}`, for a record refused; the stream goes on).
 
 The body is read as it arrives (`request.stream()`), cut into records as each completes, and the
-records of each piece are handed to the process's shared Producer in one call on the threadpool;
-the producer's callbacks complete one future per record on the event loop, and the response
-writes the futures' reports in order. At most `MAX_IN_FLIGHT_REPORTS` reports wait to be written
-(the body is not read further until they are), and no report is awaited longer than
-`request.timeout.ms` plus a second past the producer's delivery timeout (then it is 500/50003).
+records of each piece are handed to the process's shared Producer in one call on the threadpool,
+piece after piece (so each partition keeps the records' order); the producer's callbacks complete
+one future per record on the event loop, and the response writes the futures' reports in order.
+At most `MAX_IN_FLIGHT_REPORTS` reports wait to be written (the body is not read further until
+they are), and no report is awaited longer than `request.timeout.ms` plus a second past the
+producer's delivery timeout (then it is 500/50003).
 """
 
 from __future__ import annotations
@@ -112,7 +113,6 @@ class RecordSender:
         self.partitions_count = partitions_count
         self.loop = asyncio.get_running_loop()
         self.report_timeout_s = state.request_timeout_s + REPORT_GRACE_S
-        self._sending: set[asyncio.Future] = set()  # handing records to the producer on the threadpool
 
     def record(self, text: str) -> ProduceRecord:
         """The record `text` asks for; RestError when it is refused."""
@@ -124,13 +124,16 @@ class RecordSender:
         return record
 
     async def produce_one(self, text: str) -> JSONResponse:
-        outcome = await self._await(self.submit([text])[0])
+        [future] = await self.submit([text])
+        outcome = await self._await(future)
         if isinstance(outcome, RestError):
             raise outcome
         return JSONResponse(outcome)
 
-    def submit(self, texts: Iterable[str]) -> list[asyncio.Future[Outcome]]:
-        """One future per text, in order; the sound records are handed to the producer."""
+    async def submit(self, texts: Iterable[str],
+                     pending: asyncio.Queue | None = None) -> list[asyncio.Future[Outcome]]:
+        """One future per text, in order (each also put in `pending`), once the sound records are
+        handed to the producer: in order, one batch at a time, which keeps each partition's order."""
         futures, batch = [], []
         for text in texts:
             future = self.loop.create_future()
@@ -139,10 +142,10 @@ class RecordSender:
             except RestError as error:
                 future.set_result(error)
             futures.append(future)
+            if pending is not None:
+                await pending.put(future)
         if batch:
-            sending = asyncio.ensure_future(run_in_threadpool(self._send_all, batch))
-            self._sending.add(sending)
-            sending.add_done_callback(self._sending.discard)
+            await run_in_threadpool(self._send_all, batch)
         return futures
 
     async def reports(self, texts: AsyncIterator[list[str]]) -> AsyncIterator[bytes]:
@@ -162,8 +165,7 @@ class RecordSender:
     async def _read(self, texts: AsyncIterator[list[str]], pending: asyncio.Queue) -> None:
         try:
             async for batch in texts:
-                for future in self.submit(batch):
-                    await pending.put(future)
+                await self.submit(batch, pending)
         except ClientDisconnect:
             pass
         except RestError as error:
