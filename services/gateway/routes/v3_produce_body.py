@@ -72,7 +72,7 @@ class JsonValueSplitter:
     def finish(self) -> str | None:
         """At the end of the body: the text of the value still open (a last token, or a value
         left incomplete), or None."""
-        rest = self._text if self._open is not None else None
+        rest = self._text.rstrip() if self._open is not None else None
         self._text, self._open = "", None
         return rest
 
