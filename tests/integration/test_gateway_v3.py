@@ -3,14 +3,19 @@ topics (created, described, listed, configured, deleted), partitions, records pr
 time (every key and value type, headers, timestamps, read back byte for byte by a Consumer) and
 as streams (1,000 records in one chunked request answered in order; reports written while the
 request is still being sent; bad records answered in place), consumer groups with their lags,
-and bad input refused with REST Proxy's errors and nothing written."""
+bad input refused with REST Proxy's errors and nothing written, and a cluster that is down
+answered 5xx in bounded time."""
 
 from __future__ import annotations
 
 import base64
+import datetime
 import json
+import re
 import socket
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
 import h11
@@ -223,14 +228,10 @@ def report_parts(key: dict | None, value: dict | None, report: dict) -> dict:
 
 
 def _ms(text: str) -> int:
-    import datetime
-
     return int(datetime.datetime.fromisoformat(text).timestamp() * 1000)
 
 
 def _now_ms() -> int:
-    import time
-
     return int(time.time() * 1000)
 
 
@@ -404,6 +405,8 @@ def test_a_consumer_groups_lags(http: httpx.Client, cluster: LocalCluster, clust
     ("a negative partition", b'{"partition_id": -1, "value": {"type": "STRING", "data": "x"}}', JSON_HEADERS,
      404, 40402),
     ("an empty body", b"", JSON_HEADERS, 422, 42206),
+    ("a record over max.record.bytes", b'{"value": {"type": "STRING", "data": "%s"}}' % (b"x" * (1048576 + 1)),
+     JSON_HEADERS, 422, 42206),
     ("another content type", b'{"value": {"type": "STRING", "data": "x"}}', {"Content-Type": "text/plain"}, 415, 415),
 ])
 def test_bad_input_is_refused_and_nothing_is_written(http: httpx.Client, cluster_id: str, admin: Admin, name: str,
@@ -421,3 +424,26 @@ def test_records_for_an_unknown_topic_are_404(http: httpx.Client, cluster_id: st
     answer = http.post(records_path(cluster_id, "v3-no-such-topic"), json={"value": {"type": "STRING", "data": "x"}})
     assert answer.status_code == 404 and answer.json()["error_code"] == 40403, answer.text
     assert "v3-no-such-topic" not in admin.list_topics()
+
+
+# --------------------------------------------------------------------------------------------- a cluster down (last)
+
+def test_a_cluster_that_is_down_is_answered_5xx_naming_the_kafka_error(http: httpx.Client, cluster: LocalCluster,
+                                                                       cluster_id: str, admin: Admin):
+    """Stops the module's broker: every request is answered 5xx within request.timeout.ms (10 s here)."""
+    topic = create_topic(admin, "v3-before-the-fall")
+    cluster.stop_service("broker-1")
+    requests = [("GET", f"/v3/clusters/{cluster_id}/topics/{topic}"),
+                ("POST", records_path(cluster_id, topic)),
+                ("GET", f"/v3/clusters/{cluster_id}/consumer-groups/v3-lag-group/lags")]
+    started = time.monotonic()
+    with ThreadPoolExecutor(len(requests)) as pool:
+        answers = list(pool.map(lambda asked: http.request(*asked, headers=JSON_HEADERS,
+                                                           content=b'{"value": {"type": "STRING", "data": "x"}}'),
+                                requests))
+    assert time.monotonic() - started < 10 + 5
+    for asked, answer in zip(requests, answers, strict=True):
+        assert 500 <= answer.status_code < 600, (asked, answer.text)
+        body = answer.json()
+        assert body["error_code"] in (50002, 50003, 50302), (asked, body)
+        assert re.search(r"\b[A-Z]+(_[A-Z]+)+\b", body["message"]), (asked, body)  # the Kafka error's name
