@@ -102,6 +102,8 @@ def test_the_cluster_and_its_brokers(http: httpx.Client, cluster: LocalCluster, 
         node = nodes[broker["broker_id"]]
         assert (broker["kind"], broker["host"], broker["port"]) == ("KafkaBroker", node.host, node.port)
         assert broker["metadata"]["self"] == f"{base}/brokers/{node.node_id}"
+        assert http.get(f"/v3/clusters/{cluster_id}/brokers/{node.node_id}").json() == broker
+    assert http.get(f"/v3/clusters/{cluster_id}/brokers/999").status_code == 404
 
 
 @pytest.mark.parametrize("method, path", [
@@ -372,6 +374,10 @@ def test_a_consumer_groups_lags(http: httpx.Client, cluster: LocalCluster, clust
             {"topic_name": topic, "partition_id": 1, "current_offset": 5, "log_end_offset": 5, "lag": 0,
              "consumer_id": member["consumer_id"], "client_id": "lag-client"}]
         assert lags["data"][0]["metadata"]["self"].endswith(f"/consumer-groups/{group}/lags/{topic}/partitions/0")
+        assert http.get(f"{groups}/{group}/lags/{topic}/partitions/1").json() == lags["data"][1]
+        assert http.get(f"{groups}/{group}/lags/{topic}/partitions/2").status_code == 404
+        assert http.get(f"{groups}/{group}/consumers/{member['consumer_id']}").json() == member
+        assert http.get(f"{groups}/{group}/consumers/nobody").status_code == 404
 
         summary = http.get(f"{groups}/{group}/lag-summary").json()
         assert {k: summary[k] for k in ("kind", "max_lag", "total_lag", "max_lag_topic_name", "max_lag_partition_id",

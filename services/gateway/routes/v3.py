@@ -3,7 +3,7 @@ that also carries the records (`v3_records`) and consumer-group (`v3_groups`) ro
 
     GET    /v3/clusters                                   KafkaClusterList (the one cluster)
     GET    /v3/clusters/{cluster_id}                      KafkaCluster
-    GET    /v3/clusters/{cluster_id}/brokers              KafkaBrokerList
+    GET    /v3/clusters/{cluster_id}/brokers[/{b}]        KafkaBrokerList, KafkaBroker
     GET    /v3/clusters/{cluster_id}/topics               KafkaTopicList (internal topics left out)
     POST   /v3/clusters/{cluster_id}/topics               201 KafkaTopic (200 with validate_only)
     GET    /v3/clusters/{cluster_id}/topics/{t}           KafkaTopic
@@ -110,6 +110,15 @@ async def list_brokers(state: State, at: ClusterLinks) -> dict[str, Any]:
     cluster = await cluster_call(state, state.admin.describe_cluster)
     nodes = sorted(cluster.nodes, key=lambda node: node.node_id)
     return at.collection("KafkaBrokerList", ("brokers",), [broker_data(at, node) for node in nodes])
+
+
+@router.get("/v3/clusters/{cluster_id}/brokers/{broker_id}", summary="Get a broker")
+async def get_broker(broker_id: int, state: State, at: ClusterLinks) -> dict[str, Any]:
+    cluster = await cluster_call(state, state.admin.describe_cluster)
+    for node in cluster.nodes:
+        if node.node_id == broker_id:
+            return broker_data(at, node)
+    raise not_found()
 
 
 # ------------------------------------------------------------------ topics

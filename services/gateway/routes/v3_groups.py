@@ -3,9 +3,9 @@ each of their committed offsets is.
 
     GET /v3/clusters/{cluster_id}/consumer-groups                   KafkaConsumerGroupList
     GET /v3/clusters/{cluster_id}/consumer-groups/{g}               KafkaConsumerGroup
-    GET /v3/clusters/{cluster_id}/consumer-groups/{g}/consumers     KafkaConsumerList
-    GET /v3/clusters/{cluster_id}/consumer-groups/{g}/lags          KafkaConsumerLagList
-    GET /v3/clusters/{cluster_id}/consumer-groups/{g}/lag-summary   KafkaConsumerGroupLagSummary
+    GET /v3/clusters/{cluster_id}/consumer-groups/{g}/consumers[/{consumer_id}]
+    GET /v3/clusters/{cluster_id}/consumer-groups/{g}/lags[/{topic}/partitions/{p}]
+    GET /v3/clusters/{cluster_id}/consumer-groups/{g}/lag-summary
 
 A group's lag, per partition it has committed an offset for, is the partition's log end offset
 (read_committed: its last stable offset, as REST Proxy reads it) less the committed offset, never
@@ -104,6 +104,10 @@ def exists(group: ConsumerGroupDescription) -> bool:
     return not (group.state == DEAD and group.is_simple_consumer_group)
 
 
+def offsets_not_found() -> RestError:
+    return RestError(404, 404, "Consumer group offsets could not be found.")
+
+
 async def describe_group(state: GatewayState, group_id: str) -> ConsumerGroupDescription:
     group = (await cluster_call(state, state.admin.describe_consumer_groups, [group_id]))[group_id]
     if not exists(group):
@@ -116,7 +120,7 @@ async def group_lags(state: GatewayState, group_id: str) -> list[PartitionLag]:
     group = await describe_group(state, group_id)
     committed = await cluster_call(state, state.admin.list_consumer_group_offsets, group_id)
     if not committed:
-        raise RestError(404, 404, "Consumer group offsets could not be found.")
+        raise offsets_not_found()
     ends = await cluster_call(state, state.admin.list_offsets, dict.fromkeys(committed, "latest"),
                               isolation_level=READ_COMMITTED, raise_errors=False)
     owners = {tp: member for member in group.members for tp in member.assignment}
@@ -161,5 +165,25 @@ async def list_consumer_lags(consumer_group_id: str, state: State, at: ClusterLi
 async def get_lag_summary(consumer_group_id: str, state: State, at: ClusterLinks) -> dict[str, Any]:
     lags = await group_lags(state, consumer_group_id)
     if not lags:
-        raise RestError(404, 404, "Consumer group offsets could not be found.")
+        raise offsets_not_found()
     return lag_summary_data(at, consumer_group_id, lags)
+
+
+@router.get("/v3/clusters/{cluster_id}/consumer-groups/{consumer_group_id}/consumers/{consumer_id}",
+            summary="Get a consumer of a consumer group")
+async def get_consumer(consumer_group_id: str, consumer_id: str, state: State, at: ClusterLinks) -> dict[str, Any]:
+    group = await describe_group(state, consumer_group_id)
+    for member in group.members:
+        if member.member_id == consumer_id:
+            return consumer_data(at, consumer_group_id, member)
+    raise not_found()
+
+
+@router.get("/v3/clusters/{cluster_id}/consumer-groups/{consumer_group_id}/lags/{topic_name}/partitions/{partition_id}",
+            summary="Get a consumer group's lag on one partition")
+async def get_consumer_lag(consumer_group_id: str, topic_name: str, partition_id: int, state: State,
+                           at: ClusterLinks) -> dict[str, Any]:
+    for lag in await group_lags(state, consumer_group_id):
+        if lag.partition == (topic_name, partition_id):
+            return lag_data(at, consumer_group_id, lag)
+    raise not_found()
