@@ -141,7 +141,7 @@ CREATE_TOPIC_SCHEMA = {
         "replicas_assignments": {"type": "object",
                                  "additionalProperties": {"type": "array", "items": {"type": "integer"}}},
         "configs": {"type": "array", "items": {"type": "object", "required": ["name"], "properties": {
-            "name": {"type": "string"}, "value": {"type": "string", "nullable": True}}}},
+            "name": {"type": "string"}, "value": {"type": ["string", "null"]}}}},
         "validate_only": {"type": "boolean"},
     },
 }

@@ -63,17 +63,17 @@ REPORT_SEPARATOR = b"\r\n"
 REPORT_GRACE_S = 2.0
 NOT_UTF8 = "Error processing JSON: the body is not UTF-8."
 
-_DATA_SCHEMA = {"type": "object", "nullable": True, "properties": {
+_DATA_SCHEMA = {"type": ["object", "null"], "properties": {
     "type": {"type": "string", "enum": ["BINARY", "JSON", "STRING"]}, "data": {}}}
 PRODUCE_REQUEST_SCHEMA = {
     "type": "object",
     "properties": {
-        "partition_id": {"type": "integer", "nullable": True},
+        "partition_id": {"type": ["integer", "null"]},
         "headers": {"type": "array", "items": {"type": "object", "required": ["name"], "properties": {
-            "name": {"type": "string"}, "value": {"type": "string", "format": "byte", "nullable": True}}}},
+            "name": {"type": "string"}, "value": {"type": ["string", "null"], "format": "byte"}}}},
         "key": _DATA_SCHEMA,
         "value": _DATA_SCHEMA,
-        "timestamp": {"type": "string", "format": "date-time", "nullable": True},
+        "timestamp": {"type": ["string", "null"], "format": "date-time"},
     },
 }
 
