@@ -29,6 +29,7 @@ from services.gateway.routes import v3_groups, v3_records
 from services.gateway.routes.v3_resources import (
     CLUSTER_ID_KEY,
     ClusterLinks,
+    KnownCluster,
     Links,
     State,
     bad_request,
@@ -212,7 +213,7 @@ async def get_topic(topic_name: str, state: State, at: ClusterLinks) -> dict[str
 
 
 @router.delete("/v3/clusters/{cluster_id}/topics/{topic_name}", status_code=204, summary="Delete a topic")
-async def delete_topic(topic_name: str, state: State, at: ClusterLinks) -> Response:
+async def delete_topic(topic_name: str, state: State, _cluster_id: KnownCluster) -> Response:
     await cluster_call(state, state.admin.delete_topics, [topic_name])
     return Response(status_code=204)
 
