@@ -105,3 +105,29 @@ def install_error_handlers(app: FastAPI) -> None:
         logger.exception("unexpected error serving a request")
         return JSONResponse({"error_code": 500, "message": f"Internal server error: {type(error).__name__}"},
                             status_code=500)
+
+
+# REST Proxy v3's codes: its Kafka exception mapping and its payload checks.
+KAFKA_BAD_REQUEST = 40002
+KAFKA_UNKNOWN_TOPIC_PARTITION = 40403
+V3_INVALID_PAYLOAD = 42206
+BROKER_NOT_AVAILABLE = 50302
+
+_V3_BAD_REQUEST_ERRORS = frozenset({
+    Errors.TOPIC_ALREADY_EXISTS, Errors.INVALID_PARTITIONS, Errors.INVALID_REPLICATION_FACTOR,
+    Errors.INVALID_REPLICA_ASSIGNMENT, Errors.INVALID_CONFIG, Errors.INVALID_REQUEST, Errors.POLICY_VIOLATION,
+    Errors.UNSUPPORTED_VERSION, Errors.SECURITY_DISABLED, Errors.UNKNOWN_SERVER_ERROR, Errors.INVALID_TOPIC_EXCEPTION,
+})
+
+
+def from_kafka_error_v3(error: KafkaError) -> RestError:
+    """A Kafka error as REST Proxy v3 answers it: the admin's refusals of a request (an existing topic,
+    a bad replication factor, ...) are 400/40002, an unknown topic or partition 404/40403, an
+    unavailable broker 503/50302, the rest 500 with 50003 (retriable) or 50002."""
+    if error.code == Errors.UNKNOWN_TOPIC_OR_PARTITION:
+        return RestError(404, KAFKA_UNKNOWN_TOPIC_PARTITION, str(error))
+    if error.code in _V3_BAD_REQUEST_ERRORS:
+        return RestError(400, KAFKA_BAD_REQUEST, str(error))
+    if error.code == Errors.BROKER_NOT_AVAILABLE:
+        return RestError(503, BROKER_NOT_AVAILABLE, str(error))
+    return RestError(500, kafka_error_code(error), str(error))

@@ -1,5 +1,248 @@
-"""(to be built)"""
+"""REST Proxy v3's cluster, broker, topic, partition and topic-config resources, and the v3 router
+that also carries the records (`v3_records`) and consumer-group (`v3_groups`) routes.
 
-from fastapi import APIRouter
+    GET    /v3/clusters                                   KafkaClusterList (the one cluster)
+    GET    /v3/clusters/{cluster_id}                      KafkaCluster
+    GET    /v3/clusters/{cluster_id}/brokers[/{b}]        KafkaBrokerList, KafkaBroker
+    GET    /v3/clusters/{cluster_id}/topics               KafkaTopicList (internal topics left out)
+    POST   /v3/clusters/{cluster_id}/topics               201 KafkaTopic (200 with validate_only)
+    GET    /v3/clusters/{cluster_id}/topics/{t}           KafkaTopic
+    DELETE /v3/clusters/{cluster_id}/topics/{t}           204
+    GET    /v3/clusters/{cluster_id}/topics/{t}/partitions[/{p}]
+    GET    /v3/clusters/{cluster_id}/topics/{t}/configs   KafkaTopicConfigList
 
-router = APIRouter()
+An unknown topic is 404/40403 (Kafka's UNKNOWN_TOPIC_OR_PARTITION, as REST Proxy v3 answers it),
+an unknown partition of a known topic 404/404; the admin's refusals of a creation (an existing
+topic, a replication factor larger than the brokers, a bad config) are 400/40002.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+
+from services.clients.admin_types import CONFIG_SOURCES, ClusterDescription, ConfigEntry, NewTopic, TopicDescription
+from services.clients.cluster import Node, PartitionInfo
+from services.gateway.routes import v3_groups, v3_records
+from services.gateway.routes.v3_resources import (
+    CLUSTER_ID_KEY,
+    ClusterLinks,
+    KnownCluster,
+    Links,
+    State,
+    bad_request,
+    cluster_call,
+    describe_topic,
+    json_body,
+    not_found,
+)
+
+router = APIRouter(tags=["v3"])
+
+
+# ------------------------------------------------------------------ shapes
+
+def cluster_data(at: Links, cluster: ClusterDescription) -> dict[str, Any]:
+    controller = {} if cluster.controller is None else {"controller": at.related("brokers", cluster.controller.node_id)}
+    return at.resource("KafkaCluster", (), (), **controller, acls=at.related("acls"),
+                       brokers=at.related("brokers"), broker_configs=at.related("broker-configs"),
+                       consumer_groups=at.related("consumer-groups"), topics=at.related("topics"),
+                       partition_reassignments=at.related("topics", "-", "partitions", "-", "reassignment"))
+
+
+def broker_data(at: Links, node: Node) -> dict[str, Any]:
+    return at.resource("KafkaBroker", ("brokers", node.node_id), (("broker", node.node_id),),
+                       broker_id=node.node_id, host=node.host, port=node.port, rack=node.rack,
+                       configs=at.related("brokers", node.node_id, "configs"),
+                       partition_replicas=at.related("brokers", node.node_id, "partition-replicas"))
+
+
+def topic_data(at: Links, name: str, *, internal: bool, replication_factor: int,
+               partitions_count: int) -> dict[str, Any]:
+    return at.resource("KafkaTopic", ("topics", name), (("topic", name),), topic_name=name, is_internal=internal,
+                       replication_factor=replication_factor, partitions_count=partitions_count,
+                       partitions=at.related("topics", name, "partitions"),
+                       configs=at.related("topics", name, "configs"),
+                       partition_reassignments=at.related("topics", name, "partitions", "-", "reassignment"))
+
+
+def described_topic_data(at: Links, topic: TopicDescription) -> dict[str, Any]:
+    return topic_data(at, topic.name, internal=topic.internal, replication_factor=topic.replication_factor,
+                      partitions_count=len(topic.partitions))
+
+
+def partition_data(at: Links, partition: PartitionInfo) -> dict[str, Any]:
+    path = ("topics", partition.topic, "partitions", partition.partition)
+    leader = {"leader": at.related(*path, "replicas", partition.leader)} if partition.has_leader else {}
+    return at.resource("KafkaPartition", path, (("topic", partition.topic), ("partition", partition.partition)),
+                       topic_name=partition.topic, partition_id=partition.partition, **leader,
+                       replicas=at.related(*path, "replicas"), reassignment=at.related(*path, "reassignment"))
+
+
+def topic_config_data(at: Links, topic: str, entry: ConfigEntry) -> dict[str, Any]:
+    return at.resource("KafkaTopicConfig", ("topics", topic, "configs", entry.name),
+                       (("topic", topic), ("config", entry.name)), topic_name=topic, name=entry.name,
+                       value=None if entry.is_sensitive else entry.value, is_default=entry.is_default,
+                       is_read_only=entry.read_only, is_sensitive=entry.is_sensitive, source=entry.source_name,
+                       synonyms=[{"name": s.name, "value": None if entry.is_sensitive else s.value,
+                                  "source": CONFIG_SOURCES.get(s.source, "UNKNOWN")} for s in entry.synonyms])
+
+
+# ------------------------------------------------------------------ clusters and brokers
+
+@router.get("/v3/clusters", summary="List clusters (the one this gateway serves)")
+async def list_clusters(state: State) -> dict[str, Any]:
+    cluster = await cluster_call(state, state.admin.describe_cluster)
+    state.extensions[CLUSTER_ID_KEY] = cluster.cluster_id or ""
+    at = Links(state, cluster.cluster_id or "")
+    return {"kind": "KafkaClusterList", "metadata": {"self": f"{at.base}/v3/clusters", "next": None},
+            "data": [cluster_data(at, cluster)]}
+
+
+@router.get("/v3/clusters/{cluster_id}", summary="Get the cluster")
+async def get_cluster(state: State, at: ClusterLinks) -> dict[str, Any]:
+    return cluster_data(at, await cluster_call(state, state.admin.describe_cluster))
+
+
+@router.get("/v3/clusters/{cluster_id}/brokers", summary="List brokers")
+async def list_brokers(state: State, at: ClusterLinks) -> dict[str, Any]:
+    cluster = await cluster_call(state, state.admin.describe_cluster)
+    nodes = sorted(cluster.nodes, key=lambda node: node.node_id)
+    return at.collection("KafkaBrokerList", ("brokers",), [broker_data(at, node) for node in nodes])
+
+
+@router.get("/v3/clusters/{cluster_id}/brokers/{broker_id}", summary="Get a broker")
+async def get_broker(broker_id: int, state: State, at: ClusterLinks) -> dict[str, Any]:
+    cluster = await cluster_call(state, state.admin.describe_cluster)
+    for node in cluster.nodes:
+        if node.node_id == broker_id:
+            return broker_data(at, node)
+    raise not_found()
+
+
+# ------------------------------------------------------------------ topics
+
+@router.get("/v3/clusters/{cluster_id}/topics", summary="List topics")
+async def list_topics(state: State, at: ClusterLinks) -> dict[str, Any]:
+    names = await cluster_call(state, state.admin.list_topics)
+    described = await cluster_call(state, state.admin.describe_topics, names, raise_errors=False)
+    data = [described_topic_data(at, topic) for _, topic in sorted(described.items())
+            if isinstance(topic, TopicDescription)]
+    return at.collection("KafkaTopicList", ("topics",), data)
+
+
+CREATE_TOPIC_SCHEMA = {
+    "type": "object", "required": ["topic_name"],
+    "properties": {
+        "topic_name": {"type": "string"},
+        "partitions_count": {"type": "integer"},
+        "replication_factor": {"type": "integer"},
+        "replicas_assignments": {"type": "object",
+                                 "additionalProperties": {"type": "array", "items": {"type": "integer"}}},
+        "configs": {"type": "array", "items": {"type": "object", "required": ["name"], "properties": {
+            "name": {"type": "string"}, "value": {"type": ["string", "null"]}}}},
+        "validate_only": {"type": "boolean"},
+    },
+}
+
+
+def new_topic(body: Any) -> tuple[NewTopic, bool]:
+    """The NewTopic a CreateTopicRequest body asks for, and whether only to validate it (400 for a
+    body of the wrong shape)."""
+    if not isinstance(body, dict):
+        raise bad_request("The request body must be a JSON object.")
+    name = body.get("topic_name")
+    if not isinstance(name, str):
+        raise bad_request("topic_name must be a string.")
+    counts = {key: _optional_int(body, key) for key in ("partitions_count", "replication_factor")}
+    assignment = _assignment(body.get("replicas_assignments"))
+    configs = body.get("configs") or []
+    if not isinstance(configs, list) or not all(
+            isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("value"), (str, type(None)))
+            for c in configs):
+        raise bad_request("configs must be a list of {\"name\": <string>, \"value\": <string or null>}.")
+    validate_only = body.get("validate_only", False)
+    if not isinstance(validate_only, bool):
+        raise bad_request("validate_only must be a boolean.")
+    topic_configs = {c["name"]: c["value"] for c in configs if c.get("value") is not None}
+    if assignment:
+        return NewTopic(name, replica_assignment=assignment, configs=topic_configs), validate_only
+    topic = NewTopic(name, counts["partitions_count"], counts["replication_factor"], configs=topic_configs)
+    return topic, validate_only
+
+
+def _optional_int(body: dict[str, Any], key: str) -> int:
+    value = body.get(key)
+    if value is None:
+        return -1
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise bad_request(f"{key} must be an integer.")
+    return value
+
+
+def _assignment(value: Any) -> dict[int, list[int]]:
+    if value is None:
+        return {}
+    try:
+        if not isinstance(value, dict):
+            raise ValueError
+        assignment = {int(partition): list(brokers) for partition, brokers in value.items()}
+        if not all(isinstance(b, int) and not isinstance(b, bool) for bs in assignment.values() for b in bs):
+            raise ValueError
+        return assignment
+    except (TypeError, ValueError):
+        raise bad_request("replicas_assignments must map partition ids to lists of broker ids.") from None
+
+
+@router.post("/v3/clusters/{cluster_id}/topics", status_code=201, summary="Create a topic",
+             openapi_extra={"requestBody": {"required": True,
+                                            "content": {"application/json": {"schema": CREATE_TOPIC_SCHEMA}}}})
+async def create_topic(request: Request, state: State, at: ClusterLinks) -> JSONResponse:
+    topic, validate_only = new_topic(await json_body(request))
+    created = (await cluster_call(state, state.admin.create_topics, [topic], validate_only))[topic.name]
+    data = topic_data(at, topic.name, internal=False, replication_factor=created.replication_factor,
+                      partitions_count=created.num_partitions)
+    return JSONResponse(data, status_code=200 if validate_only else 201, headers={"Location": data["metadata"]["self"]})
+
+
+@router.get("/v3/clusters/{cluster_id}/topics/{topic_name}", summary="Get a topic")
+async def get_topic(topic_name: str, state: State, at: ClusterLinks) -> dict[str, Any]:
+    return described_topic_data(at, await describe_topic(state, topic_name))
+
+
+@router.delete("/v3/clusters/{cluster_id}/topics/{topic_name}", status_code=204, summary="Delete a topic")
+async def delete_topic(topic_name: str, state: State, _cluster_id: KnownCluster) -> Response:
+    await cluster_call(state, state.admin.delete_topics, [topic_name])
+    return Response(status_code=204)
+
+
+# ------------------------------------------------------------------ partitions and configs
+
+@router.get("/v3/clusters/{cluster_id}/topics/{topic_name}/partitions", summary="List a topic's partitions")
+async def list_partitions(topic_name: str, state: State, at: ClusterLinks) -> dict[str, Any]:
+    topic = await describe_topic(state, topic_name)
+    partitions = sorted(topic.partitions, key=lambda p: p.partition)
+    return at.collection("KafkaPartitionList", ("topics", topic_name, "partitions"),
+                         [partition_data(at, p) for p in partitions])
+
+
+@router.get("/v3/clusters/{cluster_id}/topics/{topic_name}/partitions/{partition_id}", summary="Get a partition")
+async def get_partition(topic_name: str, partition_id: int, state: State, at: ClusterLinks) -> dict[str, Any]:
+    topic = await describe_topic(state, topic_name)
+    for partition in topic.partitions:
+        if partition.partition == partition_id:
+            return partition_data(at, partition)
+    raise not_found()
+
+
+@router.get("/v3/clusters/{cluster_id}/topics/{topic_name}/configs", summary="List a topic's configs")
+async def list_topic_configs(topic_name: str, state: State, at: ClusterLinks) -> dict[str, Any]:
+    configs = (await cluster_call(state, state.admin.describe_configs, [topic_name], include_synonyms=True))[topic_name]
+    return at.collection("KafkaTopicConfigList", ("topics", topic_name, "configs"),
+                         [topic_config_data(at, topic_name, configs[name]) for name in sorted(configs)])
+
+
+router.include_router(v3_records.router)
+router.include_router(v3_groups.router)

@@ -1,0 +1,1 @@
+"""Unit tests of the HTTP gateway's pure parts."""
