@@ -21,8 +21,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder  # noqa: E402
 
-from services.common.records import Compression, build_batch, decode_columns, parse_header  # noqa: E402
 from services.broker.log import LogConfig  # noqa: E402
+from services.common.records import Compression, build_batch, decode_columns, parse_header  # noqa: E402
 from services.common.records.reader import check_batch_records  # noqa: E402
 
 MAX_DECOMPRESSED_BYTES = LogConfig().max_message_decompressed_bytes  # the leader's default bound
