@@ -2,11 +2,13 @@
 Producer (keys, null keys, values, null values, headers, timestamps; batches of every codec) read
 back in JSON and as Arrow IPC streams decoded by pyarrow, equal byte for byte; ranges cut at
 end_offset; max_bytes paging that reads the whole partition; the partition's offsets; REST Proxy
-errors for bad input; an empty answer past the end."""
+errors for bad input; an empty answer past the end; a 5xx naming the Kafka error, within
+request.timeout.ms, while the broker is down."""
 
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -16,8 +18,10 @@ import pytest
 from services.clients.admin import Admin
 from services.clients.launcher import LocalCluster
 from services.clients.producer import Producer
+from services.common.proc import wait_until
 from services.gateway.arrow_records import SCHEMA
-from tests.integration.conftest import CLIENT_CONFIG, create_topic, gateway_module_cluster
+from services.gateway.errors import KAFKA_ERROR, KAFKA_RETRIABLE_ERROR
+from tests.integration.conftest import CLIENT_CONFIG, TEST_GATEWAY_CONFIG, create_topic, gateway_module_cluster
 
 TOPIC = "ranges"
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -180,9 +184,15 @@ def test_a_range_past_the_end_is_empty_with_the_offsets(http: httpx.Client, reco
     ({"params": {"isolation_level": "read_everything"}}, 422, 42202),
     ({"params": {"max_bytes": 0}}, 422, 42202),
     ({"params": {"offset": "ten"}}, 422, 42202),
+    ({"params": {"offset": 2**63}}, 422, 42203),
+    ({"params": {"offset": 0, "end_offset": 2**70}}, 422, 42203),
     ({"headers": {"Accept": "text/csv"}}, 406, 406),
     ({"path": ("/topics/ranges/", "/topics/no-such-topic/")}, 404, 40401),
     ({"path": ("/partitions/0/", "/partitions/7/")}, 404, 40402),
+    ({"path": ("/partitions/0/", "/partitions/-1/")}, 404, 40402),
+    ({"path": ("/partitions/0/", f"/partitions/{2**40}/")}, 404, 40402),
+    ({"path": ("/topics/ranges/", "/topics/bad$name/")}, 404, 40401),
+    ({"path": ("/topics/ranges/", f"/topics/{'x' * 300}/")}, 404, 40401),
     ({"path": ("/v3/clusters/", "/v3/clusters/another-")}, 404, 404),
 ])
 def test_bad_input_gets_a_rest_proxy_error(http: httpx.Client, records_path: str, produced: list[Row],
@@ -192,3 +202,22 @@ def test_bad_input_gets_a_rest_proxy_error(http: httpx.Client, records_path: str
     assert response.status_code == status, response.text
     body = response.json()
     assert body["error_code"] == error_code and body["message"]
+
+
+def test_a_stopped_broker_is_answered_5xx_within_the_request_timeout(cluster: LocalCluster, http: httpx.Client,
+                                                                      records_path: str, produced: list[Row]):
+    """Last in the module: the broker is stopped, then started again."""
+    timeout_s = TEST_GATEWAY_CONFIG["request.timeout.ms"] / 1000
+    cluster.stop_service("broker-1")
+    try:
+        started = time.monotonic()
+        response = http.get(records_path, params={"offset": 0}, headers=ARROW)
+        assert response.status_code >= 500 and time.monotonic() - started < timeout_s + 3
+        body = response.json()
+        assert body["error_code"] in (KAFKA_ERROR, KAFKA_RETRIABLE_ERROR), body
+        message = body["message"]
+        assert message.startswith("NETWORK_EXCEPTION (13): ") and message.count("NETWORK_EXCEPTION") == 1, body
+    finally:
+        cluster.start_service("broker-1")
+    wait_until(lambda: http.get(records_path, params={"offset": 0, "end_offset": 1}).status_code == 200, 30,
+               message="range reads answered again")

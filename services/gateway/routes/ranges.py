@@ -48,6 +48,7 @@ CLIENT_KEY = "ranges.client"
 DEFAULT_RANGE_BYTES = 8 * 1024 * 1024
 MAX_RANGE_BYTES = 64 * 1024 * 1024
 MIN_FETCH_BYTES = 64 * 1024
+MAX_OFFSET = 2**63 - 1
 TIMESTAMP_TYPES = {0: "CREATE_TIME", 1: "LOG_APPEND_TIME"}
 EARLIEST_HEADER = "X-Odradek-Earliest-Offset"
 LATEST_HEADER = "X-Odradek-Latest-Offset"
@@ -97,9 +98,10 @@ async def read_range(request: Request, state: Annotated[GatewayState, Depends(ga
                      max_bytes: int = Query(DEFAULT_RANGE_BYTES, ge=1, description="About the most record bytes."),
                      isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED) -> Response:
     media = check_accept(request, JSON, ARROW_STREAM)
-    if offset is not None and offset < 0:
-        raise RestError(422, INVALID_OFFSET, f"Invalid offset {offset}: offsets are not negative.")
-    if end_offset is not None and (end_offset < 0 or (offset is not None and end_offset < offset)):
+    for name, value in (("offset", offset), ("end_offset", end_offset)):
+        if value is not None and not 0 <= value <= MAX_OFFSET:
+            raise RestError(422, INVALID_OFFSET, f"Invalid {name} {value}: offsets are 0 to {MAX_OFFSET}.")
+    if end_offset is not None and offset is not None and end_offset < offset:
         raise RestError(422, INVALID_OFFSET, f"Invalid end_offset {end_offset}: it is below offset {offset}.")
     client: LowLevelClient = state.extensions[CLIENT_KEY]
     timeout_s = state.request_timeout_s
@@ -159,7 +161,7 @@ def fetch_range(client: LowLevelClient, topic: str, partition: int, first: int |
                 continue
             return past_the_end(client, topic, partition, position, earliest, level, deadline)
         if result.error_code != Errors.NONE:
-            raise KafkaError.from_code(result.error_code, result.error_message or f"fetching {topic}-{partition}")
+            raise fetch_error(result.error_code, result.error_message, topic, partition)
         stable = result.last_stable_offset if committed and result.last_stable_offset >= 0 else result.high_watermark
         if records is None:
             if first is None:
@@ -171,6 +173,14 @@ def fetch_range(client: LowLevelClient, topic: str, partition: int, first: int |
             return PartitionRange(records, records.to_arrow(), result.log_start_offset, stable,
                                   result.high_watermark)
         position = records.next_offset
+
+
+def fetch_error(code: int, message: str, topic: str, partition: int) -> KafkaError:
+    """The KafkaError of a failed fetch, its message without the error's name a second time."""
+    error = KafkaError.from_code(code)
+    prefix = f"{error.error_name} ({code}): "
+    reason = message[len(prefix):] if message.startswith(prefix) else message
+    return KafkaError.from_code(code, reason or f"fetching {topic}-{partition}")
 
 
 def list_offset(client: LowLevelClient, topic: str, partition: int, spec: str, level: int, deadline: float) -> int:
