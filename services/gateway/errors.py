@@ -15,6 +15,7 @@ from http import HTTPStatus
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from services.common.errors import Errors, KafkaError
@@ -105,3 +106,15 @@ def install_error_handlers(app: FastAPI) -> None:
         logger.exception("unexpected error serving a request")
         return JSONResponse({"error_code": 500, "message": f"Internal server error: {type(error).__name__}"},
                             status_code=500)
+
+
+class ErrorBody(BaseModel):
+    """REST Proxy's error body, for routes' OpenAPI `responses` (what every non-2xx answer holds)."""
+
+    error_code: int
+    message: str
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, object]]:
+    """OpenAPI `responses` entries saying that these statuses answer an `ErrorBody`."""
+    return {status: {"model": ErrorBody, "description": HTTPStatus(status).phrase} for status in statuses}

@@ -4,7 +4,8 @@ back in JSON and as Arrow IPC streams decoded by pyarrow, equal byte for byte; r
 end_offset; max_bytes paging that reads the whole partition; the partition's offsets; REST Proxy
 errors for bad input; an empty answer past the end; a 5xx naming the Kafka error, within
 request.timeout.ms, while the broker is down; reads that follow the partition's leader to another
-broker."""
+broker; random paths, query values and Accept headers answered as documented (RangeAnswer, an Arrow
+stream, or a REST Proxy error), never 5xx."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from collections.abc import Iterator
 import httpx
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from services.clients.admin import Admin
 from services.clients.launcher import LocalCluster
@@ -23,6 +26,7 @@ from services.clients.producer import Producer
 from services.common.proc import wait_until
 from services.gateway.arrow_records import SCHEMA
 from services.gateway.errors import KAFKA_ERROR, KAFKA_RETRIABLE_ERROR
+from services.gateway.routes.ranges import RangeAnswer
 from tests.integration.conftest import CLIENT_CONFIG, TEST_GATEWAY_CONFIG, create_topic, gateway_module_cluster
 
 TOPIC = "ranges"
@@ -206,6 +210,41 @@ def test_bad_input_gets_a_rest_proxy_error(http: httpx.Client, records_path: str
     assert response.status_code == status, response.text
     body = response.json()
     assert body["error_code"] == error_code and body["message"]
+
+
+query_value = st.one_of(st.integers(-2**64, 2**64), st.integers(-5, TOTAL + 5).map(str),
+                        st.sampled_from(["read_committed", "read_uncommitted", "", "1e3", "0x10", "null"]),
+                        st.text(max_size=12))
+accept = st.sampled_from([None, "application/json", "application/vnd.apache.arrow.stream", "*/*", "text/csv",
+                          "application/*", "application/vnd.kafka.v2+json"])
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@given(params=st.dictionaries(st.sampled_from(["offset", "end_offset", "max_bytes", "isolation_level"]), query_value,
+                              max_size=4),
+       accept_header=accept, topic=st.sampled_from([TOPIC, "nope", "bad$", "%20"]),
+       partition=st.one_of(st.integers(-3, 3).map(str), st.sampled_from(["x", "1.5", str(2**64)])))
+def test_fuzzed_range_reads_answer_as_documented_and_never_5xx(http: httpx.Client, records_path: str,
+                                                               produced: list[Row], params: dict, accept_header,
+                                                               topic: str, partition: str):
+    path = records_path.replace(f"/topics/{TOPIC}/partitions/0/", f"/topics/{topic}/partitions/{partition}/")
+    response = http.get(path, params=params, headers={"Accept": accept_header} if accept_header else {})
+    assert response.status_code < 500, response.text
+    if response.status_code != 200:
+        body = response.json()
+        assert set(body) == {"error_code", "message"} and isinstance(body["error_code"], int), body
+    elif response.headers["content-type"] == "application/json":
+        body = response.json()
+        RangeAnswer.model_validate(body)
+        assert_a_run_of(produced, json_rows(body), body["next_offset"])
+    else:
+        assert_a_run_of(produced, arrow_rows(response), offsets_of(response)[3])
+
+
+def assert_a_run_of(produced: list[Row], rows: list[Row], next_offset: int) -> None:
+    """`rows` are produced records in a row, the last of them before `next_offset`."""
+    if rows:
+        assert rows == produced[rows[0][0]:rows[-1][0] + 1] and rows[-1][0] < next_offset
 
 
 def test_range_reads_follow_the_partition_leader(cluster: LocalCluster, http: httpx.Client, records_path: str):

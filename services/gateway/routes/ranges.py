@@ -33,12 +33,19 @@ from typing import Annotated, NamedTuple
 import pyarrow as pa
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
+from pydantic import BaseModel, Field
 
 from services.clients.lowlevel import LowLevelClient
 from services.clients.partition_requests import READ_COMMITTED, READ_UNCOMMITTED
 from services.common.errors import Errors, KafkaError
 from services.gateway.arrow_records import SCHEMA, RangeRecords
-from services.gateway.errors import INVALID_OFFSET, RestError, partition_not_found, topic_not_found
+from services.gateway.errors import (
+    INVALID_OFFSET,
+    RestError,
+    error_responses,
+    partition_not_found,
+    topic_not_found,
+)
 from services.gateway.media import ARROW_STREAM, JSON, check_accept
 from services.gateway.state import GatewayState, gateway_state
 
@@ -59,6 +66,32 @@ NEXT_OFFSET_HEADER = "X-Odradek-Next-Offset"
 class IsolationLevel(enum.StrEnum):
     READ_UNCOMMITTED = "read_uncommitted"
     READ_COMMITTED = "read_committed"
+
+
+class RangeHeader(BaseModel):
+    key: str
+    value: str | None = Field(description="base64, or null")
+
+
+class RangeRecord(BaseModel):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int = Field(description="ms since the epoch")
+    timestamp_type: str = Field(description="CREATE_TIME or LOG_APPEND_TIME")
+    key: str | None = Field(description="base64, or null")
+    value: str | None = Field(description="base64, or null")
+    headers: list[RangeHeader]
+
+
+class RangeAnswer(BaseModel):
+    """The JSON answer (documentation only: answers are rendered without validating them)."""
+
+    records: list[RangeRecord]
+    earliest_offset: int
+    latest_offset: int
+    high_watermark: int
+    next_offset: int = Field(description="where a read after this one starts")
 
 
 class PartitionRange(NamedTuple):
@@ -89,7 +122,9 @@ async def shutdown(state: GatewayState) -> None:
 
 @router.get("/v3/clusters/{cluster_id}/topics/{topic_name}/partitions/{partition_id}/records",
             summary="Read an offset range of one partition, in JSON or as an Arrow IPC stream",
-            responses={200: {"content": {JSON: {}, ARROW_STREAM: {}}}})
+            responses={200: {"model": RangeAnswer, "content": {ARROW_STREAM: {"schema": {
+                "type": "string", "format": "binary", "description": "An Arrow IPC stream of Spark's Kafka source "
+                "schema; the offsets in X-Odradek-* headers"}}}}, **error_responses(404, 406, 422, 500, 503)})
 async def read_range(request: Request, state: Annotated[GatewayState, Depends(gateway_state)], cluster_id: str,
                      topic_name: str, partition_id: int,
                      offset: int | None = Query(None, description="The first offset (default: the earliest)."),
