@@ -78,15 +78,50 @@ static int skip_bytes(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t reco
         }                         \
     } while (0)
 
-/* What reading one record's fields found (`*defect`, a new str) when a rule is broken. */
-static int framing_defect(PyObject **defect, int rc, Py_ssize_t index, const char *field, int64_t value)
+/* What is wrong with a records section, found without touching Python objects (so without the GIL);
+ * `defect_message` says it as a str. */
+enum { SECTION_SHORT = 1, LENGTH_TOO_LONG, FIELD_BROKEN, RECORD_SHORT, SECTION_TRAILING };
+
+typedef struct {
+    int kind;
+    int rc; /* FIELD_BROKEN: NEGATIVE, VARINT_LONG or another reason the field runs past the record */
+    const char *field;
+    Py_ssize_t index, count, left;
+    int64_t value;
+} Defect;
+
+static PyObject *defect_message(const Defect *defect)
 {
-    if (rc == NEGATIVE)
-        *defect = PyUnicode_FromFormat("record %zd: invalid %s %lld", index, field, (long long)value);
-    else if (rc == VARINT_LONG)
-        *defect = PyUnicode_FromFormat("record %zd: the %s varint is too long", index, field);
-    else
-        *defect = PyUnicode_FromFormat("record %zd: the %s runs past the end of the record", index, field);
+    switch (defect->kind) {
+    case SECTION_SHORT:
+        return PyUnicode_FromFormat("the records section ends after %zd of %zd records", defect->index,
+                                    defect->count);
+    case LENGTH_TOO_LONG:
+        return PyUnicode_FromFormat("record %zd: length %lld does not fit the %zd bytes left", defect->index,
+                                    (long long)defect->value, defect->left);
+    case RECORD_SHORT:
+        return PyUnicode_FromFormat("record %zd: ends %zd bytes before its length says", defect->index,
+                                    defect->left);
+    case SECTION_TRAILING:
+        return PyUnicode_FromFormat("%zd bytes follow the last of %zd records", defect->left, defect->count);
+    default:
+        if (defect->rc == NEGATIVE)
+            return PyUnicode_FromFormat("record %zd: invalid %s %lld", defect->index, defect->field,
+                                        (long long)defect->value);
+        if (defect->rc == VARINT_LONG)
+            return PyUnicode_FromFormat("record %zd: the %s varint is too long", defect->index, defect->field);
+        return PyUnicode_FromFormat("record %zd: the %s runs past the end of the record", defect->index,
+                                    defect->field);
+    }
+}
+
+static int field_broken(Defect *defect, int rc, Py_ssize_t index, const char *field, int64_t value)
+{
+    defect->kind = FIELD_BROKEN;
+    defect->rc = rc;
+    defect->index = index;
+    defect->field = field;
+    defect->value = value;
     return -1;
 }
 
@@ -99,22 +134,21 @@ typedef struct {
 } RecordFrame;
 
 /* Reads record `index` of `count` at *pos (its section ends at `end`) up to its header count:
- * 0, or -1 with `*defect` saying what is wrong (NULL with an exception set if even that failed). */
+ * 0, or -1 with `*defect` saying what is wrong. */
 static int read_frame(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, Py_ssize_t index,
-                      Py_ssize_t count, RecordFrame *frame, PyObject **defect)
+                      Py_ssize_t count, RecordFrame *frame, Defect *defect)
 {
     int64_t value = 0;
     const char *field = "";
     int rc;
     if (*pos >= end) {
-        *defect = PyUnicode_FromFormat("the records section ends after %zd of %zd records", index, count);
+        *defect = (Defect){.kind = SECTION_SHORT, .index = index, .count = count};
         return -1;
     }
     frame->end = end;
     STEP(read_varint(buf, pos, end, 5, &value), "length");
     if (value < 0 || value > end - *pos) {
-        *defect = PyUnicode_FromFormat("record %zd: length %lld does not fit the %zd bytes left", index,
-                                       (long long)value, end - *pos);
+        *defect = (Defect){.kind = LENGTH_TOO_LONG, .index = index, .value = value, .left = end - *pos};
         return -1;
     }
     frame->end = *pos + (Py_ssize_t)value;
@@ -133,13 +167,13 @@ static int read_frame(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end,
     frame->headers = value;
     return 0;
 corrupt:
-    return framing_defect(defect, rc, index, field, value);
+    return field_broken(defect, rc, index, field, value);
 }
 
 /* Reads one header of record `index` at *pos: its key (length >= 0) and value (-1: null). */
 static int read_header(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t record_end, Py_ssize_t index,
                        const unsigned char **key, int64_t *key_length, const unsigned char **header_value,
-                       int64_t *value_length, PyObject **defect)
+                       int64_t *value_length, Defect *defect)
 {
     int64_t value = 0;
     const char *field = "";
@@ -152,24 +186,24 @@ static int read_header(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t rec
     *header_value = buf + *pos - (value > 0 ? value : 0);
     return 0;
 corrupt:
-    return framing_defect(defect, rc, index, field, value);
+    return field_broken(defect, rc, index, field, value);
 }
 
 /* Whether record `index` ended exactly where its length says (else -1 with `*defect`). */
-static int record_ended(Py_ssize_t pos, const RecordFrame *frame, Py_ssize_t index, PyObject **defect)
+static int record_ended(Py_ssize_t pos, const RecordFrame *frame, Py_ssize_t index, Defect *defect)
 {
     if (pos == frame->end)
         return 0;
-    *defect = PyUnicode_FromFormat("record %zd: ends %zd bytes before its length says", index, frame->end - pos);
+    *defect = (Defect){.kind = RECORD_SHORT, .index = index, .left = frame->end - pos};
     return -1;
 }
 
 /* Whether the last of `count` records ended exactly at the section's `end` (else -1 with `*defect`). */
-static int section_ended(Py_ssize_t pos, Py_ssize_t end, Py_ssize_t count, PyObject **defect)
+static int section_ended(Py_ssize_t pos, Py_ssize_t end, Py_ssize_t count, Defect *defect)
 {
     if (pos == end)
         return 0;
-    *defect = PyUnicode_FromFormat("%zd bytes follow the last of %zd records", end - pos, count);
+    *defect = (Defect){.kind = SECTION_TRAILING, .count = count, .left = end - pos};
     return -1;
 }
 
@@ -190,10 +224,11 @@ static PyObject *check_records(PyObject *Py_UNUSED(self), PyObject *args)
     Py_ssize_t offset_delta_fault = -1, null_key = -1, high_attributes = -1;
     const unsigned char *header_key, *header_value;
     RecordFrame frame;
-    PyObject *defect = NULL;
+    Defect defect;
+    PyObject *answer;
     for (; index < count; index++) {
         if (read_frame(buf, &pos, end, index, count, &frame, &defect) < 0)
-            goto done;
+            goto corrupt;
         if (frame.attributes >= 0x80 && high_attributes < 0)
             high_attributes = index;
         if (index == 0 || frame.timestamp_delta < min_timestamp_delta)
@@ -207,17 +242,21 @@ static PyObject *check_records(PyObject *Py_UNUSED(self), PyObject *args)
         for (int64_t h = 0; h < frame.headers; h++) {
             if (read_header(buf, &pos, frame.end, index, &header_key, &header_key_length, &header_value,
                             &header_value_length, &defect) < 0)
-                goto done;
+                goto corrupt;
         }
         if (record_ended(pos, &frame, index, &defect) < 0)
-            goto done;
+            goto corrupt;
     }
-    if (section_ended(pos, end, count, &defect) == 0)
-        defect = Py_BuildValue("(nLLnn)", offset_delta_fault, (long long)min_timestamp_delta,
-                               (long long)max_timestamp_delta, null_key, high_attributes);
+    if (section_ended(pos, end, count, &defect) < 0)
+        goto corrupt;
+    answer = Py_BuildValue("(nLLnn)", offset_delta_fault, (long long)min_timestamp_delta,
+                           (long long)max_timestamp_delta, null_key, high_attributes);
+    goto done;
+corrupt:
+    answer = defect_message(&defect);
 done:
     PyBuffer_Release(&view);
-    return defect;
+    return answer;
 }
 
 /* fill_columns(buffer, start, end, count, base_offset, batch_timestamp, log_append_time, timestamp_type,
@@ -232,7 +271,7 @@ done:
  * maxTimestamp for every record of a LogAppendTime batch); validity bitmaps get one bit per row (1:
  * not null); the header list of a record without headers is null. Buffers too small for what they
  * must hold raise ValueError (the caller sizes them from the sections' lengths, which bound every
- * column). */
+ * column). The pass runs without the GIL: it touches no Python object until it is done. */
 
 enum {
     COLUMN_OFFSETS, COLUMN_TIMESTAMPS, COLUMN_TIMESTAMP_TYPES,
@@ -371,45 +410,62 @@ static PyObject *fill_columns(PyObject *Py_UNUSED(self), PyObject *args)
     int64_t header_key_length, header_value_length;
     Py_ssize_t pos = start;
     RecordFrame frame;
-    for (Py_ssize_t index = 0; index < count; index++) {
-        if (read_frame(buf, &pos, end, index, count, &frame, &answer) < 0)
-            goto release;
+    Defect defect;
+    int outcome = 0; /* -1: corrupt records, -2: buffers too small */
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t index = 0; index < count && outcome == 0; index++) {
+        if (read_frame(buf, &pos, end, index, count, &frame, &defect) < 0) {
+            outcome = -1;
+            break;
+        }
         int64_t offset = base_offset + frame.offset_delta;
         int wanted = offset >= first_offset && offset < end_offset;
         if (wanted) {
-            if (rows >= row_capacity)
-                goto too_small;
+            if (rows >= row_capacity) {
+                outcome = -2;
+                break;
+            }
             offsets[rows] = offset;
             timestamps[rows] = (log_append_time ? batch_timestamp : batch_timestamp + frame.timestamp_delta) * 1000;
             timestamp_types[rows] = timestamp_type;
             if (append_binary(&keys, rows, frame.key, frame.key_length) < 0
-                || append_binary(&values, rows, frame.value, frame.value_length) < 0)
-                goto too_small;
+                || append_binary(&values, rows, frame.value, frame.value_length) < 0) {
+                outcome = -2;
+                break;
+            }
             set_bit(headers_validity, rows, frame.headers > 0);
         }
         for (int64_t h = 0; h < frame.headers; h++) {
             if (read_header(buf, &pos, frame.end, index, &header_key, &header_key_length, &header_value,
-                            &header_value_length, &answer) < 0)
-                goto release;
+                            &header_value_length, &defect) < 0) {
+                outcome = -1;
+                break;
+            }
             if (wanted) {
                 if (headers_written >= header_capacity
                     || append_binary(&header_keys, headers_written, header_key, header_key_length) < 0
-                    || append_binary(&header_values, headers_written, header_value, header_value_length) < 0)
-                    goto too_small;
+                    || append_binary(&header_values, headers_written, header_value, header_value_length) < 0) {
+                    outcome = -2;
+                    break;
+                }
                 headers_written++;
             }
         }
-        if (record_ended(pos, &frame, index, &answer) < 0)
-            goto release;
-        if (wanted)
+        if (outcome == 0 && record_ended(pos, &frame, index, &defect) < 0)
+            outcome = -1;
+        if (outcome == 0 && wanted)
             headers_offsets[++rows] = (int32_t)headers_written;
     }
-    if (section_ended(pos, end, count, &answer) == 0)
+    if (outcome == 0 && section_ended(pos, end, count, &defect) < 0)
+        outcome = -1;
+    Py_END_ALLOW_THREADS
+    if (outcome == -1)
+        answer = defect_message(&defect);
+    else if (outcome == -2)
+        PyErr_SetString(PyExc_ValueError, "the column buffers are too small for the records");
+    else
         answer = Py_BuildValue("(nnnnnn)", rows, keys.size, values.size, headers_written, header_keys.size,
                                header_values.size);
-    goto release;
-too_small:
-    PyErr_SetString(PyExc_ValueError, "the column buffers are too small for the records");
 release:
     for (int i = 0; i < acquired; i++)
         PyBuffer_Release(&columns[i]);

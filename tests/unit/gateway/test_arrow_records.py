@@ -2,7 +2,8 @@
 gives exactly what the one record reader decodes (every codec, null keys and values, headers with
 null values, LogAppendTime, several batches, compacted offset gaps, random records), cut to the
 offset range; control batches and aborted transactions are left out, `max_bytes` bounds what is
-taken, corrupt records are refused, and the reader's row decoding stands in where the fill cannot."""
+taken, corrupt records are refused in the framing check's words, buffers too small are refused, and
+the reader's row decoding stands in where the fill cannot."""
 
 from __future__ import annotations
 
@@ -11,11 +12,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.common.records import Compression, CorruptRecordError, build_batch, build_control_batch, decode_batch
+from services.common.records import (
+    Compression,
+    CorruptRecordError,
+    build_batch,
+    build_control_batch,
+    decode_batch,
+    reader,
+    validate_batch,
+)
 from services.common.records.batch import iter_batch_positions
 from services.gateway import arrow_records
 from services.gateway.arrow_records import SCHEMA, RangeRecords
-from tests.unit.test_record_reader import corrupt_batches
+from tests.unit.test_record_reader import CASES, batch, corrupt_batches
 
 TOPIC = "events"
 PARTITION = 3
@@ -141,6 +150,35 @@ def test_corrupt_records_are_refused(compression: Compression):
         with pytest.raises(CorruptRecordError):
             convert(corrupt)
             pytest.fail(name)
+
+
+@pytest.mark.skipif(not reader.COLUMN_FILL_COMPILED, reason="the compiled reader is not built")
+def test_the_fill_refuses_what_the_framing_check_refuses_with_the_same_words():
+    for name, (section, count) in CASES.items():
+        with pytest.raises(CorruptRecordError) as checked:
+            reader.check_records(section, 0, len(section), count)
+        header = validate_batch(batch(section, count))
+        with pytest.raises(CorruptRecordError) as filled:
+            reader.fill_record_columns(section, 0, len(section), header, 0, EVERYTHING, buffers(count, len(section)),
+                                       reader.ColumnCursor())
+        assert str(filled.value) == str(checked.value), name
+
+
+@pytest.mark.skipif(not reader.COLUMN_FILL_COMPILED, reason="the compiled reader is not built")
+def test_column_buffers_too_small_are_refused():
+    fetched = build_batch([b"0123456789"] * 4, keys=[b"k"] * 4, headers=[[("h", b"v")]] * 4)
+    header = validate_batch(fetched)
+    for rows, data_bytes in ((3, 1000), (4, 20)):
+        with pytest.raises(ValueError, match="too small"):
+            reader.fill_record_columns(fetched, 61, len(fetched), header, 0, EVERYTHING, buffers(rows, data_bytes),
+                                       reader.ColumnCursor())
+
+
+def buffers(rows: int, data_bytes: int) -> tuple:
+    """The 16 column buffers for `rows` rows, each bytes column and header entries `data_bytes` long."""
+    sizes = (8 * rows, 8 * rows, 4 * rows, rows, 4 * (rows + 1), data_bytes, rows, 4 * (rows + 1), data_bytes,
+             rows, 4 * (rows + 1), 4 * (data_bytes + 1), data_bytes, data_bytes, 4 * (data_bytes + 1), data_bytes)
+    return tuple(bytearray(max(size, 1)) for size in sizes)
 
 
 def test_header_keys_that_are_not_utf8_are_read_as_the_reader_reads_them():
