@@ -3,8 +3,8 @@ streams, beside our native Consumer reading the same records.
 
 Starts its own cluster (`LocalCluster` with free ports in a temp dir: ZooKeeper, one controller, one
 broker, one coordinator, one uvicorn gateway), writes `--records` records of `--record-size` bytes
-(our Producer, lz4-free: no compression, keys null, as a plain Spark ingestion topic) into one
-partition, then for `--rounds` rounds, in an order that alternates, reads the whole partition:
+(our Producer, uncompressed, null keys, no headers) into one partition, then for `--rounds` rounds,
+in an order that alternates, reads the whole partition:
 
 - json: `GET .../partitions/0/records?offset=&max_bytes=` pages (`--max-bytes` each), following
   `next_offset`, each answer parsed (`response.json()`) and its records counted;
