@@ -15,6 +15,7 @@ from http import HTTPStatus
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from services.common.errors import Errors, KafkaError
@@ -131,3 +132,15 @@ def from_kafka_error_v3(error: KafkaError) -> RestError:
     if error.code == Errors.BROKER_NOT_AVAILABLE:
         return RestError(503, BROKER_NOT_AVAILABLE, str(error))
     return RestError(500, kafka_error_code(error), str(error))
+
+
+class ErrorBody(BaseModel):
+    """REST Proxy's error body, for routes' OpenAPI `responses` (what every non-2xx answer holds)."""
+
+    error_code: int
+    message: str
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, object]]:
+    """OpenAPI `responses` entries saying that these statuses answer an `ErrorBody`."""
+    return {status: {"model": ErrorBody, "description": HTTPStatus(status).phrase} for status in statuses}

@@ -21,6 +21,11 @@ when it is installed (a dependency; a compressed batch is decompressed here and 
 the equivalent uncompressed batch) unless a record's attributes byte has its high bit set, else by
 `_extract`. Header keys are UTF-8; bytes that are not
 are replaced, as Kafka's String reading does.
+
+`fill_record_columns` is the compiled reading for Arrow (`_framing.c`'s `fill_columns`): the same
+framing rules in the same single pass, copying the records of an offset range straight into Arrow
+column buffers, with no Python object per record (`COLUMN_FILL_COMPILED` says whether it is built;
+without it, callers decode with `read_batch`).
 """
 
 from __future__ import annotations
@@ -44,8 +49,9 @@ from services.common.records.varint import decode_varint
 
 try:
     from services.common.records._framing import check_records as _compiled_check
+    from services.common.records._framing import fill_columns as _compiled_fill
 except ImportError:  # pragma: no cover - built by `pip install`; absent without a C compiler
-    _compiled_check = None
+    _compiled_check = _compiled_fill = None
 
 try:  # the compiled (Cython) reader only; aiokafka's pure-Python one is slower than `_extract`
     from aiokafka.record._crecords.default_records import DefaultRecordBatch as _CompiledBatch
@@ -141,6 +147,45 @@ def check_records(data, start: int, end: int, count: int) -> RecordsSummary:
     if result.__class__ is str:
         raise CorruptRecordError(result)
     return _summary(RecordsSummary, result)
+
+
+COLUMN_FILL_COMPILED = _compiled_fill is not None
+
+
+class ColumnCursor(NamedTuple):
+    """How much of each Arrow column buffer `fill_record_columns` has written: rows, key bytes, value
+    bytes, header entries, header key bytes, header value bytes."""
+
+    rows: int = 0
+    key_bytes: int = 0
+    value_bytes: int = 0
+    headers: int = 0
+    header_key_bytes: int = 0
+    header_value_bytes: int = 0
+
+
+def fill_record_columns(data, start: int, end: int, header: BatchHeader, first_offset: int, end_offset: int,
+                        columns: tuple, cursor: ColumnCursor) -> ColumnCursor:
+    """Checks the records section data[start:end] of the (header-validated) batch `header` by
+    `check_records`' rules and writes those with offsets in [first_offset, end_offset) into the 16
+    writable Arrow buffers `columns` from `cursor` on; returns the cursor after them.
+
+    The buffers, in order: offsets (int64), timestamps (int64 microseconds: the batch's
+    maxTimestamp for LogAppendTime), timestamp types (int32); the key's validity bitmap, int32
+    offsets and bytes; the value's the same; the header list's validity bitmap (null when a record
+    has none) and int32 offsets (into header entries); each header entry's key offsets and bytes,
+    value validity, offsets and bytes. Bitmaps hold a bit per row, offsets one more entry than
+    rows; each bytes buffer must hold the section's length. Raises CorruptRecordError for broken
+    framing, ValueError for buffers too small, RuntimeError when the compiled reader is not built."""
+    if _compiled_fill is None:
+        raise RuntimeError("the compiled record reader is not built")
+    log_append = header.timestamp_type == 1
+    result = _compiled_fill(data, start, end, header.records_count, header.base_offset,
+                            header.max_timestamp if log_append else header.base_timestamp, log_append,
+                            header.timestamp_type, first_offset, end_offset, columns, tuple(cursor))
+    if result.__class__ is str:
+        raise CorruptRecordError(result)
+    return _summary(ColumnCursor, result)
 
 
 def check_batch_records(buf, pos: int, header: BatchHeader | tuple,

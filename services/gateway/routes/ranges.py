@@ -1,5 +1,267 @@
-"""(to be built)"""
+"""Offset-range reads for Spark: `GET /v3/clusters/{cluster_id}/topics/{topic_name}/partitions/
+{partition_id}/records?offset=&end_offset=&max_bytes=&isolation_level=`.
 
-from fastapi import APIRouter
+Answers the records of one partition with offsets in [offset, end_offset) (`offset` defaults to the
+partition's earliest offset, `end_offset` to its high watermark, or its last stable offset under
+read_committed), at most about `max_bytes` of records (at least one batch; clamped to
+`MAX_RANGE_BYTES`), and where a next read resumes (`next_offset`), with the partition's earliest
+offset, latest offset (what Kafka's ListOffsets calls latest at the isolation level: the high
+watermark, or the last stable offset under read_committed) and high watermark. A range before the
+earliest offset starts there (as compacted-away records, the missing ones are simply absent); a
+range at or past the end is answered empty, with the offsets.
 
-router = APIRouter()
+Two answers, by Accept:
+- `application/json` (the default): {"records": [{topic, partition, offset, timestamp (ms),
+  timestamp_type, key, value (base64 or null), headers [{key, value}]}], earliest_offset,
+  latest_offset, high_watermark, next_offset};
+- `application/vnd.apache.arrow.stream`: an Arrow IPC stream of `arrow_records.SCHEMA` (Spark's
+  Kafka source schema), the offsets in `X-Odradek-*` headers (sent with JSON answers too).
+
+The records are fetched from the partition's leader (following leader changes) by this module's
+`LowLevelClient` (`startup` opens it into `state.extensions`), as many fetches as the range needs,
+and converted by `arrow_records` without a Python object per record (JSON then renders the rows).
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+import json
+import time
+from typing import Annotated, NamedTuple
+
+import pyarrow as pa
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import Response
+from pydantic import BaseModel, Field
+
+from services.clients.lowlevel import LowLevelClient
+from services.clients.partition_requests import READ_COMMITTED, READ_UNCOMMITTED
+from services.common.errors import Errors, KafkaError
+from services.gateway.arrow_records import SCHEMA, RangeRecords
+from services.gateway.errors import (
+    INVALID_OFFSET,
+    RestError,
+    error_responses,
+    partition_not_found,
+    topic_not_found,
+)
+from services.gateway.media import ARROW_STREAM, JSON, check_accept
+from services.gateway.state import GatewayState, gateway_state
+
+router = APIRouter(tags=["v3 range reads"])
+
+CLIENT_KEY = "ranges.client"
+DEFAULT_RANGE_BYTES = 8 * 1024 * 1024
+MAX_RANGE_BYTES = 64 * 1024 * 1024
+MIN_FETCH_BYTES = 64 * 1024
+MAX_OFFSET = 2**63 - 1
+TIMESTAMP_TYPES = {0: "CREATE_TIME", 1: "LOG_APPEND_TIME"}
+EARLIEST_HEADER = "X-Odradek-Earliest-Offset"
+LATEST_HEADER = "X-Odradek-Latest-Offset"
+HIGH_WATERMARK_HEADER = "X-Odradek-High-Watermark"
+NEXT_OFFSET_HEADER = "X-Odradek-Next-Offset"
+
+
+class IsolationLevel(enum.StrEnum):
+    READ_UNCOMMITTED = "read_uncommitted"
+    READ_COMMITTED = "read_committed"
+
+
+class RangeHeader(BaseModel):
+    key: str
+    value: str | None = Field(description="base64, or null")
+
+
+class RangeRecord(BaseModel):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int = Field(description="ms since the epoch")
+    timestamp_type: str = Field(description="CREATE_TIME or LOG_APPEND_TIME")
+    key: str | None = Field(description="base64, or null")
+    value: str | None = Field(description="base64, or null")
+    headers: list[RangeHeader]
+
+
+class RangeAnswer(BaseModel):
+    """The JSON answer (documentation only: answers are rendered without validating them)."""
+
+    records: list[RangeRecord]
+    earliest_offset: int
+    latest_offset: int
+    high_watermark: int
+    next_offset: int = Field(description="where a read after this one starts")
+
+
+class PartitionRange(NamedTuple):
+    """The records of a range read and the partition's offsets when it was read."""
+
+    records: RangeRecords
+    batch: pa.RecordBatch
+    earliest_offset: int
+    latest_offset: int
+    high_watermark: int
+
+    def offset_headers(self) -> dict[str, str]:
+        return {EARLIEST_HEADER: str(self.earliest_offset), LATEST_HEADER: str(self.latest_offset),
+                HIGH_WATERMARK_HEADER: str(self.high_watermark), NEXT_OFFSET_HEADER: str(self.records.next_offset)}
+
+
+async def startup(state: GatewayState) -> None:
+    timeout_ms = state.config.request_timeout_ms
+    state.extensions[CLIENT_KEY] = LowLevelClient(bootstrap_servers=state.config.bootstrap_servers,
+                                                  request_timeout_ms=timeout_ms, default_api_timeout_ms=timeout_ms)
+
+
+async def shutdown(state: GatewayState) -> None:
+    client = state.extensions.pop(CLIENT_KEY, None)
+    if client is not None:
+        client.close()
+
+
+@router.get("/v3/clusters/{cluster_id}/topics/{topic_name}/partitions/{partition_id}/records",
+            summary="Read an offset range of one partition, in JSON or as an Arrow IPC stream",
+            responses={200: {"model": RangeAnswer, "content": {ARROW_STREAM: {"schema": {
+                "type": "string", "format": "binary", "description": "An Arrow IPC stream of Spark's Kafka source "
+                "schema; the offsets in X-Odradek-* headers"}}}}, **error_responses(404, 406, 422, 500, 503)})
+async def read_range(request: Request, state: Annotated[GatewayState, Depends(gateway_state)], cluster_id: str,
+                     topic_name: str, partition_id: int,
+                     offset: int | None = Query(None, description="The first offset (default: the earliest)."),
+                     end_offset: int | None = Query(None, description="The offset after the last (default: the "
+                                                                      "high watermark)."),
+                     max_bytes: int = Query(DEFAULT_RANGE_BYTES, ge=1, description="About the most record bytes."),
+                     isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED) -> Response:
+    media = check_accept(request, JSON, ARROW_STREAM)
+    for name, value in (("offset", offset), ("end_offset", end_offset)):
+        if value is not None and not 0 <= value <= MAX_OFFSET:
+            raise RestError(422, INVALID_OFFSET, f"Invalid {name} {value}: offsets are 0 to {MAX_OFFSET}.")
+    if end_offset is not None and offset is not None and end_offset < offset:
+        raise RestError(422, INVALID_OFFSET, f"Invalid end_offset {end_offset}: it is below offset {offset}.")
+    client: LowLevelClient = state.extensions[CLIENT_KEY]
+    timeout_s = state.request_timeout_s
+    answer = await state.blocking(
+        read_partition_range, client, cluster_id, topic_name, partition_id, offset, end_offset,
+        min(max_bytes, MAX_RANGE_BYTES), isolation_level, time.monotonic() + timeout_s, media,
+        timeout_s=timeout_s + 1)
+    body, read = answer
+    state.metrics.consumed(read.batch.num_rows)
+    return Response(body, media_type=media, headers=read.offset_headers())
+
+
+def read_partition_range(client: LowLevelClient, cluster_id: str, topic: str, partition: int, first: int | None,
+                         end: int | None, max_bytes: int, isolation_level: IsolationLevel, deadline: float,
+                         media: str) -> tuple[bytes | memoryview, PartitionRange]:
+    """Fetches the range and renders it in `media` (runs on the threadpool)."""
+    check_partition(client, cluster_id, topic, partition, deadline)
+    read = fetch_range(client, topic, partition, first, end, max_bytes, isolation_level, deadline)
+    if media == ARROW_STREAM:
+        return arrow_stream(read.batch), read
+    return json.dumps(json_body(read), separators=(",", ":")).encode(), read
+
+
+def remaining_ms(deadline: float) -> float:
+    return max((deadline - time.monotonic()) * 1000, 1)
+
+
+def check_partition(client: LowLevelClient, cluster_id: str, topic: str, partition: int, deadline: float) -> None:
+    """404s for another cluster, an unknown topic or partition (metadata refreshed before saying so)."""
+    partitions = client.metadata.partitions_for(topic)
+    if client.metadata.cluster_id is None or all(info.partition != partition for info in partitions):
+        partitions = client.partitions_for(topic, retry_timeout_ms=remaining_ms(deadline))
+    known = client.metadata.cluster_id
+    if known is not None and cluster_id != known:
+        raise RestError(404, 404, f"Cluster {cluster_id} not found.")
+    if not partitions:
+        raise topic_not_found(topic)
+    if all(info.partition != partition for info in partitions):
+        raise partition_not_found(topic, partition)
+
+
+def fetch_range(client: LowLevelClient, topic: str, partition: int, first: int | None, end: int | None,
+                max_bytes: int, isolation_level: IsolationLevel, deadline: float) -> PartitionRange:
+    """Fetches from the leader until the range, `max_bytes` or the readable end is reached."""
+    committed = isolation_level is IsolationLevel.READ_COMMITTED
+    level = READ_COMMITTED if committed else READ_UNCOMMITTED
+    position = first if first is not None else 0
+    records: RangeRecords | None = None
+    while True:
+        budget = max_bytes - (records.section_bytes if records is not None else 0)
+        result = client.fetch(topic, partition, position, max_bytes=max(budget, MIN_FETCH_BYTES), max_wait_ms=0,
+                              isolation_level=level, retry_timeout_ms=remaining_ms(deadline))
+        if result.error_code == Errors.OFFSET_OUT_OF_RANGE and records is None:
+            earliest = list_offset(client, topic, partition, "earliest", READ_UNCOMMITTED, deadline)
+            if position < earliest:
+                position = earliest  # the range starts before the log: read from its start
+                continue
+            return past_the_end(client, topic, partition, position, earliest, level, deadline)
+        if result.error_code != Errors.NONE:
+            raise fetch_error(result.error_code, result.error_message, topic, partition)
+        stable = result.last_stable_offset if committed and result.last_stable_offset >= 0 else result.high_watermark
+        if records is None:
+            if first is None:
+                position = max(position, result.log_start_offset)
+            records = RangeRecords(topic, partition, position, stable if end is None else end, max_bytes)
+        before = records.next_offset
+        records.add(result.records, result.aborted_transactions if committed else ())
+        if records.done or records.next_offset >= stable or records.next_offset == before:
+            return PartitionRange(records, records.to_arrow(), result.log_start_offset, stable,
+                                  result.high_watermark)
+        position = records.next_offset
+
+
+def fetch_error(code: int, message: str, topic: str, partition: int) -> KafkaError:
+    """The KafkaError of a failed fetch, its message without the error's name a second time."""
+    error = KafkaError.from_code(code)
+    prefix = f"{error.error_name} ({code}): "
+    reason = message[len(prefix):] if message.startswith(prefix) else message
+    return KafkaError.from_code(code, reason or f"fetching {topic}-{partition}")
+
+
+def list_offset(client: LowLevelClient, topic: str, partition: int, spec: str, level: int, deadline: float) -> int:
+    result = client.list_offset(topic, partition, spec, isolation_level=level, retry_timeout_ms=remaining_ms(deadline))
+    if result.error_code != Errors.NONE:
+        raise KafkaError.from_code(result.error_code, f"listing the {spec} offset of {topic}-{partition}")
+    return result.offset
+
+
+def past_the_end(client: LowLevelClient, topic: str, partition: int, position: int, earliest: int, level: int,
+                 deadline: float) -> PartitionRange:
+    """The empty answer to a range past the log's end, with the partition's offsets."""
+    high_watermark = list_offset(client, topic, partition, "latest", READ_UNCOMMITTED, deadline)
+    latest = high_watermark if level == READ_UNCOMMITTED else list_offset(client, topic, partition, "latest",
+                                                                          level, deadline)
+    records = RangeRecords(topic, partition, position, position, 1)
+    return PartitionRange(records, records.to_arrow(), earliest, latest, high_watermark)
+
+
+def arrow_stream(batch: pa.RecordBatch) -> memoryview:
+    """An Arrow IPC stream of `SCHEMA` holding `batch` (just the schema when it is empty)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, SCHEMA) as writer:
+        if batch.num_rows:
+            writer.write_batch(batch)
+    return memoryview(sink.getvalue())
+
+
+def json_body(read: PartitionRange) -> dict[str, object]:
+    batch = read.batch
+    topic, partition = read.records.topic, read.records.partition
+    keys = batch.column("key").to_pylist()
+    values = batch.column("value").to_pylist()
+    offsets = batch.column("offset").to_pylist()
+    micros = batch.column("timestamp").cast(pa.int64()).to_pylist()
+    types = batch.column("timestampType").to_pylist()
+    headers = batch.column("headers").to_pylist()
+    rows = [{"topic": topic, "partition": partition, "offset": offset, "timestamp": micro // 1000,
+             "timestamp_type": TIMESTAMP_TYPES.get(kind, "NO_TIMESTAMP_TYPE"), "key": _base64(key),
+             "value": _base64(value),
+             "headers": [{"key": h["key"], "value": _base64(h["value"])} for h in entries] if entries else []}
+            for key, value, offset, micro, kind, entries in zip(keys, values, offsets, micros, types, headers,
+                                                                strict=True)]
+    return {"records": rows, "earliest_offset": read.earliest_offset, "latest_offset": read.latest_offset,
+            "high_watermark": read.high_watermark, "next_offset": read.records.next_offset}
+
+
+def _base64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode("ascii")
