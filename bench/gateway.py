@@ -12,9 +12,10 @@ the `LocalCluster` launcher, free ports, a temp dir) and a topic of `--partition
   the clock starts: the gateway is measured, not the client's JSON encoding);
 - v3 streaming produce: one chunked `POST /v3/clusters/{c}/topics/{topic}/records` of `--records`
   JSON records, its delivery reports read as they come;
-- range reads (`--range-records` records of `--record-size` bytes in one partition): the
-  offset-range endpoint read to the end in JSON and in Arrow (`max_bytes` pages), and a native
-  `Consumer` reading the same partition.
+- range reads (`--range-records` records of `--record-size` bytes in one partition), with the
+  readers of `bench/gateway_ranges.py`: the offset-range endpoint read to the end in JSON and in
+  Arrow (8 MiB pages), and a native `Consumer` reading the same partition, two rounds in
+  alternating order.
 
 Prints each figure and the ratios against the native client measured in the same run (targets:
 v2 produce >= 0.25x native produce; Arrow >= 5x JSON and >= 0.5x the native Consumer).
@@ -38,17 +39,17 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import gateway_ranges as ranges  # noqa: E402
 
 from services.clients.admin import Admin  # noqa: E402
 from services.clients.admin_types import NewTopic  # noqa: E402
-from services.clients.consumer import Consumer  # noqa: E402
 from services.clients.launcher import LocalCluster  # noqa: E402
 from services.clients.producer import Producer  # noqa: E402
-from services.common.topic_partition import TopicPartition  # noqa: E402
 
 V2_BINARY = "application/vnd.kafka.binary.v2+json"
 V2_JSON = "application/vnd.kafka.json.v2+json"
-ARROW = "application/vnd.apache.arrow.stream"
 
 
 def native_produce(bootstrap: str, topic: str, records: int, size: int) -> float:
@@ -132,47 +133,6 @@ def v3_streaming_produce(url: str, cluster_id: str, topic: str, records: int, si
     return reports / elapsed
 
 
-def range_read(url: str, cluster_id: str, topic: str, end: int, media: str) -> float:
-    path = f"/v3/clusters/{cluster_id}/topics/{topic}/partitions/0/records"
-    offset = read = 0
-    started = time.perf_counter()
-    with httpx.Client(base_url=url, timeout=120, headers={"Accept": media}) as http:
-        while offset < end:
-            answer = http.get(path, params={"offset": offset, "end_offset": end, "max_bytes": 8 << 20})
-            if answer.status_code != 200:
-                raise RuntimeError(f"range read failed: {answer.status_code} {answer.text[:200]}")
-            if media == ARROW:
-                import pyarrow.ipc
-
-                table = pyarrow.ipc.open_stream(answer.content).read_all()
-                count = table.num_rows
-                next_offset = int(answer.headers["X-Odradek-Next-Offset"])
-            else:
-                data = answer.json()
-                count = len(data["records"])
-                next_offset = data["next_offset"]
-            if count == 0:
-                raise RuntimeError(f"range read made no progress at offset {offset}")
-            read += count
-            offset = next_offset
-    elapsed = time.perf_counter() - started
-    return read / elapsed
-
-
-def native_consume(bootstrap: str, topic: str, end: int) -> float:
-    tp = TopicPartition(topic, 0)
-    with Consumer(bootstrap_servers=bootstrap, enable_auto_commit=False) as consumer:
-        consumer.assign([tp])
-        consumer.seek_to_beginning(tp)
-        read = 0
-        started = time.perf_counter()
-        while read < end:
-            for record in consumer.poll(timeout_ms=1000):
-                read += 1
-                record.value  # noqa: B018 - each record's value is read, as a user's loop would
-        return read / (time.perf_counter() - started)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=200_000, help="records per produce run")
@@ -190,8 +150,8 @@ def main() -> None:
             cluster.start()
             bootstrap, url = cluster.bootstrap_servers, cluster.gateway_url()
             with Admin(bootstrap_servers=bootstrap) as admin:
-                admin.create_topics([NewTopic("produce", args.partitions, 1), NewTopic("ranges", 1, 1)])
-                for topic in ("produce", "ranges"):
+                admin.create_topics([NewTopic("produce", args.partitions, 1), NewTopic(ranges.TOPIC, 1, 1)])
+                for topic in ("produce", ranges.TOPIC):
                     admin.wait_for_topic(topic, 60)
                 cluster_id = admin.describe_cluster().cluster_id
             print(f"{args.records:,} records x {args.record_size} B per produce run, {args.clients} HTTP clients, "
@@ -206,21 +166,22 @@ def main() -> None:
             rate = v3_streaming_produce(url, cluster_id, "produce", args.records, args.record_size)
             print(f"  v3 streaming produce:     {rate:12,.0f} records/s  {rate / native:5.2f}x native", flush=True)
 
-            with Producer(bootstrap_servers=bootstrap, linger_ms=20) as producer:
-                value = b"r" * args.record_size
-                for _ in range(args.range_records):
-                    producer.send("ranges", value, partition=0)
-                producer.flush()
-            end = args.range_records
-            print(f"range reads of {end:,} records x {args.record_size} B, one partition", flush=True)
-            consumer = native_consume(bootstrap, "ranges", end)
-            json_rate = range_read(url, cluster_id, "ranges", end, "application/json")
-            arrow_rate = range_read(url, cluster_id, "ranges", end, ARROW)
-            print(f"  native Consumer:          {consumer:12,.0f} records/s", flush=True)
-            print(f"  range read, JSON:         {json_rate:12,.0f} records/s  {json_rate / consumer:5.2f}x Consumer",
-                  flush=True)
-            print(f"  range read, Arrow:        {arrow_rate:12,.0f} records/s  {arrow_rate / consumer:5.2f}x Consumer "
-                  f"(target >= 0.5x), {arrow_rate / json_rate:5.2f}x JSON (target >= 5x)", flush=True)
+            range_args = argparse.Namespace(records=args.range_records, record_size=args.record_size,
+                                             max_bytes=8 * 1024 * 1024)
+            ranges.produce(bootstrap, range_args)
+            print(f"range reads of {args.range_records:,} records x {args.record_size} B, one partition "
+                  f"(bench/gateway_ranges.py's readers, in alternating order)", flush=True)
+            with httpx.Client(base_url=url, timeout=120) as http:
+                path = f"/v3/clusters/{cluster_id}/topics/{ranges.TOPIC}/partitions/0/records"
+                readers = {"json": lambda: ranges.read_json(http, path, range_args),
+                           "arrow": lambda: ranges.read_arrow(http, path, range_args),
+                           "consumer": lambda: ranges.read_consumer(bootstrap, range_args)}
+                rates = {name: [] for name in readers}
+                for round_index in range(2):
+                    for name in (list(readers) if round_index % 2 == 0 else list(reversed(readers))):
+                        rates[name].append(ranges.timed(readers[name]))
+                ranges.report("2 rounds", {name: len(values) / sum(1 / rate for rate in values)
+                                           for name, values in rates.items()})
         finally:
             cluster.stop()
 
