@@ -24,6 +24,7 @@ from services.clients.admin import Admin
 from services.clients.launcher import LocalCluster, http_ready
 from services.clients.lowlevel import LowLevelClient
 from services.common.proc import free_port, stop_process, wait_until
+from services.gateway.consumer_instances import owner_of
 from tests.integration.conftest import create_topic, gateway_module_cluster, produce_values
 
 V2 = "application/vnd.kafka.v2+json"
@@ -243,6 +244,28 @@ def test_assignments_and_positions(http: httpx.Client, admin: Admin, writer: Low
     assert http.delete(base).status_code == 204
 
 
+def test_a_read_answers_early_past_fetch_min_bytes(http: httpx.Client, admin: Admin, writer: LowLevelClient):
+    topic = create_topic(admin, "eager", partitions=1)
+    produce_values(writer, topic, 0, [b"0123456789"] * 3)
+    response = http.post("/consumers/eager", headers={"Content-Type": V2})  # no body: every default
+    assert response.status_code == 200, response.text
+    lazy = response.json()["base_uri"]
+    eager = create_instance(http, "eager", **{"fetch.min.bytes": 0, "consumer.request.timeout.ms": READ_WAIT_MS})
+    for uri in (lazy, eager["base_uri"]):
+        assert http.post(f"{uri}/assignments", json={"partitions": [{"topic": topic, "partition": 0}]}).status_code \
+            == 204
+        assert http.post(f"{uri}/positions/beginning", json={"partitions": []}).status_code == 204
+    started = time.monotonic()
+    records = http.get(f"{eager['base_uri']}/records", params={"timeout": 60000}).json()
+    assert records and time.monotonic() - started < READ_WAIT_MS / 1000 / 2
+    # without fetch.min.bytes a read gathers until its timeout (REST Proxy's behaviour), at most max_bytes
+    records = wait_until(lambda: http.get(f"{lazy}/records", params={"max_bytes": 25}).json(), 15, interval_s=0,
+                         message="the first records")
+    assert [r["offset"] for r in records] == [0, 1]  # one batch of three came: the third would pass 25 bytes
+    for uri in (lazy, eager["base_uri"]):
+        assert http.delete(uri).status_code == 204
+
+
 def test_refused_creations_and_unknown_instances(http: httpx.Client):
     create_instance(http, "refusals", name="taken")
     assert error_of(http.post("/consumers/refusals", json={"name": "taken"})) == (409, 40901)
@@ -319,9 +342,13 @@ def test_two_workers_reach_each_instance_by_base_uri_and_by_redirect(two_workers
     assert redirected, "no request for another worker's instance landed on the front port"
 
     for name in ("alice", "bob", "carol"):  # named instances live where their name leads, created via redirect
+        owner = owner_of("named", name, 2)
+        refused = httpx.post(f"{workers[1 - owner]}/consumers/named", json={"name": name}, headers={"Content-Type": V2})
+        assert (refused.status_code, refused.headers["location"]) == (307, f"{workers[owner]}/consumers/named")
         with httpx.Client(base_url=front, follow_redirects=True) as client:
             body = create_instance(client, "named", name=name)
         assert body["instance_id"] == name
+        assert body["base_uri"] == f"{workers[owner]}/consumers/named/instances/{name}"
         assert httpx.get(f"{body['base_uri']}/subscription").status_code == 200
         assert httpx.delete(f"{front}/consumers/named/instances/{name}", follow_redirects=True).status_code == 204
 

@@ -464,9 +464,11 @@ async def read_records(request: Request, instance: Instance,
     while True:
         await on_consumer(state, instance, instance.read_step, progress, deadline)
         remaining_s = deadline - instance.clock()
-        if progress.done or remaining_s <= 0 or instance.closed:
+        if progress.done or remaining_s <= 0:
             break
         await asyncio.sleep(min(READ_BACKOFF_MS / 1000, remaining_s))
+        if instance.closed:  # deleted meanwhile: answer what was gathered
+            break
     state.metrics.consumed(len(progress.records))
     return JSONResponse(progress.records, media_type=answered_as)
 
