@@ -12,10 +12,12 @@ import asyncio
 import base64
 import contextlib
 import json
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -46,17 +48,15 @@ def http(cluster: LocalCluster) -> Iterator[httpx.Client]:
         yield client
 
 
-@pytest.fixture(scope="module")
-def two_workers(cluster: LocalCluster, tmp_path_factory) -> Iterator[dict[str, object]]:
-    """A second gateway of two worker processes, with a short consumer.instance.timeout.ms."""
+@contextlib.contextmanager
+def two_worker_gateway(cluster: LocalCluster, log: Path, **settings) -> Iterator[dict]:
+    """`python -m services.gateway` with num.workers=2 against the cluster, serving on the front port
+    and both workers' own ports; stopped by SIGTERM to its pid."""
     front, worker_base = free_port(), free_port()
     while worker_base + 1 == front or not _port_free(worker_base + 1):
         worker_base = free_port()
-    log = tmp_path_factory.mktemp("two-workers") / "gateway.log"
     overrides = {"bootstrap.servers": cluster.bootstrap_servers, "listeners": f"http://127.0.0.1:{front}",
-                 "gateway.id": 2, "num.workers": 2, "worker.base.port": worker_base,
-                 "consumer.instance.timeout.ms": EXPIRY_MS, "consumer.request.timeout.ms": 500,
-                 "request.timeout.ms": 10000}
+                 "num.workers": 2, "worker.base.port": worker_base, **settings}
     command = [sys.executable, "-m", "services.gateway"]
     for key, value in overrides.items():
         command += ["--override", f"{key}={value}"]
@@ -71,8 +71,16 @@ def two_workers(cluster: LocalCluster, tmp_path_factory) -> Iterator[dict[str, o
         stop_process(process, timeout_s=20)
 
 
+@pytest.fixture(scope="module")
+def two_workers(cluster: LocalCluster, tmp_path_factory) -> Iterator[dict]:
+    """A second gateway of two worker processes, with a short consumer.instance.timeout.ms."""
+    log = tmp_path_factory.mktemp("two-workers") / "gateway.log"
+    with two_worker_gateway(cluster, log, **{"gateway.id": 2, "consumer.instance.timeout.ms": EXPIRY_MS,
+                                             "consumer.request.timeout.ms": 500, "request.timeout.ms": 10000}) as gw:
+        yield gw
+
+
 def _port_free(port: int) -> bool:
-    import socket
     with socket.socket() as sock:
         try:
             sock.bind(("127.0.0.1", port))
@@ -372,23 +380,14 @@ def test_idle_instances_are_closed_and_leave_their_group(two_workers: dict, admi
     assert admin.describe_consumer_groups(["expirers"])["expirers"].members == ()
 
 
-def test_a_worker_process_stops_with_the_gateway(cluster: LocalCluster, tmp_path):
+def test_a_worker_process_stops_with_the_gateway(cluster: LocalCluster, tmp_path: Path):
     """SIGTERM to the supervisor stops both workers: nothing serves on their ports afterwards."""
-    front, worker_base = free_port(), free_port()
-    while not _port_free(worker_base + 1) or worker_base + 1 == front:
-        worker_base = free_port()
-    command = [sys.executable, "-m", "services.gateway", "--override", f"bootstrap.servers={cluster.bootstrap_servers}",
-               "--override", f"listeners=http://127.0.0.1:{front}", "--override", "num.workers=2",
-               "--override", f"worker.base.port={worker_base}"]
-    with open(tmp_path / "gateway.log", "wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    urls = [f"http://127.0.0.1:{port}/health" for port in (front, worker_base, worker_base + 1)]
-    try:
-        wait_until(lambda: all(http_ready(url) for url in urls), 60, message="the gateway to serve")
+    with two_worker_gateway(cluster, tmp_path / "gateway.log") as gateway:
+        process = gateway["process"]
+        urls = [f"{url}/health" for url in (gateway["front"], *gateway["workers"])]
         workers = _children(process.pid)
         assert len(workers) >= 2
-    finally:
-        assert stop_process(process, timeout_s=20) == 0
+    assert process.returncode == 0
     wait_until(lambda: not any(_alive(pid) for pid in workers), 10, message="the workers to exit")
     assert not any(http_ready(url, timeout_s=0.5) for url in urls)
 
