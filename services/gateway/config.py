@@ -31,3 +31,6 @@ class GatewayConfig(Config):
         ConfigType.INT, 0, at_least(0),
         doc="With num.workers > 1, worker i also listens on port worker.base.port + i, which its consumer "
             "instances' base_uri names; 0: the front port + 1.")
+    consumer_max_instances: int = setting(
+        ConfigType.INT, 1000, at_least(1),
+        doc="The most v2 consumer instances one worker process holds; a create beyond it is answered 429.")

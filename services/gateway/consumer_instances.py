@@ -16,7 +16,8 @@ consumer.request.timeout.ms)` and answers early only once it holds more than the
 `fetch.min.bytes` (a response-size threshold of the proxy, not the Kafka fetch setting) or the next
 record would reach `max_bytes`.
 
-The registry maps (group, instance id) to instances, creates them (409 for a taken id), closes
+The registry maps (group, instance id) to instances, creates them (409 for a taken id, 429 past
+`consumer.max.instances`), closes
 instances idle longer than `consumer.instance.timeout.ms` from a periodic task (they leave their
 group) and keeps the `consumer_instances` gauge equal to the number of open instances.
 
@@ -371,6 +372,10 @@ class InstanceRegistry:
         if key in self._instances:
             raise RestError(409, CONSUMER_ALREADY_EXISTS,
                             "Consumer with specified consumer ID already exists in the specified consumer group.")
+        if len(self._instances) >= self.config.consumer_max_instances:
+            raise RestError(429, 429, f"This gateway process holds consumer.max.instances "
+                                      f"({self.config.consumer_max_instances}) consumer instances already; "
+                                      f"delete some first.")
         self._instances[key] = None
         try:
             consumer = await asyncio.wait_for(

@@ -285,7 +285,14 @@ def test_refused_creations_and_unknown_instances(http: httpx.Client):
     assert error_of(http.post("/consumers/refusals", content=b"{not json")) == (422, 42202)
     assert error_of(http.get("/consumers/refusals/instances/ghost/records")) == (404, 40403)
     assert error_of(http.post("/consumers/refusals/instances/taken/subscription", json={})) == (422, 42202)
-    assert http.delete("/consumers/refusals/instances/taken").status_code == 204
+    taken = "/consumers/refusals/instances/taken"
+    assert error_of(http.post(f"{taken}/subscription", json={"topics": ["no spaces"]})) == (422, 42202)
+    assert error_of(http.post(f"{taken}/assignments", json={"partitions": [{"topic": "..", "partition": 0}]})) \
+        == (422, 42202)
+    too_far = {"offsets": [{"topic": "t", "partition": 0, "offset": 2**63}]}
+    assert error_of(http.post(f"{taken}/offsets", json=too_far)) == (422, 42202)
+    assert http.get(f"{taken}/subscription").json() == {"topics": []}
+    assert http.delete(taken).status_code == 204
 
 
 def test_fifty_long_polls_leave_the_gateway_responsive(cluster: LocalCluster, http: httpx.Client, admin: Admin):

@@ -40,13 +40,14 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Body, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.exceptions import HTTPException
 
 from services.clients.consumer import Consumer, OffsetAndMetadata
 from services.common.config import ConfigError
 from services.common.errors import KafkaError
 from services.common.topic_partition import TopicPartition
+from services.controller.state.topics import validate_topic_name
 from services.gateway.config import GatewayConfig
 from services.gateway.consumer_instances import (
     MAX_RESPONSE_BYTES,
@@ -105,9 +106,27 @@ class CreateConsumerResponse(BaseModel):
     base_uri: str
 
 
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+
+def legal_topic(name: str) -> str:
+    """Kafka's rules for a topic name (a ValueError, so a 422 with 42202, for an illegal one)."""
+    try:
+        validate_topic_name(name)
+    except KafkaError as error:
+        raise ValueError(error.args[0]) from None
+    return name
+
+
 class SubscriptionRequest(BaseModel):
     topics: list[str] | None = None
     topic_pattern: str | None = None
+
+    @field_validator("topics")
+    @classmethod
+    def _legal_topics(cls, topics: list[str] | None) -> list[str] | None:
+        return None if topics is None else [legal_topic(topic) for topic in topics]
 
 
 class SubscriptionResponse(BaseModel):
@@ -115,8 +134,13 @@ class SubscriptionResponse(BaseModel):
 
 
 class PartitionRef(BaseModel):
-    topic: str = Field(min_length=1)
-    partition: int = Field(ge=0)
+    topic: str
+    partition: int = Field(ge=0, le=INT32_MAX)
+
+    @field_validator("topic")
+    @classmethod
+    def _legal_topic(cls, topic: str) -> str:
+        return legal_topic(topic)
 
 
 class PartitionsRequest(BaseModel):
@@ -124,12 +148,12 @@ class PartitionsRequest(BaseModel):
 
 
 class PartitionOffsetRequest(PartitionRef):
-    offset: int
+    offset: int = Field(le=INT64_MAX - 1)
     metadata: str | None = None
 
 
 class PartitionTimestamp(PartitionRef):
-    timestamp: datetime | int
+    timestamp: datetime | int = Field(description="ISO 8601, or ms since the epoch")
     metadata: str | None = None
 
 
@@ -390,11 +414,10 @@ async def assignments(request: Request, instance: Instance) -> JSONResponse:
 
 
 def _epoch_ms(value: datetime | int) -> int:
-    if isinstance(value, int):
-        if value < 0:
-            raise RestError(422, INVALID_OFFSET, f"A timestamp cannot be negative: {value}")
-        return value
-    return int(value.timestamp() * 1000)
+    epoch_ms = value if isinstance(value, int) else int(value.timestamp() * 1000)
+    if not 0 <= epoch_ms <= INT64_MAX:
+        raise RestError(422, INVALID_OFFSET, f"A timestamp must be from 1970 on: {value}")
+    return epoch_ms
 
 
 @router.post(INSTANCE + "/positions", status_code=NO_CONTENT, summary="Seek partitions to offsets or timestamps")

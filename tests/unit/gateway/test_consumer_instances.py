@@ -246,7 +246,8 @@ def test_idle_instances_are_closed_and_counted():
         return consumers[-1]
 
     async def scenario() -> None:
-        registry = InstanceRegistry(gateway_config(**{"consumer.instance.timeout.ms": 1000}), 0, factory,
+        registry = InstanceRegistry(gateway_config(**{"consumer.instance.timeout.ms": 1000,
+                                                                    "consumer.max.instances": 2}), 0, factory,
                                     on_count=counts.append, clock=clock)
         await registry.create("g", "old", BINARY_SETTINGS)
         clock.now += 0.6
@@ -261,10 +262,15 @@ def test_idle_instances_are_closed_and_counted():
             registry.get("g", "old")
         assert raised.value.error_code == 40403
         registry.get("g", "new")  # a request keeps it alive
+        await registry.create("g", "third", BINARY_SETTINGS)
+        with pytest.raises(RestError) as raised:
+            await registry.create("g", "fourth", BINARY_SETTINGS)
+        assert (raised.value.status, raised.value.error_code) == (429, 429)
+        await registry.delete("g", "third")
         clock.now += 0.9
         assert await registry.close_expired() == 0
         await registry.close_all()
         assert consumers[1].closed
 
     asyncio.run(scenario())
-    assert counts == [1, 2, 1, 0]
+    assert counts == [1, 2, 1, 2, 1, 0]
