@@ -69,7 +69,7 @@ READ_BACKOFF_MS = 50  # between two steps of a waiting read (REST Proxy's consum
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024  # the most a records read answers (REST Proxy's consumer.request.max.bytes)
 CLOSE_TIMEOUT_S = 5.0
 GENERATED_ID = re.compile(r"rest-consumer-\d+-(?P<worker>\d+)-[0-9a-f-]{36}")
-LEGAL_NAME = re.compile(r"[^/?#\s]{1,249}")
+LEGAL_NAME = re.compile(r"[^/?#%\s]{1,249}")  # a name the client chooses: one path segment as it is
 
 
 def instance_not_found() -> RestError:

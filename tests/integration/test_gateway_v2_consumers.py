@@ -357,15 +357,17 @@ def test_two_workers_reach_each_instance_by_base_uri_and_by_redirect(two_workers
     assert redirected, "no request for another worker's instance landed on the front port"
 
     for name in ("alice", "bob", "carol"):  # named instances live where their name leads, created via redirect
-        owner = owner_of("named", name, 2)
-        refused = httpx.post(f"{workers[1 - owner]}/consumers/named", json={"name": name}, headers={"Content-Type": V2})
-        assert (refused.status_code, refused.headers["location"]) == (307, f"{workers[owner]}/consumers/named")
+        owner = owner_of("named ones", name, 2)  # a group name that travels escaped in paths
+        refused = httpx.post(f"{workers[1 - owner]}/consumers/named%20ones", json={"name": name},
+                             headers={"Content-Type": V2})
+        assert (refused.status_code, refused.headers["location"]) == (307, f"{workers[owner]}/consumers/named%20ones")
         with httpx.Client(base_url=front, follow_redirects=True) as client:
-            body = create_instance(client, "named", name=name)
+            body = create_instance(client, "named ones", name=name)
         assert body["instance_id"] == name
-        assert body["base_uri"] == f"{workers[owner]}/consumers/named/instances/{name}"
+        assert body["base_uri"] == f"{workers[owner]}/consumers/named%20ones/instances/{name}"
         assert httpx.get(f"{body['base_uri']}/subscription").status_code == 200
-        assert httpx.delete(f"{front}/consumers/named/instances/{name}", follow_redirects=True).status_code == 204
+        assert httpx.delete(f"{front}/consumers/named%20ones/instances/{name}", follow_redirects=True).status_code \
+            == 204
 
 
 def test_idle_instances_are_closed_and_leave_their_group(two_workers: dict, admin: Admin, writer: LowLevelClient):

@@ -50,6 +50,7 @@ from services.common.topic_partition import TopicPartition
 from services.controller.state.topics import validate_topic_name
 from services.gateway.config import GatewayConfig
 from services.gateway.consumer_instances import (
+    LEGAL_NAME,
     MAX_RESPONSE_BYTES,
     READ_BACKOFF_MS,
     ConsumerInstance,
@@ -245,7 +246,7 @@ def instance_settings(body: CreateConsumerRequest) -> InstanceSettings:
 
 
 def _check_name(name: str) -> str:
-    if not re.fullmatch(r"[^/?#%\s]{1,249}", name):
+    if not LEGAL_NAME.fullmatch(name):
         raise _invalid_config(f"name {name!r} must be 1 to 249 characters without '/', '?', '#', '%' or spaces")
     return name
 
@@ -289,7 +290,8 @@ def registry_of(state: GatewayState) -> InstanceRegistry:
 
 def redirect_to_worker(request: Request, state: GatewayState, worker: int) -> HTTPException:
     """307 to the same request on worker `worker`'s own port."""
-    target = state.extensions[WORKER_URLS][worker] + request.url.path
+    path = request.scope.get("raw_path") or request.url.path.encode()  # as sent, escapes and all
+    target = state.extensions[WORKER_URLS][worker] + path.decode("latin-1")
     if request.url.query:
         target += f"?{request.url.query}"
     return HTTPException(307, headers={"Location": target})
