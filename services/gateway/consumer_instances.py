@@ -5,9 +5,10 @@ every call on it goes through `ConsumerInstance.call`, which takes the instance'
 the call on the threadpool and releases the lock only when the call has really returned (a call
 that outlives its deadline is answered 5xx but still holds the lock, so the next call never meets
 the consumer busy on another thread). A records read is a series of short steps, each a
-non-blocking `poll(0)` plus taking records from the instance's buffer, with an asyncio sleep of
-`READ_BACKOFF_MS` between steps: a long poll parks no thread, so any number of waiting reads costs
-no threadpool capacity (the threadpool is shared with produce and admin calls).
+non-blocking `poll(0)` plus taking records from the instance's buffer (at most `READ_STEP_MAX_MS`),
+with an asyncio sleep of `READ_BACKOFF_MS` after a step that found nothing ready: a long poll parks
+no thread, so any number of waiting reads costs no threadpool capacity (the threadpool is shared
+with produce and admin calls).
 
 The buffer holds records polled but not yet answered (a read stops at `max_bytes`); commits of
 "everything fetched" (an empty offsets body) and an auto-commit at close count only records
@@ -17,9 +18,9 @@ consumer.request.timeout.ms)` and answers early only once it holds more than the
 record would reach `max_bytes`.
 
 The registry maps (group, instance id) to instances, creates them (409 for a taken id, 429 past
-`consumer.max.instances`), closes
-instances idle longer than `consumer.instance.timeout.ms` from a periodic task (they leave their
-group) and keeps the `consumer_instances` gauge equal to the number of open instances.
+`consumer.max.instances`), closes instances idle longer than `consumer.instance.timeout.ms` from a
+periodic task (they leave their group) and keeps the `consumer_instances` gauge equal to the number
+of open instances.
 
 Several worker processes (`num.workers` > 1): an instance lives in the worker that created it.
 `owner_of(group, instance_id, workers)` says which worker that is: generated ids
@@ -66,6 +67,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 READ_BACKOFF_MS = 50  # between two steps of a waiting read (REST Proxy's consumer.iterator.backoff.ms)
+READ_STEP_MAX_MS = 200  # the longest one step of a read holds a thread while records keep coming
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024  # the most a records read answers (REST Proxy's consumer.request.max.bytes)
 CLOSE_TIMEOUT_S = 5.0
 GENERATED_ID = re.compile(r"rest-consumer-\d+-(?P<worker>\d+)-[0-9a-f-]{36}")
@@ -213,23 +215,28 @@ class ConsumerInstance:
 
     # ------------------------------------------------------------------ calls (on the threadpool)
 
-    def read_step(self, progress: ReadProgress, deadline: float) -> None:
+    def read_step(self, progress: ReadProgress, deadline: float) -> bool:
         """Moves buffered and newly polled records into `progress` until it is done, nothing more
-        is ready, or `deadline` (monotonic seconds) passes."""
-        while not progress.done and self.clock() < deadline:
+        is ready, or `deadline` (monotonic seconds) or the step's own limit (READ_STEP_MAX_MS) passes;
+        True when records may be ready at once (the step stopped at its limit)."""
+        step_deadline = min(deadline, self.clock() + READ_STEP_MAX_MS / 1000)
+        while not progress.done:
+            if self.clock() >= step_deadline:
+                return True
             if not self._buffer:
                 if self.closed:
-                    return
+                    return False
                 try:
                     polled = self.consumer.poll(0)
                 except Exception:
                     if progress.records:
-                        return  # answer what was gathered; the next read raises it again
+                        return False  # answer what was gathered; the next read raises it again
                     raise
                 if not polled:
-                    return
+                    return False
                 self._buffer.extend(polled)
             self._drain(progress)
+        return False
 
     def _drain(self, progress: ReadProgress) -> None:
         embedded = self.settings.format

@@ -487,11 +487,11 @@ async def read_records(request: Request, instance: Instance,
                             min_bytes=RESPONSE_MIN_BYTES_MAX * 100 if min_bytes is None or min_bytes < 0 else min_bytes)
     deadline = instance.clock() + wait_s
     while True:
-        await on_consumer(state, instance, instance.read_step, progress, deadline)
+        more_ready = await on_consumer(state, instance, instance.read_step, progress, deadline)
         remaining_s = deadline - instance.clock()
         if progress.done or remaining_s <= 0:
             break
-        await asyncio.sleep(min(READ_BACKOFF_MS / 1000, remaining_s))
+        await asyncio.sleep(0 if more_ready else min(READ_BACKOFF_MS / 1000, remaining_s))
         if instance.closed:  # deleted meanwhile: answer what was gathered
             break
     state.metrics.consumed(len(progress.records))

@@ -191,6 +191,22 @@ def test_a_read_answers_once_past_min_bytes():
     assert progress.done
 
 
+def test_a_step_of_a_read_holds_its_thread_briefly_while_records_keep_coming():
+    clock = ManualClock()
+
+    class Endless(StandInConsumer):
+        def poll(self, timeout_ms=0):
+            clock.now += 0.06
+            return [record(int(clock.now * 100), b"x")]
+
+    instance = ConsumerInstance("g", "i", BINARY_SETTINGS, Endless([]), clock=clock)
+    progress = ReadProgress(max_bytes=1 << 20, min_bytes=1 << 30)
+    assert instance.read_step(progress, deadline=clock.now + 60) is True  # stopped at READ_STEP_MAX_MS
+    assert len(progress.records) == 4
+    assert instance.read_step(progress, deadline=clock.now + 0.1) is True
+    assert instance.read_step(ReadProgress(max_bytes=1, min_bytes=0), deadline=clock.now + 60) is False
+
+
 def test_a_record_that_is_not_json_ends_the_read_before_it_then_fails_the_next():
     consumer = StandInConsumer([[record(0, b"1"), record(1, b"not json"), record(2, b"2")]])
     instance = ConsumerInstance("g", "i", InstanceSettings(EmbeddedFormat.JSON, {}), consumer)
