@@ -27,3 +27,10 @@ class GatewayConfig(Config):
                                     doc="The largest key plus value of one produced record (422 beyond it).")
     request_timeout_ms: int = setting(ConfigType.INT, 30000, at_least(1),
                                       doc="How long a request may wait on the cluster before it is answered 5xx.")
+    worker_base_port: int = setting(
+        ConfigType.INT, 0, at_least(0),
+        doc="With num.workers > 1, worker i also listens on port worker.base.port + i, which its consumer "
+            "instances' base_uri names; 0: the front port + 1.")
+    consumer_max_instances: int = setting(
+        ConfigType.INT, 1000, at_least(1),
+        doc="The most v2 consumer instances one worker process holds; a create beyond it is answered 429.")
