@@ -22,6 +22,8 @@ from tests.integration.conftest import CLIENT_CONFIG, TEST_GATEWAY_CONFIG, creat
 
 TOPIC = "fuzzed"
 TOPIC_PARAMETERS = ("topic", "topic_name")
+GROUP = "fuzz-group"
+INSTANCE = "fuzz-instance"
 CALL_TIMEOUT_S = TEST_GATEWAY_CONFIG["request.timeout.ms"] / 1000 + 10
 calls: Counter[tuple[str, str, int]] = Counter()  # (method, path template, status) -> calls
 
@@ -29,13 +31,24 @@ calls: Counter[tuple[str, str, int]] = Counter()  # (method, path template, stat
 @pytest.fixture(scope="module")
 def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path_factory) -> Iterator[LocalCluster]:
     with gateway_module_cluster(request, zookeeper, _zk_root_client, tmp_path_factory, "fuzz",
-                                gateway_config={"consumer.instance.timeout.ms": 5000}) as cluster:
+                                gateway_config={"consumer.instance.timeout.ms": 120000}) as cluster:
         with Admin(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG) as admin:
             create_topic(admin, TOPIC, 2)
             cluster.cluster_id = admin.describe_cluster().cluster_id
         with LowLevelClient(bootstrap_servers=cluster.bootstrap_servers) as client:
             for partition in (0, 1):
                 client.produce(TOPIC, partition, build_batch([b"kept-1", b"kept-2"]))
+        # an instance of a group with a committed offset, for the consumer routes' generated bodies
+        with httpx.Client(base_url=cluster.gateway_url(), timeout=CALL_TIMEOUT_S) as http:
+            v2 = {"Content-Type": "application/vnd.kafka.v2+json"}
+            created = http.post(f"/consumers/{GROUP}", json={"name": INSTANCE, "format": "binary"}, headers=v2)
+            assert created.status_code == 200, created.text
+            instance = f"/consumers/{GROUP}/instances/{INSTANCE}"
+            assert http.post(f"{instance}/assignments", headers=v2,
+                             json={"partitions": [{"topic": TOPIC, "partition": 0}]}).status_code == 204
+            committed = http.post(f"{instance}/offsets", headers=v2,
+                                  json={"offsets": [{"topic": TOPIC, "partition": 0, "offset": 0}]})
+            assert committed.status_code == 200, committed.text
         yield cluster
 
 
@@ -71,6 +84,12 @@ def test_no_answer_is_a_5xx_and_refused_requests_change_nothing(case, cluster: L
         for name in TOPIC_PARAMETERS:
             if name in parameters:
                 parameters[name] = TOPIC
+        if "group" in parameters:
+            parameters["group"] = GROUP
+        if "instance" in parameters:
+            parameters["instance"] = INSTANCE
+        if "consumer_group_id" in parameters:
+            parameters["consumer_group_id"] = GROUP
     if "cluster_id" in parameters:
         parameters["cluster_id"] = cluster.cluster_id
     if "partition" in parameters or "partition_id" in parameters:
