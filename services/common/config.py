@@ -57,6 +57,7 @@ from typing import Any, ClassVar, Self, dataclass_transform
 logger = logging.getLogger(__name__)
 
 ENV_PREFIX = "ODRADEK_"
+SHORT_MAX = 2**15 - 1  # Java's Short.MAX_VALUE (replication factors, producer epochs)
 INT_MAX = 2**31 - 1  # Java's Integer.MAX_VALUE, the default of many INT settings
 LONG_MAX = 2**63 - 1  # Java's Long.MAX_VALUE
 HIDDEN = "[hidden]"

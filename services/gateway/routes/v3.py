@@ -25,6 +25,7 @@ from fastapi.responses import JSONResponse, Response
 
 from services.clients.admin_types import CONFIG_SOURCES, ClusterDescription, ConfigEntry, NewTopic, TopicDescription
 from services.clients.cluster import Node, PartitionInfo
+from services.common.config import INT_MAX, SHORT_MAX
 from services.gateway.routes import v3_groups, v3_records
 from services.gateway.routes.v3_resources import (
     CLUSTER_ID_KEY,
@@ -156,7 +157,8 @@ def new_topic(body: Any) -> tuple[NewTopic, bool]:
     name = body.get("topic_name")
     if not isinstance(name, str):
         raise bad_request("topic_name must be a string.")
-    counts = {key: _optional_int(body, key) for key in ("partitions_count", "replication_factor")}
+    counts = {"partitions_count": _optional_int(body, "partitions_count", INT_MAX),
+              "replication_factor": _optional_int(body, "replication_factor", SHORT_MAX)}
     assignment = _assignment(body.get("replicas_assignments"))
     configs = body.get("configs") or []
     if not isinstance(configs, list) or not all(
@@ -173,12 +175,15 @@ def new_topic(body: Any) -> tuple[NewTopic, bool]:
     return topic, validate_only
 
 
-def _optional_int(body: dict[str, Any], key: str) -> int:
+def _optional_int(body: dict[str, Any], key: str, maximum: int) -> int:
+    """A count of the body: -1 (the broker's default) when absent, else 1..maximum or -1."""
     value = body.get(key)
     if value is None:
         return -1
     if isinstance(value, bool) or not isinstance(value, int):
         raise bad_request(f"{key} must be an integer.")
+    if value != -1 and not 1 <= value <= maximum:
+        raise bad_request(f"{key} must be -1 (the default) or between 1 and {maximum}, not {value}.")
     return value
 
 
@@ -189,7 +194,9 @@ def _assignment(value: Any) -> dict[int, list[int]]:
         if not isinstance(value, dict):
             raise ValueError
         assignment = {int(partition): list(brokers) for partition, brokers in value.items()}
-        if not all(isinstance(b, int) and not isinstance(b, bool) for bs in assignment.values() for b in bs):
+        if not all(0 <= p <= INT_MAX for p in assignment) or not all(
+                isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= INT_MAX
+                for bs in assignment.values() for b in bs):
             raise ValueError
         return assignment
     except (TypeError, ValueError):
