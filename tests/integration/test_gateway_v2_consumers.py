@@ -303,26 +303,29 @@ def test_fifty_long_polls_leave_the_gateway_responsive(cluster: LocalCluster, ht
         assert http.post(f"{uri}/assignments", json={"partitions": [{"topic": topic, "partition": 0}]}).status_code \
             == 204
 
-    async def poll_and_probe() -> tuple[list[float], list[float]]:
+    probed_topic = create_topic(admin, "probed", partitions=1)
+
+    async def poll_and_probe() -> tuple[float, list[float], float]:
         async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=100)) as client:
             async def read(uri: str) -> float:
-                started = time.monotonic()
                 response = await client.get(f"{uri}/records", headers={"Accept": BINARY})
                 assert (response.status_code, response.json()) == (200, [])
-                return time.monotonic() - started
+                return time.monotonic()
 
+            started = time.monotonic()
             reads = [asyncio.create_task(read(uri)) for uri in uris]
-            await asyncio.sleep(0.5)
-            probes = []
-            for _ in range(5):  # /health calls the cluster on the threadpool, as a produce does
-                started = time.monotonic()
+            await asyncio.sleep(0)  # every read is under way
+            for index in range(5):  # a produce and /health call the cluster on the threadpool
                 assert (await client.get(f"{cluster.gateway_url()}/health")).status_code == 200
-                probes.append(time.monotonic() - started)
-            return await asyncio.gather(*reads), probes
+                produced = await client.post(f"{cluster.gateway_url()}/topics/{probed_topic}", headers={
+                    "Content-Type": BINARY}, json={"records": [{"value": "cHJvYmU="}]})
+                assert produced.status_code == 200 and produced.json()["offsets"][0]["offset"] == index
+            probed = time.monotonic()
+            return started, await asyncio.gather(*reads), probed
 
-    read_times, probe_times = asyncio.run(poll_and_probe())
-    assert max(probe_times) < 1.0, probe_times
-    assert min(read_times) >= READ_WAIT_MS / 1000 * 0.9, read_times  # they really waited
+    started, read_ends, probed = asyncio.run(poll_and_probe())
+    assert probed < min(read_ends), "the probes waited for the long polls"
+    assert min(read_ends) - started >= READ_WAIT_MS / 1000 * 0.9  # the reads really waited
     for uri in uris:
         assert http.delete(uri).status_code == 204
 
