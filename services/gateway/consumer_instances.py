@@ -6,9 +6,9 @@ the call on the threadpool and releases the lock only when the call has really r
 that outlives its deadline is answered 5xx but still holds the lock, so the next call never meets
 the consumer busy on another thread). A records read is a series of short steps, each a
 non-blocking `poll(0)` plus taking records from the instance's buffer (at most `READ_STEP_MAX_MS`),
-with an asyncio sleep of `READ_BACKOFF_MS` after a step that found nothing ready: a long poll parks
-no thread, so any number of waiting reads costs no threadpool capacity (the threadpool is shared
-with produce and admin calls).
+with an asyncio sleep after a step that found nothing ready, `READ_BACKOFF_MS` at first and doubling
+up to `READ_BACKOFF_MAX_MS` while nothing comes: a long poll parks no thread, and hundreds of idle
+reads take few threadpool turns from produce and admin calls, which share the threadpool.
 
 The buffer holds records polled but not yet answered (a read stops at `max_bytes`); commits of
 "everything fetched" (an empty offsets body) and an auto-commit at close count only records
@@ -67,6 +67,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 READ_BACKOFF_MS = 50  # between two steps of a waiting read (REST Proxy's consumer.iterator.backoff.ms)
+READ_BACKOFF_MAX_MS = 400  # the wait doubles after each empty step up to this, so idle reads cost little
 READ_STEP_MAX_MS = 200  # the longest one step of a read holds a thread while records keep coming
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024  # the most a records read answers (REST Proxy's consumer.request.max.bytes)
 CLOSE_TIMEOUT_S = 5.0

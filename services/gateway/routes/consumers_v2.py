@@ -52,6 +52,7 @@ from services.gateway.config import GatewayConfig
 from services.gateway.consumer_instances import (
     LEGAL_NAME,
     MAX_RESPONSE_BYTES,
+    READ_BACKOFF_MAX_MS,
     READ_BACKOFF_MS,
     ConsumerInstance,
     InstanceRegistry,
@@ -486,12 +487,17 @@ async def read_records(request: Request, instance: Instance,
                             else MAX_RESPONSE_BYTES,
                             min_bytes=RESPONSE_MIN_BYTES_MAX * 100 if min_bytes is None or min_bytes < 0 else min_bytes)
     deadline = instance.clock() + wait_s
+    backoff_s = READ_BACKOFF_MS / 1000
     while True:
+        gathered = len(progress.records)
         more_ready = await on_consumer(state, instance, instance.read_step, progress, deadline)
         remaining_s = deadline - instance.clock()
         if progress.done or remaining_s <= 0:
             break
-        await asyncio.sleep(0 if more_ready else min(READ_BACKOFF_MS / 1000, remaining_s))
+        if more_ready or len(progress.records) > gathered:
+            backoff_s = READ_BACKOFF_MS / 1000
+        await asyncio.sleep(0 if more_ready else min(backoff_s, remaining_s))
+        backoff_s = min(2 * backoff_s, READ_BACKOFF_MAX_MS / 1000)
         if instance.closed:  # deleted meanwhile: answer what was gathered
             break
     state.metrics.consumed(len(progress.records))
