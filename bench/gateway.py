@@ -21,7 +21,7 @@ Prints each figure and the ratios against the native client measured in the same
 v2 produce >= 0.25x native produce; Arrow >= 5x JSON and >= 0.5x the native Consumer).
 
     python bench/gateway.py [--records 200000] [--record-size 100] [--clients 8] [--batch 500]
-                            [--range-records 1000000] [--partitions 1]
+                            [--range-records 1000000] [--partitions 1] [--workers 1]
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import argparse
 import base64
 import json
 import os
+import socket
 import sys
 import tempfile
 import threading
@@ -47,6 +48,7 @@ from services.clients.admin import Admin  # noqa: E402
 from services.clients.admin_types import NewTopic  # noqa: E402
 from services.clients.launcher import LocalCluster  # noqa: E402
 from services.clients.producer import Producer  # noqa: E402
+from services.common.proc import free_port  # noqa: E402
 
 V2_BINARY = "application/vnd.kafka.binary.v2+json"
 V2_JSON = "application/vnd.kafka.json.v2+json"
@@ -97,37 +99,49 @@ def v2_produce(url: str, topic: str, records: int, size: int, clients: int, batc
 
 
 def v3_streaming_produce(url: str, cluster_id: str, topic: str, records: int, size: int) -> float:
+    """One chunked request of `records` JSON records, its reports read while the body is still being
+    sent (full duplex, over a plain socket: httpx sends a whole body before it reads an answer, and the
+    gateway stops reading a stream whose unanswered records reach its bound)."""
     line = json.dumps({"value": {"type": "BINARY", "data": base64.b64encode(b"x" * size).decode()}}).encode()
+    chunk = line * 100
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)))
+    sock.sendall(f"POST /v3/clusters/{cluster_id}/topics/{topic}/records HTTP/1.1\r\nHost: {host}\r\n"
+                 "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n".encode())
 
-    def body():
-        chunk = line * 100
+    def send_body() -> None:
+        framed = b"%x\r\n" % len(chunk) + chunk + b"\r\n"
         for _ in range(records // 100):
-            yield chunk
+            sock.sendall(framed)
+        sock.sendall(b"0\r\n\r\n")
 
-    reports = 0
     started = time.perf_counter()
-    with httpx.Client(base_url=url, timeout=120) as http:
-        with http.stream("POST", f"/v3/clusters/{cluster_id}/topics/{topic}/records", content=body(),
-                         headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"}) as answer:
-            if answer.status_code != 200:
-                raise RuntimeError(f"v3 streaming produce failed: {answer.status_code} {answer.read()[:200]!r}")
-            decoder = json.JSONDecoder()
-            pending = ""
-            for text in answer.iter_text():
-                pending += text
-                while True:
-                    pending = pending.lstrip()
-                    if not pending:
-                        break
-                    try:
-                        report, end = decoder.raw_decode(pending)
-                    except json.JSONDecodeError:
-                        break
-                    pending = pending[end:]
-                    if report.get("error_code") != 200:
-                        raise RuntimeError(f"v3 streaming produce: {report}")
-                    reports += 1
+    writer = threading.Thread(target=send_body, daemon=True)
+    writer.start()
+    reader = sock.makefile("rb")
+    status = reader.readline()
+    if b" 200 " not in status:
+        raise RuntimeError(f"v3 streaming produce failed: {status!r}")
+    while reader.readline() not in (b"\r\n", b""):
+        pass  # response headers
+    reports = 0
+    pending = b""
+    while reports < records // 100 * 100:
+        size_line = reader.readline()
+        length = int(size_line.strip() or b"0", 16)
+        if length == 0:
+            break
+        pending += reader.read(length)
+        reader.readline()  # the CRLF after the chunk
+        *complete, pending = pending.split(b"\r\n")
+        for report in complete:
+            if report.strip():
+                if json.loads(report).get("error_code") != 200:
+                    raise RuntimeError(f"v3 streaming produce: {report[:200]!r}")
+                reports += 1
     elapsed = time.perf_counter() - started
+    writer.join(10)
+    sock.close()
     if reports != records // 100 * 100:
         raise RuntimeError(f"v3 streaming produce: {reports} reports for {records} records")
     return reports / elapsed
@@ -141,11 +155,13 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=500, help="records per v2 produce request")
     parser.add_argument("--range-records", type=int, default=1_000_000, help="records of the range reads")
     parser.add_argument("--partitions", type=int, default=1, help="partitions of the produce topic")
+    parser.add_argument("--workers", type=int, default=1, help="the gateway's worker processes (num.workers)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
+        workers = {"num.workers": args.workers, "worker.base.port": free_port()} if args.workers > 1 else {}
         cluster = LocalCluster(Path(tmp) / "cluster", brokers=3, controllers=1, coordinators=1, gateways=1,
-                               free_ports=True, broker_config={"log.segment.bytes": 1 << 30})
+                               free_ports=True, broker_config={"log.segment.bytes": 1 << 30}, gateway_config=workers)
         try:
             cluster.start()
             bootstrap, url = cluster.bootstrap_servers, cluster.gateway_url()
@@ -155,6 +171,7 @@ def main() -> None:
                     admin.wait_for_topic(topic, 60)
                 cluster_id = admin.describe_cluster().cluster_id
             print(f"{args.records:,} records x {args.record_size} B per produce run, {args.clients} HTTP clients, "
+                  f"{args.workers} gateway worker(s), "
                   f"{args.batch} records per v2 request, {os.cpu_count()} CPUs", flush=True)
             native_produce(bootstrap, "produce", args.records // 5, args.record_size)  # warm-up
             native = native_produce(bootstrap, "produce", args.records, args.record_size)

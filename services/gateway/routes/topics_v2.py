@@ -28,7 +28,6 @@ most once a second (`PARTITION_COUNT_TTL_S`).
 from __future__ import annotations
 
 import asyncio
-import base64
 import binascii
 import json
 import math
@@ -38,6 +37,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Annotated, Any
 
+import orjson
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
@@ -71,7 +71,13 @@ PRODUCE_RECORD_FIELDS = frozenset({"key", "value", "partition"})
 
 
 class V2Response(JSONResponse):
+    """An answer in `application/vnd.kafka.v2+json`, encoded by orjson (the JSON of a 500-record
+    produce answer costs a third of what the standard library's does)."""
+
     media_type = media.V2_JSON
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)
 
 
 State = Annotated[GatewayState, Depends(gateway_state)]
@@ -240,7 +246,7 @@ def parse_produce_body(raw: bytes, embedded: EmbeddedFormat, max_record_bytes: i
                        partition: int | None = None) -> list[OutgoingRecord]:
     """The records of a v2 produce body, or the RestError that refuses the whole request.
     `partition` is the path's (`/topics/{t}/partitions/{p}`): every record goes there."""
-    body = _json_document(raw)
+    body = _json_document(raw, embedded)
     if not isinstance(body, dict):
         raise _invalid_body('The request body must be a JSON object with a "records" array.')
     unknown = sorted(set(body) - PRODUCE_BODY_FIELDS)
@@ -251,24 +257,38 @@ def parse_produce_body(raw: bytes, embedded: EmbeddedFormat, max_record_bytes: i
         raise _invalid_body('"records" must be a non-empty array of records.')
     encode = _encode_binary if embedded is EmbeddedFormat.BINARY else _encode_json
     parsed = []
-    for index, record in enumerate(records):
-        where = f"records[{index}]"
-        if not isinstance(record, dict):
-            raise _invalid_body(f"{where} must be a JSON object.")
-        unknown = sorted(set(record) - PRODUCE_RECORD_FIELDS)
-        if unknown:
-            raise _invalid_body(f"Unrecognized field in {where}: {unknown[0]}")
-        key = encode(record.get("key"), f"{where}.key", INVALID_KEY)
-        value = encode(record.get("value"), f"{where}.value", INVALID_VALUE)
+    fields = PRODUCE_RECORD_FIELDS
+    for index, record in enumerate(records):  # messages are built only for a record refused
+        if record.__class__ is not dict:
+            raise _invalid_body(f"records[{index}] must be a JSON object.")
+        if not record.keys() <= fields:
+            raise _invalid_body(f"Unrecognized field in records[{index}]: {sorted(set(record) - fields)[0]}")
+        key = record.get("key")
+        if key is not None:
+            key = encode(key, index, "key", INVALID_KEY)
+        value = record.get("value")
+        if value is not None:
+            value = encode(value, index, "value", INVALID_VALUE)
         size = (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
         if size > max_record_bytes:
-            raise _invalid_body(f"{where} is {size} bytes (key plus value), more than max.record.bytes "
+            raise _invalid_body(f"records[{index}] is {size} bytes (key plus value), more than max.record.bytes "
                                 f"({max_record_bytes}).")
-        parsed.append(OutgoingRecord(key, value, _record_partition(record.get("partition"), where, partition)))
+        given = record.get("partition")
+        parsed.append(OutgoingRecord(key, value, partition if given is None
+                                     else _record_partition(given, f"records[{index}]", partition)))
     return parsed
 
 
-def _json_document(raw: bytes) -> Any:
+def _json_document(raw: bytes, embedded: EmbeddedFormat | None = None) -> Any:
+    """The parsed body. A binary-format body is parsed by orjson first (keys and values are base64
+    strings there, so orjson's reading of integers past 64 bits as floats changes nothing that is
+    accepted); a JSON-format body, and any body orjson refuses, by the standard library, whose
+    error names the fault."""
+    if embedded is EmbeddedFormat.BINARY:
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
     try:
         return json.loads(raw, parse_float=_finite_float, parse_constant=_no_constant)
     except (ValueError, RecursionError) as error:
@@ -290,24 +310,21 @@ def _invalid_body(message: str) -> RestError:
     return RestError(422, INVALID_BODY, message)
 
 
-def _encode_binary(data: Any, where: str, error_code: int) -> bytes | None:
-    if data is None:
-        return None
-    if not isinstance(data, str):
-        raise RestError(422, error_code, f"{where} must be a base64 string or null.")
+def _encode_binary(data: Any, index: int, field: str, error_code: int) -> bytes:
+    if data.__class__ is not str:
+        raise RestError(422, error_code, f"records[{index}].{field} must be a base64 string or null.")
     try:
-        return base64.b64decode(data + "=" * (-len(data) % 4), validate=True)
+        return binascii.a2b_base64(data + "=" * (-len(data) % 4), strict_mode=True)
     except (binascii.Error, ValueError):
-        raise RestError(422, error_code, f"{where} is not valid base64.") from None
+        raise RestError(422, error_code, f"records[{index}].{field} is not valid base64.") from None
 
 
-def _encode_json(data: Any, where: str, error_code: int) -> bytes | None:
-    if data is None:
-        return None
+def _encode_json(data: Any, index: int, field: str, error_code: int) -> bytes:
     try:
         return _compact_json(data).encode("utf-8")
     except UnicodeEncodeError:
-        raise RestError(422, error_code, f"{where} holds a string that is not valid Unicode.") from None
+        raise RestError(422, error_code,
+                        f"records[{index}].{field} holds a string that is not valid Unicode.") from None
 
 
 def _record_partition(given: Any, where: str, path_partition: int | None) -> int | None:
@@ -433,10 +450,10 @@ async def send_records(state: GatewayState, topic: str, records: list[OutgoingRe
 def _offset_entry(future: Any, unanswered: KafkaError) -> dict[str, Any]:
     if not future.done():
         return _error_entry(unanswered)
-    error = future.exception(0)
-    if error is not None:
+    try:
+        metadata = future.get(0)
+    except Exception as error:  # noqa: BLE001 - the record's own error, answered in its entry
         return _error_entry(error)
-    metadata = future.get(0)
     return {"partition": metadata.partition, "offset": metadata.offset, "error_code": None, "error": None}
 
 

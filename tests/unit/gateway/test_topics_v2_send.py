@@ -32,6 +32,8 @@ class Outcome:
         return self.error
 
     def get(self, timeout: float | None = None) -> RecordMetadata:
+        if self.error is not None:  # as FutureRecordMetadata.get raises the record's error
+            raise self.error
         return self.metadata
 
 
