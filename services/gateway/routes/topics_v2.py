@@ -282,8 +282,8 @@ def parse_produce_body(raw: bytes, embedded: EmbeddedFormat, max_record_bytes: i
 def _json_document(raw: bytes, embedded: EmbeddedFormat | None = None) -> Any:
     """The parsed body. A binary-format body is parsed by orjson first (keys and values are base64
     strings there, so orjson's reading of integers past 64 bits as floats changes nothing that is
-    accepted); a JSON-format body, and any body orjson refuses, by the standard library, whose
-    error names the fault."""
+    accepted); a JSON-format body, whose values are sent as written, and any body orjson refuses,
+    by the standard library, whose error names the fault."""
     if embedded is EmbeddedFormat.BINARY:
         try:
             return orjson.loads(raw)
