@@ -137,6 +137,13 @@ class ProducerBatch:
             log_append_time if log_append_time >= 0 else self.timestamps[index],
             -1 if key is None else len(key), -1 if value is None else len(value))
 
+    def offset(self, index: int) -> int:
+        """The offset of record `index` (NO_OFFSET with acks=0); raises its error instead if it failed."""
+        _, _, first, _, error = self._segment(index)
+        if error is not None:
+            raise error
+        return first + index if first >= 0 else NO_OFFSET
+
     def metadata_or_error(self, index: int) -> tuple[RecordMetadata | None, BaseException | None]:
         _, _, first, log_append_time, error = self._segment(index)
         if error is not None:

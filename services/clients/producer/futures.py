@@ -6,7 +6,8 @@ The batch is completed once for all its records by the sender thread, and a `thr
 is only created, per batch, when someone calls `get` before the batch is done. `get(timeout)`
 (alias `result`) returns the metadata or raises the record's error (a `KafkaError`);
 `exception(timeout)` returns that error or None; both raise `KafkaTimeoutError` when `timeout`
-(seconds) passes first.
+(seconds) passes first. `partition` and `offset()` give where a done record went without building
+its metadata (for callers that answer many records at once).
 """
 
 from __future__ import annotations
@@ -82,6 +83,17 @@ class FutureRecordMetadata:
         return self._batch.metadata(self._index)
 
     result = get
+
+    def offset(self) -> int:
+        """The record's offset once it is done (-1 with acks=0), without building its metadata;
+        raises its error if it failed, KafkaTimeoutError if it is not done."""
+        self._wait(0)
+        return self._batch.offset(self._index)
+
+    @property
+    def partition(self) -> int:
+        """The partition the record was sent to (known once `send` returned)."""
+        return self._batch.partition
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         self._wait(timeout)

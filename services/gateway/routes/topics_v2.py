@@ -451,10 +451,10 @@ def _offset_entry(future: Any, unanswered: KafkaError) -> dict[str, Any]:
     if not future.done():
         return _error_entry(unanswered)
     try:
-        metadata = future.get(0)
+        offset = future.offset()
     except Exception as error:  # noqa: BLE001 - the record's own error, answered in its entry
         return _error_entry(error)
-    return {"partition": metadata.partition, "offset": metadata.offset, "error_code": None, "error": None}
+    return {"partition": future.partition, "offset": offset, "error_code": None, "error": None}
 
 
 def _error_entry(error: BaseException | None) -> dict[str, Any]:

@@ -31,6 +31,13 @@ class Outcome:
     def exception(self, timeout: float | None = None) -> BaseException | None:
         return self.error
 
+    @property
+    def partition(self) -> int:
+        return self.metadata.partition
+
+    def offset(self) -> int:
+        return self.get().offset
+
     def get(self, timeout: float | None = None) -> RecordMetadata:
         if self.error is not None:  # as FutureRecordMetadata.get raises the record's error
             raise self.error
