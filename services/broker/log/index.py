@@ -120,7 +120,12 @@ class MmapIndex(SegmentFile):
         except FileNotFoundError:
             return None  # deleted under a late reader: lookups fall back to scanning the log
         try:
-            mm = _map(fd, min(self._length, os.fstat(fd).st_size))
+            while True:
+                try:
+                    mm = _map(fd, min(self._length, os.fstat(fd).st_size))
+                    break
+                except ValueError:  # trimmed (a roll) between the fstat and the mapping: measure again
+                    continue
         finally:
             os.close(fd)
         self._mm = mm

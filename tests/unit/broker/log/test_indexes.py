@@ -51,6 +51,28 @@ def test_reopened_index_holds_its_entries(tmp_path):
     again.sanity_check(log_size=1000)
 
 
+def test_a_lookup_maps_the_file_again_when_it_shrank_before_the_mapping(tmp_path, monkeypatch):
+    """A roll trims the active segment's index while a reader may be mapping it: the mapping is made
+    again at the new size instead of failing ("mmap length is greater than file size")."""
+    import services.broker.log.index as index_module
+
+    index = offset_index(tmp_path)
+    for i in range(1, 6):
+        index.append(BASE + i * 10, i * 100)
+    index.flush()
+    real_map, failures = index_module._map, []
+
+    def shrunk_once(fd: int, length: int):
+        if not failures:
+            failures.append(length)
+            raise ValueError("mmap length is greater than file size")
+        return real_map(fd, length)
+
+    monkeypatch.setattr(index_module, "_map", shrunk_once)
+    assert index.lookup(BASE + 35) == (BASE + 30, 300)
+    assert failures
+
+
 def test_offset_lookup_finds_the_largest_entry_not_above_the_target(tmp_path):
     index = offset_index(tmp_path)
     assert index.lookup(BASE + 7) == (BASE, 0)
