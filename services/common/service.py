@@ -93,20 +93,31 @@ def service_arguments(description: str, argv: list[str] | None = None) -> argpar
     return args
 
 
-def run_service(kind: str, description: str, config_class, server_class, node_id_key: str,
-                argv: list[str] | None = None) -> int:
-    """The whole of a service's `__main__`: parse `--config` / `--override`, load `config_class`
-    (exit 2 with the error on a bad config), log as `<kind>-<id>`, run `server_class(config)`
-    until stopped (exit 1 with Kafka's error when its id is registered by a live process).
-    `node_id_key` names the config attribute holding the process's id."""
+def load_service_config(kind: str, description: str, config_class, node_id_key: str,
+                        argv: list[str] | None = None) -> tuple[Any, argparse.Namespace] | None:
+    """A process's start: parse `--config` / `--override`, load `config_class` and log as
+    `<kind>-<id>` (`node_id_key` names the config attribute holding the process's id); the config
+    and the parsed arguments, or None after printing the error of a bad config."""
     args = service_arguments(description, argv)
-    sources = [args.config] if args.config else []
+    args.sources = [args.config] if args.config else []
     try:
-        config = config_class.load(*sources, args.overrides)
+        config = config_class.load(*args.sources, args.overrides)
     except ConfigError as exc:
         print(f"{kind}: {exc}", file=sys.stderr)
-        return 2
+        return None
     configure_logging(f"{kind}-{getattr(config, node_id_key)}")
+    return config, args
+
+
+def run_service(kind: str, description: str, config_class, server_class, node_id_key: str,
+                argv: list[str] | None = None) -> int:
+    """The whole of a service's `__main__`: `load_service_config` (exit 2 on a bad config), then
+    run `server_class(config)` until stopped (exit 1 with Kafka's error when its id is registered
+    by a live process)."""
+    loaded = load_service_config(kind, description, config_class, node_id_key, argv)
+    if loaded is None:
+        return 2
+    config, _ = loaded
     try:
         server_class(config).run()
     except DuplicateRegistrationError as exc:

@@ -26,9 +26,8 @@ from collections.abc import Mapping
 
 import uvicorn
 
-from services.common.config import ConfigError
 from services.common.logging_setup import configure_logging
-from services.common.service import service_arguments
+from services.common.service import load_service_config
 from services.gateway.app import advertised_url, create_app, listener_address
 from services.gateway.config import GatewayConfig
 from services.gateway.consumer_instances import worker_port
@@ -42,16 +41,13 @@ PR_SET_PDEATHSIG = 1
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = service_arguments("Odradek HTTP gateway: REST Proxy v2/v3 and Arrow range reads.", argv)
-    sources = [args.config] if args.config else []
-    try:
-        config = GatewayConfig.load(*sources, args.overrides)
-    except ConfigError as exc:
-        print(f"gateway: {exc}", file=sys.stderr)
+    loaded = load_service_config("gateway", "Odradek HTTP gateway: REST Proxy v2/v3 and Arrow range reads.",
+                                 GatewayConfig, "gateway_id", argv)
+    if loaded is None:
         return 2
-    configure_logging(f"gateway-{config.gateway_id}")
+    config, args = loaded
     if config.num_workers > 1:
-        return supervise_workers(config, sources, args.overrides)
+        return supervise_workers(config, args.sources, args.overrides)
     host, port = listener_address(config.listeners)
     uvicorn.run(create_app(config), host=host, port=port, log_config=None, access_log=False,
                 timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)

@@ -59,6 +59,10 @@ def topic_not_found(topic: str) -> RestError:
     return RestError(404, TOPIC_NOT_FOUND, f"Topic {topic} not found.")
 
 
+def cluster_not_found(cluster_id: str) -> RestError:
+    return RestError(404, 404, f"Cluster {cluster_id} cannot be found.")
+
+
 def partition_not_found(topic: str, partition: int) -> RestError:
     return RestError(404, PARTITION_NOT_FOUND, f"Partition {partition} of topic {topic} not found.")
 

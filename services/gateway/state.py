@@ -13,9 +13,9 @@ import asyncio
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from fastapi import Request
+from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
 
 from services.clients.admin import Admin
@@ -56,3 +56,6 @@ class GatewayState:
 def gateway_state(request: Request) -> GatewayState:
     """The process's GatewayState (a FastAPI dependency)."""
     return request.app.state.gateway
+
+
+State = Annotated[GatewayState, Depends(gateway_state)]  # a route's parameter of the process's state

@@ -28,10 +28,10 @@ import base64
 import enum
 import json
 import time
-from typing import Annotated, NamedTuple
+from typing import NamedTuple
 
 import pyarrow as pa
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
@@ -42,12 +42,13 @@ from services.gateway.arrow_records import SCHEMA, RangeRecords
 from services.gateway.errors import (
     INVALID_OFFSET,
     RestError,
+    cluster_not_found,
     error_responses,
     partition_not_found,
     topic_not_found,
 )
 from services.gateway.media import ARROW_STREAM, JSON, check_accept
-from services.gateway.state import GatewayState, gateway_state
+from services.gateway.state import GatewayState, State
 
 router = APIRouter(tags=["v3 range reads"])
 
@@ -125,7 +126,7 @@ async def shutdown(state: GatewayState) -> None:
             responses={200: {"model": RangeAnswer, "content": {ARROW_STREAM: {"schema": {
                 "type": "string", "format": "binary", "description": "An Arrow IPC stream of Spark's Kafka source "
                 "schema; the offsets in X-Odradek-* headers"}}}}, **error_responses(404, 406, 422, 500, 503)})
-async def read_range(request: Request, state: Annotated[GatewayState, Depends(gateway_state)], cluster_id: str,
+async def read_range(request: Request, state: State, cluster_id: str,
                      topic_name: str, partition_id: int,
                      offset: int | None = Query(None, description="The first offset (default: the earliest)."),
                      end_offset: int | None = Query(None, description="The offset after the last (default: the "
@@ -171,7 +172,7 @@ def check_partition(client: LowLevelClient, cluster_id: str, topic: str, partiti
         partitions = client.partitions_for(topic, retry_timeout_ms=remaining_ms(deadline))
     known = client.metadata.cluster_id
     if known is not None and cluster_id != known:
-        raise RestError(404, 404, f"Cluster {cluster_id} not found.")
+        raise cluster_not_found(cluster_id)
     if not partitions:
         raise topic_not_found(topic)
     if all(info.partition != partition for info in partitions):

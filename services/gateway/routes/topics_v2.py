@@ -35,10 +35,10 @@ import threading
 import time
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Annotated, Any
+from typing import Any
 
 import orjson
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
@@ -61,7 +61,7 @@ from services.gateway.errors import (
     topic_not_found,
 )
 from services.gateway.media import EmbeddedFormat
-from services.gateway.state import GatewayState, gateway_state
+from services.gateway.state import GatewayState, State
 
 MALFORMED_JSON = 400  # REST Proxy answers a body that is not JSON with 400 and error code 400
 LARGE_BODY_BYTES = 256 * 1024
@@ -80,7 +80,6 @@ class V2Response(JSONResponse):
         return orjson.dumps(content)
 
 
-State = Annotated[GatewayState, Depends(gateway_state)]
 router = APIRouter(tags=["v2 topics and produce"], default_response_class=V2Response)
 
 

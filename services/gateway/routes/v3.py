@@ -32,13 +32,13 @@ from services.gateway.routes.v3_resources import (
     ClusterLinks,
     KnownCluster,
     Links,
-    State,
     bad_request,
     cluster_call,
     describe_topic,
     json_body,
     not_found,
 )
+from services.gateway.state import State
 
 router = APIRouter(tags=["v3"])
 

@@ -25,8 +25,8 @@ from services.clients.admin_types import ConsumerGroupDescription, MemberDescrip
 from services.clients.partition_requests import READ_COMMITTED, ListOffsetsResult
 from services.common.topic_partition import TopicPartition
 from services.gateway.errors import RestError
-from services.gateway.routes.v3_resources import ClusterLinks, Links, State, cluster_call, not_found
-from services.gateway.state import GatewayState
+from services.gateway.routes.v3_resources import ClusterLinks, Links, cluster_call, not_found
+from services.gateway.state import GatewayState, State
 
 router = APIRouter(tags=["v3"])
 

@@ -48,13 +48,12 @@ from services.gateway.routes.v3_produce_body import (
 )
 from services.gateway.routes.v3_resources import (
     KnownCluster,
-    State,
     bad_request,
     check_json_content,
     describe_topic,
     invalid_payload,
 )
-from services.gateway.state import GatewayState
+from services.gateway.state import GatewayState, State
 
 router = APIRouter(tags=["v3"])
 

@@ -25,9 +25,9 @@ from fastapi import Depends, Request
 
 from services.clients.admin_types import TopicDescription
 from services.common.errors import KafkaError
-from services.gateway.errors import V3_INVALID_PAYLOAD, RestError, from_kafka_error_v3
+from services.gateway.errors import V3_INVALID_PAYLOAD, RestError, cluster_not_found, from_kafka_error_v3
 from services.gateway.media import JSON, media_type
-from services.gateway.state import GatewayState, gateway_state
+from services.gateway.state import GatewayState, State
 
 T = TypeVar("T")
 
@@ -45,10 +45,6 @@ async def cluster_call(state: GatewayState, call: Callable[..., T], *args: Any, 
 async def describe_topic(state: GatewayState, name: str) -> TopicDescription:
     """The topic's description; 404/40403 when there is no such topic."""
     return (await cluster_call(state, state.admin.describe_topics, [name]))[name]
-
-
-def cluster_not_found(cluster_id: str) -> RestError:
-    return RestError(404, 404, f"Cluster {cluster_id} cannot be found.")
 
 
 def not_found() -> RestError:
@@ -91,7 +87,6 @@ async def local_cluster_id(state: GatewayState, *, refresh: bool = False) -> str
     return known
 
 
-State = Annotated[GatewayState, Depends(gateway_state)]
 
 
 async def known_cluster(cluster_id: str, state: State) -> str:
