@@ -36,7 +36,7 @@ system-deps:
 $(VENV)/.installed: pyproject.toml services/common/records/_framing.c
 	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev]' --config-settings editable_mode=compat
 	@touch $@
 
 test: setup

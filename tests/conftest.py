@@ -26,7 +26,7 @@ ZK_CONNECT_TIMEOUT_S = 15.0
 ZK_SESSION_TIMEOUT_S = 10.0
 ZK_LOG_TAIL_LINES = 80
 
-_INTEGRATION_DIR = Path(__file__).parent / "integration"
+_INTEGRATION_DIRS = (Path(__file__).parent / "integration", Path(__file__).parent / "spark")
 _chroot_numbers = itertools.count(1)
 
 
@@ -40,7 +40,7 @@ class ExternalZooKeeper:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if _INTEGRATION_DIR in item.path.parents:
+        if any(directory in item.path.parents for directory in _INTEGRATION_DIRS):
             item.add_marker(pytest.mark.integration)
 
 

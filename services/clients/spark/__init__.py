@@ -1,0 +1,23 @@
+"""The PySpark data source `odradek`: Spark's Kafka source and sink, through the HTTP gateway.
+
+`spark.read.format("odradek")`, `spark.readStream.format("odradek")`, `df.write.format("odradek")`
+and `df.writeStream.format("odradek")` take Spark's Kafka option names, with `gateway` (a comma
+separated list of gateway URLs) in place of `kafka.bootstrap.servers`. Spark finds the source by
+itself through the `pyspark_odradek` package; `register(spark)` registers it explicitly.
+
+Modules: `source` (the DataSource), `options` (option parsing and checks), `gateway` (the HTTP
+client), `batch_reader`, `stream_reader`, `writer`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+FORMAT = "odradek"
+
+
+def register(spark: Any) -> None:
+    """Registers the `odradek` format with a SparkSession."""
+    from services.clients.spark.source import OdradekDataSource
+
+    spark.dataSource.register(OdradekDataSource)

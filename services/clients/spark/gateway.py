@@ -1,0 +1,120 @@
+"""The Spark source's HTTP client of the gateway: one `GatewayClient` per driver or task.
+
+It tries the configured gateway URLs in turn (the next on a connection error or a 5xx that says
+retrying may help, until `timeout_s` passes), learns the cluster id once, and turns the gateway's
+error answers back into exceptions: a REST error whose message names a Kafka error
+(`NAME (code): text`, as the gateway writes them) becomes that `KafkaError`, any other a
+`GatewayRequestError` with the HTTP status and REST Proxy code.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import httpx
+
+from services.common.errors import KafkaError
+
+DEFAULT_TIMEOUT_S = 60.0
+RETRY_BACKOFF_S = 0.25
+RETRIABLE_REST_CODES = frozenset({50003, 50301, 50302})
+_KAFKA_MESSAGE = re.compile(r"^([A-Z_]+) \((-?\d+)\): (.*)$", re.DOTALL)
+
+
+class GatewayRequestError(Exception):
+    """An error answer of the gateway that names no Kafka error."""
+
+    def __init__(self, status: int, error_code: int, message: str) -> None:
+        super().__init__(f"HTTP {status} ({error_code}): {message}")
+        self.status = status
+        self.error_code = error_code
+        self.message = message
+
+
+def gateway_urls(text: str) -> list[str]:
+    """The URLs of a `gateway` option: comma separated, `http://` assumed when no scheme is given."""
+    urls = []
+    for part in text.split(","):
+        part = part.strip().rstrip("/")
+        if part:
+            urls.append(part if "://" in part else f"http://{part}")
+    return urls
+
+
+def error_of(response: httpx.Response) -> Exception:
+    """The exception an error answer stands for."""
+    try:
+        body = response.json()
+        code, message = int(body.get("error_code", response.status_code)), str(body.get("message", ""))
+    except (ValueError, AttributeError):
+        code, message = response.status_code, response.text[:500]
+    named = _KAFKA_MESSAGE.match(message)
+    if named:
+        error = KafkaError.from_code(int(named.group(2)), named.group(3))
+        if error.error_name == named.group(1):
+            return error
+    return GatewayRequestError(response.status_code, code, message)
+
+
+def retriable(error: Exception) -> bool:
+    if isinstance(error, httpx.TransportError):
+        return True
+    if isinstance(error, KafkaError):
+        return error.retriable
+    return isinstance(error, GatewayRequestError) and (error.error_code in RETRIABLE_REST_CODES
+                                                        or error.status in (502, 503, 504))
+
+
+class GatewayClient:
+    """Requests to the first gateway of `urls` that answers."""
+
+    def __init__(self, urls: list[str], timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        if not urls:
+            raise ValueError("no gateway URL given")
+        self.urls = list(urls)
+        self.timeout_s = timeout_s
+        self._current = 0
+        self._http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)))
+        self._cluster_id: str | None = None
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> GatewayClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def cluster_id(self) -> str:
+        if self._cluster_id is None:
+            self._cluster_id = self.get_json("/v3/clusters")["data"][0]["cluster_id"]
+        return self._cluster_id
+
+    def cluster_path(self, path: str) -> str:
+        """`/v3/clusters/<id>` + path."""
+        return f"/v3/clusters/{self.cluster_id}{path}"
+
+    def get_json(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        return self.request("GET", path, params=params).json()
+
+    def request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
+                headers: dict[str, str] | None = None, content: bytes | None = None) -> httpx.Response:
+        """The 2xx answer to a request, retried on other gateways while the error is retriable."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            url = self.urls[self._current] + path
+            try:
+                response = self._http.request(method, url, params=params, headers=headers, content=content)
+                if response.is_success:
+                    return response
+                error: Exception = error_of(response)
+            except httpx.TransportError as transport_error:
+                error = transport_error
+            if not retriable(error) or time.monotonic() >= deadline:
+                raise error
+            self._current = (self._current + 1) % len(self.urls)
+            time.sleep(RETRY_BACKOFF_S)
