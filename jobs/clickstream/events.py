@@ -110,7 +110,7 @@ def read_event(value: bytes) -> PageView | str:
     return PageView(fields["user_id"], fields["page"], event_time_ms)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class WindowAggregate:
     """One output row: a page's views and unique users in the minute starting at `window_start_ms`."""
 

@@ -43,13 +43,18 @@ def dead_letter_topic_of(topic: str) -> str:
     return f"{topic}-dead-letter"
 
 
-def read_aggregates(spark: Any, path: Path) -> list[events.WindowAggregate]:
-    """A job's Parquet output, sorted by window and page."""
+def collect_aggregates(aggregates: Any) -> list[events.WindowAggregate]:
+    """The rows of an aggregates DataFrame (`transform.AGGREGATE_COLUMNS`), sorted by window and page."""
     from pyspark.sql import functions as F
 
-    rows = (spark.read.parquet(str(path))
-            .select(F.unix_millis("window_start").alias("start"), "page", "page_views", "unique_users").collect())
+    rows = aggregates.select(F.unix_millis("window_start").alias("start"), "page", "page_views",
+                             "unique_users").collect()
     return sorted(events.WindowAggregate(row.start, row.page, row.page_views, row.unique_users) for row in rows)
+
+
+def read_aggregates(spark: Any, path: Path) -> list[events.WindowAggregate]:
+    """A job's Parquet output, sorted by window and page."""
+    return collect_aggregates(spark.read.parquet(str(path)))
 
 
 def count_records(spark: Any, gateway: str, topic: str) -> int:

@@ -46,6 +46,8 @@ class QueryProgress:
         self.seen.add(batch_id)
         read = int(progress.get("numInputRows") or 0)
         written = int((progress.get("sink") or {}).get("numOutputRows", -1))
+        if written < 0 and progress.get("stateOperators"):  # append mode writes the rows it evicts
+            written = sum(int(operator.get("numRowsRemoved", 0)) for operator in progress["stateOperators"])
         self.batches += 1
         self.records_read += read
         self.rows_written += max(written, 0)
