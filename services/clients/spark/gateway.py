@@ -70,14 +70,15 @@ def retriable(error: Exception) -> bool:
 class GatewayClient:
     """Requests to the first gateway of `urls` that answers."""
 
-    def __init__(self, urls: list[str], timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(self, urls: list[str] | tuple[str, ...], timeout_s: float = DEFAULT_TIMEOUT_S,
+                 cluster_id: str | None = None) -> None:
         if not urls:
             raise ValueError("no gateway URL given")
         self.urls = list(urls)
         self.timeout_s = timeout_s
         self._current = 0
         self._http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)))
-        self._cluster_id: str | None = None
+        self._cluster_id = cluster_id
 
     def close(self) -> None:
         self._http.close()

@@ -1,0 +1,41 @@
+"""`spark.read.format("odradek")`: one task per offset range, planned on the driver from the
+starting and ending options (Spark's Kafka source semantics) and read as Arrow batches."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from services.clients.spark.options import ReadOptions
+from services.clients.spark.planning import OffsetRange, Planner, offset_ranges, read_range, report_data_loss
+
+
+class OdradekBatchReader(DataSourceReader):
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        self.options = ReadOptions.parse(options, streaming=False)
+        self.schema = schema
+
+    def partitions(self) -> Sequence[InputPartition]:
+        planner = Planner(self.options)
+        try:
+            offsets = planner.partition_offsets()
+            starts = planner.resolve(self.options.starting, offsets, "startingOffsets")
+            ends = planner.resolve(self.options.ending, offsets, "endingOffsets")
+            for tp, start in starts.items():
+                if start < offsets[tp].earliest:
+                    report_data_loss(self.options.fail_on_data_loss,
+                                     f"startingOffsets {start} of {tp[0]}-{tp[1]} is before the partition's "
+                                     f"earliest offset {offsets[tp].earliest}.")
+                if ends[tp] < start:
+                    raise ValueError(f"The ending offset {ends[tp]} of {tp[0]}-{tp[1]} is before its starting "
+                                     f"offset {start}.")
+            return offset_ranges(starts, ends, planner.settings, self.options.min_partitions)
+        finally:
+            planner.close()
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if isinstance(partition, OffsetRange):  # with no range planned, Spark still reads one empty partition
+            yield from read_range(partition)

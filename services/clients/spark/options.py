@@ -1,0 +1,299 @@
+"""The `odradek` source's read options: Spark's Kafka source option names, parsed and checked at
+planning (on the driver), so a mistake fails the query before any task runs.
+
+`ReadOptions.parse(options, streaming=...)` takes the options as Spark hands them to a Python data
+source (names lower-cased) and answers a frozen, picklable `ReadOptions`, or raises
+`InvalidOptionError` naming the option, what was wrong and, for an unknown option, the known ones:
+- exactly one of `subscribe` (comma separated topics), `subscribePattern` (a regular expression a
+  whole topic name must match) and `assign` (JSON `{"topic": [partitions]}`);
+- `startingOffsets` / `endingOffsets`: `earliest`, `latest` or JSON `{"topic": {"partition":
+  offset}}` with -2 for earliest and -1 for latest (latest cannot start a batch read, earliest cannot
+  end one, streaming reads take no end); `startingTimestamp` (ms, every partition) or
+  `startingOffsetsByTimestamp` (JSON of ms per partition), which win over `startingOffsets` as in
+  Spark, with `startingOffsetsByTimestampStrategy` (`error` or `latest`) for partitions no record
+  reaches; `endingTimestamp` / `endingOffsetsByTimestamp` for batch reads;
+- `maxOffsetsPerTrigger` (streaming reads; ignored by batch reads, as in Spark), `minPartitions`,
+  `failOnDataLoss` (default true), `includeHeaders` (default false), `isolationLevel` (or Kafka's
+  `kafka.isolation.level`: read_uncommitted or read_committed);
+- `gateway` (required: comma separated gateway URLs), `maxBytesPerRequest` (the range reads' size,
+  default 8 MiB) and `timeoutMs` (how long a gateway request may be retried, default 60000).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.clients.spark.gateway import gateway_urls
+
+EARLIEST = -2
+LATEST = -1
+DEFAULT_MAX_BYTES_PER_REQUEST = 8 * 1024 * 1024
+DEFAULT_TIMEOUT_MS = 60000
+READ_UNCOMMITTED = "read_uncommitted"
+READ_COMMITTED = "read_committed"
+
+# Spark's names (as the user writes them) of every option the reader knows.
+READ_OPTION_NAMES = (
+    "gateway", "subscribe", "subscribePattern", "assign", "startingOffsets", "endingOffsets",
+    "startingTimestamp", "startingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
+    "endingTimestamp", "endingOffsetsByTimestamp", "maxOffsetsPerTrigger", "minPartitions",
+    "failOnDataLoss", "includeHeaders", "isolationLevel", "kafka.isolation.level", "maxBytesPerRequest",
+    "timeoutMs",
+)
+_KNOWN = {name.lower(): name for name in READ_OPTION_NAMES}
+# Spark's own keys that reach a data source's options without the user naming them.
+_IGNORED = frozenset({"path", "paths"})
+
+# A partition's offset spec: an offset, EARLIEST or LATEST; or ("timestamp", ms).
+OffsetSpec = int | tuple[str, int]
+
+
+class InvalidOptionError(ValueError):
+    """An option of the `odradek` source that is unknown, malformed or contradicts another."""
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """What to read: `topics`, a `pattern` or `assigned` partitions (exactly one is set)."""
+
+    topics: tuple[str, ...] = ()
+    pattern: str | None = None
+    assigned: tuple[tuple[str, int], ...] = ()
+
+    def matches(self, topic: str) -> bool:
+        if self.pattern is not None:
+            return re.fullmatch(self.pattern, topic) is not None
+        return topic in self.topics or any(topic == assigned for assigned, _ in self.assigned)
+
+
+@dataclass(frozen=True)
+class OffsetBound:
+    """Where a read starts or ends: `default` (an offset spec) for every partition not in
+    `per_partition`; `strategy` says what a timestamp no record reaches means ("error" or "latest")."""
+
+    default: OffsetSpec | None
+    per_partition: dict[tuple[str, int], OffsetSpec] = field(default_factory=dict)
+    strategy: str = "error"
+    specific: bool = False  # per-partition JSON: every partition read must be named
+
+    def spec_for(self, topic: str, partition: int) -> OffsetSpec | None:
+        return self.per_partition.get((topic, partition), self.default)
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    gateway: tuple[str, ...]
+    subscription: Subscription
+    starting: OffsetBound
+    ending: OffsetBound
+    max_offsets_per_trigger: int | None = None
+    min_partitions: int | None = None
+    fail_on_data_loss: bool = True
+    include_headers: bool = False
+    isolation_level: str = READ_UNCOMMITTED
+    max_bytes_per_request: int = DEFAULT_MAX_BYTES_PER_REQUEST
+    timeout_ms: int = DEFAULT_TIMEOUT_MS
+
+    @classmethod
+    def parse(cls, options: Mapping[str, Any], *, streaming: bool) -> ReadOptions:
+        given = {str(name).lower(): str(value) for name, value in options.items() if str(name).lower() not in _IGNORED}
+        _check_names(given)
+        return cls(
+            gateway=_gateway(given),
+            subscription=_subscription(given),
+            starting=_starting(given, streaming),
+            ending=_ending(given, streaming),
+            max_offsets_per_trigger=_positive(given, "maxOffsetsPerTrigger"),
+            min_partitions=_positive(given, "minPartitions"),
+            fail_on_data_loss=_boolean(given, "failOnDataLoss", True),
+            include_headers=_boolean(given, "includeHeaders", False),
+            isolation_level=_isolation_level(given),
+            max_bytes_per_request=_positive(given, "maxBytesPerRequest") or DEFAULT_MAX_BYTES_PER_REQUEST,
+            timeout_ms=_positive(given, "timeoutMs") or DEFAULT_TIMEOUT_MS,
+        )
+
+    @property
+    def timeout_s(self) -> float:
+        return self.timeout_ms / 1000
+
+
+def _check_names(given: Mapping[str, str]) -> None:
+    if "kafka.bootstrap.servers" in given:
+        raise InvalidOptionError("The odradek source reads through the HTTP gateway: give its URLs in the "
+                                 "'gateway' option instead of 'kafka.bootstrap.servers'.")
+    unknown = sorted(name for name in given if name not in _KNOWN)
+    if unknown:
+        raise InvalidOptionError(f"Unknown option(s) {', '.join(repr(name) for name in unknown)} for the odradek "
+                                 f"source; it knows: {', '.join(READ_OPTION_NAMES)}.")
+
+
+def _gateway(given: Mapping[str, str]) -> tuple[str, ...]:
+    urls = gateway_urls(given.get("gateway", ""))
+    if not urls:
+        raise InvalidOptionError("Option 'gateway' is required: the URL of an Odradek HTTP gateway "
+                                 "(several comma separated), e.g. http://localhost:8080.")
+    return tuple(urls)
+
+
+def _subscription(given: Mapping[str, str]) -> Subscription:
+    chosen = [name for name in ("subscribe", "subscribepattern", "assign") if name in given]
+    if len(chosen) != 1:
+        what = "none was" if not chosen else f"{' and '.join(_KNOWN[name] for name in chosen)} were"
+        raise InvalidOptionError("Exactly one of the options 'subscribe', 'subscribePattern' and 'assign' must "
+                                 f"be given to the odradek source; {what} given.")
+    value = given[chosen[0]].strip()
+    if chosen[0] == "subscribe":
+        topics = tuple(dict.fromkeys(topic.strip() for topic in value.split(",") if topic.strip()))
+        if not topics:
+            raise InvalidOptionError("Option 'subscribe' names no topic: give a comma separated list of topics.")
+        return Subscription(topics=topics)
+    if chosen[0] == "subscribepattern":
+        if not value:
+            raise InvalidOptionError("Option 'subscribePattern' is empty: give a regular expression of topics.")
+        try:
+            re.compile(value)
+        except re.error as error:
+            raise InvalidOptionError(f"Option 'subscribePattern' {value!r} is not a regular expression: "
+                                     f"{error}.") from None
+        return Subscription(pattern=value)
+    assigned = _json_object("assign", value)
+    partitions = []
+    for topic, numbers in assigned.items():
+        if not isinstance(numbers, list) or not all(isinstance(n, int) and n >= 0 for n in numbers):
+            raise InvalidOptionError(f"Option 'assign' must map topics to lists of partition numbers, like "
+                                     f'{{"topicA": [0, 1]}}; got {value!r}.')
+        partitions.extend((topic, n) for n in numbers)
+    if not partitions:
+        raise InvalidOptionError(f"Option 'assign' names no partition: {value!r}.")
+    return Subscription(assigned=tuple(dict.fromkeys(partitions)))
+
+
+def _json_object(name: str, value: str) -> dict[str, Any]:
+    try:
+        parsed = json.loads(value)
+    except ValueError as error:
+        raise InvalidOptionError(f"Option {_KNOWN.get(name.lower(), name)!r} is not valid JSON ({error}): "
+                                 f"{value!r}.") from None
+    if not isinstance(parsed, dict):
+        raise InvalidOptionError(f"Option {_KNOWN.get(name.lower(), name)!r} must be a JSON object: {value!r}.")
+    return parsed
+
+
+def _per_partition(name: str, value: str) -> dict[tuple[str, int], int]:
+    """{"topic": {"0": n}} -> {(topic, 0): n}."""
+    result = {}
+    for topic, partitions in _json_object(name, value).items():
+        if not isinstance(partitions, dict):
+            raise InvalidOptionError(f'Option {name!r} must map topics to {{"partition": number}} objects; '
+                                     f"got {value!r}.")
+        for partition, number in partitions.items():
+            if not (isinstance(partition, str) and partition.isdigit()) or not isinstance(number, int) \
+                    or isinstance(number, bool):
+                raise InvalidOptionError(f"Option {name!r}: partition {partition!r} of {topic!r} must be a "
+                                         f"partition number with an integer; got {number!r}.")
+            result[(topic, int(partition))] = number
+    return result
+
+
+def _timestamp(name: str, value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise InvalidOptionError(f"Option {name!r} must be a timestamp in ms since the epoch; got "
+                                 f"{value!r}.") from None
+    if number < 0:
+        raise InvalidOptionError(f"Option {name!r} must be a timestamp in ms since the epoch; got {value!r}.")
+    return number
+
+
+def _starting(given: Mapping[str, str], streaming: bool) -> OffsetBound:
+    strategy = given.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise InvalidOptionError("Option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest'; got "
+                                 f"{strategy!r}.")
+    if "startingtimestamp" in given:
+        return OffsetBound(("timestamp", _timestamp("startingTimestamp", given["startingtimestamp"])),
+                           strategy=strategy)
+    if "startingoffsetsbytimestamp" in given:
+        stamps = _per_partition("startingOffsetsByTimestamp", given["startingoffsetsbytimestamp"])
+        for (topic, partition), stamp in stamps.items():
+            if stamp < 0:
+                raise InvalidOptionError(f"Option 'startingOffsetsByTimestamp': the timestamp of {topic}-{partition} "
+                                         f"must be a time in ms, not {stamp}.")
+        return OffsetBound(None, {tp: ("timestamp", stamp) for tp, stamp in stamps.items()}, strategy=strategy,
+                           specific=True)
+    bound = _offsets(given, "startingOffsets", "earliest" if not streaming else "latest")
+    if not streaming and (bound.default == LATEST or LATEST in bound.per_partition.values()):
+        raise InvalidOptionError("Option 'startingOffsets' cannot be latest (-1) for a batch read of the odradek "
+                                 "source: a batch read would be empty.")
+    return bound
+
+
+def _ending(given: Mapping[str, str], streaming: bool) -> OffsetBound:
+    names = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
+    if streaming:
+        for name in names:
+            if name.lower() in given:
+                raise InvalidOptionError(f"Option {name!r} is not valid in a streaming read: a stream has no end.")
+        return OffsetBound(LATEST)
+    if "endingtimestamp" in given:
+        return OffsetBound(("timestamp", _timestamp("endingTimestamp", given["endingtimestamp"])), strategy="latest")
+    if "endingoffsetsbytimestamp" in given:
+        stamps = _per_partition("endingOffsetsByTimestamp", given["endingoffsetsbytimestamp"])
+        return OffsetBound(None, {tp: ("timestamp", stamp) for tp, stamp in stamps.items()}, strategy="latest",
+                           specific=True)
+    bound = _offsets(given, "endingOffsets", "latest")
+    if bound.default == EARLIEST or EARLIEST in bound.per_partition.values():
+        raise InvalidOptionError("Option 'endingOffsets' cannot be earliest (-2) for a batch read of the odradek "
+                                 "source: the read would be empty.")
+    return bound
+
+
+def _offsets(given: Mapping[str, str], name: str, default: str) -> OffsetBound:
+    value = given.get(name.lower(), default).strip()
+    if value.lower() == "earliest":
+        return OffsetBound(EARLIEST)
+    if value.lower() == "latest":
+        return OffsetBound(LATEST)
+    offsets = _per_partition(name, value)
+    for (topic, partition), offset in offsets.items():
+        if offset < EARLIEST:
+            raise InvalidOptionError(f"Option {name!r}: the offset of {topic}-{partition} must be an offset, -2 "
+                                     f"(earliest) or -1 (latest); got {offset}.")
+    return OffsetBound(None, offsets, specific=True)
+
+
+def _positive(given: Mapping[str, str], name: str) -> int | None:
+    value = given.get(name.lower())
+    if value is None:
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number <= 0:
+        raise InvalidOptionError(f"Option {name!r} must be a positive integer; got {value!r}.")
+    return number
+
+
+def _boolean(given: Mapping[str, str], name: str, default: bool) -> bool:
+    value = given.get(name.lower())
+    if value is None:
+        return default
+    if value.strip().lower() not in ("true", "false"):
+        raise InvalidOptionError(f"Option {name!r} must be true or false; got {value!r}.")
+    return value.strip().lower() == "true"
+
+
+def _isolation_level(given: Mapping[str, str]) -> str:
+    values = {given[name].strip().lower() for name in ("isolationlevel", "kafka.isolation.level") if name in given}
+    if len(values) > 1:
+        raise InvalidOptionError("Options 'isolationLevel' and 'kafka.isolation.level' disagree.")
+    level = values.pop() if values else READ_UNCOMMITTED
+    if level not in (READ_UNCOMMITTED, READ_COMMITTED):
+        raise InvalidOptionError(f"Option 'isolationLevel' must be read_uncommitted or read_committed; got {level!r}.")
+    return level

@@ -1,0 +1,234 @@
+"""Planning and reading offset ranges, shared by the batch and streaming readers.
+
+On the driver: `Planner` asks the gateway which partitions the subscription covers and their
+offsets (`GET .../topics/{t}/offsets`, one request per topic), turns a starting or ending
+`OffsetBound` into an offset per partition, and `offset_ranges` cuts [start, end) per partition into
+`OffsetRange` input partitions, split further when `minPartitions` asks for more tasks than there
+are partitions (by range size, as Spark's Kafka source does).
+
+In a task: `read_range` reads one `OffsetRange` from the gateway's range endpoint as Arrow IPC
+streams and yields pyarrow record batches as they arrive (no Python object per record), reporting
+data loss (a range starting before the partition's earliest offset, or offsets that no longer exist)
+as Spark's Kafka source does: an error when `failOnDataLoss`, else a warning and the records that
+remain.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import pyarrow as pa
+from pyspark.sql.datasource import InputPartition
+
+from services.clients.spark.gateway import GatewayClient
+from services.clients.spark.options import EARLIEST, LATEST, OffsetBound, OffsetSpec, ReadOptions
+from services.common.errors import Errors, KafkaError
+from services.gateway.media import ARROW_STREAM
+from services.gateway.routes.ranges import EARLIEST_HEADER, NEXT_OFFSET_HEADER
+
+logger = logging.getLogger(__name__)
+
+TopicPartitionKey = tuple[str, int]
+DATA_LOSS_HINT = ("Some data may have been lost because it is not available in Odradek any more: it was removed "
+                  "by retention or the topic was deleted before all of it was read. If you want the query to go on "
+                  "in such cases, set the source option 'failOnDataLoss' to 'false'.")
+
+
+class DataLossError(RuntimeError):
+    """Offsets a read needed are gone (with `failOnDataLoss`)."""
+
+
+@dataclass(frozen=True)
+class PartitionOffsets:
+    earliest: int
+    latest: int
+    timestamp_offset: int | None = None
+
+
+@dataclass(frozen=True)
+class ReadSettings:
+    """What a task needs of the options (picklable, small)."""
+
+    gateway: tuple[str, ...]
+    cluster_id: str
+    include_headers: bool
+    fail_on_data_loss: bool
+    isolation_level: str
+    max_bytes_per_request: int
+    timeout_s: float
+
+    @classmethod
+    def of(cls, options: ReadOptions, cluster_id: str) -> ReadSettings:
+        return cls(options.gateway, cluster_id, options.include_headers, options.fail_on_data_loss,
+                   options.isolation_level, options.max_bytes_per_request, options.timeout_s)
+
+
+class OffsetRange(InputPartition):
+    """Offsets [from_offset, until_offset) of one partition, read by one task."""
+
+    def __init__(self, topic: str, partition: int, from_offset: int, until_offset: int,
+                 settings: ReadSettings) -> None:
+        super().__init__((topic, partition, from_offset, until_offset))
+        self.topic = topic
+        self.partition = partition
+        self.from_offset = from_offset
+        self.until_offset = until_offset
+        self.settings = settings
+
+    @property
+    def size(self) -> int:
+        return self.until_offset - self.from_offset
+
+
+def report_data_loss(fail_on_data_loss: bool, message: str) -> None:
+    if fail_on_data_loss:
+        raise DataLossError(f"{message} {DATA_LOSS_HINT}")
+    logger.warning("%s Some data may have been lost.", message)
+
+
+class Planner:
+    """The driver's view of the subscription's partitions and offsets, through one GatewayClient."""
+
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+        self.client = GatewayClient(options.gateway, options.timeout_s)
+
+    def close(self) -> None:
+        self.client.close()
+
+    @property
+    def settings(self) -> ReadSettings:
+        return ReadSettings.of(self.options, self.client.cluster_id)
+
+    def topics(self) -> list[str]:
+        subscription = self.options.subscription
+        if subscription.pattern is not None:
+            listed = self.client.get_json(self.client.cluster_path("/topics"))["data"]
+            return sorted(entry["topic_name"] for entry in listed
+                          if not entry.get("is_internal") and subscription.matches(entry["topic_name"]))
+        if subscription.assigned:
+            return list(dict.fromkeys(topic for topic, _ in subscription.assigned))
+        return list(subscription.topics)
+
+    def topic_offsets(self, topic: str, timestamp: int | None = None) -> dict[int, PartitionOffsets] | None:
+        """The topic's partitions and offsets; None when there is no such topic."""
+        params: dict[str, Any] = {"isolation_level": self.options.isolation_level}
+        if timestamp is not None:
+            params["timestamp"] = timestamp
+        try:
+            answer = self.client.get_json(self.client.cluster_path(f"/topics/{quote(topic, safe='')}/offsets"),
+                                          params)
+        except KafkaError as error:
+            if error.code == Errors.UNKNOWN_TOPIC_OR_PARTITION:
+                return None
+            raise
+        return {entry["partition"]: PartitionOffsets(entry["earliest_offset"], entry["latest_offset"],
+                                                     entry.get("timestamp_offset"))
+                for entry in answer["partitions"]}
+
+    def partition_offsets(self) -> dict[TopicPartitionKey, PartitionOffsets]:
+        """Every partition the subscription covers now, with its offsets."""
+        subscription = self.options.subscription
+        found: dict[TopicPartitionKey, PartitionOffsets] = {}
+        for topic in self.topics():
+            offsets = self.topic_offsets(topic)
+            for partition, partition_offsets in (offsets or {}).items():
+                found[(topic, partition)] = partition_offsets
+        if subscription.assigned:
+            missing = [f"{topic}-{partition}" for topic, partition in subscription.assigned
+                       if (topic, partition) not in found]
+            if missing:
+                raise KafkaError.from_code(Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                                           f"assigned partition(s) {', '.join(missing)} do not exist")
+            found = {tp: found[tp] for tp in subscription.assigned}
+        return found
+
+    def resolve(self, bound: OffsetBound, offsets: dict[TopicPartitionKey, PartitionOffsets],
+                what: str) -> dict[TopicPartitionKey, int]:
+        """An offset per partition of `offsets` for a starting or ending bound (`what` names it)."""
+        if bound.specific:
+            named, covered = set(bound.per_partition), set(offsets)
+            if named != covered:
+                raise ValueError(
+                    f"{what} names specific offsets: it must name every partition read, and only those. "
+                    f"Named: {_names(named)}; read: {_names(covered)}. Use -2 for earliest, -1 for latest.")
+        resolved: dict[TopicPartitionKey, int] = {}
+        by_timestamp: dict[tuple[str, int], list[TopicPartitionKey]] = {}
+        for tp, partition_offsets in offsets.items():
+            spec: OffsetSpec | None = bound.spec_for(*tp)
+            if isinstance(spec, tuple):
+                by_timestamp.setdefault((tp[0], spec[1]), []).append(tp)
+            elif spec == EARLIEST:
+                resolved[tp] = partition_offsets.earliest
+            elif spec == LATEST or spec is None:
+                resolved[tp] = partition_offsets.latest
+            else:
+                resolved[tp] = int(spec)
+        for (topic, stamp), tps in by_timestamp.items():
+            at_stamp = self.topic_offsets(topic, stamp) or {}
+            for tp in tps:
+                found = at_stamp.get(tp[1])
+                if found is not None and found.timestamp_offset is not None:
+                    resolved[tp] = found.timestamp_offset
+                elif bound.strategy == "latest":
+                    resolved[tp] = offsets[tp].latest
+                else:
+                    raise ValueError(f"{what}: no record of {tp[0]}-{tp[1]} has a timestamp at or after {stamp}. "
+                                     "Set 'startingOffsetsByTimestampStrategy' to 'latest' to start such "
+                                     "partitions at their latest offset.")
+        return resolved
+
+
+def _names(tps: set[TopicPartitionKey]) -> str:
+    return ", ".join(f"{topic}-{partition}" for topic, partition in sorted(tps)) or "none"
+
+
+def offset_ranges(starts: dict[TopicPartitionKey, int], ends: dict[TopicPartitionKey, int],
+                  settings: ReadSettings, min_partitions: int | None) -> list[OffsetRange]:
+    """The non-empty ranges [start, end) per partition, split to give at least `min_partitions` tasks."""
+    ranges = [OffsetRange(topic, partition, starts[(topic, partition)], end, settings)
+              for (topic, partition), end in sorted(ends.items())
+              if (topic, partition) in starts and end > starts[(topic, partition)]]
+    if not min_partitions or min_partitions <= len(ranges):
+        return ranges
+    total = sum(r.size for r in ranges)
+    split: list[OffsetRange] = []
+    for r in ranges:
+        parts = max(1, min(r.size, round(r.size / total * min_partitions)))
+        step = math.ceil(r.size / parts)
+        for start in range(r.from_offset, r.until_offset, step):
+            split.append(OffsetRange(r.topic, r.partition, start, min(start + step, r.until_offset), settings))
+    return split
+
+
+def read_range(offset_range: OffsetRange) -> Iterator[pa.RecordBatch]:
+    """The records of one range as Arrow record batches, read from the gateway page by page."""
+    settings = offset_range.settings
+    topic, partition = offset_range.topic, offset_range.partition
+    path = f"/v3/clusters/{settings.cluster_id}/topics/{quote(topic, safe='')}/partitions/{partition}/records"
+    position = offset_range.from_offset
+    with GatewayClient(settings.gateway, settings.timeout_s, cluster_id=settings.cluster_id) as client:
+        while position < offset_range.until_offset:
+            response = client.request("GET", path, headers={"Accept": ARROW_STREAM}, params={
+                "offset": position, "end_offset": offset_range.until_offset,
+                "max_bytes": settings.max_bytes_per_request, "isolation_level": settings.isolation_level})
+            earliest = int(response.headers[EARLIEST_HEADER])
+            next_offset = int(response.headers[NEXT_OFFSET_HEADER])
+            if position < earliest:
+                report_data_loss(settings.fail_on_data_loss,
+                                 f"Offsets {position} to {min(earliest, offset_range.until_offset)} of "
+                                 f"{topic}-{partition} are gone: the partition now starts at {earliest}.")
+            for batch in pa.ipc.open_stream(response.content):
+                if batch.num_rows:
+                    yield batch if settings.include_headers else batch.drop_columns(["headers"])
+            if next_offset <= position:
+                report_data_loss(settings.fail_on_data_loss,
+                                 f"Offsets {position} to {offset_range.until_offset} of {topic}-{partition} "
+                                 f"cannot be read: the partition ends before them now.")
+                return
+            position = next_offset
