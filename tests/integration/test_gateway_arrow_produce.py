@@ -7,16 +7,17 @@ broker refuses answered with its Kafka error and the count of records acknowledg
 from __future__ import annotations
 
 import base64
-import io
 from collections.abc import Iterator
 
 import httpx
 import pyarrow as pa
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from services.clients.admin import Admin
 from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
+from services.clients.spark.writer import ipc_stream
 from services.gateway.arrow_records import HEADER_TYPE
 from tests.integration.conftest import CLIENT_CONFIG, create_topic, gateway_module_cluster
 
@@ -32,11 +33,15 @@ TOPICS = {FIRST: 3, SECOND: 2, SMALL: 1}
 def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path_factory) -> Iterator[LocalCluster]:
     with gateway_module_cluster(request, zookeeper, _zk_root_client, tmp_path_factory, "gwarrow",
                                 gateway_config={"max.record.bytes": MAX_RECORD_BYTES}) as cluster:
-        with Admin(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG) as admin:
-            for topic, partitions in TOPICS.items():
-                create_topic(admin, topic, partitions,
-                             configs={"max.message.bytes": "1000"} if topic == SMALL else None)
+        create_topics(cluster, TOPICS, SMALL)
         yield cluster
+
+
+def create_topics(cluster: LocalCluster, topics: dict[str, int], small: str) -> None:
+    """Creates each topic with its number of partitions; `small` refuses batches over 1000 bytes."""
+    with Admin(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG) as admin:
+        for topic, partitions in topics.items():
+            create_topic(admin, topic, partitions, configs={"max.message.bytes": "1000"} if topic == small else None)
 
 
 @pytest.fixture(scope="module")
@@ -62,13 +67,6 @@ def end_offsets(cluster: LocalCluster) -> Iterator:
     client.close()
 
 
-def ipc(table: pa.Table) -> bytes:
-    sink = io.BytesIO()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue()
-
-
 def read_back(http: httpx.Client, cluster_path: str, topic: str, partition: int, offset: int = 0) -> list[tuple]:
     """(key, value, headers) of each record of the partition from `offset`, by the range endpoint."""
     def unbase64(text: str | None) -> bytes | None:
@@ -91,7 +89,7 @@ def test_records_round_trip_with_keys_headers_and_partitions(http: httpx.Client,
     table = pa.table({"key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.binary()),
                       "partition": pa.array(partitions, pa.int32()),
                       "headers": pa.array(headers, pa.list_(HEADER_TYPE))})
-    response = http.post(f"{cluster_path}/records", params={"topic": FIRST}, content=ipc(table), headers=ARROW)
+    response = http.post(f"{cluster_path}/records", params={"topic": FIRST}, content=ipc_stream(table), headers=ARROW)
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["records"] == count and sum(entry["records"] for entry in body["partitions"]) == count
@@ -117,7 +115,7 @@ def test_a_topic_column_takes_the_topic_parameter_where_null(http: httpx.Client,
     table = pa.table({"topic": pa.array(topics, pa.string()),
                       "value": pa.array([f"text-{n}" for n in range(30)], pa.string()),
                       "key": pa.array(["same-key"] * 30, pa.large_string())})
-    response = http.post(f"{cluster_path}/records", params={"topic": SECOND}, content=ipc(table), headers=ARROW)
+    response = http.post(f"{cluster_path}/records", params={"topic": SECOND}, content=ipc_stream(table), headers=ARROW)
     assert response.status_code == 200, response.text
     per_topic = {}
     for entry in response.json()["partitions"]:
@@ -173,7 +171,7 @@ def value_table(**columns) -> pa.Table:
 def test_refused_requests_are_answered_and_write_nothing(http: httpx.Client, cluster_path: str, end_offsets,
                                                          case: dict, status: int, error_code: int, says: str):
     before = end_offsets()
-    content = case.get("content", ipc(case.get("table", value_table())))
+    content = case.get("content", ipc_stream(case.get("table", value_table())))
     response = http.post(case.get("path", f"{cluster_path}/records"), params=case.get("params", {"topic": FIRST}),
                          content=content, headers=case.get("headers", ARROW))
     assert (response.status_code, response.json()["error_code"]) == (status, error_code), response.text
@@ -185,7 +183,7 @@ def test_a_record_the_broker_refuses_is_answered_with_its_kafka_error(http: http
                                                                       end_offsets):
     before = end_offsets()
     table = pa.table({"value": [b"x" * 5000]})
-    response = http.post(f"{cluster_path}/records", params={"topic": SMALL}, content=ipc(table), headers=ARROW)
+    response = http.post(f"{cluster_path}/records", params={"topic": SMALL}, content=ipc_stream(table), headers=ARROW)
     assert response.status_code == 500, response.text
     body = response.json()
     assert body["error_code"] == 50002
@@ -196,13 +194,12 @@ def test_a_record_the_broker_refuses_is_answered_with_its_kafka_error(http: http
 
 def test_produced_records_are_counted(http: httpx.Client, cluster_path: str):
     def produced() -> float:
-        for line in http.get("/metrics").text.splitlines():
-            if line.startswith('odradek_gateway_records_total{direction="produced"}'):
-                return float(line.split()[-1])
-        return 0.0
+        return sum(sample.value for family in text_string_to_metric_families(http.get("/metrics").text)
+                   for sample in family.samples
+                   if sample.name == "odradek_gateway_records_total" and sample.labels["direction"] == "produced")
 
     before = produced()
     table = pa.table({"value": [b"a", b"b", b"c"]})
-    assert http.post(f"{cluster_path}/records", params={"topic": SECOND}, content=ipc(table),
+    assert http.post(f"{cluster_path}/records", params={"topic": SECOND}, content=ipc_stream(table),
                      headers=ARROW).status_code == 200
     assert produced() == before + 3

@@ -6,16 +6,15 @@ planned, with the message; a record the broker refuses fails the job with the Ka
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from services.clients.admin import Admin
 from services.clients.launcher import LocalCluster
-from tests.integration.conftest import CLIENT_CONFIG, create_topic, gateway_module_cluster
+from tests.integration.conftest import gateway_module_cluster
+from tests.integration.test_gateway_arrow_produce import create_topics, read_back
 
 CLICKS = "sink-clicks"
 VIEWS = "sink-views"
@@ -29,10 +28,7 @@ HEADERS_SQL = "array<struct<key: string, value: binary>>"
 def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path_factory) -> Iterator[LocalCluster]:
     with gateway_module_cluster(request, zookeeper, _zk_root_client, tmp_path_factory, "sparkwrite",
                                 brokers=1) as cluster:
-        with Admin(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG) as admin:
-            for topic, partitions in TOPICS.items():
-                create_topic(admin, topic, partitions,
-                             configs={"max.message.bytes": "1000"} if topic == SMALL else None)
+        create_topics(cluster, TOPICS, SMALL)
         yield cluster
 
 
@@ -44,18 +40,8 @@ def http(cluster: LocalCluster) -> Iterator[httpx.Client]:
 
 def read_topic(http: httpx.Client, topic: str) -> dict[int, list[tuple]]:
     """Per partition: (key, value, headers) of every record, by the gateway's range endpoint."""
-    def unbase64(text: str | None) -> bytes | None:
-        return None if text is None else base64.b64decode(text)
-
-    cluster_id = http.get("/health").json()["cluster_id"]
-    partitions = {}
-    for partition in range(TOPICS[topic]):
-        response = http.get(f"/v3/clusters/{cluster_id}/topics/{topic}/partitions/{partition}/records")
-        assert response.status_code == 200, response.text
-        partitions[partition] = [
-            (unbase64(r["key"]), unbase64(r["value"]), tuple((h["key"], unbase64(h["value"])) for h in r["headers"]))
-            for r in response.json()["records"]]
-    return partitions
+    cluster_path = f"/v3/clusters/{http.get('/health').json()['cluster_id']}"
+    return {partition: read_back(http, cluster_path, topic, partition) for partition in range(TOPICS[topic])}
 
 
 def test_a_dataframe_round_trips_through_topics(spark, cluster: LocalCluster, http: httpx.Client):

@@ -255,8 +255,8 @@ def arrow_batches(items: Iterator[Any], schema: StructType) -> Iterator[pa.Recor
         yield pa.RecordBatch.from_pylist([row.asDict() for row in rows], schema=arrow_schema)
 
 
-class OdradekBatchWriter(BatchWriterBase):
-    """`df.write.format("odradek")`: checks options and columns when the query is planned."""
+class OdradekSink:
+    """What the batch and the stream writer share: the checks when planned, the writing of a task."""
 
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         self.options = write_options(options)
@@ -265,6 +265,10 @@ class OdradekBatchWriter(BatchWriterBase):
 
     def write(self, iterator: Iterator[Any]) -> OdradekCommitMessage:
         return GatewaySink(self.options).write(arrow_batches(iterator, self.schema))
+
+
+class OdradekBatchWriter(OdradekSink, BatchWriterBase):
+    """`df.write.format("odradek")`: checks options and columns when the query is planned."""
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         logger.info("odradek: wrote %s", summary(messages))
@@ -273,16 +277,8 @@ class OdradekBatchWriter(BatchWriterBase):
         logger.warning("odradek: write aborted after %s (written records stay: at-least-once)", summary(messages))
 
 
-class OdradekStreamWriter(StreamWriterBase):
+class OdradekStreamWriter(OdradekSink, StreamWriterBase):
     """`df.writeStream.format("odradek")`: each micro-batch's rows, at least once."""
-
-    def __init__(self, options: dict[str, str], schema: StructType) -> None:
-        self.options = write_options(options)
-        check_schema(schema, self.options.topic)
-        self.schema = schema
-
-    def write(self, iterator: Iterator[Any]) -> OdradekCommitMessage:
-        return GatewaySink(self.options).write(arrow_batches(iterator, self.schema))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803 - Spark's name
         logger.info("odradek: batch %d wrote %s", batchId, summary(messages))
