@@ -90,8 +90,8 @@ def test_a_streaming_query_writes_every_row(spark, cluster: LocalCluster, http: 
     (("x",), "key string", {"topic": CLICKS}, "Required attribute 'value' not found"),
     (("x",), "value string", {}, "topic option required when no 'topic' attribute is present"),
     (("x", 1), "value string, partition long", {"topic": CLICKS}, "partition attribute unsupported type bigint"),
-    (("x",), "value string", {"topic": CLICKS, "acks": "all"}, "unknown option(s) acks of the odradek sink"),
-    (("x",), "value string", {"topic": CLICKS, "kafka.bootstrap.servers": "localhost:9092"}, "option gateway"),
+    (("x",), "value string", {"topic": CLICKS, "acks": "all"}, "Unknown option(s) 'acks' for the odradek sink"),
+    (("x",), "value string", {"topic": CLICKS, "kafka.bootstrap.servers": "localhost:9092"}, "'gateway' option"),
 ])
 def test_bad_options_and_columns_fail_at_planning(spark, cluster: LocalCluster, http: httpx.Client, row: tuple,
                                                   frame_sql: str, options: dict, says: str):

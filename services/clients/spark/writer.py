@@ -5,11 +5,11 @@ Options (Spark hands them over lower-cased): `gateway` (required: comma separate
 `topic` (the topic of every row: it overrides a `topic` column, as in Spark's Kafka sink),
 `maxRequestBytes` (default 4 MiB: no POST is larger, but for a single larger record) and
 `timeoutMs` (default 60000: how long a POST may take, retries on other gateways included).
-`checkpointLocation` and `path` are ignored; `kafka.bootstrap.servers` and anything else are
-refused when the query is planned, as are columns of the wrong type (Spark's Kafka sink's
-messages): `value` string or binary (required), `key` string or binary, `topic` string (required
-unless the option is given), `partition` int, `headers` array<struct<key: string, value: binary>>.
-Other columns are not sent.
+`checkpointLocation` and `path` (which Spark adds) are ignored; `kafka.bootstrap.servers` and
+anything else are refused when the query is planned (`options.InvalidOptionError`, worded as the
+source's), as are columns of the wrong type (Spark's Kafka sink's messages): `value` string or
+binary (required), `key` string or binary, `topic` string (required unless the option is given),
+`partition` int, `headers` array<struct<key: string, value: binary>>. Other columns are not sent.
 
 Each task POSTs its Arrow batches (only the columns above) in IPC streams of at most
 `maxRequestBytes`, in order; a POST that fails raises its error (a `KafkaError` named as the
@@ -39,16 +39,22 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from services.clients.spark.gateway import GatewayClient, gateway_urls
+from services.clients.spark.gateway import GatewayClient
+from services.clients.spark.options import (
+    DEFAULT_TIMEOUT_MS,
+    InvalidOptionError,
+    _check_names,
+    _gateway,
+    _positive,
+)
 from services.gateway.media import ARROW_STREAM
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
-DEFAULT_TIMEOUT_MS = 60_000
-MIN_MAX_REQUEST_BYTES = 1024
-KNOWN_OPTIONS = ("gateway", "topic", "maxRequestBytes", "timeoutMs")
-IGNORED_OPTIONS = ("checkpointLocation", "path")
+WRITE_OPTION_NAMES = ("gateway", "topic", "maxRequestBytes", "timeoutMs")
+# Spark's own keys that reach a sink's options without the user naming them (`save(path)`, a stream's).
+_IGNORED = frozenset({"path", "checkpointlocation"})
 SENT_COLUMNS = ("key", "value", "topic", "partition", "headers")
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 BYTES_TYPES = (StringType(), BinaryType())
@@ -67,52 +73,29 @@ class WriteOptions:
     timeout_ms: int
 
 
-def _positive_int(options: Mapping[str, str], name: str, default: int, least: int) -> int:
-    text = options.get(name.lower())
-    if text is None:
-        return default
-    try:
-        number = int(str(text).strip())
-    except ValueError:
-        raise ValueError(f"option {name}={text!r} is not an integer") from None
-    if number < least:
-        raise ValueError(f"option {name}={number} must be at least {least}")
-    return number
-
-
 def write_options(options: Mapping[str, str]) -> WriteOptions:
-    """The sink's options from Spark's (lower-cased) ones; ValueError naming what is wrong."""
-    given = {str(name).lower(): value for name, value in options.items()}
-    if "kafka.bootstrap.servers" in given:
-        raise ValueError("option kafka.bootstrap.servers is not used by the odradek sink: give the gateway's URLs "
-                         "in the option gateway (for example .option(\"gateway\", \"http://localhost:8080\"))")
-    known = {name.lower() for name in KNOWN_OPTIONS + IGNORED_OPTIONS}
-    unknown = sorted(name for name in given if name not in known)
-    if unknown:
-        raise ValueError(f"unknown option(s) {', '.join(unknown)} of the odradek sink: its options are "
-                         f"{', '.join(KNOWN_OPTIONS)}")
-    urls = gateway_urls(str(given.get("gateway") or ""))
-    if not urls:
-        raise ValueError("option gateway is required: the gateway's URLs, comma separated")
+    """The sink's options from Spark's (lower-cased) ones; InvalidOptionError naming what is wrong."""
+    given = {str(name).lower(): value for name, value in options.items() if str(name).lower() not in _IGNORED}
+    _check_names(given, WRITE_OPTION_NAMES, "sink")
     topic = given.get("topic")
     if topic is not None and not str(topic).strip():
-        raise ValueError("option topic is empty")
-    return WriteOptions(tuple(urls), None if topic is None else str(topic).strip(),
-                        _positive_int(given, "maxRequestBytes", DEFAULT_MAX_REQUEST_BYTES, MIN_MAX_REQUEST_BYTES),
-                        _positive_int(given, "timeoutMs", DEFAULT_TIMEOUT_MS, 1))
+        raise InvalidOptionError("Option 'topic' is empty.")
+    return WriteOptions(_gateway(given), None if topic is None else str(topic).strip(),
+                        _positive(given, "maxRequestBytes") or DEFAULT_MAX_REQUEST_BYTES,
+                        _positive(given, "timeoutMs") or DEFAULT_TIMEOUT_MS)
 
 
-def _unsupported(name: str, kind: DataType, wanted: str) -> ValueError:
-    return ValueError(f"{name} attribute unsupported type {kind.simpleString()}. {name} must be a(n) {wanted}")
+def _unsupported(name: str, kind: DataType, wanted: str) -> InvalidOptionError:
+    return InvalidOptionError(f"{name} attribute unsupported type {kind.simpleString()}. {name} must be a(n) {wanted}")
 
 
 def check_schema(schema: StructType, topic_option: str | None) -> None:
-    """Spark's Kafka sink's checks of the columns written; ValueError with its message."""
+    """Spark's Kafka sink's checks of the columns written; InvalidOptionError with its message."""
     types = {column.name: column.dataType for column in schema.fields}
     if "value" not in types:
-        raise ValueError("Required attribute 'value' not found")
+        raise InvalidOptionError("Required attribute 'value' not found")
     if topic_option is None and "topic" not in types:
-        raise ValueError("topic option required when no 'topic' attribute is present. Use the topic option for "
+        raise InvalidOptionError("topic option required when no 'topic' attribute is present. Use the topic option for "
                          "setting a topic.")
     wanted = {"value": (BYTES_TYPES, "string or binary"), "key": (BYTES_TYPES, "string or binary"),
               "topic": ((StringType(),), "string"), "partition": ((IntegerType(),), "int"),

@@ -8,6 +8,7 @@ import pytest
 from pyspark.sql import Row
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
+from services.clients.spark.options import InvalidOptionError
 from services.clients.spark.writer import (
     DEFAULT_MAX_REQUEST_BYTES,
     DEFAULT_TIMEOUT_MS,
@@ -36,18 +37,17 @@ def test_options_arrive_lower_cased_and_take_defaults():
 
 
 @pytest.mark.parametrize(("options", "says"), [
-    ({"kafka.bootstrap.servers": "broker:9092"}, "give the gateway's URLs in the option gateway"),
-    ({"gateway": "gw", "subscribe": "t", "acks": "all"}, "unknown option(s) acks, subscribe of the odradek sink: "
-                                                        "its options are gateway, topic, maxRequestBytes, timeoutMs"),
-    ({}, "option gateway is required"),
-    ({"gateway": " , "}, "option gateway is required"),
-    ({"gateway": "gw", "topic": " "}, "option topic is empty"),
-    ({"gateway": "gw", "maxrequestbytes": "4MB"}, "option maxRequestBytes='4MB' is not an integer"),
-    ({"gateway": "gw", "maxrequestbytes": "10"}, "option maxRequestBytes=10 must be at least 1024"),
-    ({"gateway": "gw", "timeoutms": "0"}, "option timeoutMs=0 must be at least 1"),
+    ({"kafka.bootstrap.servers": "broker:9092"}, "give its URLs in the 'gateway' option"),
+    ({"gateway": "gw", "subscribe": "t", "acks": "all"}, "Unknown option(s) 'acks', 'subscribe' for the odradek "
+                                                        "sink; it knows: gateway, topic, maxRequestBytes, timeoutMs."),
+    ({}, "Option 'gateway' is required"),
+    ({"gateway": " , "}, "Option 'gateway' is required"),
+    ({"gateway": "gw", "topic": " "}, "Option 'topic' is empty"),
+    ({"gateway": "gw", "maxrequestbytes": "4MB"}, "Option 'maxRequestBytes' must be a positive integer; got '4MB'"),
+    ({"gateway": "gw", "timeoutms": "0"}, "Option 'timeoutMs' must be a positive integer; got '0'"),
 ])
 def test_bad_options_are_refused_with_what_is_wrong(options: dict, says: str):
-    with pytest.raises(ValueError) as refused:
+    with pytest.raises(InvalidOptionError) as refused:
         write_options(options)
     assert says in str(refused.value)
 
@@ -78,7 +78,7 @@ def test_columns_of_spark_kafka_sink_types_are_accepted():
 ])
 def test_columns_of_other_types_are_refused_with_spark_kafka_sink_messages(columns: dict, topic: str | None,
                                                                             says: str):
-    with pytest.raises(ValueError) as refused:
+    with pytest.raises(InvalidOptionError) as refused:
         check_schema(schema(**columns), topic)
     assert says in str(refused.value)
 
