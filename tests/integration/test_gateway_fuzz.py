@@ -30,6 +30,8 @@ INSTANCE = "fuzz-instance"
 CALL_TIMEOUT_S = TEST_GATEWAY_CONFIG["request.timeout.ms"] / 1000 + 10
 calls: Counter[tuple[str, str, int]] = Counter()  # (method, path template, status) -> calls
 
+schemathesis.serializer.alias("application/vnd.apache.arrow.stream", "application/octet-stream")  # bodies as bytes
+
 
 @pytest.fixture(scope="module")
 def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path_factory) -> Iterator[LocalCluster]:

@@ -287,3 +287,19 @@ def test_a_stopped_broker_is_answered_5xx_within_the_request_timeout(cluster: Lo
         cluster.start_service("broker-1")
     wait_until(lambda: http.get(records_path, params={"offset": 0, "end_offset": 1}).status_code == 200, 30,
                message="range reads answered again")
+
+
+def test_topic_offsets_answer_every_partition_and_the_offset_of_a_timestamp(http, records_path, produced) -> None:
+    offsets_path = records_path.replace("/partitions/0/records", "/offsets")
+    body = http.get(offsets_path, params={"timestamp": START_MS + 5000}).json()
+    assert body == {"topic": TOPIC, "partitions": [
+        {"partition": 0, "earliest_offset": 0, "latest_offset": TOTAL, "high_watermark": TOTAL, "timestamp_offset": 5},
+        {"partition": 1, "earliest_offset": 0, "latest_offset": 0, "high_watermark": 0, "timestamp_offset": None}]}
+    committed = http.get(offsets_path, params={"isolation_level": "read_committed"}).json()
+    assert [p["latest_offset"] for p in committed["partitions"]] == [TOTAL, 0]
+    assert all(p["timestamp_offset"] is None for p in committed["partitions"])
+    late = http.get(offsets_path, params={"timestamp": START_MS + 10**9}).json()
+    assert [p["timestamp_offset"] for p in late["partitions"]] == [None, None]
+    missing = http.get(offsets_path.replace(f"/topics/{TOPIC}/", "/topics/no-such-topic/"))
+    assert (missing.status_code, missing.json()["error_code"]) == (404, 40403)
+    assert http.get(offsets_path, params={"timestamp": -1}).status_code == 422

@@ -121,14 +121,17 @@ class ReadOptions:
         return self.timeout_ms / 1000
 
 
-def _check_names(given: Mapping[str, str]) -> None:
+def _check_names(given: Mapping[str, str], names: tuple[str, ...] = READ_OPTION_NAMES, user: str = "source") -> None:
+    """Refuses `kafka.bootstrap.servers` and any option not in `names`; `user` is "source" or "sink"."""
     if "kafka.bootstrap.servers" in given:
-        raise InvalidOptionError("The odradek source reads through the HTTP gateway: give its URLs in the "
-                                 "'gateway' option instead of 'kafka.bootstrap.servers'.")
-    unknown = sorted(name for name in given if name not in _KNOWN)
+        verb = "reads" if user == "source" else "writes"
+        raise InvalidOptionError(f"The odradek {user} {verb} through the HTTP gateway: give its URLs in the "
+                                 f"'gateway' option instead of 'kafka.bootstrap.servers'.")
+    known = {name.lower() for name in names}
+    unknown = sorted(name for name in given if name not in known)
     if unknown:
         raise InvalidOptionError(f"Unknown option(s) {', '.join(repr(name) for name in unknown)} for the odradek "
-                                 f"source; it knows: {', '.join(READ_OPTION_NAMES)}.")
+                                 f"{user}; it knows: {', '.join(names)}.")
 
 
 def _gateway(given: Mapping[str, str]) -> tuple[str, ...]:

@@ -1,0 +1,133 @@
+"""Benchmark: Spark (local[2]) reading a topic through the `odradek` source, beside Spark reading the
+same records from a local Parquet file, and the streaming source's throughput.
+
+Starts its own cluster (`LocalCluster` with free ports in a temp dir: ZooKeeper, one controller, one
+broker, one coordinator, one uvicorn gateway), writes `--records` records of `--record-size` bytes
+(our Producer, lz4, null keys) over `--partitions` partitions, and has Spark write them once to a
+local Parquet file (the same rows and columns). Then for `--rounds` rounds, in an order that
+alternates, it times:
+
+- odradek: `spark.read.format("odradek")...load()` of the whole topic, every column materialized
+  (`write.format("noop")`);
+- parquet: `spark.read.parquet(file)`, the same;
+- stream: `spark.readStream.format("odradek")` from earliest with `trigger(availableNow=True)` into
+  the noop sink, in micro-batches of `--max-offsets-per-trigger`.
+
+Prints seconds and records/s of each per round and the odradek/parquet time ratio against the target
+(<= 3x the Parquet time).
+
+    python bench/spark_read.py [--records 1000000] [--record-size 100] [--partitions 4] [--rounds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from services.clients.admin import Admin  # noqa: E402
+from services.clients.admin_types import NewTopic  # noqa: E402
+from services.clients.launcher import LocalCluster  # noqa: E402
+from services.clients.producer import Producer  # noqa: E402
+from services.clients.spark.session import local_session  # noqa: E402
+
+TOPIC = "spark-bench"
+TIME_RATIO_TARGET = 3.0
+
+
+def produce(bootstrap: str, args) -> None:
+    pool = [random.randbytes(args.record_size) for _ in range(1024)]
+    with Producer(bootstrap_servers=bootstrap, acks="1", linger_ms=5, batch_size=256 * 1024,
+                  compression_type="lz4") as producer:
+        send = producer.send
+        for index in range(args.records):
+            send(TOPIC, pool[index & 1023], partition=index % args.partitions)
+        producer.flush()
+
+
+def timed(action) -> float:
+    start = time.perf_counter()
+    action()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--record-size", type=int, default=100, help="bytes of each record's value")
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=250_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
+        cluster = LocalCluster(Path(tmp) / "cluster", brokers=1, controllers=1, coordinators=1, gateways=1,
+                               free_ports=True, broker_config={"log.segment.bytes": 1 << 30})
+        spark = None
+        try:
+            cluster.start()
+            bootstrap = cluster.bootstrap_servers
+            with Admin(bootstrap_servers=bootstrap) as admin:
+                admin.create_topics([NewTopic(TOPIC, args.partitions, 1)])
+                admin.wait_for_topic(TOPIC, 60)
+            started = time.perf_counter()
+            produce(bootstrap, args)
+            print(f"{args.records:,} records x {args.record_size} B in {args.partitions} partitions written in "
+                  f"{time.perf_counter() - started:.1f} s; Spark local[2], {args.rounds} rounds in alternating "
+                  f"order, {os.cpu_count()} CPUs", flush=True)
+            spark = local_session("odradek-bench", conf={"spark.driver.memory": "2g"})
+            gateway = cluster.gateway_url()
+            parquet = str(Path(tmp) / "records.parquet")
+
+            def odradek_df():
+                return spark.read.format("odradek").option("gateway", gateway).option("subscribe", TOPIC).load()
+
+            odradek_df().write.parquet(parquet)
+            assert spark.read.parquet(parquet).count() == args.records
+            checkpoints = iter(range(1_000_000))
+
+            def stream() -> None:
+                query = (spark.readStream.format("odradek").option("gateway", gateway).option("subscribe", TOPIC)
+                         .option("startingOffsets", "earliest")
+                         .option("maxOffsetsPerTrigger", args.max_offsets_per_trigger).load()
+                         .writeStream.format("noop")
+                         .option("checkpointLocation", str(Path(tmp) / f"checkpoint-{next(checkpoints)}"))
+                         .trigger(availableNow=True).start())
+                query.awaitTermination()
+                read = sum(progress["numInputRows"] for progress in query.recentProgress)
+                assert read == args.records, read
+
+            actions = {"odradek": lambda: odradek_df().write.format("noop").mode("overwrite").save(),
+                       "parquet": lambda: spark.read.parquet(parquet).write.format("noop").mode("overwrite").save(),
+                       "stream": stream}
+            for action in actions.values():  # warm the JVM, the Python workers and the gateway up
+                action()
+            seconds: dict[str, list[float]] = {name: [] for name in actions}
+            for round_index in range(args.rounds):
+                order = list(actions) if round_index % 2 == 0 else list(reversed(actions))
+                for name in order:
+                    seconds[name].append(timed(actions[name]))
+                report(f"round {round_index + 1}", {name: values[-1] for name, values in seconds.items()}, args)
+            report("all rounds", {name: sum(values) / len(values) for name, values in seconds.items()}, args)
+        finally:
+            if spark is not None:
+                spark.stop()
+            cluster.stop()
+
+
+def report(label: str, seconds: dict[str, float], args) -> None:
+    ratio = seconds["odradek"] / seconds["parquet"]
+    verdict = "meets" if ratio <= TIME_RATIO_TARGET else "MISSES"
+    print(f"  {label}: odradek batch {seconds['odradek']:.2f} s ({args.records / seconds['odradek']:,.0f} records/s), "
+          f"parquet {seconds['parquet']:.2f} s ({args.records / seconds['parquet']:,.0f} records/s), "
+          f"odradek/parquet time {ratio:.2f}x ({verdict} <= {TIME_RATIO_TARGET}x); "
+          f"streaming {args.records / seconds['stream']:,.0f} records/s ({seconds['stream']:.2f} s)", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""The `odradek` source's read options (Spark's Kafka names, checked at planning), the offsets JSON of
+the streaming reader, the rate limit and the split of offset ranges by minPartitions: pure code."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from services.clients.spark.options import EARLIEST, LATEST, InvalidOptionError, ReadOptions
+from services.clients.spark.planning import ReadSettings, offset_ranges
+from services.clients.spark.stream_reader import from_json, rate_limited, to_json
+
+GATEWAY = {"gateway": "localhost:8080, http://other:8080/"}
+
+
+def parse(streaming: bool = False, **options: str) -> ReadOptions:
+    return ReadOptions.parse({name.lower(): value for name, value in {**GATEWAY, **options}.items()},
+                             streaming=streaming)
+
+
+def test_defaults_follow_spark_kafka_source() -> None:
+    batch = parse(subscribe="a, b,a")
+    assert batch.gateway == ("http://localhost:8080", "http://other:8080")
+    assert batch.subscription.topics == ("a", "b")
+    assert batch.starting.default == EARLIEST and batch.ending.default == LATEST
+    assert batch.fail_on_data_loss and not batch.include_headers and batch.isolation_level == "read_uncommitted"
+    streaming = parse(True, subscribePattern="clicks-.*")
+    assert streaming.starting.default == LATEST
+    assert streaming.subscription.matches("clicks-1") and not streaming.subscription.matches("xclicks-1")
+
+
+def test_offsets_json_and_timestamps() -> None:
+    options = parse(assign=json.dumps({"t": [0, 1]}), startingOffsets=json.dumps({"t": {"0": 5, "1": -2}}),
+                    endingOffsets=json.dumps({"t": {"0": -1, "1": 9}}))
+    assert options.subscription.assigned == (("t", 0), ("t", 1))
+    assert options.starting.per_partition == {("t", 0): 5, ("t", 1): EARLIEST} and options.starting.specific
+    assert options.ending.spec_for("t", 0) == LATEST
+    by_time = parse(subscribe="t", startingOffsets="earliest", startingTimestamp="1000",
+                    startingOffsetsByTimestampStrategy="latest")
+    assert by_time.starting.default == ("timestamp", 1000) and by_time.starting.strategy == "latest"
+    per_partition = parse(subscribe="t", startingOffsetsByTimestamp=json.dumps({"t": {"0": 7}}))
+    assert per_partition.starting.per_partition == {("t", 0): ("timestamp", 7)}
+    assert parse(True, subscribe="t", isolationLevel="READ_COMMITTED").isolation_level == "read_committed"
+
+
+@pytest.mark.parametrize(("streaming", "options", "message"), [
+    (False, {"subscribe": "t", "gateway": ""}, "'gateway' is required"),
+    (False, {}, "Exactly one of the options"),
+    (False, {"subscribe": "t", "subscribePattern": "x"}, "subscribe and subscribePattern were given"),
+    (False, {"subscribe": " , "}, "names no topic"),
+    (False, {"subscribePattern": "("}, "not a regular expression"),
+    (False, {"assign": "[1]"}, "must be a JSON object"),
+    (False, {"assign": '{"t": ["0"]}'}, "lists of partition numbers"),
+    (False, {"assign": '{"t": [0]'}, "not valid JSON"),
+    (False, {"subscribe": "t", "startingOffsets": "latest"}, "cannot be latest"),
+    (False, {"subscribe": "t", "startingOffsets": '{"t": {"0": -1}}'}, "cannot be latest"),
+    (False, {"subscribe": "t", "endingOffsets": "earliest"}, "cannot be earliest"),
+    (False, {"subscribe": "t", "startingOffsets": '{"t": {"x": 1}}'}, "must be a partition number"),
+    (False, {"subscribe": "t", "startingOffsets": '{"t": {"0": -3}}'}, "-2 (earliest) or -1 (latest)"),
+    (False, {"subscribe": "t", "startingTimestamp": "soon"}, "timestamp in ms"),
+    (False, {"subscribe": "t", "startingOffsetsByTimestampStrategy": "maybe"}, "'error' or 'latest'"),
+    (True, {"subscribe": "t", "endingOffsets": "latest"}, "not valid in a streaming read"),
+    (False, {"subscribe": "t", "minPartitions": "0"}, "positive integer"),
+    (False, {"subscribe": "t", "includeHeaders": "yes"}, "true or false"),
+    (False, {"subscribe": "t", "isolationLevel": "dirty"}, "read_uncommitted or read_committed"),
+    (False, {"subscribe": "t", "isolationLevel": "read_committed", "kafka.isolation.level": "read_uncommitted"},
+     "disagree"),
+    (False, {"subscribe": "t", "kafka.bootstrap.servers": "b:9092"}, "instead of 'kafka.bootstrap.servers'"),
+    (False, {"subscribe": "t", "maxOffsetPerTrigger": "5"}, "Unknown option(s) 'maxoffsetpertrigger'"),
+])
+def test_bad_options_are_refused_with_the_option_named(streaming: bool, options: dict[str, str],
+                                                        message: str) -> None:
+    with pytest.raises(InvalidOptionError) as refused:
+        parse(streaming, **options)
+    assert message in str(refused.value)
+
+
+def test_streaming_offsets_are_spark_kafka_json() -> None:
+    offsets = {("t", 0): 5, ("t", 10): 7, ("u", 1): 0}
+    assert to_json(offsets) == {"t": {"0": 5, "10": 7}, "u": {"1": 0}}
+    assert from_json(json.loads(json.dumps(to_json(offsets)))) == offsets
+
+
+def test_the_rate_limit_spreads_by_lag_and_never_passes_latest() -> None:
+    start = {("t", 0): 0, ("t", 1): 100}
+    latest = {("t", 0): 300, ("t", 1): 200, ("t", 2): 100}  # t-2 is new: from 0
+    ends = rate_limited(start, latest, 100)
+    assert ends == {("t", 0): 60, ("t", 1): 120, ("t", 2): 20}
+    assert rate_limited(start, latest, 10_000) == latest
+    assert rate_limited({("t", 0): 0, ("t", 1): 0}, {("t", 0): 1, ("t", 1): 1000}, 2) == {("t", 0): 1, ("t", 1): 1}
+
+
+def test_min_partitions_splits_ranges_by_size() -> None:
+    settings = ReadSettings(("http://g",), "c", False, True, "read_uncommitted", 1024, 1.0)
+    starts = {("t", 0): 0, ("t", 1): 0, ("t", 2): 5}
+    ends = {("t", 0): 900, ("t", 1): 100, ("t", 2): 5}
+    plain = offset_ranges(starts, ends, settings, None)
+    assert [(r.partition, r.from_offset, r.until_offset) for r in plain] == [(0, 0, 900), (1, 0, 100)]
+    split = offset_ranges(starts, ends, settings, 10)
+    assert len(split) >= 10
+    for partition, end in ((0, 900), (1, 100)):
+        pieces = sorted((r.from_offset, r.until_offset) for r in split if r.partition == partition)
+        assert pieces[0][0] == 0 and pieces[-1][1] == end
+        assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:], strict=False))
