@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     def traffic_options(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("--events", type=int, default=DEFAULT_EVENTS, help="records to send")
         sub.add_argument("--seed", type=int, default=16)
-        sub.add_argument("--start", help="event time of the first view (ISO-8601 UTC; default: now less the span)")
+        sub.add_argument("--start", help="first event time (ISO-8601 UTC; default: the traffic ends about now)")
         sub.add_argument("--late-share", type=float, default=0.05)
         sub.add_argument("--malformed-share", type=float, default=0.05)
 
@@ -72,14 +72,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def start_ms(args: argparse.Namespace) -> int:
+    """`--start`, or the minute that makes the closing view's event time about now."""
     if args.start:
         parsed = events.parse_event_time(args.start)
         if parsed is None:
             raise SystemExit(f"--start must look like 2026-11-26T10:00:00.000Z, not {args.start!r}")
         return parsed
-    span_ms = args.events * 60_000 // generator.VIEWS_PER_MINUTE
-    now_ms = int(time.time() * 1000)
-    return events.window_start_ms(now_ms - span_ms)
+    # The traffic from a minute boundary is the same traffic shifted: the one from 0 says how long it lasts.
+    from_zero = generator.generate_events(args.events, seed=args.seed, start_ms=0, late_share=args.late_share,
+                                          malformed_share=args.malformed_share)
+    length_ms = events.read_event(from_zero.records[-1].value).event_time_ms
+    return events.window_start_ms(int(time.time() * 1000) - length_ms)
 
 
 def session(name: str):

@@ -30,3 +30,12 @@ def test_the_clickstream_steps_parse_their_options():
     assert (stream.gateway, stream.topic, stream.processing_time) == ("http://127.0.0.1:8080", "t", "10 seconds")
     run = parser.parse_args(["run", "--start", "2026-11-26T10:00:00.000Z", "--events", "100"])
     assert clickstream.start_ms(run) == 1_795_687_200_000 and run.topic is None
+
+
+def test_by_default_the_traffic_ends_about_now(monkeypatch: pytest.MonkeyPatch):
+    now_ms = 1_795_687_200_000 + 12_345
+    monkeypatch.setattr(clickstream.time, "time", lambda: now_ms / 1000)
+    args = clickstream.build_parser().parse_args(["run", "--events", "300"])
+    sent = clickstream.generator.generate_events(300, seed=args.seed, start_ms=clickstream.start_ms(args))
+    closing_ms = clickstream.events.read_event(sent.records[-1].value).event_time_ms
+    assert now_ms - clickstream.events.WINDOW_MS < closing_ms <= now_ms
