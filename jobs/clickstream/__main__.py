@@ -2,7 +2,8 @@
 each against a gateway (`--gateway`, default http://127.0.0.1:8080, the gateway of `make up`).
 
     generate   send generated traffic to a topic; prints what was sent (`--records-file` keeps it)
-    stream     the Structured Streaming job (to the end of the topic; `--processing-time` runs on)
+    stream     the Structured Streaming job (to the end of the topic; `--processing-time` runs on
+               until SIGINT or SIGTERM stop its queries; a restart resumes from the checkpoints)
     backfill   the batch job, over its output directory
     run        all of it on new topics, then the comparison table; exit code 1 when outputs differ
 """
@@ -12,7 +13,9 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import signal
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -52,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     stream = command("stream", "run the Structured Streaming job")
     stream.add_argument("--topic", default=DEFAULT_TOPIC)
     stream.add_argument("--dead-letter-topic", help="default: <topic>-dead-letter")
+    stream.add_argument("--partitions", type=int, default=pipeline.DEFAULT_PARTITIONS,
+                        help="partitions of the dead-letter topic when it is created")
     stream.add_argument("--dir", type=Path, default=DEFAULT_BASE_DIR, help="base of the output and checkpoints")
     stream.add_argument("--processing-time", metavar="INTERVAL",
                         help="run on, one micro-batch per interval ('10 seconds'), instead of availableNow")
@@ -85,6 +90,10 @@ def start_ms(args: argparse.Namespace) -> int:
     return events.window_start_ms(int(time.time() * 1000) - length_ms)
 
 
+def progress(line: str) -> None:
+    print(line, flush=True)
+
+
 def session(name: str):
     from services.clients.spark.session import local_session
 
@@ -112,15 +121,22 @@ def run_generate(args: argparse.Namespace) -> int:
 def run_stream(args: argparse.Namespace) -> int:
     paths = pipeline.PipelinePaths(args.dir / args.topic)
     dead_letter_topic = args.dead_letter_topic or pipeline.dead_letter_topic_of(args.topic)
-    streaming.run_streaming(session("stream"), gateway=args.gateway, topic=args.topic,
-                            dead_letter_topic=dead_letter_topic, output_dir=paths.streaming,
-                            checkpoint_dir=paths.checkpoints, processing_time=args.processing_time)
+    with GatewayClient(gateway_urls(args.gateway)) as client:
+        generator.ensure_topic(client, dead_letter_topic, args.partitions)
+    spark = session("stream")
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):  # in place of PySpark's SIGINT handler, which cancels jobs
+        signal.signal(signum, lambda _signum, _frame: stop.set())
+    streaming.run_streaming(spark, gateway=args.gateway, topic=args.topic, dead_letter_topic=dead_letter_topic,
+                            output_dir=paths.streaming, checkpoint_dir=paths.checkpoints,
+                            processing_time=args.processing_time, out=progress, stop=stop)
     return 0
 
 
 def run_backfill(args: argparse.Namespace) -> int:
     paths = pipeline.PipelinePaths(args.dir / args.topic)
-    backfill.run_backfill(session("backfill"), gateway=args.gateway, topic=args.topic, output_dir=paths.backfill)
+    backfill.run_backfill(session("backfill"), gateway=args.gateway, topic=args.topic, output_dir=paths.backfill,
+                          out=progress)
     return 0
 
 
@@ -129,7 +145,7 @@ def run_all(args: argparse.Namespace) -> int:
     agreed = pipeline.run_pipeline(session("run"), gateway=args.gateway, topic=topic, base_dir=args.dir / topic,
                                    events_count=args.events, seed=args.seed, start_ms=start_ms(args),
                                    partitions=args.partitions, late_share=args.late_share,
-                                   malformed_share=args.malformed_share)
+                                   malformed_share=args.malformed_share, out=progress)
     return 0 if agreed else 1
 
 

@@ -6,12 +6,14 @@ Two queries read the topic, each with its own checkpoint under `checkpoint_dir`:
 (valid events -> Parquet under `output_dir`) and `dead-letters` (invalid records -> the dead-letter
 topic through the `odradek` sink, original key and value, a `dead-letter-reason` header). By default
 they run with `trigger(availableNow=True)`: they read what the topic holds, write every window the
-watermark closes and stop; with `processing_time` they keep running, one micro-batch per interval.
+watermark closes and stop; with `processing_time` they keep running, one micro-batch per interval,
+until asked to stop.
 Each query's progress (records read, rows written per micro-batch) is printed as it comes.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,9 +80,11 @@ def start_queries(spark: Any, *, gateway: str, topic: str, dead_letter_topic: st
     return queries
 
 
-def await_queries(queries: dict[str, Any], out: Callable[[str], None] = print) -> dict[str, QueryProgress]:
-    """Prints each query's progress until every query has stopped (forever for a processing-time
-    trigger, until interrupted); raises a query's failure."""
+def await_queries(queries: dict[str, Any], out: Callable[[str], None] = print,
+                  stop: threading.Event | None = None) -> dict[str, QueryProgress]:
+    """Prints each query's progress until every query has stopped (with a processing-time trigger,
+    until `stop` is set); raises a query's failure."""
+    stop = stop or threading.Event()
     totals = {name: QueryProgress() for name in queries}
 
     def report() -> None:
@@ -91,28 +95,29 @@ def await_queries(queries: dict[str, Any], out: Callable[[str], None] = print) -
                     out(f"[{name}] {line}")
 
     try:
-        while any(query.isActive for query in queries.values()):
+        while not stop.is_set() and any(query.isActive for query in queries.values()):
             for query in queries.values():
                 if query.isActive:
                     query.awaitTermination(PROGRESS_POLL_S)
             report()
-        for query in queries.values():
-            query.awaitTermination()  # raises the query's failure, if it failed
-        report()
     finally:
         for query in queries.values():
             if query.isActive:
                 query.stop()
+    for query in queries.values():
+        query.awaitTermination()  # raises the query's failure, if it failed
+    report()
     return totals
 
 
 def run_streaming(spark: Any, *, gateway: str, topic: str, dead_letter_topic: str, output_dir: Path,
                   checkpoint_dir: Path, processing_time: str | None = None,
-                  out: Callable[[str], None] = print) -> dict[str, QueryProgress]:
-    """Runs the job (to the end of the topic, or for good with `processing_time`); returns its totals."""
+                  out: Callable[[str], None] = print, stop: threading.Event | None = None) -> dict[str, QueryProgress]:
+    """Runs the job (to the end of the topic, or with `processing_time` until `stop` is set);
+    returns its totals."""
     queries = start_queries(spark, gateway=gateway, topic=topic, dead_letter_topic=dead_letter_topic,
                             output_dir=output_dir, checkpoint_dir=checkpoint_dir, processing_time=processing_time)
-    totals = await_queries(queries, out)
+    totals = await_queries(queries, out, stop)
     for name, total in totals.items():
         out(f"[{name}] {total.batches} batches, {total.records_read} records read, {total.rows_written} rows written")
     return totals
