@@ -68,8 +68,7 @@ def start_queries(spark: Any, *, gateway: str, topic: str, dead_letter_topic: st
     aggregates = (transform.aggregate_page_views(views).writeStream.queryName(AGGREGATES).format("parquet")
                   .outputMode("append").partitionBy("date").option("path", str(output_dir))
                   .option("checkpointLocation", str(checkpoint_dir / AGGREGATES)))
-    # unnamed: the odradek sink refuses the `queryName` option Spark hands a named query's sink
-    dead_letters = (transform.dead_letters(parsed).writeStream.format(FORMAT)
+    dead_letters = (transform.dead_letters(parsed).writeStream.queryName(DEAD_LETTERS).format(FORMAT)
                     .option("gateway", gateway).option("topic", dead_letter_topic)
                     .option("checkpointLocation", str(checkpoint_dir / DEAD_LETTERS)))
     queries = {}

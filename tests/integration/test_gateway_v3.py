@@ -269,6 +269,18 @@ def test_a_stream_of_a_thousand_records_is_answered_in_order(http: httpx.Client,
     assert produced and float(produced[0].split()[-1]) >= count
 
 
+def test_one_whole_body_of_more_records_than_reports_wait_is_answered(http: httpx.Client, cluster_id: str,
+                                                                      admin: Admin):
+    """25,000 records in one body with a Content-Length: more than MAX_IN_FLIGHT_REPORTS wait at once."""
+    topic = create_topic(admin, "v3-whole-body")
+    count = 25_000
+    body = b"".join(json.dumps({"value": {"type": "STRING", "data": f"v{i}"}}).encode() for i in range(count))
+    answer = http.post(records_path(cluster_id, topic), content=body, headers=JSON_HEADERS, timeout=120)
+    reports = [json.loads(line) for line in answer.text.splitlines() if line.strip()]
+    assert answer.status_code == 200 and len(reports) == count
+    assert [r["offset"] for r in reports] == list(range(count))
+
+
 def test_bad_records_in_a_stream_get_error_reports_and_the_stream_goes_on(http: httpx.Client, cluster: LocalCluster,
                                                                           cluster_id: str, admin: Admin):
     topic = create_topic(admin, "v3-mixed")

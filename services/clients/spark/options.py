@@ -101,19 +101,19 @@ class ReadOptions:
     @classmethod
     def parse(cls, options: Mapping[str, Any], *, streaming: bool) -> ReadOptions:
         given = {str(name).lower(): str(value) for name, value in options.items() if str(name).lower() not in _IGNORED}
-        _check_names(given)
+        check_option_names(given)
         return cls(
-            gateway=_gateway(given),
+            gateway=gateway_option(given),
             subscription=_subscription(given),
             starting=_starting(given, streaming),
             ending=_ending(given, streaming),
-            max_offsets_per_trigger=_positive(given, "maxOffsetsPerTrigger"),
-            min_partitions=_positive(given, "minPartitions"),
+            max_offsets_per_trigger=positive_option(given, "maxOffsetsPerTrigger"),
+            min_partitions=positive_option(given, "minPartitions"),
             fail_on_data_loss=_boolean(given, "failOnDataLoss", True),
             include_headers=_boolean(given, "includeHeaders", False),
             isolation_level=_isolation_level(given),
-            max_bytes_per_request=_positive(given, "maxBytesPerRequest") or DEFAULT_MAX_BYTES_PER_REQUEST,
-            timeout_ms=_positive(given, "timeoutMs") or DEFAULT_TIMEOUT_MS,
+            max_bytes_per_request=positive_option(given, "maxBytesPerRequest") or DEFAULT_MAX_BYTES_PER_REQUEST,
+            timeout_ms=positive_option(given, "timeoutMs") or DEFAULT_TIMEOUT_MS,
         )
 
     @property
@@ -121,7 +121,8 @@ class ReadOptions:
         return self.timeout_ms / 1000
 
 
-def _check_names(given: Mapping[str, str], names: tuple[str, ...] = READ_OPTION_NAMES, user: str = "source") -> None:
+def check_option_names(given: Mapping[str, str], names: tuple[str, ...] = READ_OPTION_NAMES,
+                       user: str = "source") -> None:
     """Refuses `kafka.bootstrap.servers` and any option not in `names`; `user` is "source" or "sink"."""
     if "kafka.bootstrap.servers" in given:
         verb = "reads" if user == "source" else "writes"
@@ -134,7 +135,7 @@ def _check_names(given: Mapping[str, str], names: tuple[str, ...] = READ_OPTION_
                                  f"{user}; it knows: {', '.join(names)}.")
 
 
-def _gateway(given: Mapping[str, str]) -> tuple[str, ...]:
+def gateway_option(given: Mapping[str, str]) -> tuple[str, ...]:
     urls = gateway_urls(given.get("gateway", ""))
     if not urls:
         raise InvalidOptionError("Option 'gateway' is required: the URL of an Odradek HTTP gateway "
@@ -270,7 +271,7 @@ def _offsets(given: Mapping[str, str], name: str, default: str) -> OffsetBound:
     return OffsetBound(None, offsets, specific=True)
 
 
-def _positive(given: Mapping[str, str], name: str) -> int | None:
+def positive_option(given: Mapping[str, str], name: str) -> int | None:
     value = given.get(name.lower())
     if value is None:
         return None

@@ -43,9 +43,9 @@ from services.clients.spark.gateway import GatewayClient
 from services.clients.spark.options import (
     DEFAULT_TIMEOUT_MS,
     InvalidOptionError,
-    _check_names,
-    _gateway,
-    _positive,
+    check_option_names,
+    gateway_option,
+    positive_option,
 )
 from services.gateway.media import ARROW_STREAM
 
@@ -54,7 +54,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
 WRITE_OPTION_NAMES = ("gateway", "topic", "maxRequestBytes", "timeoutMs")
 # Spark's own keys that reach a sink's options without the user naming them (`save(path)`, a stream's).
-_IGNORED = frozenset({"path", "checkpointlocation"})
+_IGNORED = frozenset({"path", "checkpointlocation", "queryname"})
 SENT_COLUMNS = ("key", "value", "topic", "partition", "headers")
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 BYTES_TYPES = (StringType(), BinaryType())
@@ -76,13 +76,13 @@ class WriteOptions:
 def write_options(options: Mapping[str, str]) -> WriteOptions:
     """The sink's options from Spark's (lower-cased) ones; InvalidOptionError naming what is wrong."""
     given = {str(name).lower(): value for name, value in options.items() if str(name).lower() not in _IGNORED}
-    _check_names(given, WRITE_OPTION_NAMES, "sink")
+    check_option_names(given, WRITE_OPTION_NAMES, "sink")
     topic = given.get("topic")
     if topic is not None and not str(topic).strip():
         raise InvalidOptionError("Option 'topic' is empty.")
-    return WriteOptions(_gateway(given), None if topic is None else str(topic).strip(),
-                        _positive(given, "maxRequestBytes") or DEFAULT_MAX_REQUEST_BYTES,
-                        _positive(given, "timeoutMs") or DEFAULT_TIMEOUT_MS)
+    return WriteOptions(gateway_option(given), None if topic is None else str(topic).strip(),
+                        positive_option(given, "maxRequestBytes") or DEFAULT_MAX_REQUEST_BYTES,
+                        positive_option(given, "timeoutMs") or DEFAULT_TIMEOUT_MS)
 
 
 def _unsupported(name: str, kind: DataType, wanted: str) -> InvalidOptionError:

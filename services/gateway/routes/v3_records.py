@@ -58,6 +58,7 @@ from services.gateway.state import GatewayState, State
 router = APIRouter(tags=["v3"])
 
 MAX_IN_FLIGHT_REPORTS = 10_000
+SUBMIT_CHUNK = 1000
 REPORT_SEPARATOR = b"\r\n"
 REPORT_GRACE_S = 2.0
 NOT_UTF8 = "Error processing JSON: the body is not UTF-8."
@@ -131,21 +132,33 @@ class RecordSender:
 
     async def submit(self, texts: Iterable[str],
                      pending: asyncio.Queue | None = None) -> list[asyncio.Future[Outcome]]:
-        """One future per text, in order (each also put in `pending`), once the sound records are
-        handed to the producer: in order, one batch at a time, which keeps each partition's order."""
-        futures, batch = [], []
+        """One future per text, in order: the sound records are handed to the producer in order,
+        `SUBMIT_CHUNK` at a time (which keeps each partition's order), and only then are their
+        futures put in `pending`, so a full `pending` never waits on records not yet sent."""
+        futures: list[asyncio.Future[Outcome]] = []
+        chunk: list[asyncio.Future[Outcome]] = []
+        batch: list[tuple[ProduceRecord, asyncio.Future[Outcome]]] = []
         for text in texts:
             future = self.loop.create_future()
             try:
                 batch.append((self.record(text), future))
             except RestError as error:
                 future.set_result(error)
-            futures.append(future)
-            if pending is not None:
-                await pending.put(future)
+            chunk.append(future)
+            if len(chunk) >= SUBMIT_CHUNK:
+                await self._hand_over(batch, chunk, pending)
+                futures += chunk
+                chunk, batch = [], []
+        await self._hand_over(batch, chunk, pending)
+        return futures + chunk
+
+    async def _hand_over(self, batch: list[tuple[ProduceRecord, asyncio.Future[Outcome]]],
+                         chunk: list[asyncio.Future[Outcome]], pending: asyncio.Queue | None) -> None:
         if batch:
             await run_in_threadpool(self._send_all, batch)
-        return futures
+        if pending is not None:
+            for future in chunk:
+                await pending.put(future)
 
     async def reports(self, texts: AsyncIterator[list[str]]) -> AsyncIterator[bytes]:
         """The delivery report of every record of `texts`, in order, each as it completes."""
