@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 ZOOKEEPER_JAR := /usr/share/java/zookeeper.jar
 PYTEST_ARGS ?=
 
-.PHONY: setup system-deps bench-deps test unit integration lint proto bench up down status clean
+.PHONY: setup system-deps bench-deps test unit integration lint proto bench up down status clean pipeline
 
 setup: system-deps $(VENV)/.installed
 
@@ -49,7 +49,7 @@ integration: setup
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests/integration
 
 lint: setup
-	$(VENV)/bin/ruff check services tests bench
+	$(VENV)/bin/ruff check services tests bench jobs
 
 proto: setup
 	$(PY) -m services.common.protogen
@@ -76,6 +76,13 @@ down:
 
 status:
 	$(VENV)/bin/odradek dev status --dir var
+
+# The clickstream pipeline (jobs/clickstream) against `make up`'s gateway: new topics, generated
+# traffic, the streaming job, the backfill, and a table comparing them; output under var/jobs/.
+GATEWAY ?= http://127.0.0.1:8080
+PIPELINE_ARGS ?=
+pipeline: setup
+	$(PY) -m jobs.clickstream run --gateway $(GATEWAY) --dir var/jobs/clickstream $(PIPELINE_ARGS)
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .hypothesis

@@ -1,6 +1,7 @@
 """The `odradek` command line: `topics`, `consumer-groups` (see `cli_groups`),
 `dev up|down|status|start|stop|restart|kill` (see `cli_dev`), `console-producer`,
 `console-consumer`, `producer-perf-test`, `consumer-perf-test` (see `cli_console` and `cli_perf`),
+`jobs run` (Spark jobs, see `cli_jobs`),
 and the simple `produce` / `fetch` tools built on the low-level client.
 
     odradek produce --bootstrap-server B --topic T [--partition P] [--key K] [--acks 1]
@@ -25,7 +26,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO, TextIO
 
-from services.clients import cli_console, cli_dev, cli_groups, cli_perf, cli_topics
+from services.clients import cli_console, cli_dev, cli_groups, cli_jobs, cli_perf, cli_topics
 from services.clients.lowlevel import LowLevelClient
 from services.clients.partition_requests import READ_COMMITTED, READ_UNCOMMITTED
 from services.common.errors import Errors, KafkaError, error_for_code
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_fetch_parser(subparsers)
     cli_console.add_parsers(subparsers)
     cli_perf.add_parsers(subparsers)
+    cli_jobs.add_parser(subparsers)
     return parser
 
 

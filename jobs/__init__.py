@@ -1,0 +1,1 @@
+"""Odradek's Spark jobs."""

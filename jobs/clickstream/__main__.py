@@ -1,0 +1,161 @@
+"""`python -m jobs.clickstream {generate,stream,backfill,run}`: the clickstream pipeline's steps,
+each against a gateway (`--gateway`, default http://127.0.0.1:8080, the gateway of `make up`).
+
+    generate   send generated traffic to a topic; prints what was sent (`--records-file` keeps it)
+    stream     the Structured Streaming job (to the end of the topic; `--processing-time` runs on
+               until SIGINT or SIGTERM stop its queries; a restart resumes from the checkpoints)
+    backfill   the batch job, over its output directory
+    run        all of it on new topics, then the comparison table; exit code 1 when outputs differ
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import signal
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+from jobs.clickstream import backfill, events, generator, pipeline, streaming
+from services.clients.spark.gateway import GatewayClient, gateway_urls
+
+DEFAULT_BASE_DIR = Path("var/jobs/clickstream")
+DEFAULT_TOPIC = "clickstream"
+DEFAULT_EVENTS = 2000
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m jobs.clickstream", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        sub.add_argument("--gateway", default=pipeline.DEFAULT_GATEWAY, help="gateway URL(s), comma separated")
+        return sub
+
+    def traffic_options(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--events", type=int, default=DEFAULT_EVENTS, help="records to send")
+        sub.add_argument("--seed", type=int, default=16)
+        sub.add_argument("--start", help="first event time (ISO-8601 UTC; default: the traffic ends about now)")
+        sub.add_argument("--late-share", type=float, default=0.05)
+        sub.add_argument("--malformed-share", type=float, default=0.05)
+
+    generate = command("generate", "send generated page-view traffic to a topic")
+    generate.add_argument("--topic", default=DEFAULT_TOPIC)
+    generate.add_argument("--partitions", type=int, default=pipeline.DEFAULT_PARTITIONS,
+                          help="partitions of the topic when it is created")
+    generate.add_argument("--records-file", type=Path, help="write each sent record as a JSON line")
+    traffic_options(generate)
+    generate.set_defaults(run=run_generate)
+
+    stream = command("stream", "run the Structured Streaming job")
+    stream.add_argument("--topic", default=DEFAULT_TOPIC)
+    stream.add_argument("--dead-letter-topic", help="default: <topic>-dead-letter")
+    stream.add_argument("--partitions", type=int, default=pipeline.DEFAULT_PARTITIONS,
+                        help="partitions of the dead-letter topic when it is created")
+    stream.add_argument("--dir", type=Path, default=DEFAULT_BASE_DIR, help="base of the output and checkpoints")
+    stream.add_argument("--processing-time", metavar="INTERVAL",
+                        help="run on, one micro-batch per interval ('10 seconds'), instead of availableNow")
+    stream.set_defaults(run=run_stream)
+
+    backfill_parser = command("backfill", "recompute the aggregates from the topic's beginning")
+    backfill_parser.add_argument("--topic", default=DEFAULT_TOPIC)
+    backfill_parser.add_argument("--dir", type=Path, default=DEFAULT_BASE_DIR)
+    backfill_parser.set_defaults(run=run_backfill)
+
+    run = command("run", "create new topics, generate, stream, backfill and compare")
+    run.add_argument("--topic", help="default: clickstream-<UTC time>, a new topic each run")
+    run.add_argument("--dir", type=Path, default=DEFAULT_BASE_DIR, help="the run's directory is <dir>/<topic>")
+    run.add_argument("--partitions", type=int, default=pipeline.DEFAULT_PARTITIONS)
+    traffic_options(run)
+    run.set_defaults(run=run_all)
+    return parser
+
+
+def start_ms(args: argparse.Namespace) -> int:
+    """`--start`, or the minute that makes the closing view's event time about now."""
+    if args.start:
+        parsed = events.parse_event_time(args.start)
+        if parsed is None:
+            raise SystemExit(f"--start must look like 2026-11-26T10:00:00.000Z, not {args.start!r}")
+        return parsed
+    # The traffic from a minute boundary is the same traffic shifted: the one from 0 says how long it lasts.
+    from_zero = generator.generate_events(args.events, seed=args.seed, start_ms=0, late_share=args.late_share,
+                                          malformed_share=args.malformed_share)
+    length_ms = events.read_event(from_zero.records[-1].value).event_time_ms
+    return events.window_start_ms(int(time.time() * 1000) - length_ms)
+
+
+def progress(line: str) -> None:
+    print(line, flush=True)
+
+
+def session(name: str):
+    from services.clients.spark.session import local_session
+
+    return local_session(f"clickstream-{name}")
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    sent = generator.generate_events(args.events, seed=args.seed, start_ms=start_ms(args),
+                                     late_share=args.late_share, malformed_share=args.malformed_share)
+    with GatewayClient(gateway_urls(args.gateway)) as client:
+        generator.ensure_topic(client, args.topic, args.partitions)
+        generator.send_records(client, args.topic, sent.records)
+    print(f"sent {sent.summary()} to {args.topic}")
+    for kind, count in sorted(Counter(record.malformed_kind for record in sent.malformed()).items()):
+        print(f"  malformed, {kind}: {count}")
+    if args.records_file:
+        with args.records_file.open("w") as lines:
+            for record in sent.records:
+                key = None if record.key is None else base64.b64encode(record.key).decode()
+                lines.write(json.dumps({"kind": record.kind, "malformed_kind": record.malformed_kind, "key": key,
+                                        "value": base64.b64encode(record.value).decode()}) + "\n")
+    return 0
+
+
+def run_stream(args: argparse.Namespace) -> int:
+    paths = pipeline.PipelinePaths(args.dir / args.topic)
+    dead_letter_topic = args.dead_letter_topic or pipeline.dead_letter_topic_of(args.topic)
+    with GatewayClient(gateway_urls(args.gateway)) as client:
+        generator.ensure_topic(client, dead_letter_topic, args.partitions)
+    spark = session("stream")
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):  # in place of PySpark's SIGINT handler, which cancels jobs
+        signal.signal(signum, lambda _signum, _frame: stop.set())
+    streaming.run_streaming(spark, gateway=args.gateway, topic=args.topic, dead_letter_topic=dead_letter_topic,
+                            output_dir=paths.streaming, checkpoint_dir=paths.checkpoints,
+                            processing_time=args.processing_time, out=progress, stop=stop)
+    return 0
+
+
+def run_backfill(args: argparse.Namespace) -> int:
+    paths = pipeline.PipelinePaths(args.dir / args.topic)
+    backfill.run_backfill(session("backfill"), gateway=args.gateway, topic=args.topic, output_dir=paths.backfill,
+                          out=progress)
+    return 0
+
+
+def run_all(args: argparse.Namespace) -> int:
+    topic = args.topic or time.strftime("clickstream-%Y%m%d-%H%M%S", time.gmtime())
+    agreed = pipeline.run_pipeline(session("run"), gateway=args.gateway, topic=topic, base_dir=args.dir / topic,
+                                   events_count=args.events, seed=args.seed, start_ms=start_ms(args),
+                                   partitions=args.partitions, late_share=args.late_share,
+                                   malformed_share=args.malformed_share, out=progress)
+    return 0 if agreed else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
