@@ -3,7 +3,8 @@ same records from a local Parquet file, and the streaming source's throughput.
 
 Starts its own cluster (`LocalCluster` with free ports in a temp dir: ZooKeeper, one controller, one
 broker, one coordinator, one uvicorn gateway), writes `--records` records of `--record-size` bytes
-(our Producer, lz4, null keys) over `--partitions` partitions, and has Spark write them once to a
+(our Producer, `--compression` lz4, null keys) over `--partitions` partitions, served by a
+gateway of `--gateway-workers` worker processes, and has Spark write them once to a
 local Parquet file (the same rows and columns). Then for `--rounds` rounds, in an order that
 alternates, it times:
 
@@ -17,6 +18,7 @@ Prints seconds and records/s of each per round and the odradek/parquet time rati
 (<= 3x the Parquet time).
 
     python bench/spark_read.py [--records 1000000] [--record-size 100] [--partitions 4] [--rounds 2]
+                               [--compression lz4] [--gateway-workers 1]
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ TIME_RATIO_TARGET = 3.0
 def produce(bootstrap: str, args) -> None:
     pool = [random.randbytes(args.record_size) for _ in range(1024)]
     with Producer(bootstrap_servers=bootstrap, acks="1", linger_ms=5, batch_size=256 * 1024,
-                  compression_type="lz4") as producer:
+                  compression_type=args.compression) as producer:
         send = producer.send
         for index in range(args.records):
             send(TOPIC, pool[index & 1023], partition=index % args.partitions)
@@ -64,10 +66,15 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--max-offsets-per-trigger", type=int, default=250_000)
+    parser.add_argument("--compression", default="lz4", help="the producer's compression.type")
+    parser.add_argument("--gateway-workers", type=int, default=1, help="the gateway's num.workers")
+    parser.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                        help="an option of the odradek batch read (repeatable)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
         cluster = LocalCluster(Path(tmp) / "cluster", brokers=1, controllers=1, coordinators=1, gateways=1,
-                               free_ports=True, broker_config={"log.segment.bytes": 1 << 30})
+                               free_ports=True, broker_config={"log.segment.bytes": 1 << 30},
+                               gateway_config={"num.workers": args.gateway_workers})
         spark = None
         try:
             cluster.start()
@@ -77,15 +84,19 @@ def main() -> None:
                 admin.wait_for_topic(TOPIC, 60)
             started = time.perf_counter()
             produce(bootstrap, args)
-            print(f"{args.records:,} records x {args.record_size} B in {args.partitions} partitions written in "
+            print(f"{args.records:,} records x {args.record_size} B ({args.compression}) in {args.partitions} "
+                  f"partitions, {args.gateway_workers} gateway worker(s), written in "
                   f"{time.perf_counter() - started:.1f} s; Spark local[2], {args.rounds} rounds in alternating "
                   f"order, {os.cpu_count()} CPUs", flush=True)
             spark = local_session("odradek-bench", conf={"spark.driver.memory": "2g"})
             gateway = cluster.gateway_url()
             parquet = str(Path(tmp) / "records.parquet")
 
+            read_options = dict(option.split("=", 1) for option in args.option)
+
             def odradek_df():
-                return spark.read.format("odradek").option("gateway", gateway).option("subscribe", TOPIC).load()
+                return (spark.read.format("odradek").option("gateway", gateway).option("subscribe", TOPIC)
+                        .options(**read_options).load())
 
             odradek_df().write.parquet(parquet)
             assert spark.read.parquet(parquet).count() == args.records

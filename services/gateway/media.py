@@ -13,12 +13,10 @@ import enum
 from fastapi import Request
 
 from services.gateway.errors import RestError
+from services.gateway.wire import ARROW_STREAM, JSON, V2_BINARY, V2_EMBEDDED_JSON, V2_JSON
 
-V2_JSON = "application/vnd.kafka.v2+json"
-V2_BINARY = "application/vnd.kafka.binary.v2+json"
-V2_EMBEDDED_JSON = "application/vnd.kafka.json.v2+json"
-JSON = "application/json"
-ARROW_STREAM = "application/vnd.apache.arrow.stream"
+__all__ = ["ARROW_STREAM", "JSON", "V2_BINARY", "V2_EMBEDDED_JSON", "V2_JSON"]
+
 
 
 class EmbeddedFormat(enum.Enum):

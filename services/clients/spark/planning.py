@@ -28,8 +28,7 @@ from pyspark.sql.datasource import InputPartition
 from services.clients.spark.gateway import GatewayClient
 from services.clients.spark.options import EARLIEST, LATEST, OffsetBound, OffsetSpec, ReadOptions
 from services.common.errors import Errors, KafkaError
-from services.gateway.media import ARROW_STREAM
-from services.gateway.routes.ranges import EARLIEST_HEADER, NEXT_OFFSET_HEADER
+from services.gateway.wire import ARROW_STREAM, EARLIEST_HEADER, NEXT_OFFSET_HEADER
 
 logger = logging.getLogger(__name__)
 

@@ -47,7 +47,7 @@ from services.clients.spark.options import (
     gateway_option,
     positive_option,
 )
-from services.gateway.media import ARROW_STREAM
+from services.gateway.wire import ARROW_STREAM
 
 logger = logging.getLogger(__name__)
 

@@ -49,6 +49,7 @@ from services.gateway.errors import (
 )
 from services.gateway.media import ARROW_STREAM, JSON, check_accept
 from services.gateway.state import GatewayState, State
+from services.gateway.wire import EARLIEST_HEADER, HIGH_WATERMARK_HEADER, LATEST_HEADER, NEXT_OFFSET_HEADER
 
 router = APIRouter(tags=["v3 range reads"])
 
@@ -58,10 +59,6 @@ MAX_RANGE_BYTES = 64 * 1024 * 1024
 MIN_FETCH_BYTES = 64 * 1024
 MAX_OFFSET = 2**63 - 1
 TIMESTAMP_TYPES = {0: "CREATE_TIME", 1: "LOG_APPEND_TIME"}
-EARLIEST_HEADER = "X-Odradek-Earliest-Offset"
-LATEST_HEADER = "X-Odradek-Latest-Offset"
-HIGH_WATERMARK_HEADER = "X-Odradek-High-Watermark"
-NEXT_OFFSET_HEADER = "X-Odradek-Next-Offset"
 
 
 class IsolationLevel(enum.StrEnum):
