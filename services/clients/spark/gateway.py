@@ -1,7 +1,7 @@
 """The Spark source's HTTP client of the gateway: one `GatewayClient` per driver or task.
 
 It tries the configured gateway URLs in turn (the next on a connection error or a 5xx that says
-retrying may help, until `timeout_s` passes), learns the cluster id once, and turns the gateway's
+retrying may help, until `timeout_s` passes; a 4xx is final), learns the cluster id once, and turns the gateway's
 error answers back into exceptions: a REST error whose message names a Kafka error
 (`NAME (code): text`, as the gateway writes them) becomes that `KafkaError`, any other a
 `GatewayRequestError` with the HTTP status and REST Proxy code.
@@ -113,6 +113,8 @@ class GatewayClient:
                 if response.is_success:
                     return response
                 error: Exception = error_of(response)
+                if response.status_code < 500:  # the gateway's own answer (404 for an unknown topic): final
+                    raise error
             except httpx.TransportError as transport_error:
                 error = transport_error
             if not retriable(error) or time.monotonic() >= deadline:
