@@ -337,58 +337,59 @@ class OffsetForLeaderEpochResponse(_message.Message):
     topics: _containers.RepeatedCompositeFieldContainer[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult]
     def __init__(self, throttle_time_ms: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult, _Mapping]]] = ...) -> None: ...
 
-class WriteTxnMarkersRequest(_message.Message):
-    __slots__ = ("markers",)
-    class WritableTxnMarkerTopic(_message.Message):
+class DescribeProducersRequest(_message.Message):
+    __slots__ = ("topics",)
+    class TopicRequest(_message.Message):
         __slots__ = ("name", "partition_indexes")
         NAME_FIELD_NUMBER: _ClassVar[int]
         PARTITION_INDEXES_FIELD_NUMBER: _ClassVar[int]
         name: str
         partition_indexes: _containers.RepeatedScalarFieldContainer[int]
         def __init__(self, name: _Optional[str] = ..., partition_indexes: _Optional[_Iterable[int]] = ...) -> None: ...
-    class WritableTxnMarker(_message.Message):
-        __slots__ = ("producer_id", "producer_epoch", "transaction_result", "topics", "coordinator_epoch")
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[DescribeProducersRequest.TopicRequest]
+    def __init__(self, topics: _Optional[_Iterable[_Union[DescribeProducersRequest.TopicRequest, _Mapping]]] = ...) -> None: ...
+
+class DescribeProducersResponse(_message.Message):
+    __slots__ = ("throttle_time_ms", "topics")
+    class ProducerState(_message.Message):
+        __slots__ = ("producer_id", "producer_epoch", "last_sequence", "last_timestamp", "coordinator_epoch", "current_txn_start_offset")
         PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
         PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
-        TRANSACTION_RESULT_FIELD_NUMBER: _ClassVar[int]
-        TOPICS_FIELD_NUMBER: _ClassVar[int]
+        LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+        LAST_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
         COORDINATOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        CURRENT_TXN_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
         producer_id: int
         producer_epoch: int
-        transaction_result: bool
-        topics: _containers.RepeatedCompositeFieldContainer[WriteTxnMarkersRequest.WritableTxnMarkerTopic]
+        last_sequence: int
+        last_timestamp: int
         coordinator_epoch: int
-        def __init__(self, producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., transaction_result: _Optional[bool] = ..., topics: _Optional[_Iterable[_Union[WriteTxnMarkersRequest.WritableTxnMarkerTopic, _Mapping]]] = ..., coordinator_epoch: _Optional[int] = ...) -> None: ...
-    MARKERS_FIELD_NUMBER: _ClassVar[int]
-    markers: _containers.RepeatedCompositeFieldContainer[WriteTxnMarkersRequest.WritableTxnMarker]
-    def __init__(self, markers: _Optional[_Iterable[_Union[WriteTxnMarkersRequest.WritableTxnMarker, _Mapping]]] = ...) -> None: ...
-
-class WriteTxnMarkersResponse(_message.Message):
-    __slots__ = ("markers",)
-    class WritableTxnMarkerPartitionResult(_message.Message):
-        __slots__ = ("partition_index", "error_code")
+        current_txn_start_offset: int
+        def __init__(self, producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., last_sequence: _Optional[int] = ..., last_timestamp: _Optional[int] = ..., coordinator_epoch: _Optional[int] = ..., current_txn_start_offset: _Optional[int] = ...) -> None: ...
+    class PartitionResponse(_message.Message):
+        __slots__ = ("partition_index", "error_code", "error_message", "active_producers")
         PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
         ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        ACTIVE_PRODUCERS_FIELD_NUMBER: _ClassVar[int]
         partition_index: int
         error_code: int
-        def __init__(self, partition_index: _Optional[int] = ..., error_code: _Optional[int] = ...) -> None: ...
-    class WritableTxnMarkerTopicResult(_message.Message):
+        error_message: str
+        active_producers: _containers.RepeatedCompositeFieldContainer[DescribeProducersResponse.ProducerState]
+        def __init__(self, partition_index: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., active_producers: _Optional[_Iterable[_Union[DescribeProducersResponse.ProducerState, _Mapping]]] = ...) -> None: ...
+    class TopicResponse(_message.Message):
         __slots__ = ("name", "partitions")
         NAME_FIELD_NUMBER: _ClassVar[int]
         PARTITIONS_FIELD_NUMBER: _ClassVar[int]
         name: str
-        partitions: _containers.RepeatedCompositeFieldContainer[WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult]
-        def __init__(self, name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult, _Mapping]]] = ...) -> None: ...
-    class WritableTxnMarkerResult(_message.Message):
-        __slots__ = ("producer_id", "topics")
-        PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
-        TOPICS_FIELD_NUMBER: _ClassVar[int]
-        producer_id: int
-        topics: _containers.RepeatedCompositeFieldContainer[WriteTxnMarkersResponse.WritableTxnMarkerTopicResult]
-        def __init__(self, producer_id: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[WriteTxnMarkersResponse.WritableTxnMarkerTopicResult, _Mapping]]] = ...) -> None: ...
-    MARKERS_FIELD_NUMBER: _ClassVar[int]
-    markers: _containers.RepeatedCompositeFieldContainer[WriteTxnMarkersResponse.WritableTxnMarkerResult]
-    def __init__(self, markers: _Optional[_Iterable[_Union[WriteTxnMarkersResponse.WritableTxnMarkerResult, _Mapping]]] = ...) -> None: ...
+        partitions: _containers.RepeatedCompositeFieldContainer[DescribeProducersResponse.PartitionResponse]
+        def __init__(self, name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[DescribeProducersResponse.PartitionResponse, _Mapping]]] = ...) -> None: ...
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    throttle_time_ms: int
+    topics: _containers.RepeatedCompositeFieldContainer[DescribeProducersResponse.TopicResponse]
+    def __init__(self, throttle_time_ms: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[DescribeProducersResponse.TopicResponse, _Mapping]]] = ...) -> None: ...
 
 class DeleteRecordsRequest(_message.Message):
     __slots__ = ("topics", "timeout_ms")

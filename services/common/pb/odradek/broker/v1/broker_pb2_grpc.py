@@ -67,8 +67,13 @@ class BrokerServiceStub:
                 _registered_method=True)
         self.WriteTxnMarkers = channel.unary_unary(
                 '/odradek.broker.v1.BrokerService/WriteTxnMarkers',
-                request_serializer=odradek_dot_broker_dot_v1_dot_broker__pb2.WriteTxnMarkersRequest.SerializeToString,
-                response_deserializer=odradek_dot_broker_dot_v1_dot_broker__pb2.WriteTxnMarkersResponse.FromString,
+                request_serializer=odradek_dot_common_dot_v1_dot_common__pb2.WriteTxnMarkersRequest.SerializeToString,
+                response_deserializer=odradek_dot_common_dot_v1_dot_common__pb2.WriteTxnMarkersResponse.FromString,
+                _registered_method=True)
+        self.DescribeProducers = channel.unary_unary(
+                '/odradek.broker.v1.BrokerService/DescribeProducers',
+                request_serializer=odradek_dot_broker_dot_v1_dot_broker__pb2.DescribeProducersRequest.SerializeToString,
+                response_deserializer=odradek_dot_broker_dot_v1_dot_broker__pb2.DescribeProducersResponse.FromString,
                 _registered_method=True)
         self.DeleteRecords = channel.unary_unary(
                 '/odradek.broker.v1.BrokerService/DeleteRecords',
@@ -152,6 +157,14 @@ class BrokerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeProducers(self, request, context):
+        """Describes the active producers of partitions this broker leads (KIP-664): their epochs,
+        last sequence and timestamp, and the first offset of any open transaction.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DeleteRecords(self, request, context):
         """Advances log start offsets, deleting records before them.
         """
@@ -222,8 +235,13 @@ def add_BrokerServiceServicer_to_server(servicer, server):
             ),
             'WriteTxnMarkers': grpc.unary_unary_rpc_method_handler(
                     servicer.WriteTxnMarkers,
-                    request_deserializer=odradek_dot_broker_dot_v1_dot_broker__pb2.WriteTxnMarkersRequest.FromString,
-                    response_serializer=odradek_dot_broker_dot_v1_dot_broker__pb2.WriteTxnMarkersResponse.SerializeToString,
+                    request_deserializer=odradek_dot_common_dot_v1_dot_common__pb2.WriteTxnMarkersRequest.FromString,
+                    response_serializer=odradek_dot_common_dot_v1_dot_common__pb2.WriteTxnMarkersResponse.SerializeToString,
+            ),
+            'DescribeProducers': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeProducers,
+                    request_deserializer=odradek_dot_broker_dot_v1_dot_broker__pb2.DescribeProducersRequest.FromString,
+                    response_serializer=odradek_dot_broker_dot_v1_dot_broker__pb2.DescribeProducersResponse.SerializeToString,
             ),
             'DeleteRecords': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteRecords,
@@ -438,8 +456,35 @@ class BrokerService:
             request,
             target,
             '/odradek.broker.v1.BrokerService/WriteTxnMarkers',
-            odradek_dot_broker_dot_v1_dot_broker__pb2.WriteTxnMarkersRequest.SerializeToString,
-            odradek_dot_broker_dot_v1_dot_broker__pb2.WriteTxnMarkersResponse.FromString,
+            odradek_dot_common_dot_v1_dot_common__pb2.WriteTxnMarkersRequest.SerializeToString,
+            odradek_dot_common_dot_v1_dot_common__pb2.WriteTxnMarkersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeProducers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.broker.v1.BrokerService/DescribeProducers',
+            odradek_dot_broker_dot_v1_dot_broker__pb2.DescribeProducersRequest.SerializeToString,
+            odradek_dot_broker_dot_v1_dot_broker__pb2.DescribeProducersResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -525,3 +525,74 @@ class EndTxnResponse(_message.Message):
     error_code: int
     error_message: str
     def __init__(self, throttle_time_ms: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class ListTransactionsRequest(_message.Message):
+    __slots__ = ("state_filters", "producer_id_filters")
+    STATE_FILTERS_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_FILTERS_FIELD_NUMBER: _ClassVar[int]
+    state_filters: _containers.RepeatedScalarFieldContainer[str]
+    producer_id_filters: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, state_filters: _Optional[_Iterable[str]] = ..., producer_id_filters: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ListTransactionsResponse(_message.Message):
+    __slots__ = ("throttle_time_ms", "error_code", "error_message", "unknown_state_filters", "transaction_states")
+    class TransactionState(_message.Message):
+        __slots__ = ("transactional_id", "producer_id", "transaction_state")
+        TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
+        PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+        TRANSACTION_STATE_FIELD_NUMBER: _ClassVar[int]
+        transactional_id: str
+        producer_id: int
+        transaction_state: str
+        def __init__(self, transactional_id: _Optional[str] = ..., producer_id: _Optional[int] = ..., transaction_state: _Optional[str] = ...) -> None: ...
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    UNKNOWN_STATE_FILTERS_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_STATES_FIELD_NUMBER: _ClassVar[int]
+    throttle_time_ms: int
+    error_code: int
+    error_message: str
+    unknown_state_filters: _containers.RepeatedScalarFieldContainer[str]
+    transaction_states: _containers.RepeatedCompositeFieldContainer[ListTransactionsResponse.TransactionState]
+    def __init__(self, throttle_time_ms: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., unknown_state_filters: _Optional[_Iterable[str]] = ..., transaction_states: _Optional[_Iterable[_Union[ListTransactionsResponse.TransactionState, _Mapping]]] = ...) -> None: ...
+
+class DescribeTransactionsRequest(_message.Message):
+    __slots__ = ("transactional_ids",)
+    TRANSACTIONAL_IDS_FIELD_NUMBER: _ClassVar[int]
+    transactional_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, transactional_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DescribeTransactionsResponse(_message.Message):
+    __slots__ = ("throttle_time_ms", "transaction_states")
+    class TopicData(_message.Message):
+        __slots__ = ("topic", "partitions")
+        TOPIC_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        topic: str
+        partitions: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[_Iterable[int]] = ...) -> None: ...
+    class TransactionState(_message.Message):
+        __slots__ = ("error_code", "transactional_id", "transaction_state", "transaction_timeout_ms", "transaction_start_time_ms", "producer_id", "producer_epoch", "topics")
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
+        TRANSACTION_STATE_FIELD_NUMBER: _ClassVar[int]
+        TRANSACTION_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+        TRANSACTION_START_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+        PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+        PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        TOPICS_FIELD_NUMBER: _ClassVar[int]
+        error_code: int
+        transactional_id: str
+        transaction_state: str
+        transaction_timeout_ms: int
+        transaction_start_time_ms: int
+        producer_id: int
+        producer_epoch: int
+        topics: _containers.RepeatedCompositeFieldContainer[DescribeTransactionsResponse.TopicData]
+        def __init__(self, error_code: _Optional[int] = ..., transactional_id: _Optional[str] = ..., transaction_state: _Optional[str] = ..., transaction_timeout_ms: _Optional[int] = ..., transaction_start_time_ms: _Optional[int] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[DescribeTransactionsResponse.TopicData, _Mapping]]] = ...) -> None: ...
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_STATES_FIELD_NUMBER: _ClassVar[int]
+    throttle_time_ms: int
+    transaction_states: _containers.RepeatedCompositeFieldContainer[DescribeTransactionsResponse.TransactionState]
+    def __init__(self, throttle_time_ms: _Optional[int] = ..., transaction_states: _Optional[_Iterable[_Union[DescribeTransactionsResponse.TransactionState, _Mapping]]] = ...) -> None: ...

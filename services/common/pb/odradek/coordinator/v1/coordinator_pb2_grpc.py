@@ -110,6 +110,21 @@ class CoordinatorServiceStub:
                 request_serializer=odradek_dot_coordinator_dot_v1_dot_coordinator__pb2.EndTxnRequest.SerializeToString,
                 response_deserializer=odradek_dot_coordinator_dot_v1_dot_coordinator__pb2.EndTxnResponse.FromString,
                 _registered_method=True)
+        self.WriteTxnMarkers = channel.unary_unary(
+                '/odradek.coordinator.v1.CoordinatorService/WriteTxnMarkers',
+                request_serializer=odradek_dot_common_dot_v1_dot_common__pb2.WriteTxnMarkersRequest.SerializeToString,
+                response_deserializer=odradek_dot_common_dot_v1_dot_common__pb2.WriteTxnMarkersResponse.FromString,
+                _registered_method=True)
+        self.ListTransactions = channel.unary_unary(
+                '/odradek.coordinator.v1.CoordinatorService/ListTransactions',
+                request_serializer=odradek_dot_coordinator_dot_v1_dot_coordinator__pb2.ListTransactionsRequest.SerializeToString,
+                response_deserializer=odradek_dot_coordinator_dot_v1_dot_coordinator__pb2.ListTransactionsResponse.FromString,
+                _registered_method=True)
+        self.DescribeTransactions = channel.unary_unary(
+                '/odradek.coordinator.v1.CoordinatorService/DescribeTransactions',
+                request_serializer=odradek_dot_coordinator_dot_v1_dot_coordinator__pb2.DescribeTransactionsRequest.SerializeToString,
+                response_deserializer=odradek_dot_coordinator_dot_v1_dot_coordinator__pb2.DescribeTransactionsResponse.FromString,
+                _registered_method=True)
 
 
 class CoordinatorServiceServicer:
@@ -222,6 +237,29 @@ class CoordinatorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WriteTxnMarkers(self, request, context):
+        """Transaction coordinator to group coordinator: appends the markers to this coordinator's
+        `__consumer_offsets` partitions (through their leader brokers), then makes the transaction's
+        pending offset commits visible (COMMIT) or drops them (ABORT).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTransactions(self, request, context):
+        """Lists the transactional ids this coordinator owns (KIP-664), optionally filtered.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeTransactions(self, request, context):
+        """Describes transactional ids: state, producer id and epoch, timeout, start time, partitions.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -299,6 +337,21 @@ def add_CoordinatorServiceServicer_to_server(servicer, server):
                     servicer.EndTxn,
                     request_deserializer=odradek_dot_coordinator_dot_v1_dot_coordinator__pb2.EndTxnRequest.FromString,
                     response_serializer=odradek_dot_coordinator_dot_v1_dot_coordinator__pb2.EndTxnResponse.SerializeToString,
+            ),
+            'WriteTxnMarkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.WriteTxnMarkers,
+                    request_deserializer=odradek_dot_common_dot_v1_dot_common__pb2.WriteTxnMarkersRequest.FromString,
+                    response_serializer=odradek_dot_common_dot_v1_dot_common__pb2.WriteTxnMarkersResponse.SerializeToString,
+            ),
+            'ListTransactions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTransactions,
+                    request_deserializer=odradek_dot_coordinator_dot_v1_dot_coordinator__pb2.ListTransactionsRequest.FromString,
+                    response_serializer=odradek_dot_coordinator_dot_v1_dot_coordinator__pb2.ListTransactionsResponse.SerializeToString,
+            ),
+            'DescribeTransactions': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeTransactions,
+                    request_deserializer=odradek_dot_coordinator_dot_v1_dot_coordinator__pb2.DescribeTransactionsRequest.FromString,
+                    response_serializer=odradek_dot_coordinator_dot_v1_dot_coordinator__pb2.DescribeTransactionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -706,6 +759,87 @@ class CoordinatorService:
             '/odradek.coordinator.v1.CoordinatorService/EndTxn',
             odradek_dot_coordinator_dot_v1_dot_coordinator__pb2.EndTxnRequest.SerializeToString,
             odradek_dot_coordinator_dot_v1_dot_coordinator__pb2.EndTxnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WriteTxnMarkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.coordinator.v1.CoordinatorService/WriteTxnMarkers',
+            odradek_dot_common_dot_v1_dot_common__pb2.WriteTxnMarkersRequest.SerializeToString,
+            odradek_dot_common_dot_v1_dot_common__pb2.WriteTxnMarkersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTransactions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.coordinator.v1.CoordinatorService/ListTransactions',
+            odradek_dot_coordinator_dot_v1_dot_coordinator__pb2.ListTransactionsRequest.SerializeToString,
+            odradek_dot_coordinator_dot_v1_dot_coordinator__pb2.ListTransactionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeTransactions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.coordinator.v1.CoordinatorService/DescribeTransactions',
+            odradek_dot_coordinator_dot_v1_dot_coordinator__pb2.DescribeTransactionsRequest.SerializeToString,
+            odradek_dot_coordinator_dot_v1_dot_coordinator__pb2.DescribeTransactionsResponse.FromString,
             options,
             channel_credentials,
             insecure,
