@@ -3,7 +3,7 @@
 `RangeRecords` takes a partition's fetch answers in order and keeps the batches that hold records of
 an offset range [first_offset, end_offset): control batches are skipped, and so are aborted
 transactional batches when the answers carry aborted transactions (read_committed: Kafka's
-consumer rule, by the producer ids the answers name and the abort markers met). It stops taking
+consumer rule, see `services.common.records.aborted`). It stops taking
 batches once the records it holds pass `max_bytes` (at least one batch is always taken).
 `next_offset` is where a read after it resumes.
 
@@ -19,19 +19,17 @@ them, bad bytes replaced).
 
 from __future__ import annotations
 
-import heapq
 from typing import NamedTuple
 
 import pyarrow as pa
 
+from services.common.records.aborted import AbortedTransactions
 from services.common.records.batch import BatchHeader, iter_batch_positions, validate_batch
 from services.common.records.reader import (
     COLUMN_FILL_COMPILED,
     ColumnCursor,
     batch_records,
-    decode_batch,
     fill_record_columns,
-    parse_control_record,
     read_batch,
 )
 
@@ -76,9 +74,7 @@ class RangeRecords:
         self.sections: list[RecordsSection] = []
         self.section_bytes = 0
         self.full = False  # max_bytes reached: no more batches are taken
-        self._aborted: list[tuple[int, int]] = []  # (first offset, producer id), a heap
-        self._aborted_seen: set[tuple[int, int]] = set()
-        self._aborting: set[int] = set()  # producer ids whose open transaction was aborted
+        self._aborted = AbortedTransactions()
 
     @property
     def done(self) -> bool:
@@ -87,10 +83,7 @@ class RangeRecords:
     def add(self, records, aborted_transactions=()) -> None:
         """Takes the batches of one fetch answer (its `records` bytes and, for read_committed, its
         aborted transactions as (producer id, first offset)); a cut-short last batch is left out."""
-        for producer_id, first in aborted_transactions:
-            if (first, producer_id) not in self._aborted_seen:
-                self._aborted_seen.add((first, producer_id))
-                heapq.heappush(self._aborted, (first, producer_id))
+        self._aborted.add(aborted_transactions)
         for pos, _size in iter_batch_positions(records):
             if self.done:
                 return
@@ -100,7 +93,7 @@ class RangeRecords:
             if header.base_offset >= self.end_offset:
                 self.next_offset = self.end_offset
                 return
-            if self._skipped(records, pos, header):
+            if self._aborted.skips(records, pos, header):
                 self.next_offset = min(header.next_offset, self.end_offset)
                 continue
             section = RecordsSection(header, records, pos,
@@ -111,20 +104,6 @@ class RangeRecords:
             self.sections.append(section)
             self.section_bytes += section.end - section.start
             self.next_offset = min(header.next_offset, self.end_offset)
-
-    def _skipped(self, records, pos: int, header: BatchHeader) -> bool:
-        """Whether the batch is a control batch or an aborted transaction's (Kafka's consumer rule)."""
-        if header.has_producer_id:
-            aborted = self._aborted
-            while aborted and aborted[0][0] <= header.last_offset:
-                self._aborting.add(heapq.heappop(aborted)[1])
-        if header.is_control:
-            if header.producer_id in self._aborting:
-                marker = decode_batch(records, pos, check_crc=False)[1][0]
-                if not parse_control_record(marker.key, marker.value).commit:
-                    self._aborting.discard(header.producer_id)
-            return True
-        return header.is_transactional and header.producer_id in self._aborting
 
     def to_arrow(self) -> pa.RecordBatch:
         """The records of the range taken so far, as one Arrow record batch of `SCHEMA`."""

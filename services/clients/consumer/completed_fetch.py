@@ -6,7 +6,9 @@ hands records out as `RecordBlock`s (slices of decoded batches). While draining 
 
 - batches that end before the fetch offset are skipped whole, and records of the first batch
   that come before it are dropped (a fetch may start in the middle of a batch);
-- control batches (transaction markers) are skipped, moving `next_fetch_offset` past them;
+- control batches (transaction markers) are skipped, moving `next_fetch_offset` past them, and so
+  are the batches of aborted transactions when the answer lists any (read_committed: Kafka's
+  consumer rule, see `services.common.records.aborted`);
 - a truncated last batch (the broker cuts answers at the byte limit) is ignored, and refetched
   from its start next time;
 - every batch holding records at or after the fetch offset is validated, its CRC-32C checked when
@@ -29,6 +31,7 @@ from typing import Any
 from services.clients.consumer.decoding import decode_batch
 from services.clients.consumer.errors import RecordDeserializationError, corrupt_batch_error
 from services.clients.consumer.records import RecordBlock
+from services.common.records.aborted import AbortedTransactions
 from services.common.records.batch import HEADER_SIZE, CorruptRecordError, batch_size_at, parse_header, validate_batch
 from services.common.topic_partition import TopicPartition
 
@@ -42,7 +45,7 @@ class CompletedFetch:
                  "aborted_transactions", "size_in_bytes", "next_fetch_offset", "last_epoch", "initialized",
                  "consumed", "_buf", "_pos", "_check_crcs", "_key_deserializer", "_value_deserializer",
                  "_batch", "_batch_index", "_batch_next_offset", "_batch_epoch", "_batch_error", "_error",
-                 "_end")
+                 "_end", "_aborted")
 
     def __init__(self, tp: TopicPartition, fetch_offset: int, fetch_epoch: int | None, *, error_code: int = 0,
                  records: bytes = b"", high_watermark: int = -1, log_start_offset: int = -1,
@@ -72,6 +75,7 @@ class CompletedFetch:
         self._batch_error: Exception | None = None
         self._error: Exception | None = None
         self._end: tuple[int, int | None] | None = None
+        self._aborted = AbortedTransactions(aborted_transactions) if aborted_transactions else None
 
     @property
     def failed(self) -> bool:
@@ -163,11 +167,11 @@ class CompletedFetch:
             try:
                 header = validate_batch(buf, pos, check_crc=self._check_crcs)
                 next_offset = header.base_offset + header.last_offset_delta + 1
+                hidden = header.is_control if self._aborted is None else self._aborted.skips(buf, pos, header)
                 if next_offset <= self.next_fetch_offset:
                     self._pos = pos + size
                     continue
-                block = None if header.is_control else decode_batch(buf, pos, header, self.tp.topic,
-                                                                    self.tp.partition)
+                block = None if hidden else decode_batch(buf, pos, header, self.tp.topic, self.tp.partition)
             except CorruptRecordError as exc:
                 next_offset = self._corrupt_batch_end(buf, pos, size)
                 if next_offset <= self.next_fetch_offset:  # ends before the records wanted: not needed
@@ -176,7 +180,7 @@ class CompletedFetch:
                 raise corrupt_batch_error(self.tp, self.next_fetch_offset, next_offset, exc) from exc
             self._pos = pos + size
             epoch = header.partition_leader_epoch if header.partition_leader_epoch >= 0 else None
-            if header.is_control:
+            if hidden:
                 self.next_fetch_offset = next_offset
                 self.last_epoch = epoch
                 continue
