@@ -1,5 +1,5 @@
 """The values the admin client takes and returns (Kafka's NewTopic, TopicDescription, ConfigEntry,
-ConsumerGroupDescription...).
+ConsumerGroupDescription, TransactionDescription...).
 
 Config codes are Kafka's: resource type 2 = topic, 4 = broker; config sources are named as in
 Kafka's `ConfigEntry.ConfigSource`; incremental operations are 0 set, 1 delete, 2 append,
@@ -131,3 +131,49 @@ class ConsumerGroupDescription:
     state: str
     coordinator: Node | None = None
     protocol_type: str = ""
+
+
+@dataclass(frozen=True)
+class TransactionListing:
+    """One transactional id a coordinator owns (Kafka's TransactionListing)."""
+
+    transactional_id: str
+    producer_id: int
+    state: str
+
+
+@dataclass(frozen=True)
+class TransactionDescription:
+    """A transactional id's state (Kafka's TransactionDescription); start time -1 when no
+    transaction is ongoing."""
+
+    coordinator_id: int
+    state: str
+    producer_id: int
+    producer_epoch: int
+    transaction_timeout_ms: int
+    transaction_start_time_ms: int
+    topic_partitions: frozenset[TopicPartition]
+
+
+@dataclass(frozen=True)
+class ProducerState:
+    """An active producer of a partition, as its leader describes it (Kafka's ProducerState);
+    `current_transaction_start_offset` is -1 without an open transaction."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_transaction_start_offset: int
+
+
+@dataclass(frozen=True)
+class AbortTransactionSpec:
+    """A hanging transaction to abort on one partition (Kafka's AbortTransactionSpec)."""
+
+    topic_partition: TopicPartition
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int

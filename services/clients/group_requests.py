@@ -1,5 +1,5 @@
 """The group coordinator's requests that the consumer and the admin client both send or that the
-admin client sends alone: FindCoordinator (any broker answers it), OffsetCommit, OffsetFetch,
+admin client sends alone: FindCoordinator (any broker answers it; of transactional ids too), OffsetCommit, OffsetFetch,
 ListGroups, DescribeGroups and DeleteGroups. Building them from the clients' own types and reading
 their answers back into them (`Node`, `OffsetAndMetadata`, the admin's group descriptions). The
 membership requests (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) are the consumer's alone and
@@ -42,15 +42,16 @@ def _by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[TopicParti
 
 # --------------------------------------------------------------------------------------------- coordinators
 
-def find_coordinator_request(group_id: str) -> common_pb2.FindCoordinatorRequest:
-    return common_pb2.FindCoordinatorRequest(key=group_id, key_type=common_pb2.GROUP)
+def find_coordinator_request(key: str, key_type: int = common_pb2.GROUP) -> common_pb2.FindCoordinatorRequest:
+    """FindCoordinator of a group id, or of a transactional id (key_type TRANSACTION)."""
+    return common_pb2.FindCoordinatorRequest(key=key, key_type=key_type)
 
 
-def parse_find_coordinator(response: common_pb2.FindCoordinatorResponse, group_id: str) -> Node:
-    """The coordinator of `group_id`; raises the lookup's error."""
+def parse_find_coordinator(response: common_pb2.FindCoordinatorResponse, key: str, kind: str = "group") -> Node:
+    """The coordinator of `key` (a group, or a transactional id); raises the lookup's error."""
     if response.error_code != Errors.NONE:
         raise KafkaError.from_code(response.error_code, response.error_message or
-                                   f"FindCoordinator for group {group_id} failed")
+                                   f"FindCoordinator for {kind} {key} failed")
     return Node.from_proto(response.coordinator)
 
 

@@ -6,7 +6,10 @@ from services.clients.producer.errors import (
     BufferExhaustedError,
     KafkaTimeoutError,
     ProducerClosedError,
+    ProducerFencedError,
     RecordTooLargeError,
+    TransactionAbortedError,
+    TransactionStateError,
 )
 from services.clients.producer.futures import BatchResult, FutureRecordMetadata, ProducerRecord, RecordMetadata
 from services.clients.producer.partitioner import (
@@ -20,7 +23,7 @@ from services.clients.producer.producer import Producer
 
 __all__ = [
     "BatchResult", "BufferExhaustedError", "DefaultPartitioner", "FutureRecordMetadata", "KafkaTimeoutError",
-    "Partitioner", "Producer", "ProducerClosedError", "ProducerConfig", "ProducerPlugins", "ProducerRecord",
-    "RecordMetadata", "RecordTooLargeError", "RoundRobinPartitioner", "StickyPartitionCache",
-    "UniformStickyPartitioner", "load_producer_config",
+    "Partitioner", "Producer", "ProducerClosedError", "ProducerConfig", "ProducerFencedError", "ProducerPlugins",
+    "ProducerRecord", "RecordMetadata", "RecordTooLargeError", "RoundRobinPartitioner", "StickyPartitionCache",
+    "TransactionAbortedError", "TransactionStateError", "UniformStickyPartitioner", "load_producer_config",
 ]

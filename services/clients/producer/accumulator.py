@@ -21,7 +21,9 @@ A partition has at most `max_in_flight_per_partition` batches in flight (one unt
 batch under the current producer id is acknowledged). With idempotence, a drained batch gets its
 producer id, epoch and base sequence here; a retried batch is only resent
 when no earlier batch of its partition is unanswered, and no new batch leaves a partition while
-one of its retries is unanswered. Queue contents, sequences and in-flight lists belong to the
+one of its retries is unanswered. A transactional producer's batches carry the transactional
+bit, and `ready`/`drain` take only the partitions already added to the transaction (`allowed`).
+Queue contents, sequences and in-flight lists belong to the
 sender thread, except `batches`/`open`, which `append` shares under the lock.
 """
 
@@ -30,7 +32,7 @@ from __future__ import annotations
 import bisect
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 
 from services.clients.cluster import Node
 from services.clients.producer.batch import SEQUENCE_MODULUS, ProducerBatch, WireBatch
@@ -72,13 +74,14 @@ class RecordAccumulator:
     def __init__(self, *, batch_size: int, linger_ms: int, retry_backoff_ms: int, delivery_timeout_ms: int,
                  pool: BufferPool, sticky: StickyPartitionCache | None = None, idempotent: bool = False,
                  max_in_flight_per_partition: int = 1, on_new_batch: Callable[[], None] | None = None,
-                 clock: Clock = SYSTEM_CLOCK):
+                 transactional: bool = False, clock: Clock = SYSTEM_CLOCK):
         self.batch_size = batch_size
         self.linger_ms = linger_ms
         self.retry_backoff_ms = retry_backoff_ms
         self.delivery_timeout_ms = delivery_timeout_ms
         self.pool = pool
         self.idempotent = idempotent
+        self.transactional = transactional
         self.max_in_flight_per_partition = max_in_flight_per_partition
         self._sticky = sticky
         self._sticky_partitions: dict[str, int] = sticky._partitions if sticky is not None else {}
@@ -199,15 +202,21 @@ class RecordAccumulator:
         queues = self._topics.get(tp.topic)
         return queues[tp.partition] if queues is not None and tp.partition < len(queues) else None
 
+    def partitions_with_data(self) -> list[TopicPartition]:
+        """Partitions with batches queued or waiting to be retried."""
+        with self.lock:
+            return [queue.tp for queues in self._topics.values() for queue in queues if queue.has_pending()]
+
     def queues(self) -> list[PartitionQueue]:
         with self.lock:
             return [queue for queues in self._topics.values() for queue in queues]
 
     # ------------------------------------------------------------------ ready and drain
 
-    def ready(self, leaders: Mapping[TopicPartition, Node], now_ms: int) -> tuple[set[Node], int, set[str]]:
+    def ready(self, leaders: Mapping[TopicPartition, Node], now_ms: int,
+              allowed: Container[TopicPartition] | None = None) -> tuple[set[Node], int, set[str]]:
         """(leaders with a sendable partition, ms until the next may become sendable, topics with a
-        partition whose leader is unknown)."""
+        partition whose leader is unknown); only partitions in `allowed`, when given."""
         ready: set[Node] = set()
         unknown: set[str] = set()
         next_delay = NO_DELAY_LIMIT_MS
@@ -215,7 +224,7 @@ class RecordAccumulator:
             sendable_now = self._flushes > 0 or self._closed or self.pool.exhausted
             for queues in self._topics.values():
                 for queue in queues:
-                    if not (queue.batches or queue.retries):
+                    if not (queue.batches or queue.retries) or (allowed is not None and queue.tp not in allowed):
                         continue
                     leader = leaders.get(queue.tp)
                     if leader is None:
@@ -236,13 +245,15 @@ class RecordAccumulator:
         return ready, next_delay, unknown
 
     def drain(self, partitions_by_node: Mapping[int, list[TopicPartition]], nodes: Iterable[Node],
-              max_request_size: int, now_ms: int, producer_id: int = -1,
-              producer_epoch: int = -1) -> dict[Node, list[WireBatch]]:
+              max_request_size: int, now_ms: int, producer_id: int = -1, producer_epoch: int = -1,
+              allowed: Container[TopicPartition] | None = None) -> dict[Node, list[WireBatch]]:
         """The wire batches of one request per node (see the module docstring)."""
         drained: dict[Node, list[WireBatch]] = {}
         with self.lock:
             for node in nodes:
                 tps = partitions_by_node.get(node.node_id, ())
+                if allowed is not None:
+                    tps = [tp for tp in tps if tp in allowed]
                 wires = self._drain_node(node.node_id, tps, max_request_size, now_ms, producer_id, producer_epoch)
                 if wires:
                     drained[node] = wires
@@ -264,7 +275,7 @@ class RecordAccumulator:
             if wire is None:
                 continue
             if self.idempotent and wire.base_sequence < 0:
-                wire.set_sequence(producer_id, producer_epoch, queue.next_sequence)
+                wire.set_sequence(producer_id, producer_epoch, queue.next_sequence, self.transactional)
                 queue.next_sequence = (queue.next_sequence + wire.record_count) % SEQUENCE_MODULUS
             wire.sent_as_first = not any(w.order < wire.order for w in queue.in_flight)
             wire.attempts += 1

@@ -173,7 +173,7 @@ class WireBatch:
 
     __slots__ = ("tp", "parts", "record_count", "size", "created_ms", "attempts", "next_attempt_ms",
                  "base_sequence", "producer_id", "producer_epoch", "encoded", "order", "sent_as_first",
-                 "splittable")
+                 "splittable", "transactional")
 
     def __init__(self, tp: TopicPartition, parts: list[tuple[ProducerBatch, int, int]], size: int,
                  created_ms: int, order: tuple[int, ...]):
@@ -191,6 +191,7 @@ class WireBatch:
         self.order = order  # position in its partition: earlier batches compare lower
         self.sent_as_first = False  # no earlier batch of the partition was unanswered when sent
         self.splittable = True
+        self.transactional = False
 
     @classmethod
     def of_batches(cls, tp: TopicPartition, batches: list[ProducerBatch], order: tuple[int, ...]) -> WireBatch:
@@ -204,10 +205,12 @@ class WireBatch:
     def last_sequence(self) -> int:
         return (self.base_sequence + self.record_count - 1) % SEQUENCE_MODULUS
 
-    def set_sequence(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
-        if (producer_id, producer_epoch, base_sequence) != (self.producer_id, self.producer_epoch,
-                                                            self.base_sequence):
+    def set_sequence(self, producer_id: int, producer_epoch: int, base_sequence: int,
+                     transactional: bool = False) -> None:
+        if (producer_id, producer_epoch, base_sequence, transactional) != (
+                self.producer_id, self.producer_epoch, self.base_sequence, self.transactional):
             self.producer_id, self.producer_epoch, self.base_sequence = producer_id, producer_epoch, base_sequence
+            self.transactional = transactional
             self.encoded = None
 
     def clear_sequence(self) -> None:
@@ -243,7 +246,8 @@ class WireBatch:
             values, keys, timestamps, headers = self.columns()
             self.encoded = build_batch(values, keys, timestamps=timestamps, headers=headers,
                                        compression=compression, producer_id=self.producer_id,
-                                       producer_epoch=self.producer_epoch, base_sequence=self.base_sequence)
+                                       producer_epoch=self.producer_epoch, base_sequence=self.base_sequence,
+                                       is_transactional=self.transactional)
         return self.encoded
 
     # ------------------------------------------------------------------ outcomes

@@ -9,7 +9,8 @@ ProducerConfig does them:
   left at its default, a conflicting setting (say acks=1) turns idempotence off.
 - `delivery.timeout.ms` must be at least `linger.ms` + `request.timeout.ms`: a ConfigError when
   set explicitly, otherwise raised to that sum.
-- `transactional.id` is refused: this producer has no transactions.
+- `transactional.id` makes a transactional producer, which is idempotent: a ConfigError when
+  idempotence is off (set so, or turned off by a conflicting setting).
 
 Plugins are objects, not strings, so they bypass the typed config: `key.serializer` and
 `value.serializer` (None passes bytes through and encodes str as UTF-8; a callable `f(data)`, an
@@ -77,7 +78,12 @@ class ProducerConfig(CommonClientConfig):
                                     doc="Codec of the record batches.")
     partitioner_ignore_keys: bool = setting(ConfigType.BOOLEAN, False,
                                             doc="Place keyed records like records without keys.")
-    transactional_id: str | None = setting(ConfigType.STRING, None, doc="Not supported.")
+    transactional_id: str | None = setting(ConfigType.STRING, None,
+                                           doc="Identifies the producer across restarts for transactions; "
+                                               "a newer instance fences older ones.")
+    transaction_timeout_ms: int = setting(ConfigType.INT, 60000, at_least(1),
+                                          doc="How long the coordinator lets a transaction stay open before "
+                                              "aborting it.")
 
     @property
     def required_acks(self) -> int:
@@ -113,8 +119,10 @@ def load_producer_config(config: Mapping[str, Any] | None,
     loaded = ProducerConfig.load(supplied, env={}, **keywords)
     _check_idempotence(loaded)
     _check_delivery_timeout(loaded)
-    if loaded.transactional_id:
-        raise ConfigError("transactional.id", loaded.transactional_id, "transactions are not supported")
+    if loaded.transactional_id and not loaded.enable_idempotence:
+        raise ConfigError("transactional.id", loaded.transactional_id,
+                          "a transactional producer must be idempotent: enable.idempotence must be true (with "
+                          "acks=all, retries > 0 and max.in.flight.requests.per.connection <= 5)")
     return loaded, resolve_plugins(plugin_values)
 
 

@@ -7,6 +7,13 @@ TimeoutException of a `send` that waited `max.block.ms` for `buffer.memory`. `Re
 (MESSAGE_TOO_LARGE, 10: Kafka's RecordTooLargeException) is the record format's own, re-exported
 here. `ProducerClosedError` is raised by `send` after `close` (Kafka's IllegalStateException: no
 error code).
+
+Transactions: `ProducerFencedError` (PRODUCER_FENCED, 90) says a newer producer with the same
+`transactional.id` took over; like any fatal transactional error it leaves `close` as the only
+thing the producer can do. `TransactionAbortedError` fails the records of a transaction that was
+aborted before they were sent (Kafka's TransactionAbortedException: no code of its own).
+`TransactionStateError` is a transactional call made in a state that does not allow it (Kafka's
+IllegalStateException).
 """
 
 from __future__ import annotations
@@ -14,7 +21,8 @@ from __future__ import annotations
 from services.common.errors import KafkaError
 from services.common.records.batch import RecordTooLargeError
 
-__all__ = ["BufferExhaustedError", "KafkaTimeoutError", "ProducerClosedError", "RecordTooLargeError"]
+__all__ = ["BufferExhaustedError", "KafkaTimeoutError", "ProducerClosedError", "ProducerFencedError",
+           "RecordTooLargeError", "TransactionAbortedError", "TransactionStateError"]
 
 
 class KafkaTimeoutError(KafkaError, TimeoutError):
@@ -29,3 +37,17 @@ class BufferExhaustedError(KafkaTimeoutError):
 
 class ProducerClosedError(RuntimeError):
     """The producer was closed; nothing more can be sent."""
+
+
+class ProducerFencedError(KafkaError):
+    """A newer producer with the same transactional id fenced this one (fatal)."""
+
+    error_name = "PRODUCER_FENCED"
+
+
+class TransactionAbortedError(KafkaError):
+    """The record's transaction was aborted before the record was sent."""
+
+
+class TransactionStateError(KafkaError, RuntimeError):
+    """A transactional method was called in a state that does not allow it."""

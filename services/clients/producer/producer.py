@@ -18,6 +18,18 @@ the metadata after `max.block.ms` (`KafkaTimeoutError`), no buffer memory after 
 (`RecordTooLargeError`), a value that is not bytes, and any send after `close`
 (`ProducerClosedError`). Everything later reaches the future and the callback.
 
+Transactions (`transactional_id` set; Kafka 3.x's API, each call blocking up to `max.block.ms`):
+
+    producer.init_transactions()           # once: fences older instances, aborts their leftovers
+    producer.begin_transaction()
+    producer.send("out", b"...")
+    producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
+    producer.commit_transaction()          # or abort_transaction()
+
+`send` is refused outside a transaction. After an abortable error (a failed send inside the
+transaction) only `abort_transaction` is allowed, then a new transaction may begin; after a fatal
+one (ProducerFencedError, ...) only `close`. See `transaction_manager` and `transactions`.
+
 `flush(timeout)` waits for every record sent before it; `close(timeout)` flushes, then stops the
 threads (after `timeout` seconds whatever is still pending fails). Safe to share between threads.
 `add_batch_listener(listener)` has the sender thread hand each answered batch to `listener` as a
@@ -49,7 +61,12 @@ from services.clients.producer.accumulator import RecordAccumulator
 from services.clients.producer.batch import RECORD_OVERHEAD_BYTES
 from services.clients.producer.buffer_pool import BufferPool
 from services.clients.producer.config import load_producer_config
-from services.clients.producer.errors import KafkaTimeoutError, ProducerClosedError, RecordTooLargeError
+from services.clients.producer.errors import (
+    KafkaTimeoutError,
+    ProducerClosedError,
+    RecordTooLargeError,
+    TransactionStateError,
+)
 from services.clients.producer.futures import BatchResult, FutureRecordMetadata, ProducerRecord
 from services.clients.producer.metadata_updater import MetadataUpdater
 from services.clients.producer.metrics import ProducerMetrics
@@ -60,11 +77,14 @@ from services.clients.producer.partitioner import (
     TopicInfo,
 )
 from services.clients.producer.sender import Sender
+from services.clients.producer.transaction_manager import TransactionManager
+from services.clients.producer.transactions import TransactionCalls
 from services.clients.transport import ChannelPool, Deadline
 from services.common.clock import SYSTEM_CLOCK, Clock
 from services.common.errors import KafkaError, error_for_code
 from services.common.hashing import partition_for_key
 from services.common.records.batch import HEADER_SIZE
+from services.common.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
@@ -101,17 +121,24 @@ class Producer:
         self._sender: Sender | None = None
         self._pool = ChannelPool.from_config(config, clock)
         self._metadata = Metadata.from_config(config, clock=clock)
+        self._txn: TransactionCalls | None = None
+        if config.transactional_id:
+            self._plain = False  # every send is checked against the transaction's state
+            self._txn = TransactionCalls(TransactionManager(config.transactional_id, config.transaction_timeout_ms),
+                                         self._metadata, self._pool, request_timeout_ms=config.request_timeout_ms,
+                                         retry_backoff_ms=config.retry_backoff_ms)
         self._buffer = BufferPool(config.buffer_memory, on_wait=self._wake_sender)
         self._accumulator = RecordAccumulator(
             batch_size=config.batch_size, linger_ms=config.linger_ms, retry_backoff_ms=config.retry_backoff_ms,
             delivery_timeout_ms=config.delivery_timeout_ms, pool=self._buffer, sticky=self._sticky,
             idempotent=config.enable_idempotence, max_in_flight_per_partition=_partition_depth(config),
-            on_new_batch=self._wake_sender, clock=clock)
+            on_new_batch=self._wake_sender, transactional=self._txn is not None, clock=clock)
         self._updater = MetadataUpdater(self._metadata, self._pool, config.request_timeout_ms,
                                         self._on_metadata_update, f"odradek-producer-metadata | {self.client_id}")
         self._sender = Sender(config, self._accumulator, self._metadata, self._pool, self._metrics,
                               request_metadata_update=self._updater.wakeup, interceptors=self._interceptors,
-                              clock=clock, name=f"odradek-producer-network-thread | {self.client_id}")
+                              transactions=self._txn, clock=clock,
+                              name=f"odradek-producer-network-thread | {self.client_id}")
         self._append_value = self._accumulator.append_value
         self._updater.start()
         self._sender.start()
@@ -139,6 +166,8 @@ class Producer:
         try:
             if self._closed:
                 raise ProducerClosedError("cannot send after the producer is closed")
+            if self._txn is not None:
+                self._txn.manager.check_send()
             if self._interceptors:
                 topic, value, key, partition, timestamp_ms, headers = self._on_send(
                     ProducerRecord(topic, value, key, partition, timestamp_ms, headers))
@@ -277,6 +306,74 @@ class Producer:
         if info is None:
             info, _ = self._wait_on_metadata(topic, None)
         return list(range(info.num_partitions))
+
+    # ------------------------------------------------------------------ transactions
+
+    def init_transactions(self) -> None:
+        """Registers `transactional.id` with its coordinator: gets the producer id and a new epoch,
+        which fences any older producer with the same id and ends its open transaction."""
+        txn = self._transactions("init_transactions")
+        txn.manager.begin_init()
+        producer_id, epoch = txn.init_producer_id(Deadline(self._max_block_ms, self._clock))
+        txn.manager.initialized(producer_id, epoch)
+        self._wake_sender()
+
+    def begin_transaction(self) -> None:
+        """Starts a transaction: the records sent until it ends are committed or aborted together."""
+        self._transactions("begin_transaction").manager.begin()
+
+    def send_offsets_to_transaction(self, offsets: Mapping[Any, Any], group_metadata: Any) -> None:
+        """Commits a consumer group's `offsets` ({partition: offset or OffsetAndMetadata}) as part of
+        the transaction; `group_metadata` is `Consumer.group_metadata()`, which fences zombie members."""
+        from services.clients.consumer.records import OffsetAndMetadata
+
+        txn = self._transactions("send_offsets_to_transaction")
+        txn.manager.check_in_transaction("send_offsets_to_transaction")
+        wanted = {TopicPartition(*tp): value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(value)
+                  for tp, value in offsets.items()}
+        deadline = Deadline(self._max_block_ms, self._clock)
+        txn.add_offsets(group_metadata.group_id, deadline)
+        txn.txn_offset_commit(group_metadata, wanted, deadline)
+
+    def commit_transaction(self) -> None:
+        """Sends every record of the transaction, then commits it. Raises the abortable error of a
+        failed send (then only `abort_transaction` is allowed); after a timeout it may be called again."""
+        txn = self._transactions("commit_transaction")
+        txn.manager.begin_commit()
+        deadline = Deadline(self._max_block_ms, self._clock)
+        self._flush_by(deadline, "commit_transaction")
+        txn.manager.raise_if_error()
+        if txn.manager.transaction_started:
+            txn.end_txn(True, deadline)
+        txn.manager.complete_transaction()
+
+    def abort_transaction(self) -> None:
+        """Aborts the transaction: records not sent yet fail with TransactionAbortedError, the
+        coordinator writes ABORT markers, and the epoch is bumped when a failed send requires it."""
+        txn = self._transactions("abort_transaction")
+        txn.manager.begin_abort()
+        self._wake_sender()
+        deadline = Deadline(self._max_block_ms, self._clock)
+        self._flush_by(deadline, "abort_transaction")
+        if txn.manager.transaction_started:
+            txn.end_txn(False, deadline)
+        if txn.manager.epoch_bump_required:
+            txn.manager.initialized(*txn.init_producer_id(deadline, bump=True))
+        txn.manager.complete_transaction()
+
+    def _transactions(self, operation: str) -> TransactionCalls:
+        if self._txn is None:
+            raise TransactionStateError(f"Cannot call {operation}: transactional.id is not set")
+        if self._closed:
+            raise ProducerClosedError(f"Cannot call {operation} after the producer is closed")
+        return self._txn
+
+    def _flush_by(self, deadline: Deadline, operation: str) -> None:
+        try:
+            self.flush(deadline.remaining_ms() / 1000)
+        except KafkaTimeoutError as error:
+            raise KafkaTimeoutError(f"{operation}: the transaction's records were not all sent within "
+                                    f"max.block.ms ({self._max_block_ms} ms)") from error
 
     # ------------------------------------------------------------------ flush, close, metrics
 

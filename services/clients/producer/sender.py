@@ -30,6 +30,15 @@ first. UNKNOWN_PRODUCER_ID renews it too. A sequenced batch that fails for good 
 sequence numbers back when it is its partition's last and surely not written; otherwise the
 producer id is renewed (an epoch bump in Kafka: this broker answers with a new id), once nothing
 is in flight, and every partition starts again at sequence 0.
+
+Transactions (a `TransactionCalls` given): the producer id and epoch are the transaction
+manager's (from `init_transactions`), never renewed here. Each round first adds to the
+transaction, in one AddPartitionsToTxn, every partition holding data that is not in it yet
+(again after `retry.backoff.ms` while the coordinator asks to retry), and drains only partitions
+already added; their batches carry the transactional bit and the request the transactional id.
+A batch failing for good makes the transaction abortable (fatal when the producer is fenced or
+unauthorized); where the idempotent producer would renew its id, the next abort bumps the epoch.
+While the transaction is aborting or in error, queued batches are failed instead of sent.
 """
 
 from __future__ import annotations
@@ -46,9 +55,11 @@ from services.clients.partition_requests import parse_produce, produce_request
 from services.clients.producer.accumulator import NO_DELAY_LIMIT_MS, PartitionQueue, RecordAccumulator
 from services.clients.producer.batch import SEQUENCE_MODULUS, ProducerBatch, WireBatch
 from services.clients.producer.config import ProducerConfig
-from services.clients.producer.errors import KafkaTimeoutError
+from services.clients.producer.errors import KafkaTimeoutError, TransactionAbortedError
 from services.clients.producer.futures import BatchResult
 from services.clients.producer.metrics import ProducerMetrics
+from services.clients.producer.transaction_manager import Action
+from services.clients.producer.transactions import TransactionCalls
 from services.clients.transport import BROKER, ChannelPool, Deadline, PendingCall, call_any_node
 from services.common.clock import SYSTEM_CLOCK, Clock
 from services.common.errors import Errors, KafkaError, error_for_code
@@ -70,7 +81,8 @@ class Sender(threading.Thread):
 
     def __init__(self, config: ProducerConfig, accumulator: RecordAccumulator, metadata: Metadata,
                  pool: ChannelPool, metrics: ProducerMetrics, *, request_metadata_update: Callable[[], None],
-                 interceptors: Sequence[Any] = (), clock: Clock = SYSTEM_CLOCK, name: str = "odradek-producer"):
+                 interceptors: Sequence[Any] = (), transactions: TransactionCalls | None = None,
+                 clock: Clock = SYSTEM_CLOCK, name: str = "odradek-producer"):
         super().__init__(name=name, daemon=True)
         self._accumulator = accumulator
         self._metadata = metadata
@@ -102,6 +114,9 @@ class Sender(threading.Thread):
         self._renew_producer_id = False
         self._next_producer_id_attempt_ms = 0
         self.fatal_error: KafkaError | None = None
+        self._txn = transactions
+        self._transactional_id = transactions.manager.transactional_id if transactions is not None else None
+        self._next_add_partitions_ms = 0
 
     # ------------------------------------------------------------------ control
 
@@ -150,13 +165,62 @@ class Sender(threading.Thread):
             self._abort(self.fatal_error)
             self._wakeup.wait(MAX_POLL_MS / 1000)
             return
-        if self._idempotent and not self._producer_id_ready(now):
+        allowed = None
+        if self._txn is not None:
+            allowed, delay = self._transaction_round(now)
+            if allowed is None:
+                self._wakeup.wait(min(delay, MAX_POLL_MS) / 1000)
+                return
+        elif self._idempotent and not self._producer_id_ready(now):
             delay = self._expire(now)
             retry_in = max(self._next_producer_id_attempt_ms - now, 1)
             self._wakeup.wait(min(delay, retry_in, MAX_POLL_MS) / 1000)
             return
-        delay = self._send_producer_data(now)
+        else:
+            delay = MAX_POLL_MS
+        delay = min(delay, self._send_producer_data(now, allowed))
         self._wakeup.wait(min(delay, MAX_POLL_MS) / 1000)
+
+    # ------------------------------------------------------------------ transactions
+
+    def _transaction_round(self, now: int) -> tuple[frozenset | None, int]:
+        """(partitions that may be drained, or None to send nothing this round; ms to wait at most)."""
+        manager = self._txn.manager
+        if manager.has_error or manager.is_aborting:
+            error = manager.last_error if manager.has_error else TransactionAbortedError(
+                "Failing batch since transaction was aborted")
+            self._fail_undrained(error)
+            return None, self._expire(now)
+        if manager.producer_id < 0 or not manager.sending_allowed():
+            return None, self._expire(now)
+        self._use_producer_id(manager.producer_id, manager.producer_epoch)
+        delay = MAX_POLL_MS
+        to_add = manager.partitions_to_add(self._accumulator.partitions_with_data())
+        if to_add:
+            if now >= self._next_add_partitions_ms:
+                action = self._txn.add_partitions(to_add, Deadline(self._request_timeout_ms, self._clock))
+                if action is not Action.OK:
+                    self._next_add_partitions_ms = self._clock.monotonic_ms() + self._retry_backoff_ms
+                    if manager.has_error:
+                        return None, 0
+            delay = max(self._next_add_partitions_ms - now, 1)
+        return manager.partitions_in_txn, delay
+
+    def _use_producer_id(self, producer_id: int, producer_epoch: int) -> None:
+        if (producer_id, producer_epoch) == (self.producer_id, self.producer_epoch):
+            return
+        if self.producer_id >= 0:
+            self._accumulator.reset_sequences()
+        self.producer_id, self.producer_epoch = producer_id, producer_epoch
+        logger.info("transactional id %s: producer id %d, epoch %d", self._transactional_id, producer_id,
+                    producer_epoch)
+
+    def _fail_undrained(self, error: KafkaError) -> None:
+        """Fails the batches not sent yet (the transaction is aborting or in error)."""
+        for wire in self._accumulator.abort_undrained():
+            if wire.base_sequence >= 0:
+                self._txn.manager.require_epoch_bump()
+            self._complete(wire, NO_OFFSET, -1, error)
 
     # ------------------------------------------------------------------ producer id
 
@@ -192,6 +256,10 @@ class Sender(threading.Thread):
         return True
 
     def _renew(self, reason: str) -> None:
+        if self._txn is not None:  # the abort of the transaction bumps the epoch instead
+            logger.info("transactional id %s needs an epoch bump: %s", self._transactional_id, reason)
+            self._txn.manager.require_epoch_bump()
+            return
         if not self._renew_producer_id:
             logger.info("renewing producer id %d: %s", self.producer_id, reason)
         self._renew_producer_id = True
@@ -212,9 +280,9 @@ class Sender(threading.Thread):
                     by_node.setdefault(node.node_id, []).append(tp)
         self._routes_cluster, self._leaders, self._partitions_by_node = cluster, leaders, by_node
 
-    def _send_producer_data(self, now: int) -> int:
+    def _send_producer_data(self, now: int, allowed: frozenset | None = None) -> int:
         self._routes(self._metadata.cluster)
-        ready, delay, unknown_leaders = self._accumulator.ready(self._leaders, now)
+        ready, delay, unknown_leaders = self._accumulator.ready(self._leaders, now, allowed)
         if unknown_leaders:
             self._metadata.add_topics(*unknown_leaders)
             self._metadata.request_update()
@@ -223,7 +291,7 @@ class Sender(threading.Thread):
         nodes = [node for node in ready if self._in_flight_requests.get(node.address, 0) < self._max_in_flight]
         if nodes:
             drained = self._accumulator.drain(self._partitions_by_node, nodes, self._max_request_size, now,
-                                              self.producer_id, self.producer_epoch)
+                                              self.producer_id, self.producer_epoch, allowed)
             for node, wires in drained.items():
                 self._send_request(node, wires, now)
             if drained:
@@ -240,7 +308,7 @@ class Sender(threading.Thread):
                 self._metrics.record_retry_total += wire.record_count
         self._metrics.batch_total += len(wires)
         self._metrics.request_total += 1
-        request = produce_request(batches, self._acks, self._request_timeout_ms)
+        request = produce_request(batches, self._acks, self._request_timeout_ms, self._transactional_id)
         address = node.address
         self._in_flight_requests[address] = self._in_flight_requests.get(address, 0) + 1
         entry = (node, wires, now)
@@ -323,6 +391,8 @@ class Sender(threading.Thread):
             return
         if self._idempotent and wire.base_sequence >= 0:
             self._give_back_sequence(queue, wire, written=maybe_written)
+        if self._txn is not None:
+            self._txn.manager.batch_failed(code, error)
         self._complete(wire, NO_OFFSET, -1, error)
 
     def _retry_time(self, queue: PartitionQueue, wire: WireBatch, code: int, retriable: bool,
@@ -334,9 +404,13 @@ class Sender(threading.Thread):
             if code == Errors.OUT_OF_ORDER_SEQUENCE_NUMBER:
                 if not wire.sent_as_first:
                     return now  # an earlier batch failed or was overtaken: resend right after it
+                if self._txn is not None:
+                    return None  # the transaction must be aborted (with an epoch bump)
                 self._renew(f"{wire.tp} lost the producer's sequence (OUT_OF_ORDER_SEQUENCE_NUMBER)")
                 return now + self._retry_backoff_ms
             if code == Errors.UNKNOWN_PRODUCER_ID:
+                if self._txn is not None:
+                    return None
                 self._renew(f"{wire.tp} does not know the producer id")
                 return now + self._retry_backoff_ms
         return now + self._retry_backoff_ms if retriable else None
@@ -363,6 +437,8 @@ class Sender(threading.Thread):
                                       f"passed since batch creation")
             if self._idempotent and wire.base_sequence >= 0:
                 self._give_back_sequence(queue, wire, written=True)
+            if self._txn is not None:
+                self._txn.manager.batch_failed(Errors.REQUEST_TIMED_OUT, error)
             self._complete(wire, NO_OFFSET, -1, error)
         return next_expiry if next_expiry < NO_DELAY_LIMIT_MS else MAX_POLL_MS
 

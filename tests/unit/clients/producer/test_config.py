@@ -73,9 +73,13 @@ def test_delivery_timeout_must_cover_linger_and_request_timeout():
     assert load(linger_ms=100000, request_timeout_ms=30000).delivery_timeout_ms == 130000
 
 
-def test_transactions_are_refused():
+def test_a_transactional_producer_must_be_idempotent():
+    config = load(transactional_id="tx")
+    assert (config.transactional_id, config.transaction_timeout_ms, config.enable_idempotence) == ("tx", 60000, True)
     with pytest.raises(ConfigError, match="transactional.id"):
-        load(transactional_id="tx")
+        load(transactional_id="tx", enable_idempotence=False)
+    with pytest.raises(ConfigError, match="transactional.id"):
+        load(transactional_id="tx", acks="1")
 
 
 def test_bootstrap_servers_are_required_and_checked():
