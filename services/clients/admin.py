@@ -1,5 +1,5 @@
-"""The admin client, as Kafka's Admin: topics, partitions, cluster, offsets, configs and consumer
-groups (those live in `admin_groups`).
+"""The admin client, as Kafka's Admin: topics, partitions, cluster, offsets, configs, consumer
+groups (those live in `admin_groups`) and transactions (`admin_transactions`).
 
 Topic, partition, cluster and config operations go to the active controller (found in the
 metadata any broker serves). A standby answers NOT_CONTROLLER; that, an unknown controller and
@@ -41,6 +41,7 @@ from services.clients.admin_requests import (
     parse_describe_cluster,
     parse_describe_configs,
 )
+from services.clients.admin_transactions import TransactionAdminOps
 from services.clients.admin_types import (
     TOPIC_RESOURCE,
     ClusterDescription,
@@ -77,7 +78,7 @@ from services.common.topic_partition import TopicPartition
 K = TypeVar("K")
 
 
-class Admin(GroupAdminOps, PooledClient):
+class Admin(GroupAdminOps, TransactionAdminOps, PooledClient):
     """Administers topics, partitions and configs; see the module docstring."""
 
     # ------------------------------------------------------------------ topics

@@ -33,6 +33,7 @@ from services.clients.group_requests import (
 from services.clients.metadata import metadata_request
 from services.clients.transport import COORDINATOR, Deadline, call_any_node, call_with_retries
 from services.common.errors import Errors, KafkaError
+from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.topic_partition import TopicPartition
 
 if TYPE_CHECKING:  # the consumer package is loaded only when an offset is altered
@@ -51,18 +52,19 @@ class GroupAdminOps:
         return call_with_retries("FindCoordinator", lambda d: self._find_coordinator(group_id, d),
                                  self._deadline(timeout_ms), self.config.retry_backoff_ms)
 
-    def _find_coordinator(self, group_id: str, deadline: Deadline) -> Node:
+    def _find_coordinator(self, key: str, deadline: Deadline, key_type: int = common_pb2.GROUP) -> Node:
         self.metadata.maybe_refresh(self.pool, max(1, deadline.remaining_ms()))
-        response = call_any_node(self.metadata, self.pool, "FindCoordinator", find_coordinator_request(group_id),
+        response = call_any_node(self.metadata, self.pool, "FindCoordinator", find_coordinator_request(key, key_type),
                                  deadline)
-        return parse_find_coordinator(response, group_id)
+        return parse_find_coordinator(response, key, "group" if key_type == common_pb2.GROUP else "transactional id")
 
     def _ask_group(self, group_id: str, method: str, request: Any, read: Callable[[Any, Node], Any],
-                   timeout_ms: int | None) -> Any:
-        """Calls `group_id`'s coordinator and returns `read(answer, coordinator)`, finding the
-        coordinator again whenever it moved; any other error `read` raises is returned, not retried."""
+                   timeout_ms: int | None, key_type: int = common_pb2.GROUP) -> Any:
+        """Calls the coordinator of `group_id` (or of a transactional id, with key_type TRANSACTION)
+        and returns `read(answer, coordinator)`, finding the coordinator again whenever it moved;
+        any other error `read` raises is returned, not retried."""
         def attempt(deadline: Deadline) -> Any:
-            node = self._find_coordinator(group_id, deadline)
+            node = self._find_coordinator(group_id, deadline, key_type)
             timeout = max(1, deadline.bound(self.config.request_timeout_ms))
             response = self.pool.call(node.address, COORDINATOR, method, request, timeout)
             try:
@@ -75,9 +77,9 @@ class GroupAdminOps:
         return call_with_retries(method, attempt, self._deadline(timeout_ms), self.config.retry_backoff_ms)
 
     def _group_call(self, group_id: str, method: str, request: Any, read: Callable[[Any, Node], Any],
-                    timeout_ms: int | None) -> Any:
+                    timeout_ms: int | None, key_type: int = common_pb2.GROUP) -> Any:
         """`_ask_group`, raising the error the answer carried."""
-        answer = self._ask_group(group_id, method, request, read, timeout_ms)
+        answer = self._ask_group(group_id, method, request, read, timeout_ms, key_type)
         if isinstance(answer, KafkaError):
             raise answer
         return answer

@@ -1,4 +1,5 @@
-"""The `odradek` command line: `topics`, `consumer-groups` (see `cli_groups`),
+"""The `odradek` command line: `topics`, `consumer-groups` (see `cli_groups`), `transactions`
+(see `cli_transactions`),
 `dev up|down|status|start|stop|restart|kill` (see `cli_dev`), `console-producer`,
 `console-consumer`, `producer-perf-test`, `consumer-perf-test` (see `cli_console` and `cli_perf`),
 `jobs run` (Spark jobs, see `cli_jobs`),
@@ -26,7 +27,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO, TextIO
 
-from services.clients import cli_console, cli_dev, cli_groups, cli_jobs, cli_perf, cli_topics
+from services.clients import cli_console, cli_dev, cli_groups, cli_jobs, cli_perf, cli_topics, cli_transactions
 from services.clients.lowlevel import LowLevelClient
 from services.clients.partition_requests import READ_COMMITTED, READ_UNCOMMITTED
 from services.common.errors import Errors, KafkaError, error_for_code
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     cli_topics.add_parser(subparsers)
     cli_groups.add_parser(subparsers)
+    cli_transactions.add_parser(subparsers)
     cli_dev.add_parser(subparsers)
     _add_produce_parser(subparsers)
     _add_fetch_parser(subparsers)

@@ -19,7 +19,7 @@ Columns are padded as Kafka pads them (each as wide as its widest cell). A failu
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TextIO
 
 from services.clients.admin import Admin
@@ -66,13 +66,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
+    return run_admin_command(args, out, COMMANDS[args.action], GroupCommandError)
+
+
+def run_admin_command(args: argparse.Namespace, out: TextIO,
+                      command: Callable[[Admin, argparse.Namespace, TextIO], None],
+                      user_error: type[Exception]) -> int:
+    """Runs an admin tool's `command` with an Admin from --bootstrap-server, --command-config and
+    --timeout; a failure prints `Error: <message>` and returns 1, as Kafka's tools do."""
     config = load_properties(args.command_config) if args.command_config else {}
     try:
         with Admin(config, bootstrap_servers=args.bootstrap_server,
                    default_api_timeout_ms=max(args.timeout, 1000)) as admin:
-            COMMANDS[args.action](admin, args, out)
+            command(admin, args, out)
         return 0
-    except (KafkaError, GroupCommandError, ValueError, TimeoutError) as error:
+    except (KafkaError, user_error, ValueError, TimeoutError) as error:
         message = error.args[0] if error.args else str(error)
         print(f"Error: {message}", file=out)
         return 1

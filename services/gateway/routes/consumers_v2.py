@@ -1,7 +1,10 @@
 """REST Proxy v2 consumer instances: `/consumers/{group}` and `/consumers/{group}/instances/{instance}/...`.
 
     POST   /consumers/{group}                         create: {instance_id, base_uri}; 409 (40901) taken
-                                                      name, 422 (42201 format, 42206 settings)
+                                                      name, 422 (42201 format, 42206 settings); takes
+                                                      name, format, auto.offset.reset,
+                                                      auto.commit.enable, isolation.level,
+                                                      fetch.min.bytes, consumer.request.timeout.ms
     DELETE .../instances/{instance}                   close and leave the group (204)
     POST | GET | DELETE .../subscription              {topics} or {topic_pattern} (204) | {topics}
     POST | GET .../assignments                        {partitions: [{topic, partition}]}
@@ -44,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.exceptions import HTTPException
 
 from services.clients.consumer import Consumer, OffsetAndMetadata
+from services.clients.consumer.config import ISOLATION_LEVELS
 from services.common.config import ConfigError
 from services.common.errors import KafkaError
 from services.common.topic_partition import TopicPartition
@@ -96,6 +100,9 @@ class CreateConsumerRequest(BaseModel):
     format: str | None = Field(None, description="binary (default) or json.")
     auto_offset_reset: str | None = Field(None, alias="auto.offset.reset", description="earliest, latest or none.")
     auto_commit_enable: str | bool | None = Field(None, alias="auto.commit.enable", description="true or false.")
+    isolation_level: str | None = Field(None, alias="isolation.level",
+                                        description="read_uncommitted (default) or read_committed: whether records "
+                                                    "of aborted and open transactions are read.")
     fetch_min_bytes: int | str | None = Field(
         None, alias="fetch.min.bytes", description="A read answers once it holds more bytes than this (-1: never "
                                                    "before its timeout).")
@@ -240,6 +247,11 @@ def instance_settings(body: CreateConsumerRequest) -> InstanceSettings:
                 raise _invalid_config(f"auto.commit.enable must be true or false, not {enable!r}")
             enable = enable.lower() == "true"
         consumer_settings["enable_auto_commit"] = enable
+    if body.isolation_level is not None:
+        if body.isolation_level not in ISOLATION_LEVELS:
+            raise _invalid_config(f"isolation.level must be read_uncommitted or read_committed, not "
+                                  f"{body.isolation_level!r}")
+        consumer_settings["isolation_level"] = body.isolation_level
     return InstanceSettings(
         embedded, consumer_settings,
         _int_setting("fetch.min.bytes", body.fetch_min_bytes, -1, RESPONSE_MIN_BYTES_MAX),

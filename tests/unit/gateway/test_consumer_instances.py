@@ -123,6 +123,8 @@ def test_create_settings():
     assert settings == InstanceSettings(EmbeddedFormat.JSON, {"auto_offset_reset": "earliest",
                                                               "enable_auto_commit": False}, 10, 250)
     assert settings_of(**{"auto.commit.enable": True}).consumer_settings == {"enable_auto_commit": True}
+    assert settings_of(**{"isolation.level": "read_committed"}).consumer_settings == {
+        "isolation_level": "read_committed"}
 
 
 def test_refused_create_settings():
@@ -130,6 +132,7 @@ def test_refused_create_settings():
     assert error_code(format="yaml") == 42201
     assert error_code(**{"auto.offset.reset": "smallest"}) == 42206
     assert error_code(**{"auto.commit.enable": "yes"}) == 42206
+    assert error_code(**{"isolation.level": "committed"}) == 42206
     assert error_code(**{"fetch.min.bytes": -2}) == 42206
     assert error_code(**{"fetch.min.bytes": 10_000_001}) == 42206
     assert error_code(**{"consumer.request.timeout.ms": "soon"}) == 42206

@@ -1,0 +1,100 @@
+"""The admin client's transaction operations, as Kafka's Admin (KIP-664): list and describe
+transactions, describe a partition's active producers, and abort a hanging transaction.
+
+Listing asks every live coordinator (the brokers' metadata names them); describing asks the
+transactional id's coordinator (FindCoordinator with key type TRANSACTION), found again whenever
+it moved. DescribeProducers and the abort's WriteTxnMarkers go to each partition's leader. The
+abort writes an ABORT marker for a producer whose transaction its coordinator no longer knows,
+with the coordinator epoch DescribeProducers reported, as kafka-transactions.sh's `--abort` does.
+The requests are built and read by `txn_requests`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from services.clients.admin_types import AbortTransactionSpec, ProducerState, TransactionDescription, TransactionListing
+from services.clients.partition_requests import produce_call_retriable, read_call_retriable, read_retriable
+from services.clients.transport import COORDINATOR, Deadline, call_with_retries, send_to_leaders
+from services.clients.txn_requests import (
+    abort_marker_request,
+    describe_producers_request,
+    describe_transactions_request,
+    list_transactions_request,
+    parse_describe_producers,
+    parse_describe_transaction,
+    parse_list_transactions,
+    parse_write_txn_markers,
+)
+from services.common.errors import Errors, KafkaError, error_for_code
+from services.common.pb.odradek.common.v1 import common_pb2
+from services.common.topic_partition import TopicPartition
+
+
+class TransactionAdminOps:
+    """Mixed into `Admin` beside `GroupAdminOps`, whose coordinator lookups it uses."""
+
+    def list_transactions(self, *, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
+                          timeout_ms: int | None = None) -> list[TransactionListing]:
+        """Every transactional id every live coordinator owns, optionally only in `states` or of
+        `producer_ids`, sorted by id."""
+        request = list_transactions_request(states, producer_ids)
+        listings: dict[str, TransactionListing] = {}
+        for node in self._coordinator_nodes(timeout_ms):
+            def attempt(deadline: Deadline, address: str = node.address) -> list[TransactionListing]:
+                response = self.pool.call(address, COORDINATOR, "ListTransactions", request,
+                                          max(1, deadline.bound(self.config.request_timeout_ms)))
+                return parse_list_transactions(response, address)
+
+            for listing in call_with_retries("ListTransactions", attempt, self._deadline(timeout_ms),
+                                             self.config.retry_backoff_ms):
+                listings[listing.transactional_id] = listing
+        return [listings[t] for t in sorted(listings)]
+
+    def describe_transactions(self, transactional_ids: Iterable[str], *,
+                              timeout_ms: int | None = None) -> dict[str, TransactionDescription]:
+        """Each transactional id's state, producer, timeout and partitions, from its coordinator."""
+        return {tid: self._group_call(
+                    tid, "DescribeTransactions", describe_transactions_request(tid),
+                    lambda response, node, tid=tid: parse_describe_transaction(response, tid, node.node_id),
+                    timeout_ms, common_pb2.TRANSACTION)
+                for tid in dict.fromkeys(transactional_ids)}
+
+    def describe_producers(self, partitions: Iterable[TopicPartition], *, timeout_ms: int | None = None,
+                           raise_errors: bool = True) -> dict[TopicPartition, list[ProducerState] | KafkaError]:
+        """The active producers of each partition, as its leader describes them."""
+        wanted = [TopicPartition(*tp) for tp in partitions]
+        answers = send_to_leaders(
+            self.metadata, self.pool, wanted, method="DescribeProducers", build_request=describe_producers_request,
+            parse_response=parse_describe_producers, failure_result=lambda _tp, error: (error.code, str(error)),
+            deadline=self._deadline(timeout_ms), backoff_ms=self.config.retry_backoff_ms,
+            call_timeout_ms=self.config.request_timeout_ms, retry_code=read_retriable,
+            retry_call_error=read_call_retriable)
+        results: dict[TopicPartition, list[ProducerState] | KafkaError] = {}
+        for tp in wanted:
+            code, found = answers[tp]
+            results[tp] = found if code == Errors.NONE else KafkaError.from_code(
+                code, f"describing the producers of {tp}: {found or error_for_code(code).description}")
+        return _raise_first(wanted, results) if raise_errors else results
+
+    def abort_transaction(self, spec: AbortTransactionSpec, *, timeout_ms: int | None = None) -> None:
+        """Writes an ABORT marker for `spec`'s producer on its partition (a hanging transaction)."""
+        tp = spec.topic_partition
+        answers = send_to_leaders(
+            self.metadata, self.pool, [tp], method="WriteTxnMarkers",
+            build_request=lambda _tps: abort_marker_request(spec),
+            parse_response=lambda response: {p: (code, code) for p, code in parse_write_txn_markers(response).items()},
+            failure_result=lambda _tp, error: error.code, deadline=self._deadline(timeout_ms),
+            backoff_ms=self.config.retry_backoff_ms, call_timeout_ms=self.config.request_timeout_ms,
+            retry_code=lambda code: error_for_code(code).invalid_metadata, retry_call_error=produce_call_retriable)
+        code = answers[tp]
+        if code != Errors.NONE:
+            raise KafkaError.from_code(code, f"aborting the transaction of producer {spec.producer_id} on {tp}: "
+                                             f"{error_for_code(code).description}")
+
+
+def _raise_first(keys: list, results: dict) -> dict:
+    for key in keys:
+        if isinstance(results[key], KafkaError):
+            raise results[key]
+    return results
