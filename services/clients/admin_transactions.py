@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from services.clients.admin_types import AbortTransactionSpec, ProducerState, TransactionDescription, TransactionListing
+from services.clients.cluster import Node
 from services.clients.partition_requests import produce_call_retriable, read_call_retriable, read_retriable
 from services.clients.transport import COORDINATOR, Deadline, call_with_retries, send_to_leaders
 from services.clients.txn_requests import (
@@ -33,6 +34,12 @@ from services.common.topic_partition import TopicPartition
 
 class TransactionAdminOps:
     """Mixed into `Admin` beside `GroupAdminOps`, whose coordinator lookups it uses."""
+
+    def find_transaction_coordinator(self, transactional_id: str, *, timeout_ms: int | None = None) -> Node:
+        """The coordinator currently owning `transactional_id`."""
+        return call_with_retries("FindCoordinator",
+                                 lambda d: self._find_coordinator(transactional_id, d, common_pb2.TRANSACTION),
+                                 self._deadline(timeout_ms), self.config.retry_backoff_ms)
 
     def list_transactions(self, *, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
                           timeout_ms: int | None = None) -> list[TransactionListing]:

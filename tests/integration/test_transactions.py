@@ -1,0 +1,199 @@
+"""Transactions end to end on a real cluster (one controller, three brokers, two coordinators,
+shared by the tests of this module): aborted records hidden from read_committed consumers and
+seen by read_uncommitted ones, a zombie producer fenced by a newer one with its transactional id,
+a consume-transform-produce worker killed with SIGKILL again and again that still produces the
+transformed input exactly once, and a commit that survives a SIGKILL of its coordinator.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from services.clients import cli
+from services.clients.consumer import Consumer
+from services.clients.launcher import LocalCluster
+from services.clients.producer import Producer, ProducerFencedError
+from services.common.errors import KafkaError
+from services.common.proc import wait_until
+from services.common.records import build_batch
+from services.common.topic_partition import TopicPartition
+from tests.integration.conftest import CLIENT_CONFIG, create_topic, module_cluster
+
+REPO = Path(__file__).resolve().parents[2]
+REPLICATION = 2
+
+
+@pytest.fixture(scope="module")
+def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path_factory) -> Iterator[LocalCluster]:
+    with module_cluster(request, zookeeper, _zk_root_client, tmp_path_factory, "txn", brokers=3, controllers=1,
+                        coordinators=2) as local:
+        yield local
+
+
+def transactional_producer(cluster: LocalCluster, transactional_id: str) -> Producer:
+    producer = Producer(bootstrap_servers=cluster.bootstrap_servers, transactional_id=transactional_id,
+                        max_block_ms=30000, **CLIENT_CONFIG)
+    producer.init_transactions()
+    return producer
+
+
+def read_to_end(cluster: LocalCluster, topic: str, partitions: int, isolation_level: str,
+                timeout_s: float = 60) -> dict[int, list[bytes]]:
+    """Every value each partition shows at `isolation_level`, up to its end (the last stable
+    offset under read_committed)."""
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    values: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    with Consumer(bootstrap_servers=cluster.bootstrap_servers, isolation_level=isolation_level,
+                  fetch_max_wait_ms=100, **CLIENT_CONFIG) as consumer:
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        ends = consumer.end_offsets(tps)
+        deadline = time.monotonic() + timeout_s
+        while any(consumer.position(tp) < ends[tp] for tp in tps):
+            assert time.monotonic() < deadline, f"{topic} not read to {ends} within {timeout_s} s"
+            for record in consumer.poll(timeout_ms=200):
+                values[record.partition].append(record.value)
+    return values
+
+
+def test_aborted_records_are_hidden_from_read_committed_and_committed_ones_shown(cluster, admin):
+    topic = create_topic(admin, "txn-visibility", 2, REPLICATION)
+    with transactional_producer(cluster, "visibility") as producer:
+        producer.begin_transaction()
+        for p in range(2):
+            producer.send(topic, f"aborted-{p}".encode(), partition=p)
+        producer.flush()
+        producer.abort_transaction()
+        producer.begin_transaction()
+        for p in range(2):
+            producer.send(topic, f"committed-{p}".encode(), partition=p)
+        producer.commit_transaction()
+    assert read_to_end(cluster, topic, 2, "read_committed") == {p: [f"committed-{p}".encode()] for p in range(2)}
+    assert read_to_end(cluster, topic, 2, "read_uncommitted") == {
+        p: [f"aborted-{p}".encode(), f"committed-{p}".encode()] for p in range(2)}
+
+
+def test_a_zombie_with_the_same_transactional_id_is_fenced(cluster, admin):
+    topic = create_topic(admin, "txn-zombie", 1, REPLICATION)
+    zombie = transactional_producer(cluster, "zombie")
+    try:
+        zombie.begin_transaction()
+        zombie.send(topic, b"from-the-zombie").get(timeout=30)
+        with transactional_producer(cluster, "zombie") as successor:
+            with pytest.raises(ProducerFencedError):
+                zombie.commit_transaction()
+            with pytest.raises(KafkaError):
+                zombie.send(topic, b"more-from-the-zombie")
+            with pytest.raises(ProducerFencedError):
+                zombie.abort_transaction()
+            successor.begin_transaction()
+            successor.send(topic, b"from-the-successor")
+            successor.commit_transaction()
+    finally:
+        zombie.close(5)
+    assert read_to_end(cluster, topic, 1, "read_committed") == {0: [b"from-the-successor"]}
+
+
+# --------------------------------------------------------------------------------------------- worker
+
+class Worker:
+    """A txn_worker process, counting the transactions it reports committed."""
+
+    def __init__(self, cluster: LocalCluster, group: str, source: str, target: str) -> None:
+        command = [sys.executable, "-m", "tests.integration.txn_worker", "--bootstrap", cluster.bootstrap_servers,
+                   "--group", group, "--input", source, "--output", target, "--transactional-id", f"{group}-worker"]
+        self.process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.committed = 0
+        self.stderr: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=lambda: self.stderr.extend(self.process.stderr), daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            if json.loads(line)["event"] == "committed":
+                self.committed += 1
+
+    def stop(self, kill: bool) -> None:
+        if self.process.poll() is None:
+            if kill:
+                self.process.kill()
+            else:
+                self.process.terminate()
+            self.process.wait(20)
+
+
+@pytest.fixture
+def workers() -> Iterator[list[Worker]]:
+    started: list[Worker] = []
+    yield started
+    for worker in started:
+        try:
+            worker.stop(kill=False)
+        except subprocess.TimeoutExpired:
+            worker.stop(kill=True)
+        if any("Traceback" in line for line in worker.stderr):
+            print(f"----- worker stderr -----\n{''.join(worker.stderr[-40:])}")
+
+
+def test_consume_transform_produce_survives_kills_exactly_once(cluster, admin, writer, workers):
+    source = create_topic(admin, "ctp-in", 2, REPLICATION)
+    target = create_topic(admin, "ctp-out", 2, REPLICATION)
+    expected = {p: [f"{p}-{i}".encode() for i in range(400)] for p in range(2)}
+    for p, values in expected.items():
+        for start in range(0, len(values), 50):
+            writer.produce(source, p, build_batch(values[start:start + 50]), acks=-1)
+    rng = random.Random(7)
+    for _ in range(3):
+        worker = Worker(cluster, "ctp", source, target)
+        workers.append(worker)
+        before = worker.committed
+        wait_until(lambda w=worker, b=before: w.committed > b + 2, 60, 0.05,
+                   message="the worker to commit transactions")
+        time.sleep(rng.uniform(0, 0.5))  # a random point inside the next transactions
+        worker.stop(kill=True)
+    workers.append(Worker(cluster, "ctp", source, target))
+    wanted = {p: [b"out-" + v for v in values] for p, values in expected.items()}
+    wait_until(lambda: read_to_end(cluster, target, 2, "read_committed") == wanted, 120, 1,
+               message="the output to hold the transformed input exactly once")
+
+
+# --------------------------------------------------------------------------------------------- coordinator
+
+def test_a_commit_survives_a_kill_of_the_transaction_coordinator(cluster, admin):
+    """EndTxn answers once the coordinator logged PrepareCommit; killing it right then leaves the
+    markers to the coordinator that loads the transaction next."""
+    topic = create_topic(admin, "txn-failover", 3, REPLICATION)
+    wanted = {p: [f"kept-{p}".encode()] for p in range(3)}
+    with transactional_producer(cluster, "failover") as producer:
+        name = f"coordinator-{admin.find_transaction_coordinator('failover').node_id}"
+        producer.begin_transaction()
+        for p in range(3):
+            producer.send(topic, f"kept-{p}".encode(), partition=p)
+        try:
+            producer.commit_transaction()
+            cluster.kill_service(name)
+            wait_until(lambda: read_to_end(cluster, topic, 3, "read_committed") == wanted, 90, 1,
+                       message="the commit to reach every partition after the coordinator's kill")
+        finally:
+            cluster.start_service(name)
+
+
+def test_transactions_tool_lists_and_describes(cluster, admin, capsys):
+    with transactional_producer(cluster, "listed"):
+        pass
+    wait_until(lambda: any(t.transactional_id == "listed" for t in admin.list_transactions()), 30, 0.2)
+    assert cli.main(["transactions", "--bootstrap-server", cluster.bootstrap_servers, "--describe",
+                     "--transactional-id", "listed"]) == 0
+    out = capsys.readouterr().out
+    assert "listed" in out and "Empty" in out
