@@ -203,6 +203,11 @@ class Log(LogMaintenance):
     def producer_state(self) -> ProducerStateManager:
         return self._producer_state
 
+    def active_producers(self) -> list:
+        """The ProducerStateEntry of every producer the log remembers (DescribeProducers)."""
+        with self._lock:
+            return list(self._producer_state.active_producers.values())
+
     def update_config(self, config: LogConfig) -> None:
         """New settings apply to the next append, roll or retention run."""
         self.config = config
