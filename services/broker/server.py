@@ -18,7 +18,6 @@ from services.broker.log.config import LogConfig, LogManagerConfig
 from services.broker.log.manager import LogManager
 from services.broker.metadata_cache import MetadataCache
 from services.broker.metrics import BrokerMetrics
-from services.broker.producer_ids import ProducerIdManager
 from services.broker.replica_manager import ReplicaManager
 from services.broker.replication.fetcher import FetcherConfig, ReplicaFetcherManager
 from services.broker.replication.isr import IsrManager
@@ -28,6 +27,7 @@ from services.common.clock import SYSTEM_CLOCK
 from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2_grpc
 from services.common.pb.odradek.controller.v1 import controller_pb2, controller_pb2_grpc
+from services.common.producer_id_manager import ProducerIdManager
 from services.common.service import ServiceRuntime, insecure_channel
 from services.common.shared_types import BrokerInfo, EndPoint
 from services.common.topic_partition import TopicPartition

@@ -25,12 +25,12 @@ from collections.abc import Callable
 
 from services.broker.log.validation import AppendOrigin
 from services.broker.metadata_cache import BrokerNode, MetadataCache
-from services.broker.producer_ids import ProducerIdManager
 from services.broker.replica_manager import FetchParams, FetchPartition, ReplicaManager, TxnMarker
 from services.common.coordinator_lookup import coordinator_nodes, find_coordinator
 from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
 from services.common.pb.odradek.common.v1 import common_pb2
+from services.common.producer_id_manager import ProducerIdManager
 from services.common.service import DEFAULT_PARKED_MAX_REQUESTS, Completion, RequestLimit
 from services.common.shared_types import PartitionStateInfo
 from services.common.topic_partition import TopicPartition

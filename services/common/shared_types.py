@@ -1,10 +1,10 @@
 """Value types that servers, clients and ZooKeeper code share: a broker's registration
 (`BrokerInfo` with its `EndPoint`s), a partition's replica assignment (`ReplicaAssignment`), one
-partition's produce result (`ProduceResult`), a partition's leadership as the controller
-sends it to brokers (`PartitionStateInfo`), the leader ids with a meaning of their own
-(`NO_LEADER`, `LEADER_DURING_DELETE`), and the protocol's sentinel values (`EARLIEST_TIMESTAMP`,
-`LATEST_TIMESTAMP` in ListOffsets, `CONSUMER_REPLICA_ID` in Fetch and ListOffsets, `NO_LEADER_EPOCH`
-wherever a leader epoch is unknown).
+partition's produce result (`ProduceResult`), an InitProducerId answer (`InitProducerIdResult`),
+a partition's leadership as the controller sends it to brokers (`PartitionStateInfo`), the leader
+ids with a meaning of their own (`NO_LEADER`, `LEADER_DURING_DELETE`), and the protocol's sentinel
+values (`EARLIEST_TIMESTAMP`, `LATEST_TIMESTAMP` in ListOffsets, `CONSUMER_REPLICA_ID` in Fetch and
+ListOffsets, `NO_LEADER_EPOCH` wherever a leader epoch is unknown).
 
 Plain immutable values with no I/O, so the pure cores (`controller/state`, `broker/log`) may use
 them; each wire or znode format that carries one has its own module that reads and writes it.
@@ -86,6 +86,15 @@ class ProduceResult(NamedTuple):
     def failed(cls, error_code: int, error_message: str = "",
                record_errors: tuple[tuple[int, str], ...] = ()) -> ProduceResult:
         return cls(NO_OFFSET, error_code, error_message=error_message, record_errors=record_errors)
+
+
+class InitProducerIdResult(NamedTuple):
+    """InitProducerId's answer, as brokers and the transaction coordinator give it."""
+
+    error_code: int
+    producer_id: int = -1
+    producer_epoch: int = -1
+    error_message: str = ""
 
 
 @dataclass(frozen=True, slots=True)

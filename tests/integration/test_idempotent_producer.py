@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 
-from services.broker.producer_ids import ProducerIdManager
 from services.clients.admin import Admin
 from services.clients.admin_types import NewTopic
 from services.clients.launcher import LocalCluster
@@ -15,6 +14,7 @@ from services.common.errors import Errors
 from services.common.pb.odradek.broker.v1 import broker_pb2_grpc
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.proc import wait_until
+from services.common.producer_id_manager import ProducerIdManager
 from services.common.records import build_batch, iter_records
 from services.common.service import insecure_channel
 from services.common.zk import OdradekZkClient

@@ -6,9 +6,8 @@ timers fire on the injected `Scheduler`, and the `GroupStore` answers appends fr
 thread. Each call runs one core command under the lock and carries its `Outcome` out:
 
 - timers are set and cancelled under the lock, so they follow the order the core decided them;
-- appends join a FIFO under the lock and are handed to the store after it is released, by one
-  draining thread at a time, so they reach the store in the order replay must see; an append
-  whose partition was unloaded meanwhile is skipped;
+- appends join an `AppendQueue` under the lock and are handed to the store after it is released,
+  in the order replay must see; an append whose partition was unloaded meanwhile is skipped;
 - replies (the request callbacks) are called after the lock is released, each at most once: the
   core answers parked requests NOT_COORDINATOR when it loses a partition, and an answer arriving
   later is then ignored.
@@ -16,15 +15,14 @@ thread. Each call runs one core command under the lock and carries its `Outcome`
 
 from __future__ import annotations
 
-import collections
 import logging
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from services.common.clock import Clock
-from services.common.errors import Errors
 from services.common.scheduler import Cancellable, Scheduler
+from services.coordinator.append_queue import AppendQueue, Once
 from services.coordinator.group.api import (
     CommitCallback,
     DeleteGroupsCallback,
@@ -40,29 +38,11 @@ from services.coordinator.group.api import (
 )
 from services.coordinator.group.config import GroupConfig
 from services.coordinator.group.coordinator import GroupCoordinatorCore
-from services.coordinator.group.effects import Append, CancelTimer, Outcome, TimerEvent
+from services.coordinator.group.effects import CancelTimer, Outcome, TimerEvent
 from services.coordinator.group.group import GroupMetadata
 from services.coordinator.group.join_sync import JoinRequest
 
 logger = logging.getLogger(__name__)
-
-
-class Once:
-    """A callback that acts only on its first call; thread-safe."""
-
-    __slots__ = ("_fn", "_lock", "done")
-
-    def __init__(self, fn: Callable[[Any], Any]) -> None:
-        self._fn = fn
-        self._lock = threading.Lock()
-        self.done = False
-
-    def __call__(self, value: Any) -> None:
-        with self._lock:
-            if self.done:
-                return
-            self.done = True
-        self._fn(value)
 
 
 class GroupCoordinator:
@@ -72,8 +52,9 @@ class GroupCoordinator:
         self._store = store
         self._lock = threading.Lock()
         self._timers: dict[TimerEvent, Cancellable] = {}
-        self._appends: collections.deque[Append] = collections.deque()
-        self._draining = False
+        self._appends = AppendQueue(store, self._lock, self.core.is_append_wanted,
+                                    lambda append_id, code: self._run(self.core.on_append_done, append_id, code),
+                                    "__consumer_offsets")
 
     # ---------------------------------------------------------------------------------------------
     # running commands
@@ -84,7 +65,7 @@ class GroupCoordinator:
             for timer in outcome.timers:
                 self._apply_timer(timer)
             self._appends.extend(outcome.appends)
-        self._drain()
+        self._appends.drain()
         for reply, result in outcome.responses:
             try:
                 reply(result)
@@ -104,32 +85,6 @@ class GroupCoordinator:
         with self._lock:
             self._timers.pop(event, None)
         self._run(self.core.on_timer, event)
-
-    def _drain(self) -> None:
-        """Hand queued appends to the store; returns at once if another thread is draining."""
-        with self._lock:
-            if self._draining:
-                return
-            self._draining = True
-        while True:
-            with self._lock:
-                append = self._appends.popleft() if self._appends else None
-                if append is None:
-                    self._draining = False
-                    return
-                if not self.core.is_append_wanted(append.append_id):
-                    continue
-            self._hand_over(append)
-
-    def _hand_over(self, append: Append) -> None:
-        def written(error_code: int) -> None:
-            self._run(self.core.on_append_done, append.append_id, error_code)
-
-        try:
-            self._store.append(append.partition, append.records, Once(written))
-        except Exception:
-            logger.exception("append to __consumer_offsets-%d failed", append.partition)
-            written(Errors.UNKNOWN_SERVER_ERROR)
 
     def run(self, command: Callable[[GroupCoordinatorCore], Outcome]) -> Any:
         """Run `command(core)` as one command: under the lock, its outcome carried out; returns

@@ -1,4 +1,5 @@
-"""Producer ids for idempotent producers: `ProducerIdManager` and the broker's InitProducerId.
+"""Producer ids: `ProducerIdManager` (brokers and the transaction coordinator) and the broker's
+InitProducerId.
 
 As Kafka 2.8's ProducerIdManager, ids come from blocks of 1000 claimed in ZooKeeper's
 `/latest_producer_id_block` (see `services.common.zk.producer_ids`; the claim is a conditional
@@ -19,23 +20,17 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from services.common.errors import Errors
 from services.common.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from services.common.shared_types import InitProducerIdResult
 
 if TYPE_CHECKING:
     from services.common.zk.producer_ids import ProducerIdBlock
 
 logger = logging.getLogger(__name__)
 
-
-
-class InitProducerIdResult(NamedTuple):
-    error_code: int
-    producer_id: int = NO_PRODUCER_ID
-    producer_epoch: int = NO_PRODUCER_EPOCH
-    error_message: str = ""
 
 
 class ProducerIdManager:
