@@ -2,7 +2,8 @@
 
 `LowLevelClient` sends already-encoded RecordBatch v2 bytes to partition leaders (`produce`,
 `produce_many`, one ProduceRequest per leader broker), reads raw batches back (`fetch`,
-`fetch_many`, or decoded with `fetch_records`) and looks offsets up (`list_offset`). Leaders come
+`fetch_many`, or decoded with `fetch_records`), looks offsets up (`list_offset`) and writes
+transaction markers (`write_txn_marker`, for coordinators). Leaders come
 from its metadata cache. It retries, with fresh metadata, only what surely did not take effect:
 per-partition errors that say metadata was stale (NOT_LEADER_OR_FOLLOWER,
 UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, ...) and calls that could not reach the
@@ -25,6 +26,7 @@ from services.clients.partition_requests import (
     READ_UNCOMMITTED,
     FetchResult,
     ListOffsetsResult,
+    TxnMarker,
     fetch_failure,
     fetch_request,
     list_offsets_failure,
@@ -33,12 +35,15 @@ from services.clients.partition_requests import (
     parse_fetch,
     parse_list_offsets,
     parse_produce,
+    parse_write_txn_markers,
     produce_call_retriable,
     produce_failure,
     produce_request,
     produce_retriable,
     read_call_retriable,
     read_retriable,
+    write_txn_markers_failure,
+    write_txn_markers_request,
 )
 from services.clients.pooled_client import PooledClient
 from services.clients.transport import send_to_leaders
@@ -169,3 +174,18 @@ class LowLevelClient(PooledClient):
             retry_code=read_retriable,
             retry_call_error=read_call_retriable,
         )
+
+    # ------------------------------------------------------------------ transaction markers
+
+    def write_txn_marker(self, marker: TxnMarker, partitions: list[tuple[str, int]], *,
+                         retry_timeout_ms: float | None = None) -> dict[TopicPartition, int]:
+        """Writes `marker` to each partition through its leader (the broker's WriteTxnMarkers, which
+        answers once the marker is replicated); {partition: error_code}. Retried only where the
+        leader moved or could not be reached."""
+        return send_to_leaders(
+            self.metadata, self.pool, [TopicPartition(*tp) for tp in partitions], method="WriteTxnMarkers",
+            build_request=lambda tps: write_txn_markers_request(marker, tps), parse_response=parse_write_txn_markers,
+            failure_result=write_txn_markers_failure, deadline=self._deadline(retry_timeout_ms),
+            backoff_ms=self.config.retry_backoff_ms, retry_code=produce_retriable,
+            call_timeout_ms=self.config.request_timeout_ms + PRODUCE_CALL_MARGIN_MS,
+            retry_call_error=produce_call_retriable)

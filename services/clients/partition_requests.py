@@ -1,4 +1,4 @@
-"""Per-partition data-path requests (Produce, Fetch, ListOffsets): building them for many
+"""Per-partition data-path requests (Produce, Fetch, ListOffsets, WriteTxnMarkers): building them for many
 partitions, reading their per-partition results, the result tuples clients return, and which
 errors are worth retrying.
 
@@ -187,3 +187,35 @@ def parse_list_offsets(
 
 def list_offsets_failure(tp: TopicPartition, error: KafkaError) -> ListOffsetsResult:
     return ListOffsetsResult(-1, -1, NO_LEADER_EPOCH, error.code)
+
+
+# --------------------------------------------------------------------------------------------- txn markers
+
+class TxnMarker(NamedTuple):
+    """A transaction marker: COMMIT (`commit`) or ABORT of the producer's transaction."""
+
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    coordinator_epoch: int
+
+
+def write_txn_markers_request(marker: TxnMarker,
+                              partitions: list[TopicPartition]) -> common_pb2.WriteTxnMarkersRequest:
+    request = common_pb2.WriteTxnMarkersRequest()
+    request.markers.add(producer_id=marker.producer_id, producer_epoch=marker.producer_epoch,
+                        transaction_result=marker.commit, coordinator_epoch=marker.coordinator_epoch,
+                        topics=[common_pb2.WriteTxnMarkersRequest.WritableTxnMarkerTopic(
+                            name=topic, partition_indexes=[tp.partition for tp in tps])
+                            for topic, tps in _by_topic(partitions).items()])
+    return request
+
+
+def parse_write_txn_markers(response: common_pb2.WriteTxnMarkersResponse) -> dict[TopicPartition, tuple[int, int]]:
+    """{partition: (error_code, error_code)} of every marker in the answer."""
+    return {TopicPartition(topic.name, p.partition_index): (p.error_code, p.error_code)
+            for marker in response.markers for topic in marker.topics for p in topic.partitions}
+
+
+def write_txn_markers_failure(tp: TopicPartition, error: KafkaError) -> int:
+    return error.code

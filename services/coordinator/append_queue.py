@@ -4,7 +4,9 @@ order the core produced them, which is the order replay must see.
 The runtime queues appends under its own lock (the one its core runs under) and calls `drain()`
 after releasing it; one thread at a time drains, so the store receives them in order. An append
 the core no longer wants (its partition was unloaded meanwhile) is skipped. Each write's error
-code goes to `on_written(append_id, error_code)` exactly once.
+code (and, when the store knows it, the first record's offset) goes to
+`on_written(append_id, error_code[, first_offset])` exactly once. An append with a `transaction`
+(producer id, epoch) is written as that producer's transactional batch.
 """
 
 from __future__ import annotations
@@ -36,17 +38,17 @@ class Once:
         self._lock = threading.Lock()
         self.done = False
 
-    def __call__(self, value: Any) -> None:
+    def __call__(self, *values: Any) -> None:
         with self._lock:
             if self.done:
                 return
             self.done = True
-        self._fn(value)
+        self._fn(*values)
 
 
 class AppendQueue:
     def __init__(self, store: Any, lock: threading.Lock, is_wanted: Callable[[int], bool],
-                 on_written: Callable[[int, int], None], topic: str) -> None:
+                 on_written: Callable[..., None], topic: str) -> None:
         self._store = store
         self._lock = lock
         self._is_wanted = is_wanted
@@ -76,11 +78,16 @@ class AppendQueue:
             self._hand_over(append)
 
     def _hand_over(self, append: QueuedAppend) -> None:
-        def written(error_code: int) -> None:
-            self._on_written(append.append_id, error_code)
+        def written(error_code: int, *first_offset: int | None) -> None:
+            self._on_written(append.append_id, error_code, *first_offset)
 
         try:
-            self._store.append(append.partition, append.records, Once(written))
+            transaction = getattr(append, "transaction", None)
+            if transaction is None:
+                self._store.append(append.partition, append.records, Once(written))
+            else:
+                self._store.append(append.partition, append.records, Once(written),
+                                   transaction=(transaction.producer_id, transaction.producer_epoch))
         except Exception:
             logger.exception("append to %s-%d failed", self._topic, append.partition)
             written(Errors.UNKNOWN_SERVER_ERROR)

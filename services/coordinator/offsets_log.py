@@ -10,13 +10,23 @@ higher epoch the brokers refuse the old owner's batches (INVALID_PRODUCER_EPOCH)
 deposed owner is fenced. Such a refusal is answered NOT_COORDINATOR and the partition's groups
 are dropped from memory (its reload fails the same way until ZooKeeper shows the new owner); a
 write whose outcome is unknown (a timeout) makes the partition reload, which finds the sequence
-to continue from.
+to continue from. Each caller learns the log offset of its first record.
+
+Transactions (TxnOffsetCommit). An append with a `transaction` (producer id, epoch) is written
+alone, as one transactional batch of that producer with base sequence -1 (the brokers take it
+from a coordinator without sequence checks); a refusal of its epoch is the transaction's
+(INVALID_PRODUCER_EPOCH, PRODUCER_FENCED) and fences nothing here. `write_txn_marker` forwards a
+COMMIT or ABORT marker to the partitions' leaders (the brokers' WriteTxnMarkers). Both go through
+the writer thread in queue order with the other appends, so the log holds them in the order the
+group coordinator asked for them.
 
 Loading (`load`). The new owner replays the partition from its log start up to the high
 watermark, then writes a fence record (key version 3, coordinator id; a tombstone, so compaction
 drops it) with its own epoch, then replays up to that record. Anything the previous owner wrote
 is replayed; anything it tries to write afterwards is refused. Only then are the partition's
-groups served.
+groups served. Records of transactional batches go to `replay_txn` and markers to
+`replay_marker` when given (else transactional records replay as plain ones and markers are
+skipped).
 
     fence record key:  int16 version = 3, int32 coordinator id;  value: null
 """
@@ -31,9 +41,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from services.clients.lowlevel import LowLevelClient
+from services.clients.partition_requests import TxnMarker
 from services.common.errors import Errors
+from services.common.records.batch import NO_SEQUENCE
 from services.common.records.builder import build_batch
-from services.common.records.reader import iter_batches
+from services.common.records.reader import iter_batches, parse_control_record
 from services.common.zk.coordinators import PartitionOwner
 
 logger = logging.getLogger(__name__)
@@ -41,9 +53,15 @@ logger = logging.getLogger(__name__)
 FENCE_KEY_VERSION = 3
 _FENCED = (Errors.INVALID_PRODUCER_EPOCH, Errors.PRODUCER_FENCED)
 _SEQUENCE_WRAP = 0x7FFFFFFF
+# a transactional write that failed with one of these may be in the log all the same
+_IN_DOUBT = (Errors.REQUEST_TIMED_OUT, Errors.NETWORK_EXCEPTION, Errors.UNKNOWN_SERVER_ERROR,
+             Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
 
 Records = list[tuple[bytes, bytes | None]]
-Replay = Callable[[bytes, bytes | None, int, int], None]
+Callback = Callable[..., None]  # callback(error_code, first_offset or None)
+Replay = Callable[[bytes, bytes | None, int, int], None]  # key, value, offset, timestamp
+ReplayTxn = Callable[[bytes, bytes | None, int, int, int], None]  # ..., producer id
+ReplayMarker = Callable[[int, bool, int], None]  # producer id, commit, offset
 
 
 class LoadError(Exception):
@@ -56,6 +74,22 @@ def fence_key(coordinator_id: int) -> bytes:
 
 def is_fence_key(key: bytes | None) -> bool:
     return key is not None and len(key) >= 2 and struct.unpack_from(">h", key)[0] == FENCE_KEY_VERSION
+
+
+@dataclass(frozen=True)
+class _TxnAppend:
+    partition: int
+    records: Records
+    callback: Callback
+    producer_id: int
+    producer_epoch: int
+
+
+@dataclass(frozen=True)
+class _MarkerWrite:
+    partitions: list[int]
+    marker: TxnMarker
+    callback: Callable[[dict[int, int]], None]
 
 
 @dataclass
@@ -80,18 +114,30 @@ class OffsetsLog:
         self.on_in_doubt = on_in_doubt or (lambda partition: None)
         self._writable: dict[int, _Writable] = {}
         self._lock = threading.Lock()
-        self._queue: queue.Queue[tuple[int, Records, Callable[[int], None]] | None] = queue.Queue()
+        self._queue: queue.Queue[tuple[int, Records, Callback] | _TxnAppend | _MarkerWrite | None] = queue.Queue()
         self._closed = False
         self._thread = threading.Thread(target=self._write_loop, name="offsets-writer", daemon=True)
         self._thread.start()
 
     # ------------------------------------------------------------------ GroupStore
 
-    def append(self, partition: int, records: Records, callback: Callable[[int], None]) -> None:
+    def append(self, partition: int, records: Records, callback: Callback,
+               transaction: tuple[int, int] | None = None) -> None:
         if self._closed:
-            callback(Errors.NOT_COORDINATOR)
+            callback(Errors.NOT_COORDINATOR, None)
             return
-        self._queue.put((partition, list(records), callback))
+        if transaction is None:
+            self._queue.put((partition, list(records), callback))
+        else:
+            self._queue.put(_TxnAppend(partition, list(records), callback, *transaction))
+
+    def write_txn_marker(self, partitions: list[int], producer_id: int, producer_epoch: int, commit: bool,
+                         coordinator_epoch: int, callback: Callable[[dict[int, int]], None]) -> None:
+        marker = TxnMarker(producer_id, producer_epoch, commit, coordinator_epoch)
+        if self._closed:
+            callback(dict.fromkeys(partitions, Errors.NOT_COORDINATOR))
+            return
+        self._queue.put(_MarkerWrite(list(partitions), marker, callback))
 
     def close(self) -> None:
         self._closed = True
@@ -105,18 +151,20 @@ class OffsetsLog:
 
     # ------------------------------------------------------------------ loading
 
-    def load(self, partition: int, owner: PartitionOwner, replay: Replay) -> int:
+    def load(self, partition: int, owner: PartitionOwner, replay: Replay, replay_txn: ReplayTxn | None = None,
+             replay_marker: ReplayMarker | None = None) -> int:
         """Replays `partition`, fences earlier owners, replays what they wrote before the fence.
         Returns the offset after the fence record. Raises LoadError."""
         self.release(partition)
         start = self._log_start(partition)
-        position, last = self._replay_until(partition, start, None, owner.producer_id, replay)
+        replayers = (replay, replay_txn, replay_marker)
+        position, last = self._replay_until(partition, start, None, owner.producer_id, replayers)
         sequence = 0
         if last is not None and last[0] == owner.epoch:
             sequence = (last[1] + 1) & _SEQUENCE_WRAP
         writable = _Writable(owner.producer_id, owner.epoch, sequence)
         fence_offset = self._write_fence(partition, writable)
-        position, _ = self._replay_until(partition, position, fence_offset + 1, owner.producer_id, replay)
+        position, _ = self._replay_until(partition, position, fence_offset + 1, owner.producer_id, replayers)
         with self._lock:
             self._writable[partition] = writable
         return position
@@ -129,7 +177,8 @@ class OffsetsLog:
         return result.offset
 
     def _replay_until(self, partition: int, position: int, end: int | None, producer_id: int,
-                      replay: Replay) -> tuple[int, tuple[int, int] | None]:
+                      replayers: tuple[Replay, ReplayTxn | None, ReplayMarker | None],
+                      ) -> tuple[int, tuple[int, int] | None]:
         """Replays from `position` up to `end` (or the high watermark when None). Returns the next
         position and the (epoch, last sequence) of the last batch written with `producer_id`."""
         last: tuple[int, int] | None = None
@@ -146,12 +195,7 @@ class OffsetsLog:
                     continue
                 if header.producer_id == producer_id and header.producer_id >= 0:
                     last = (header.producer_epoch, header.last_sequence)
-                if header.is_control:
-                    position = header.next_offset
-                    continue
-                for record in records:
-                    if record.offset >= position and not is_fence_key(record.key):
-                        replay(record.key, record.value, record.offset, record.timestamp)
+                _replay_batch(header, [r for r in records if r.offset >= position], replayers)
                 position = header.next_offset
             if position >= goal:
                 return position, last
@@ -193,12 +237,13 @@ class OffsetsLog:
                     self._closed = True
                     break
                 pending.append(more)
-            try:
-                self._write(pending)
-            except Exception:
-                logger.exception("Writing to %s failed", self.topic)
-                for _, _, callback in pending:
-                    _answer(callback, Errors.UNKNOWN_SERVER_ERROR)
+            for run in _runs(pending):
+                try:
+                    self._write_run(run)
+                except Exception:
+                    logger.exception("Writing to %s failed", self.topic)
+                    for failed in run:
+                        _fail(failed, Errors.UNKNOWN_SERVER_ERROR)
             if self._closed:
                 self._fail_queued()
                 return
@@ -210,21 +255,60 @@ class OffsetsLog:
             except queue.Empty:
                 return
             if item is not None:
-                _answer(item[2], Errors.NOT_COORDINATOR)
+                _fail(item, Errors.NOT_COORDINATOR)
 
-    def _write(self, pending: list[tuple[int, Records, Callable[[int], None]]]) -> None:
-        by_partition: dict[int, tuple[Records, list[Callable[[int], None]]]] = {}
+    def _write_run(self, run: list) -> None:
+        if isinstance(run[0], _TxnAppend):
+            self._write_txn(run[0])
+        elif isinstance(run[0], _MarkerWrite):
+            self._write_marker(run[0])
+        else:
+            self._write(run)
+
+    def _write_txn(self, item: _TxnAppend) -> None:
+        """One transactional batch of the transaction's producer (no sequence: written by a coordinator)."""
+        with self._lock:
+            writable = item.partition in self._writable
+        if not writable:
+            _answer(item.callback, Errors.NOT_COORDINATOR)
+            return
+        batch = build_batch([v for _, v in item.records], [k for k, _ in item.records], compression=self.compression,
+                            producer_id=item.producer_id, producer_epoch=item.producer_epoch,
+                            base_sequence=NO_SEQUENCE, is_transactional=True)
+        result = self._produce({item.partition: batch})[item.partition]
+        if result.error_code in _IN_DOUBT:
+            logger.warning("%s-%d: a transactional write failed with error %d; reloading the partition",
+                           self.topic, item.partition, result.error_code)
+            self.on_in_doubt(item.partition)
+        ok = result.error_code == Errors.NONE
+        _answer(item.callback, result.error_code, result.base_offset if ok else None)
+
+    def _write_marker(self, item: _MarkerWrite) -> None:
+        with self._lock:
+            owned = [p for p in item.partitions if p in self._writable]
+        codes = dict.fromkeys(item.partitions, Errors.NOT_COORDINATOR)
+        if owned:
+            written = self.client.write_txn_marker(item.marker, [(self.topic, p) for p in owned],
+                                                   retry_timeout_ms=self.commit_timeout_ms)
+            codes.update({tp.partition: code for tp, code in written.items()})
+        try:
+            item.callback(codes)
+        except Exception:
+            logger.exception("A marker callback failed")
+
+    def _write(self, pending: list[tuple[int, Records, Callback]]) -> None:
+        by_partition: dict[int, tuple[Records, list[tuple[Callback, int]]]] = {}
         for partition, records, callback in pending:
             entry = by_partition.setdefault(partition, ([], []))
+            entry[1].append((callback, len(entry[0])))
             entry[0].extend(records)
-            entry[1].append(callback)
         batches: dict[int, bytes] = {}
         stamps: dict[int, _Writable] = {}
         with self._lock:
             for partition, (records, callbacks) in list(by_partition.items()):
                 writable = self._writable.get(partition)
                 if writable is None or not records:
-                    for callback in callbacks:
+                    for callback, _ in callbacks:
                         _answer(callback, Errors.NONE if writable is not None else Errors.NOT_COORDINATOR)
                     del by_partition[partition]
                     continue
@@ -240,8 +324,9 @@ class OffsetsLog:
             records, callbacks = by_partition[partition]
             code = results[partition].error_code
             code = self._settle(partition, stamps[partition], len(records), code)
-            for callback in callbacks:
-                _answer(callback, code)
+            base_offset = results[partition].base_offset
+            for callback, index in callbacks:
+                _answer(callback, code, base_offset + index if code == Errors.NONE else None)
 
     def _settle(self, partition: int, stamp: _Writable, count: int, code: int) -> int:
         """Advances the sequence after a success; works out what a failure means. Returns the
@@ -271,8 +356,46 @@ class OffsetsLog:
         return code
 
 
-def _answer(callback: Callable[[int], None], code: int) -> None:
+def _answer(callback: Callback, code: int, first_offset: int | None = None) -> None:
     try:
-        callback(code)
+        callback(code, first_offset)
     except Exception:
         logger.exception("A write callback failed")
+
+
+def _fail(item: tuple[int, Records, Callback] | _TxnAppend | _MarkerWrite, code: int) -> None:
+    if isinstance(item, _MarkerWrite):
+        try:
+            item.callback(dict.fromkeys(item.partitions, code))
+        except Exception:
+            logger.exception("A marker callback failed")
+    else:
+        _answer(item.callback if isinstance(item, _TxnAppend) else item[2], code)
+
+
+def _runs(pending: list) -> list[list]:
+    """Queue order kept: plain appends in a row go together; each transactional append or marker alone."""
+    runs: list[list] = []
+    for item in pending:
+        if isinstance(item, tuple) and runs and isinstance(runs[-1][0], tuple):
+            runs[-1].append(item)
+        else:
+            runs.append([item])
+    return runs
+
+
+def _replay_batch(header, records: list, replayers: tuple[Replay, ReplayTxn | None, ReplayMarker | None]) -> None:
+    """Hands one batch's records (those not replayed yet) to the replay callbacks (see the module doc)."""
+    replay, replay_txn, replay_marker = replayers
+    if header.is_control:
+        if replay_marker is not None:
+            for record in records:
+                replay_marker(header.producer_id, parse_control_record(record.key, record.value).commit, record.offset)
+        return
+    for record in records:
+        if is_fence_key(record.key):
+            continue
+        if header.is_transactional and replay_txn is not None:
+            replay_txn(record.key, record.value, record.offset, record.timestamp, header.producer_id)
+        else:
+            replay(record.key, record.value, record.offset, record.timestamp)

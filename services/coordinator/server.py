@@ -206,7 +206,10 @@ class CoordinatorServer:
         started = SYSTEM_CLOCK.monotonic_ms()
         end = self.offsets_log.load(
             partition, owner,
-            lambda key, value, offset, timestamp: self.groups.replay(partition, key, value, offset, timestamp))
+            lambda key, value, offset, timestamp: self.groups.replay(partition, key, value, offset, timestamp),
+            lambda key, value, offset, timestamp, producer_id: self.groups.replay(
+                partition, key, value, offset, timestamp, producer_id),
+            lambda producer_id, commit, offset: self.groups.replay_marker(partition, producer_id, commit))
         self.groups.complete_loading(partition)
         logger.info("Coordinator %d loaded %s-%d (epoch %d) up to offset %d in %d ms", self.coordinator_id,
                     GROUP_METADATA_TOPIC, partition, owner.epoch, end, SYSTEM_CLOCK.monotonic_ms() - started)

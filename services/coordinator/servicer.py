@@ -1,7 +1,9 @@
 """The coordinator's gRPC adapter: decodes CoordinatorService group requests, calls the
 `GroupCoordinator`, encodes its answers. JoinGroup and SyncGroup wait until the group
-coordinator answers (the rebalance completes) or the caller's deadline passes, OffsetCommit and
-DeleteGroups until their write to `__consumer_offsets` is replicated: these run on the server's
+coordinator answers (the rebalance completes) or the caller's deadline passes, OffsetCommit,
+TxnOffsetCommit and DeleteGroups until their write to `__consumer_offsets` is replicated, and
+WriteTxnMarkers (markers for this instance's partitions of `__consumer_offsets`, sent by the
+transaction coordinator) until the markers are written and the offsets completed: these run on the server's
 event loop and await the `Completion` the coordinator's callback resolves, so a waiting request
 holds no thread. They count against `parked.max.requests`; one more is answered at once with
 THROTTLING_QUOTA_EXCEEDED. Every other call answers at once, in the runtime's executor.
@@ -14,8 +16,9 @@ from collections.abc import Callable
 from typing import Any
 
 from services.common.clock import SYSTEM_CLOCK, Clock
-from services.common.coordinator_lookup import find_coordinator
+from services.common.coordinator_lookup import GROUP_METADATA_TOPIC, find_coordinator
 from services.common.errors import Errors
+from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2_grpc
 from services.common.service import DEFAULT_PARKED_MAX_REQUESTS, Completion, RequestLimit
@@ -43,6 +46,34 @@ def client_host(context) -> str:
     if kind == "ipv6":
         return "/" + rest.rpartition(":")[0].strip("[]").replace("%5B", "").replace("%5D", "")
     return "/" + peer if peer else ""
+
+
+def _requested_offsets(request, now_ms: int, expire_ms: int | None) -> dict[TopicPartition, OffsetAndMetadata]:
+    """The offsets of an OffsetCommit or TxnOffsetCommit request."""
+    offsets = {}
+    for topic in request.topics:
+        for part in topic.partitions:
+            offsets[TopicPartition(topic.name, part.partition_index)] = OffsetAndMetadata(
+                part.committed_offset, part.committed_leader_epoch,
+                part.committed_metadata if part.HasField("committed_metadata") else "", now_ms, expire_ms)
+    return offsets
+
+
+def _topic(response, by_topic: dict[str, Any], name: str):
+    """The response's entry for topic `name`, added on first use."""
+    out = by_topic.get(name)
+    if out is None:
+        out = by_topic[name] = response.topics.add(name=name)
+    return out
+
+
+def _commit_response(response, offsets: dict[TopicPartition, Any], results: dict | None, refused: int):
+    """An OffsetCommit or TxnOffsetCommit response: each partition's result, else `refused`."""
+    by_topic: dict[str, Any] = {}
+    for tp in offsets:
+        code = refused if results is None else results.get(tp, refused)
+        _topic(response, by_topic, tp.topic).partitions.add(partition_index=tp.partition, error_code=code)
+    return response
 
 
 class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
@@ -130,13 +161,7 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
     async def OffsetCommit(self, request, context):
         now_ms = self.clock.time_ms()
         expire_ms = now_ms + request.retention_time_ms if request.retention_time_ms > 0 else None
-        offsets = {}
-        for topic in request.topics:
-            for part in topic.partitions:
-                offsets[TopicPartition(topic.name, part.partition_index)] = OffsetAndMetadata(
-                    part.committed_offset, part.committed_leader_epoch,
-                    part.committed_metadata if part.HasField("committed_metadata") else "",
-                    now_ms, expire_ms)
+        offsets = _requested_offsets(request, now_ms, expire_ms)
         if self.waiting.try_acquire():
             results = await self._call_and_wait(lambda reply: self.groups.handle_commit_offsets(
                 request.group_id, request.member_id, _optional(request, "group_instance_id"),
@@ -144,15 +169,42 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
             refused = Errors.REQUEST_TIMED_OUT
         else:
             results, refused = {}, Errors.THROTTLING_QUOTA_EXCEEDED
-        response = pb.OffsetCommitResponse()
-        by_topic: dict[str, Any] = {}
-        for tp in offsets:
-            out = by_topic.get(tp.topic)
-            if out is None:
-                out = by_topic[tp.topic] = response.topics.add(name=tp.topic)
-            code = refused if results is None else results.get(tp, refused)
-            out.partitions.add(partition_index=tp.partition, error_code=code)
+        return _commit_response(pb.OffsetCommitResponse(), offsets, results, refused)
+
+    async def TxnOffsetCommit(self, request, context):
+        offsets = _requested_offsets(request, self.clock.time_ms(), None)
+        if self.waiting.try_acquire():
+            results = await self._call_and_wait(lambda reply: self.groups.handle_txn_commit_offsets(
+                request.group_id, request.producer_id, request.producer_epoch, request.member_id,
+                _optional(request, "group_instance_id"), request.generation_id, offsets, reply),
+                _wait_s(context, 60.0))
+            refused = Errors.REQUEST_TIMED_OUT
+        else:
+            results, refused = {}, Errors.THROTTLING_QUOTA_EXCEEDED
+        return _commit_response(pb.TxnOffsetCommitResponse(), offsets, results, refused)
+
+    async def WriteTxnMarkers(self, request, context):
+        response = common_pb2.WriteTxnMarkersResponse()
+        for marker in request.markers:
+            partitions = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
+            ours = [p for name, p in partitions if name == GROUP_METADATA_TOPIC]
+            codes = await self._write_marker(marker, ours, context) if ours else {}
+            out = response.markers.add(producer_id=marker.producer_id)
+            by_topic: dict[str, Any] = {}
+            for name, partition in partitions:
+                # only partitions of __consumer_offsets have their owner here; others are not ours
+                code = codes[partition] if name == GROUP_METADATA_TOPIC else Errors.NOT_COORDINATOR
+                _topic(out, by_topic, name).partitions.add(partition_index=partition, error_code=code)
         return response
+
+    async def _write_marker(self, marker, partitions: list[int], context) -> dict[int, int]:
+        """{partition: error code} once the marker is written to `partitions` and their offsets completed."""
+        if not self.waiting.try_acquire():
+            return dict.fromkeys(partitions, Errors.THROTTLING_QUOTA_EXCEEDED)
+        codes = await self._call_and_wait(lambda reply: self.groups.handle_write_txn_marker(
+            partitions, marker.producer_id, marker.producer_epoch, marker.transaction_result,
+            marker.coordinator_epoch, reply), _wait_s(context, 60.0)) or {}
+        return {p: codes.get(p, Errors.REQUEST_TIMED_OUT) for p in partitions}
 
     def OffsetFetch(self, request, context):
         partitions = None if request.all_topics else [

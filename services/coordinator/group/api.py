@@ -3,7 +3,8 @@
 Results mirror Kafka's JoinGroup / SyncGroup / LeaveGroup / OffsetFetch / ListGroups /
 DescribeGroups responses field for field, with error codes from `services.common.errors.Errors`.
 `GroupStore` is the runtime's one way out: appending records to a partition of
-`__consumer_offsets` with acks=all.
+`__consumer_offsets` with acks=all (plain or as a transaction's batch), and writing transaction
+markers to its partitions.
 """
 
 from __future__ import annotations
@@ -120,13 +121,28 @@ CommitCallback = Callable[[dict[TopicPartition, int]], None]
 DeleteGroupsCallback = Callable[[dict[str, int]], None]
 
 
+TxnOffsetCallback = Callable[[dict[TopicPartition, int]], None]
+MarkerCallback = Callable[[dict[int, int]], None]
+
+
 class GroupStore(Protocol):
     def append(
-        self, partition: int, records: list[tuple[bytes, bytes | None]], callback: Callable[[int], None]
-    ) -> None:
-        """Append (key, value) records to __consumer_offsets partition `partition` with acks=all.
+        self, partition: int, records: list[tuple[bytes, bytes | None]], callback: Callable[[int, int | None], None],
+        transaction: Any = None,
+    ) -> None:  # fmt: skip
+        """Append (key, value) records to __consumer_offsets partition `partition` with acks=all;
+        with `transaction` (producer_id, producer_epoch) as one transactional batch of it.
 
-        Calls callback(error_code) exactly once, later, possibly from another thread: 0 when
-        written, else a Kafka error code (NOT_COORDINATOR when this coordinator was fenced,
-        REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS...)."""
+        Calls callback(error_code, first_offset) exactly once, later, possibly from another
+        thread: 0 and the log offset of the first record when written, else a Kafka error code
+        (NOT_COORDINATOR when this coordinator was fenced, REQUEST_TIMED_OUT,
+        NOT_ENOUGH_REPLICAS...) and None."""
+        ...
+
+    def write_txn_marker(
+        self, partitions: list[int], producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+        callback: MarkerCallback,
+    ) -> None:  # fmt: skip
+        """Write a COMMIT or ABORT marker of the producer to these partitions of __consumer_offsets
+        (through their leaders, acks=all); calls callback({partition: error_code}) once, later."""
         ...

@@ -6,13 +6,14 @@ complete (parked ones included) and the timers to set or cancel. Nothing here bl
 calls out; the runtime (runtime.py) serialises the commands and carries the outcomes out.
 
     start() / shutdown()                      serve; stop (parked requests: NOT_COORDINATOR)
-    begin_loading / replay / complete_loading / unload     partition ownership (see manager.py)
+    begin_loading / replay / replay_marker / complete_loading / unload    partition ownership (manager.py)
     handle_join_group / handle_sync_group     parked until the rebalance answers them (JoinRequest)
     handle_heartbeat / handle_leave_group     answered at once (`Outcome.result`)
     handle_commit_offsets / handle_fetch_offsets / cleanup_expired_offsets   see offsets.py
+    handle_txn_commit_offsets / check_txn_marker / handle_txn_completion     see txn_commands.py
     handle_list_groups / handle_describe_group / handle_delete_groups        see admin.py
     on_timer(event)                           a timer the core scheduled fired
-    on_append_done(append_id, error_code)     an append the core asked for finished
+    on_append_done(append_id, error_code, first_offset)   an append the core asked for finished
 
 Requests for a group are checked first: the group id (INVALID_GROUP_ID; the offset, describe and
 delete APIs accept "" as Kafka does), whether the coordinator runs (COORDINATOR_NOT_AVAILABLE
@@ -43,15 +44,17 @@ from services.coordinator.group.effects import (
     StaticMemberWritten,
     TimerEvent,
     TombstonesWritten,
+    TxnOffsetsWritten,
 )
 from services.coordinator.group.group import GroupMetadata, GroupState
 from services.coordinator.group.join_sync import JoinRequest, JoinSync
 from services.coordinator.group.manager import GroupMetadataManager, Unloaded, group_store_error
 from services.coordinator.group.offsets import OffsetCommands
 from services.coordinator.group.rebalance import Rebalancer
+from services.coordinator.group.txn_commands import TxnOffsetCommands
 
 
-class GroupCoordinatorCore(OffsetCommands, GroupAdmin):
+class GroupCoordinatorCore(OffsetCommands, TxnOffsetCommands, GroupAdmin):
     def __init__(self, config: GroupConfig, clock: Clock) -> None:
         self._config = config
         self._clock = clock
@@ -82,9 +85,16 @@ class GroupCoordinatorCore(OffsetCommands, GroupAdmin):
     def begin_loading(self, partition: int) -> Outcome:
         return self._finish_unload(self.manager.begin_loading(partition), Outcome())
 
-    def replay(self, partition: int, key: bytes, value: bytes | None) -> None:
+    def replay(
+        self, partition: int, key: bytes, value: bytes | None, position: int | None = None,
+        transactional_producer: int | None = None,
+    ) -> None:  # fmt: skip
         """One record of a loading partition, in log order (see GroupMetadataManager.replay)."""
-        self.manager.replay(partition, key, value)
+        self.manager.replay(partition, key, value, position, transactional_producer)
+
+    def replay_marker(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker of a loading partition, in log order."""
+        self.manager.complete_txn(partition, producer_id, commit)
 
     def complete_loading(self, partition: int) -> Outcome:
         fx = Outcome()
@@ -131,26 +141,29 @@ class GroupCoordinatorCore(OffsetCommands, GroupAdmin):
             self._rebalancer.on_join_deadline(group, event, fx)
         return fx
 
-    def on_append_done(self, append_id: int, error_code: int) -> Outcome:
-        """An append finished: replay what was written, then finish what waited for it."""
+    def on_append_done(self, append_id: int, error_code: int, first_offset: int | None = None) -> Outcome:
+        """An append finished (its first record at log offset `first_offset` when known): replay
+        what was written, then finish what waited for it."""
         fx = Outcome()
         follow_up = self.manager.take_follow_up(append_id)
         if follow_up is not None:
-            self._follow_up(follow_up, error_code, fx)
+            self._follow_up(follow_up, error_code, fx, first_offset)
         return fx
 
     def is_append_wanted(self, append_id: int) -> bool:
         """False once an append was aborted (its partition unloaded): it need not be written."""
         return self.manager.is_inflight(append_id)
 
-    def _follow_up(self, follow_up: FollowUp, error_code: int, fx: Outcome) -> None:
+    def _follow_up(self, follow_up: FollowUp, error_code: int, fx: Outcome, first_offset: int | None = None) -> None:
         _, group = self.manager.get_group(follow_up.group_id)
         if isinstance(follow_up, GroupWritten):
             self._join_sync.on_group_written(group, follow_up, group_store_error(error_code), fx)
         elif isinstance(follow_up, StaticMemberWritten):
             self._join_sync.on_static_member_written(group, follow_up, group_store_error(error_code), fx)
         elif isinstance(follow_up, OffsetsWritten):
-            self.on_offsets_written(group, follow_up, error_code, fx)
+            self.on_offsets_written(group, follow_up, error_code, fx, first_offset)
+        elif isinstance(follow_up, TxnOffsetsWritten):
+            self.on_txn_offsets_written(group, follow_up, error_code, first_offset, fx)
         elif isinstance(follow_up, TombstonesWritten):
             self.on_tombstones_written(follow_up, error_code, fx)
 

@@ -5,9 +5,11 @@ The core decides and never acts; the runtime (runtime.py) carries an outcome out
 - `timers`: `ScheduleTimer(delay_ms, event)` and `CancelTimer(event)`. A timer is named by its
   event (a frozen value); when it fires, the runtime hands the event back to the core's
   `on_timer`. Events that are stale by then (a newer heartbeat, a finished rebalance) are ignored.
-- `appends`: `Append(append_id, partition, records)`, records for a partition of
+- `appends`: `Append(append_id, partition, records, transaction)`, records for a partition of
   `__consumer_offsets` with acks=all, in the order the core produced them (the order replay must
-  see). The runtime hands each write's error code back to the core's `on_append_done`.
+  see); with `transaction` set they are one transactional batch of that producer id and epoch
+  (TxnOffsetCommit). The runtime hands each write's error code, and the log offset of its first
+  record, back to the core's `on_append_done`.
 - `responses`: `(reply, result)` pairs: answers to requests, including parked ones (a JoinGroup
   answered when its rebalance completes). `reply` is the opaque value the runtime passed with the
   request; the core stores it while a request is parked, and never calls it.
@@ -81,10 +83,19 @@ class CancelTimer:
 
 
 @dataclass(frozen=True, slots=True)
+class TxnProducer:
+    """The transaction a transactional batch belongs to."""
+
+    producer_id: int
+    producer_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
 class Append:
     append_id: int
     partition: int
     records: Records
+    transaction: TxnProducer | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +139,18 @@ class TombstonesWritten:
     delete_id: int | None = None
 
 
-FollowUp = GroupWritten | StaticMemberWritten | OffsetsWritten | TombstonesWritten
+@dataclass(frozen=True, slots=True)
+class TxnOffsetsWritten:
+    """Offsets committed in the transaction of `producer_id` (TxnOffsetCommit)."""
+
+    group_id: str
+    producer_id: int
+    offsets: dict[TopicPartition, OffsetAndMetadata]
+    too_large: tuple[TopicPartition, ...]
+    reply: Any
+
+
+FollowUp = GroupWritten | StaticMemberWritten | OffsetsWritten | TombstonesWritten | TxnOffsetsWritten
 
 
 @dataclass

@@ -13,7 +13,9 @@ Any other transition raises `IllegalStateTransition`. The leader is the first me
 voted: among the protocols every member supports, each member votes for its first choice, and
 the most votes win; a tie goes to the candidate that comes first in the longest-standing member's
 preference order. Committed offsets become visible only once written (`pending_offset_commits`
-holds those in flight). A GroupMetadata is plain data; the runtime serialises access to it.
+holds those in flight); `offset_positions` keeps the log offset of each committed offset's record,
+and `pending_txn_offsets` the offsets of open transactions by producer id (see txn_offsets.py). A
+GroupMetadata is plain data; the runtime serialises access to it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import enum
 import struct
 import uuid
 from collections import Counter
+from dataclasses import dataclass
 
 from services.common.clock import Clock
 from services.common.errors import Errors
@@ -62,6 +65,14 @@ class IllegalStateTransition(RuntimeError):
     pass
 
 
+@dataclass(frozen=True, slots=True)
+class PendingTxnOffset:
+    """An offset committed in an open transaction; `position` is its record's log offset once written."""
+
+    offset: OffsetAndMetadata
+    position: int | None = None
+
+
 class GroupMetadata:
     def __init__(self, group_id: str, state: GroupState, clock: Clock) -> None:
         self.group_id = group_id
@@ -79,6 +90,8 @@ class GroupMetadata:
         self.supported_protocols: Counter[str] = Counter()
         self.offsets: dict[TopicPartition, OffsetAndMetadata] = {}
         self.pending_offset_commits: dict[TopicPartition, OffsetAndMetadata] = {}
+        self.offset_positions: dict[TopicPartition, int] = {}
+        self.pending_txn_offsets: dict[int, dict[TopicPartition, PendingTxnOffset]] = {}
         self.subscribed_topics: frozenset[str] | None = None
         self.new_member_added = False
         self.join_op: object | None = None  # the current delayed join (see rebalance.py)
@@ -327,19 +340,16 @@ class GroupMetadata:
 
     @property
     def has_offsets(self) -> bool:
-        return bool(self.offsets) or bool(self.pending_offset_commits)
+        return bool(self.offsets) or bool(self.pending_offset_commits) or bool(self.pending_txn_offsets)
+
+    def adopt_offsets(self, other: GroupMetadata) -> None:
+        """Take over the committed and transactional offsets of `other` (a group replaced by a record)."""
+        self.offsets.update(other.offsets)
+        self.offset_positions.update(other.offset_positions)
+        self.pending_txn_offsets.update(other.pending_txn_offsets)
 
     def prepare_offset_commit(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
         self.pending_offset_commits.update(offsets)
-
-    def on_offset_commit_append(self, topic_partition: TopicPartition, offset: OffsetAndMetadata) -> None:
-        """A commit was written: make it visible unless the offset was deleted meanwhile."""
-        pending = self.pending_offset_commits.get(topic_partition)
-        if pending is None:
-            return
-        self.offsets[topic_partition] = offset
-        if pending == offset:
-            del self.pending_offset_commits[topic_partition]
 
     def fail_pending_offset_write(self, topic_partition: TopicPartition, offset: OffsetAndMetadata) -> None:
         if self.pending_offset_commits.get(topic_partition) == offset:
@@ -347,6 +357,12 @@ class GroupMetadata:
 
     def has_pending_offset_commit(self, topic_partition: TopicPartition) -> bool:
         return topic_partition in self.pending_offset_commits
+
+    def has_unstable_offset(self, topic_partition: TopicPartition) -> bool:
+        """A commit of the partition is in flight or in an open transaction (OffsetFetch's require_stable)."""
+        return self.has_pending_offset_commit(topic_partition) or any(
+            topic_partition in pending for pending in self.pending_txn_offsets.values()
+        )
 
 
 def parse_subscription_topics(metadata: bytes) -> list[str] | None:

@@ -13,11 +13,15 @@ key wins and a tombstone deletes it. A GroupMetadata record builds the group (St
 members, else Empty; offsets replayed before it are kept); on a group being served it applies
 the assignment of the group's current generation. An offset commit sets the group's offset,
 creating an Empty group with no protocol type (a group that only stores offsets) if there is
-none. What no record holds (a rebalance in progress: pending members, parked requests, the next
-generation until its assignment is written) is changed by the commands, as in Kafka.
+none, unless the group's offset was set by a record later in the log (see txn_offsets.py).
+Records of a transactional batch (TxnOffsetCommit) are pending for their producer id until a
+COMMIT or ABORT marker of that producer is replayed (`complete_txn`). What no record holds (a
+rebalance in progress: pending members, parked requests, the next generation until its
+assignment is written) is changed by the commands, as in Kafka.
 
 Writing. `append` registers a follow-up (see effects.py) under a fresh append id and adds the
-records to the outcome; append errors are turned into the errors Kafka 2.8 returns for them.
+records (a transactional batch when `transaction` is given) to the outcome; append errors are
+turned into the errors Kafka 2.8 returns for them.
 """
 
 from __future__ import annotations
@@ -28,10 +32,10 @@ from dataclasses import dataclass
 from services.common.clock import Clock
 from services.common.errors import Errors
 from services.common.hashing import coordinator_partition
-from services.coordinator.group import records
+from services.coordinator.group import records, txn_offsets
 from services.coordinator.group.api import FetchedOffset, OffsetAndMetadata, TopicPartition
 from services.coordinator.group.config import GroupConfig
-from services.coordinator.group.effects import Append, FollowUp, Outcome, Records
+from services.coordinator.group.effects import Append, FollowUp, Outcome, Records, TxnProducer
 from services.coordinator.group.group import GroupMetadata, GroupState, IllegalStateTransition
 from services.coordinator.group.member import MemberMetadata
 
@@ -126,33 +130,63 @@ class GroupMetadataManager:
     # ---------------------------------------------------------------------------------------------
     # replay
 
-    def replay(self, partition: int, key: bytes, value: bytes | None) -> None:
-        """Apply one record of `partition`; records of partitions not served are ignored.
+    def replay(
+        self, partition: int, key: bytes, value: bytes | None, position: int | None = None,
+        transactional_producer: int | None = None,
+    ) -> None:  # fmt: skip
+        """Apply one record of `partition` (at log offset `position`; `transactional_producer` for
+        a record of a transactional batch); records of partitions not served are ignored.
         Raises `records.RecordFormatError` for a record it cannot decode."""
         decoded_key = records.decode_key(key)
         if isinstance(decoded_key, records.OffsetCommitKey):
             offset = records.decode_offset_commit_value(value)
-            if partition in self.served_partitions():
-                self.apply_offset_commit(decoded_key.group, decoded_key.topic_partition, offset)
+            if partition not in self.served_partitions():
+                return
+            group_id, tp = decoded_key.group, decoded_key.topic_partition
+            if transactional_producer is None:
+                self.apply_offset_commit(group_id, tp, offset, position)
+            else:
+                group = self._groups.get(group_id)
+                if group is None:
+                    group = self._groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, self._clock)
+                txn_offsets.replay_txn_offset(group, transactional_producer, tp, offset, position)
             return
         group_value = records.decode_group_metadata_value(value)
         if partition in self.served_partitions():
             self.apply_group_metadata(decoded_key.group, group_value)
 
-    def apply_offset_commit(self, group_id: str, tp: TopicPartition, offset: OffsetAndMetadata | None) -> None:
+    def apply_offset_commit(
+        self, group_id: str, tp: TopicPartition, offset: OffsetAndMetadata | None, position: int | None = None
+    ) -> None:
         group = self._groups.get(group_id)
         if offset is None:
             if group is not None:
                 group.offsets.pop(tp, None)
+                group.offset_positions.pop(tp, None)
                 bare = group.generation_id == 0 and group.protocol_type is None and not group.members
                 if bare and not group.has_offsets and self.partition_for(group_id) not in self._owned:
                     del self._groups[group_id]  # only offsets made it, and they are gone
             return
         if group is None:
             group = self._groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, self._clock)
-        group.offsets[tp] = offset
         if group.pending_offset_commits.get(tp) == offset:
             del group.pending_offset_commits[tp]
+        current = group.offset_positions.get(tp)
+        if position is not None and current is not None and current > position:
+            return  # a record later in the log (a committed transaction) set the offset already
+        group.offsets[tp] = offset
+        if position is None:
+            group.offset_positions.pop(tp, None)
+        else:
+            group.offset_positions[tp] = position
+
+    def complete_txn(self, partition: int, producer_id: int, commit: bool) -> None:
+        """The COMMIT or ABORT marker of `producer_id` is in `partition`: complete its offsets there."""
+        if partition not in self.served_partitions():
+            return
+        for group_id, group in list(self._groups.items()):
+            if self.partition_for(group_id) == partition:
+                txn_offsets.complete(group, producer_id, commit)
 
     def apply_group_metadata(self, group_id: str, value: records.GroupMetadataValue | None) -> None:
         group = self._groups.get(group_id)
@@ -160,9 +194,9 @@ class GroupMetadataManager:
         if value is None:
             if group is not None and (not serving or group.is_(GroupState.DEAD)):
                 del self._groups[group_id]
-                if group.offsets:
+                if group.offsets or group.pending_txn_offsets:
                     bare = self._groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, self._clock)
-                    bare.offsets.update(group.offsets)
+                    bare.adopt_offsets(group)
             return
         if group is not None and serving:
             if group.generation_id == value.generation:
@@ -172,14 +206,17 @@ class GroupMetadataManager:
             return
         loaded = self._groups[group_id] = group_from_record(group_id, value, self._clock)
         if group is not None:
-            loaded.offsets.update(group.offsets)
+            loaded.adopt_offsets(group)
 
     # ---------------------------------------------------------------------------------------------
     # the group cache
 
     def group_status(self, group_id: str) -> int:
         """NONE if this coordinator serves `group_id`, else why not."""
-        partition = self.partition_for(group_id)
+        return self.partition_status(self.partition_for(group_id))
+
+    def partition_status(self, partition: int) -> int:
+        """NONE if this coordinator serves `partition`, else why not."""
         if partition in self._loading:
             return Errors.COORDINATOR_LOAD_IN_PROGRESS
         if partition not in self._owned:
@@ -211,14 +248,20 @@ class GroupMetadataManager:
         return self._groups.get(group.group_id) is group
 
     def remove_group(self, group: GroupMetadata) -> None:
-        """Forget a group that never wrote a record (so there is none to replay)."""
+        """Forget a group that never wrote a record (so there is none to replay); offsets of open
+        transactions stay, as their records do, with a bare group."""
         if self.is_cached(group):
             del self._groups[group.group_id]
+            if group.pending_txn_offsets:
+                bare = self._groups[group.group_id] = GroupMetadata(group.group_id, GroupState.EMPTY, self._clock)
+                bare.adopt_offsets(group)
 
     # ---------------------------------------------------------------------------------------------
     # writing
 
-    def append(self, group_id: str, batch: Records, follow_up: FollowUp, fx: Outcome) -> bool:
+    def append(
+        self, group_id: str, batch: Records, follow_up: FollowUp, fx: Outcome, transaction: TxnProducer | None = None
+    ) -> bool:
         """Add `batch` to the outcome, `follow_up` to finish once written; False (nothing added)
         if the group's partition is not owned."""
         partition = self.partition_for(group_id)
@@ -226,7 +269,7 @@ class GroupMetadataManager:
             return False
         append_id = next(self._append_ids)
         self._inflight[append_id] = (partition, follow_up)
-        fx.appends.append(Append(append_id, partition, batch))
+        fx.appends.append(Append(append_id, partition, batch, transaction))
         return True
 
     def take_follow_up(self, append_id: int) -> FollowUp | None:
@@ -261,7 +304,7 @@ class GroupMetadataManager:
         wanted = list(group.offsets) if partitions is None else partitions
         result = {}
         for tp in wanted:
-            if require_stable and group.has_pending_offset_commit(tp):
+            if require_stable and group.has_unstable_offset(tp):
                 result[tp] = FetchedOffset(error_code=Errors.UNSTABLE_OFFSET_COMMIT)
             elif (offset := group.offset(tp)) is None:
                 result[tp] = FetchedOffset()

@@ -64,20 +64,28 @@ class OffsetCommands:
             return fx
         if group.has(member_id):
             self._rebalancer.complete_and_schedule_next_heartbeat(group, group.get(member_id), fx)
-        valid = {tp: o for tp, o in offsets.items() if self.manager.metadata_fits(o.metadata)}
-        too_large = tuple(tp for tp in offsets if tp not in valid)
+        valid, too_large, batch = self.offset_commit_records(group.group_id, offsets)
         if not valid:
             fx.respond(reply, {tp: Errors.OFFSET_METADATA_TOO_LARGE for tp in offsets})
             return fx
         group.prepare_offset_commit(valid)
-        batch = [
-            (records.encode_offset_commit_key(group.group_id, tp), records.encode_offset_commit_value(o))
-            for tp, o in valid.items()
-        ]
         written = OffsetsWritten(group.group_id, valid, too_large, reply)
         if not self.manager.append(group.group_id, batch, written, fx):
             self.on_offsets_written(group, written, Errors.NOT_COORDINATOR, fx)
         return fx
+
+    def offset_commit_records(
+        self, group_id: str, offsets: dict[TopicPartition, OffsetAndMetadata]
+    ) -> tuple[dict[TopicPartition, OffsetAndMetadata], tuple[TopicPartition, ...], Records]:
+        """The offsets whose metadata fits offset.metadata.max.bytes, the partitions refused as too
+        large, and the records committing the former."""
+        valid = {tp: o for tp, o in offsets.items() if self.manager.metadata_fits(o.metadata)}
+        too_large = tuple(tp for tp in offsets if tp not in valid)
+        batch: Records = [
+            (records.encode_offset_commit_key(group_id, tp), records.encode_offset_commit_value(o))
+            for tp, o in valid.items()
+        ]
+        return valid, too_large, batch
 
     def _stamped(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, OffsetAndMetadata]:
         """Commit timestamps default to now; null metadata is stored as ""."""
@@ -90,14 +98,18 @@ class OffsetCommands:
             )
         return stamped
 
-    def on_offsets_written(self, group: GroupMetadata | None, written: OffsetsWritten, error_code: int, fx: Outcome):
+    def on_offsets_written(
+        self, group: GroupMetadata | None, written: OffsetsWritten, error_code: int, fx: Outcome,
+        first_offset: int | None = None,
+    ) -> None:  # fmt: skip
         ok = error_code == Errors.NONE
         if group is not None and not group.is_(GroupState.DEAD):
-            for tp, offset in written.offsets.items():
+            for index, (tp, offset) in enumerate(written.offsets.items()):
                 if not ok:
                     group.fail_pending_offset_write(tp, offset)
                 elif group.has_pending_offset_commit(tp):  # not deleted while in flight
-                    self.manager.apply_offset_commit(group.group_id, tp, offset)
+                    position = None if first_offset is None else first_offset + index
+                    self.manager.apply_offset_commit(group.group_id, tp, offset, position)
         error = Errors.NONE if ok else offset_store_error(error_code)
         result = {tp: error for tp in written.offsets}
         result.update({tp: Errors.OFFSET_METADATA_TOO_LARGE for tp in written.too_large})

@@ -11,6 +11,10 @@ thread. Each call runs one core command under the lock and carries its `Outcome`
 - replies (the request callbacks) are called after the lock is released, each at most once: the
   core answers parked requests NOT_COORDINATOR when it loses a partition, and an answer arriving
   later is then ignored.
+
+WriteTxnMarkers for partitions of `__consumer_offsets` (`handle_write_txn_marker`): partitions
+not served are answered at once (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS); the store writes
+the marker to the others, and each partition written completes the producer's offsets there.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from services.common.clock import Clock
+from services.common.errors import Errors
 from services.common.scheduler import Cancellable, Scheduler
 from services.coordinator.append_queue import AppendQueue, Once
 from services.coordinator.group.api import (
@@ -32,13 +37,15 @@ from services.coordinator.group.api import (
     JoinCallback,
     LeaveGroupResult,
     ListedGroup,
+    MarkerCallback,
     OffsetAndMetadata,
     SyncCallback,
     TopicPartition,
+    TxnOffsetCallback,
 )
 from services.coordinator.group.config import GroupConfig
 from services.coordinator.group.coordinator import GroupCoordinatorCore
-from services.coordinator.group.effects import CancelTimer, Outcome, TimerEvent
+from services.coordinator.group.effects import CancelTimer, Outcome, TimerEvent, TxnProducer
 from services.coordinator.group.group import GroupMetadata
 from services.coordinator.group.join_sync import JoinRequest
 
@@ -52,9 +59,10 @@ class GroupCoordinator:
         self._store = store
         self._lock = threading.Lock()
         self._timers: dict[TimerEvent, Cancellable] = {}
-        self._appends = AppendQueue(store, self._lock, self.core.is_append_wanted,
-                                    lambda append_id, code: self._run(self.core.on_append_done, append_id, code),
-                                    "__consumer_offsets")
+        self._appends = AppendQueue(
+            store, self._lock, self.core.is_append_wanted,
+            lambda append_id, *written: self._run(self.core.on_append_done, append_id, *written),
+            "__consumer_offsets")
 
     # ---------------------------------------------------------------------------------------------
     # running commands
@@ -112,10 +120,19 @@ class GroupCoordinator:
     def begin_loading(self, partition: int) -> None:
         self._run(self.core.begin_loading, partition)
 
-    def replay(self, partition: int, key: bytes, value: bytes | None, offset: int, timestamp_ms: int) -> None:
-        """One record of a loading partition, in log order (see GroupMetadataManager.replay)."""
+    def replay(
+        self, partition: int, key: bytes, value: bytes | None, offset: int, timestamp_ms: int,
+        transactional_producer: int | None = None,
+    ) -> None:  # fmt: skip
+        """One record of a loading partition, in log order (see GroupMetadataManager.replay);
+        `transactional_producer` is the producer id of a record of a transactional batch."""
         with self._lock:
-            self.core.replay(partition, key, value)
+            self.core.replay(partition, key, value, offset, transactional_producer)
+
+    def replay_marker(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker of a loading partition, in log order."""
+        with self._lock:
+            self.core.replay_marker(partition, producer_id, commit)
 
     def complete_loading(self, partition: int) -> None:
         self._run(self.core.complete_loading, partition)
@@ -173,6 +190,42 @@ class GroupCoordinator:
             self.core.handle_commit_offsets, group_id, member_id, group_instance_id, generation_id, offsets,
             Once(callback),
         )  # fmt: skip
+
+    def handle_txn_commit_offsets(
+        self, group_id: str, producer_id: int, producer_epoch: int, member_id: str, group_instance_id: str | None,
+        generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata], callback: TxnOffsetCallback,
+    ) -> None:  # fmt: skip
+        self._run(
+            self.core.handle_txn_commit_offsets, group_id, TxnProducer(producer_id, producer_epoch), member_id,
+            group_instance_id, generation_id, offsets, Once(callback),
+        )  # fmt: skip
+
+    def handle_write_txn_marker(
+        self, partitions: list[int], producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+        callback: MarkerCallback,
+    ) -> None:  # fmt: skip
+        """Write the marker to the partitions this coordinator owns, then complete the producer's
+        offsets there; callback({partition: error_code}) once, later."""
+        reply = Once(callback)
+        results = {p: self._run(self.core.check_txn_marker, p) for p in dict.fromkeys(partitions)}
+        owned = [p for p, code in results.items() if code == Errors.NONE]
+        if not owned:
+            reply(results)
+            return
+
+        def written(codes: dict[int, int]) -> None:
+            for partition in owned:
+                code = codes.get(partition, Errors.UNKNOWN_SERVER_ERROR)
+                if code == Errors.NONE:
+                    code = self._run(self.core.handle_txn_completion, partition, producer_id, commit)
+                results[partition] = code
+            reply(results)
+
+        try:
+            self._store.write_txn_marker(owned, producer_id, producer_epoch, commit, coordinator_epoch, Once(written))
+        except Exception:
+            logger.exception("writing a transaction marker to __consumer_offsets failed")
+            Once(written)({})
 
     def handle_fetch_offsets(
         self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool = False

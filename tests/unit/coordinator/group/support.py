@@ -34,26 +34,57 @@ def subscription(*topics: str) -> bytes:
 
 
 class FakeStore:
-    """Records every append; answers at once with `fail_code` (0 = success) unless `hold` is set,
-    in which case the callbacks wait for `release`."""
+    """Records every append (and transaction marker) in log order, each record at the next log
+    offset of its partition; answers at once with `fail_code` (0 = success) unless `hold` is
+    set, in which case the callbacks wait for `release`. `marker_codes` answers markers."""
 
     def __init__(self) -> None:
         self.appends: list[tuple[int, list[tuple[bytes, bytes | None]]]] = []
+        self.log: list[tuple[int, str, Any]] = []  # (partition, "records" | "marker", payload)
         self.fail_code = 0
         self.hold = False
-        self.held: list[tuple[int, Callable[[int], None]]] = []
+        self.held: list[tuple[int, Callable[..., None], int]] = []
+        self.next_offset: dict[int, int] = {}
+        self.marker_codes: dict[int, int] = {}
 
-    def append(self, partition: int, records: list[tuple[bytes, bytes | None]], callback: Callable[[int], None]):
+    def append(self, partition: int, records: list[tuple[bytes, bytes | None]], callback: Callable[..., None],
+               transaction: tuple[int, int] | None = None):  # fmt: skip
+        first = self.next_offset.get(partition, 0)
+        self.next_offset[partition] = first + len(records)
         self.appends.append((partition, list(records)))
+        self.log.append((partition, "records", (transaction, first, list(records))))
         if self.hold:
-            self.held.append((partition, callback))
+            self.held.append((partition, callback, first))
         else:
-            callback(self.fail_code)
+            callback(self.fail_code, first if self.fail_code == 0 else None)
+
+    def write_txn_marker(self, partitions, producer_id, producer_epoch, commit, coordinator_epoch, callback):
+        codes = {p: self.marker_codes.get(p, 0) for p in partitions}
+        for partition in partitions:
+            if codes[partition] == 0:
+                offset = self.next_offset.get(partition, 0)
+                self.next_offset[partition] = offset + 1
+                self.log.append((partition, "marker", (producer_id, commit, offset)))
+        callback(codes)
 
     def release(self, error_code: int = 0) -> None:
         held, self.held = self.held, []
-        for _, callback in held:
-            callback(error_code)
+        for _, callback, first in held:
+            callback(error_code, first if error_code == 0 else None)
+
+    def replay_into(self, coordinator: Any, partition: int) -> None:
+        """Replay what this store holds for `partition` into a loading `coordinator`, as the offsets log does."""
+        for log_partition, kind, payload in self.log:
+            if log_partition != partition:
+                continue
+            if kind == "marker":
+                producer_id, commit, _ = payload
+                coordinator.replay_marker(partition, producer_id, commit)
+                continue
+            transaction, first, batch = payload
+            producer = None if transaction is None else transaction[0]
+            for index, (key, value) in enumerate(batch):
+                coordinator.replay(partition, key, value, first + index, 0, producer)
 
     def records(self, partition: int | None = None) -> list[tuple[bytes, bytes | None]]:
         return [r for p, batch in self.appends for r in batch if partition is None or p == partition]
@@ -168,6 +199,14 @@ class Harness:
         return self.describe(group).state
 
     # whole flows
+
+    def static_member(self, instance_id: str, assignment: bytes = b"x", group: str = GROUP) -> JoinGroupResult:
+        """A static member joined alone, synced with `assignment` and Stable; its JoinGroup answer."""
+        box = self.join(instance_id=instance_id, group=group)
+        self.tick()
+        result = box.value
+        self.sync(result.member_id, result.generation_id, {result.member_id: assignment}, group, instance_id)
+        return result
 
     def stable_group(self, count: int = 1, group: str = GROUP, **kwargs: Any) -> tuple[list[str], int]:
         """`count` dynamic members joined, synced (the leader assigning b"a-<i>") and Stable."""

@@ -11,7 +11,7 @@ import services.coordinator.group as group_package
 from services.common.clock import ManualClock
 from services.common.errors import Errors
 from services.coordinator.group import GroupConfig, GroupCoordinatorCore, OffsetAndMetadata, Outcome, TopicPartition
-from services.coordinator.group.effects import JoinDeadline
+from services.coordinator.group.effects import JoinDeadline, TxnProducer
 from services.coordinator.group.join_sync import JoinRequest
 from tests.unit.controller.test_purity import imported_modules
 from tests.unit.coordinator.group.support import subscription
@@ -45,13 +45,15 @@ def test_modules_are_short_and_documented():
 
 
 class Driver:
-    """Runs commands on a pure core, writes every append at once, and keeps the records written."""
+    """Runs commands on a pure core, writes every append at once, and keeps the records (and
+    transaction markers) written, each at its log offset."""
 
     def __init__(self) -> None:
         self.clock = ManualClock()
         self.config = GroupConfig(group_initial_rebalance_delay_ms=0)
         self.core = GroupCoordinatorCore(self.config, self.clock)
-        self.written: list[tuple[int, bytes, bytes | None]] = []
+        self.written: list[tuple[int, bytes | None, bytes | None, int, int | None]] = []
+        self.next_offset: dict[int, int] = {}
         self.answers: dict[str, list] = {}
         self.timers: list = []
 
@@ -63,9 +65,22 @@ class Driver:
                 self.answers.setdefault(reply, []).append(result)
             self.timers.extend(fx.timers)
             for append in fx.appends:
-                self.written.extend((append.partition, k, v) for k, v in append.records)
-                pending.append(self.core.on_append_done(append.append_id, Errors.NONE))
+                first = self.next_offset.get(append.partition, 0)
+                self.next_offset[append.partition] = first + len(append.records)
+                producer = None if append.transaction is None else append.transaction.producer_id
+                self.written.extend(
+                    (append.partition, k, v, first + i, producer) for i, (k, v) in enumerate(append.records)
+                )
+                pending.append(self.core.on_append_done(append.append_id, Errors.NONE, first))
         return outcome
+
+    def marker(self, group: str, producer_id: int, commit: bool) -> None:
+        """The marker of `producer_id` written to the group's partition, then the transaction completed."""
+        partition = self.core.manager.partition_for(group)
+        position = self.next_offset.get(partition, 0)
+        self.next_offset[partition] = position + 1
+        self.written.append((partition, None, b"commit" if commit else b"abort", position, producer_id))
+        assert self.run(self.core.handle_txn_completion(partition, producer_id, commit)).result == Errors.NONE
 
     def own_all(self, core: GroupCoordinatorCore) -> None:
         self.run(core.start())
@@ -94,7 +109,7 @@ def persisted(core: GroupCoordinatorCore) -> dict:
         members = {m.member_id: (m.group_instance_id, m.client_id, m.assignment) for m in group.members.values()}
         view[group.group_id] = (
             group.state.value, group.generation_id, group.protocol_type, group.protocol_name, group.leader_id,
-            members, dict(group.offsets),
+            members, dict(group.offsets), {p: dict(o) for p, o in group.pending_txn_offsets.items()},
         )  # fmt: skip
     return view
 
@@ -120,6 +135,15 @@ def test_outcomes_are_data_and_replaying_their_records_gives_the_same_state():
     solo = {T0: OffsetAndMetadata(3), T1: OffsetAndMetadata(4)}
     d.run(d.core.handle_commit_offsets("solo", "", None, -1, solo, "c2"))
     d.run(d.core.handle_commit_offsets("gone", "", None, -1, {T1: OffsetAndMetadata(9)}, "c3"))
+    d.run(
+        d.core.handle_txn_commit_offsets(
+            "g", TxnProducer(70, 1), first.member_id, None, 1, {T1: OffsetAndMetadata(8)}, "t1"
+        )
+    )
+    d.marker("g", 70, commit=True)
+    d.run(d.core.handle_txn_commit_offsets("solo", TxnProducer(71, 0), "", None, -1, {T1: OffsetAndMetadata(2)}, "t2"))
+    d.run(d.core.handle_commit_offsets("gone", "", None, -1, {T0: OffsetAndMetadata(9)}, "c4"))
+    d.run(d.core.handle_txn_commit_offsets("gone", TxnProducer(72, 0), "", None, -1, {T0: OffsetAndMetadata(1)}, "t3"))
     d.run(d.core.handle_delete_groups(["gone"], "del"))
     assert d.answers["del"] == [{"gone": Errors.NONE}]
     assert d.answers["c2"] == [{T0: Errors.NONE, T1: Errors.NONE}]
@@ -128,13 +152,22 @@ def test_outcomes_are_data_and_replaying_their_records_gives_the_same_state():
     fresh.run(fresh.core.start())
     for partition in range(fresh.config.offsets_topic_num_partitions):
         fresh.run(fresh.core.begin_loading(partition))
-        for written_partition, key, value in d.written:
-            if written_partition == partition:
-                fresh.core.replay(partition, key, value)
+        for written_partition, key, value, position, producer in d.written:
+            if written_partition != partition:
+                continue
+            if key is None:  # a marker
+                fresh.core.replay_marker(partition, producer, value == b"commit")
+            else:
+                fresh.core.replay(partition, key, value, position, producer)
         fresh.run(fresh.core.complete_loading(partition))
 
     live = persisted(d.core)
-    assert set(live) == {"g", "solo"}
+    assert set(live) == {"g", "solo", "gone"}
     assert live["g"][0] == "Stable"
-    assert live["g"][6] == {T0: OffsetAndMetadata(7, commit_timestamp_ms=d.clock.time_ms())}
+    now = d.clock.time_ms()
+    assert live["g"][6] == {
+        T0: OffsetAndMetadata(7, commit_timestamp_ms=now),
+        T1: OffsetAndMetadata(8, commit_timestamp_ms=now),
+    }
+    assert list(live["solo"][7]) == [71] and list(live["gone"][7]) == [72] and live["gone"][6] == {}
     assert persisted(fresh.core) == live

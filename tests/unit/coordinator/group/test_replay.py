@@ -131,10 +131,7 @@ def test_loaded_members_get_fresh_session_timers():
 
 def test_loaded_static_members_are_known():
     live = Harness()
-    box = live.join(instance_id="i1")
-    live.tick()
-    result = box.value
-    live.sync(result.member_id, result.generation_id, {result.member_id: b"x"}, instance_id="i1")
+    result = live.static_member("i1")
     loaded = replay_into_fresh(live)
     assert loaded.heartbeat("other", result.generation_id, instance_id="i1") == Errors.FENCED_INSTANCE_ID
     assert loaded.sync(result.member_id, result.generation_id, instance_id="i1").value.assignment == b"x"
