@@ -15,17 +15,24 @@ from collections.abc import Iterable
 
 from services.clients.admin_types import AbortTransactionSpec, ProducerState, TransactionDescription, TransactionListing
 from services.clients.cluster import Node
-from services.clients.partition_requests import produce_call_retriable, read_call_retriable, read_retriable
+from services.clients.partition_requests import (
+    TxnMarker,
+    parse_write_txn_markers,
+    produce_call_retriable,
+    produce_retriable,
+    read_call_retriable,
+    read_retriable,
+    write_txn_markers_failure,
+    write_txn_markers_request,
+)
 from services.clients.transport import COORDINATOR, Deadline, call_with_retries, send_to_leaders
 from services.clients.txn_requests import (
-    abort_marker_request,
     describe_producers_request,
     describe_transactions_request,
     list_transactions_request,
     parse_describe_producers,
     parse_describe_transaction,
     parse_list_transactions,
-    parse_write_txn_markers,
 )
 from services.common.errors import Errors, KafkaError, error_for_code
 from services.common.pb.odradek.common.v1 import common_pb2
@@ -73,7 +80,9 @@ class TransactionAdminOps:
         wanted = [TopicPartition(*tp) for tp in partitions]
         answers = send_to_leaders(
             self.metadata, self.pool, wanted, method="DescribeProducers", build_request=describe_producers_request,
-            parse_response=parse_describe_producers, failure_result=lambda _tp, error: (error.code, str(error)),
+            parse_response=lambda response: {tp: (answer[0], answer)
+                                             for tp, answer in parse_describe_producers(response).items()},
+            failure_result=lambda _tp, error: (error.code, str(error)),
             deadline=self._deadline(timeout_ms), backoff_ms=self.config.retry_backoff_ms,
             call_timeout_ms=self.config.request_timeout_ms, retry_code=read_retriable,
             retry_call_error=read_call_retriable)
@@ -87,13 +96,13 @@ class TransactionAdminOps:
     def abort_transaction(self, spec: AbortTransactionSpec, *, timeout_ms: int | None = None) -> None:
         """Writes an ABORT marker for `spec`'s producer on its partition (a hanging transaction)."""
         tp = spec.topic_partition
+        marker = TxnMarker(spec.producer_id, spec.producer_epoch, False, spec.coordinator_epoch)
         answers = send_to_leaders(
             self.metadata, self.pool, [tp], method="WriteTxnMarkers",
-            build_request=lambda _tps: abort_marker_request(spec),
-            parse_response=lambda response: {p: (code, code) for p, code in parse_write_txn_markers(response).items()},
-            failure_result=lambda _tp, error: error.code, deadline=self._deadline(timeout_ms),
+            build_request=lambda tps: write_txn_markers_request(marker, tps), parse_response=parse_write_txn_markers,
+            failure_result=write_txn_markers_failure, deadline=self._deadline(timeout_ms),
             backoff_ms=self.config.retry_backoff_ms, call_timeout_ms=self.config.request_timeout_ms,
-            retry_code=lambda code: error_for_code(code).invalid_metadata, retry_call_error=produce_call_retriable)
+            retry_code=produce_retriable, retry_call_error=produce_call_retriable)
         code = answers[tp]
         if code != Errors.NONE:
             raise KafkaError.from_code(code, f"aborting the transaction of producer {spec.producer_id} on {tp}: "

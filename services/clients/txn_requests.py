@@ -1,8 +1,9 @@
 """The transaction requests the producer and the admin client send, built from the clients' own
 types and read back into them: InitProducerId with a transactional id, AddPartitionsToTxn,
 AddOffsetsToTxn, TxnOffsetCommit and EndTxn (the producer's, to the transaction and group
-coordinators), ListTransactions and DescribeTransactions (coordinators), DescribeProducers and
-WriteTxnMarkers (partition leaders; the admin's abort of a hanging transaction).
+coordinators), ListTransactions and DescribeTransactions (coordinators) and DescribeProducers
+(partition leaders). WriteTxnMarkers, which the admin's abort of a hanging transaction sends, is
+`partition_requests`'.
 
 Readers return Kafka's numeric codes per partition, or the whole answer's (error code, message),
 and leave what the code means to the caller (`transaction_manager.action_for` for the producer).
@@ -14,7 +15,6 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from services.clients.admin_types import (
-    AbortTransactionSpec,
     ProducerState,
     TransactionDescription,
     TransactionListing,
@@ -171,20 +171,3 @@ def parse_describe_producers(
                               s.coordinator_epoch, s.current_txn_start_offset)
                 for s in p.active_producers])
     return results
-
-
-def abort_marker_request(spec: AbortTransactionSpec) -> common_pb2.WriteTxnMarkersRequest:
-    """WriteTxnMarkers writing an ABORT marker for `spec`'s producer on its partition."""
-    tp = spec.topic_partition
-    marker = common_pb2.WriteTxnMarkersRequest.WritableTxnMarker(
-        producer_id=spec.producer_id, producer_epoch=spec.producer_epoch, transaction_result=False,
-        coordinator_epoch=spec.coordinator_epoch,
-        topics=[common_pb2.WriteTxnMarkersRequest.WritableTxnMarkerTopic(name=tp.topic,
-                                                                          partition_indexes=[tp.partition])])
-    return common_pb2.WriteTxnMarkersRequest(markers=[marker])
-
-
-def parse_write_txn_markers(response: common_pb2.WriteTxnMarkersResponse) -> dict[TopicPartition, int]:
-    """{partition: code} over every marker of the answer."""
-    return {TopicPartition(topic.name, p.partition_index): p.error_code
-            for marker in response.markers for topic in marker.topics for p in topic.partitions}

@@ -22,8 +22,9 @@ import pytest
 from services.clients import cli
 from services.clients.consumer import Consumer
 from services.clients.launcher import LocalCluster
+from services.clients.partition_requests import TxnMarker
 from services.clients.producer import Producer, ProducerFencedError
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.proc import wait_until
 from services.common.records import build_batch
 from services.common.topic_partition import TopicPartition
@@ -64,6 +65,45 @@ def read_to_end(cluster: LocalCluster, topic: str, partitions: int, isolation_le
             for record in consumer.poll(timeout_ms=200):
                 values[record.partition].append(record.value)
     return values
+
+
+def txn_batch(values: list[bytes], producer_id: int, sequence: int = 0, timestamp_ms: int | None = None) -> bytes:
+    return build_batch(values, producer_id=producer_id, producer_epoch=0, base_sequence=sequence,
+                       is_transactional=True, timestamps=timestamp_ms)
+
+
+def end_transaction(writer, topic: str, producer_id: int, commit: bool) -> None:
+    codes = writer.write_txn_marker(TxnMarker(producer_id, 0, commit, 0), [(topic, 0)])
+    assert codes == {TopicPartition(topic, 0): Errors.NONE}
+
+
+def test_read_committed_skips_the_batches_of_aborted_transactions(cluster, admin, writer):
+    """Transactions written straight to the leader (batches, then markers) as a coordinator would:
+    producer 1 aborts while producer 2, interleaved with it, commits."""
+    topic = create_topic(admin, "txn-interleaved", 1, REPLICATION)
+    for batch in (txn_batch([b"a1"], 900001), txn_batch([b"b1"], 900002), txn_batch([b"a2"], 900001, 1)):
+        assert writer.produce(topic, 0, batch, acks=-1).error_code == Errors.NONE
+    end_transaction(writer, topic, 900001, commit=False)
+    end_transaction(writer, topic, 900002, commit=True)
+    assert writer.produce(topic, 0, build_batch([b"plain"]), acks=-1).error_code == Errors.NONE
+    assert read_to_end(cluster, topic, 1, "read_committed") == {0: [b"b1", b"plain"]}
+    assert read_to_end(cluster, topic, 1, "read_uncommitted") == {0: [b"a1", b"b1", b"a2", b"plain"]}
+
+
+def test_a_hanging_transaction_is_described_and_aborted_by_the_tool(cluster, admin, writer, capsys):
+    topic = create_topic(admin, "txn-hanging", 1, REPLICATION)
+    old_ms = int(time.time() * 1000) - 3_600_000
+    assert writer.produce(topic, 0, txn_batch([b"hanging"], 900003, timestamp_ms=old_ms),
+                          acks=-1).error_code == Errors.NONE
+    assert writer.produce(topic, 0, build_batch([b"after"]), acks=-1).error_code == Errors.NONE
+    assert read_to_end(cluster, topic, 1, "read_committed") == {0: []}  # the open transaction holds the LSO
+    tp = TopicPartition(topic, 0)
+    [state] = [s for s in admin.describe_producers([tp])[tp] if s.producer_id == 900003]
+    assert state.current_transaction_start_offset == 0
+    assert cli.main(["transactions", "--bootstrap-server", cluster.bootstrap_servers, "--abort", "--topic", topic,
+                     "--partition", "0", "--producer-id", "900003", "--producer-epoch", str(state.producer_epoch),
+                     "--coordinator-epoch", str(max(state.coordinator_epoch, 0))]) == 0, capsys.readouterr().out
+    assert read_to_end(cluster, topic, 1, "read_committed") == {0: [b"after"]}
 
 
 def test_aborted_records_are_hidden_from_read_committed_and_committed_ones_shown(cluster, admin):
