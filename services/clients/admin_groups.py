@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from services.clients.admin_types import ConsumerGroupDescription, ConsumerGroupListing
 from services.clients.cluster import Node
 from services.clients.group_requests import (
+    GROUP_KEY,
     commit_error,
     committed_offsets,
     coordinators_of,
@@ -33,7 +34,6 @@ from services.clients.group_requests import (
 from services.clients.metadata import metadata_request
 from services.clients.transport import COORDINATOR, Deadline, call_any_node, call_with_retries
 from services.common.errors import Errors, KafkaError
-from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.topic_partition import TopicPartition
 
 if TYPE_CHECKING:  # the consumer package is loaded only when an offset is altered
@@ -52,14 +52,14 @@ class GroupAdminOps:
         return call_with_retries("FindCoordinator", lambda d: self._find_coordinator(group_id, d),
                                  self._deadline(timeout_ms), self.config.retry_backoff_ms)
 
-    def _find_coordinator(self, key: str, deadline: Deadline, key_type: int = common_pb2.GROUP) -> Node:
+    def _find_coordinator(self, key: str, deadline: Deadline, key_type: int = GROUP_KEY) -> Node:
         self.metadata.maybe_refresh(self.pool, max(1, deadline.remaining_ms()))
         response = call_any_node(self.metadata, self.pool, "FindCoordinator", find_coordinator_request(key, key_type),
                                  deadline)
-        return parse_find_coordinator(response, key, "group" if key_type == common_pb2.GROUP else "transactional id")
+        return parse_find_coordinator(response, key, "group" if key_type == GROUP_KEY else "transactional id")
 
     def _ask_group(self, group_id: str, method: str, request: Any, read: Callable[[Any, Node], Any],
-                   timeout_ms: int | None, key_type: int = common_pb2.GROUP) -> Any:
+                   timeout_ms: int | None, key_type: int = GROUP_KEY) -> Any:
         """Calls the coordinator of `group_id` (or of a transactional id, with key_type TRANSACTION)
         and returns `read(answer, coordinator)`, finding the coordinator again whenever it moved;
         any other error `read` raises is returned, not retried."""
@@ -77,7 +77,7 @@ class GroupAdminOps:
         return call_with_retries(method, attempt, self._deadline(timeout_ms), self.config.retry_backoff_ms)
 
     def _group_call(self, group_id: str, method: str, request: Any, read: Callable[[Any, Node], Any],
-                    timeout_ms: int | None, key_type: int = common_pb2.GROUP) -> Any:
+                    timeout_ms: int | None, key_type: int = GROUP_KEY) -> Any:
         """`_ask_group`, raising the error the answer carried."""
         answer = self._ask_group(group_id, method, request, read, timeout_ms, key_type)
         if isinstance(answer, KafkaError):

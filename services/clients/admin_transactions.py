@@ -15,6 +15,7 @@ from collections.abc import Iterable
 
 from services.clients.admin_types import AbortTransactionSpec, ProducerState, TransactionDescription, TransactionListing
 from services.clients.cluster import Node
+from services.clients.group_requests import TRANSACTION_KEY
 from services.clients.partition_requests import (
     TxnMarker,
     parse_write_txn_markers,
@@ -35,7 +36,6 @@ from services.clients.txn_requests import (
     parse_list_transactions,
 )
 from services.common.errors import Errors, KafkaError, error_for_code
-from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.topic_partition import TopicPartition
 
 
@@ -45,7 +45,7 @@ class TransactionAdminOps:
     def find_transaction_coordinator(self, transactional_id: str, *, timeout_ms: int | None = None) -> Node:
         """The coordinator currently owning `transactional_id`."""
         return call_with_retries("FindCoordinator",
-                                 lambda d: self._find_coordinator(transactional_id, d, common_pb2.TRANSACTION),
+                                 lambda d: self._find_coordinator(transactional_id, d, TRANSACTION_KEY),
                                  self._deadline(timeout_ms), self.config.retry_backoff_ms)
 
     def list_transactions(self, *, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
@@ -71,7 +71,7 @@ class TransactionAdminOps:
         return {tid: self._group_call(
                     tid, "DescribeTransactions", describe_transactions_request(tid),
                     lambda response, node, tid=tid: parse_describe_transaction(response, tid, node.node_id),
-                    timeout_ms, common_pb2.TRANSACTION)
+                    timeout_ms, TRANSACTION_KEY)
                 for tid in dict.fromkeys(transactional_ids)}
 
     def describe_producers(self, partitions: Iterable[TopicPartition], *, timeout_ms: int | None = None,

@@ -42,7 +42,11 @@ def _by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[TopicParti
 
 # --------------------------------------------------------------------------------------------- coordinators
 
-def find_coordinator_request(key: str, key_type: int = common_pb2.GROUP) -> common_pb2.FindCoordinatorRequest:
+GROUP_KEY = common_pb2.GROUP  # FindCoordinator's key types
+TRANSACTION_KEY = common_pb2.TRANSACTION
+
+
+def find_coordinator_request(key: str, key_type: int = GROUP_KEY) -> common_pb2.FindCoordinatorRequest:
     """FindCoordinator of a group id, or of a transactional id (key_type TRANSACTION)."""
     return common_pb2.FindCoordinatorRequest(key=key, key_type=key_type)
 

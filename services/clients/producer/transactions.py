@@ -18,7 +18,12 @@ from typing import Any
 
 from services.clients.cluster import Node
 from services.clients.consumer.errors import CommitFailedError
-from services.clients.group_requests import find_coordinator_request, parse_find_coordinator
+from services.clients.group_requests import (
+    GROUP_KEY,
+    TRANSACTION_KEY,
+    find_coordinator_request,
+    parse_find_coordinator,
+)
 from services.clients.metadata import Metadata
 from services.clients.producer.errors import KafkaTimeoutError
 from services.clients.producer.transaction_manager import (
@@ -40,7 +45,6 @@ from services.clients.txn_requests import (
     txn_offset_commit_request,
 )
 from services.common.errors import Errors, KafkaError, error_for_code
-from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -69,7 +73,7 @@ class TransactionCalls:
             self._metadata.maybe_refresh(self._pool, max(1, deadline.remaining_ms()))
             response = call_any_node(self._metadata, self._pool, "FindCoordinator",
                                      find_coordinator_request(key, key_type), deadline)
-            kind = "transactional id" if key_type == common_pb2.TRANSACTION else "group"
+            kind = "transactional id" if key_type == TRANSACTION_KEY else "group"
             node = parse_find_coordinator(response, key, kind)
             self._coordinators[(key_type, key)] = node
         return node
@@ -88,7 +92,7 @@ class TransactionCalls:
         return code, message, response
 
     def call(self, method: str, request: Any, read: Callable[[Any], tuple[int, str]], deadline: Deadline, *,
-             key_type: int = common_pb2.TRANSACTION, key: str | None = None) -> Any:
+             key_type: int = TRANSACTION_KEY, key: str | None = None) -> Any:
         """Sends `method` until its answer is final; returns the answer or raises (see the module
         docstring)."""
         key = self.manager.transactional_id if key is None else key
@@ -112,7 +116,7 @@ class TransactionCalls:
 
     @staticmethod
     def _error(key_type: int, code: int, message: str) -> KafkaError:
-        if key_type == common_pb2.GROUP and code in COMMIT_FAILED_CODES:
+        if key_type == GROUP_KEY and code in COMMIT_FAILED_CODES:
             return CommitFailedError(error_name=Errors(code).name)
         return coordinator_error(code, message)
 
@@ -133,14 +137,14 @@ class TransactionCalls:
         request = add_partitions_request(manager.transactional_id, manager.producer_id, manager.producer_epoch,
                                          partitions)
         code, message, response = self._attempt(
-            common_pb2.TRANSACTION, manager.transactional_id, "AddPartitionsToTxn", request,
+            TRANSACTION_KEY, manager.transactional_id, "AddPartitionsToTxn", request,
             lambda answer: (add_partitions_code(add_partitions_codes(answer, partitions).values()),
                             answer.error_message), deadline)
         action = action_for(code)
         if action is Action.OK:
             manager.partitions_added(partitions)
         elif action is Action.FIND_COORDINATOR:
-            self._coordinators.pop((common_pb2.TRANSACTION, manager.transactional_id), None)
+            self._coordinators.pop((TRANSACTION_KEY, manager.transactional_id), None)
         elif action in (Action.ABORTABLE, Action.FATAL):
             detail = message or f"adding {', '.join(map(str, partitions))} to the transaction failed"
             manager.fail_for(action, coordinator_error(code, detail))
@@ -158,7 +162,7 @@ class TransactionCalls:
         request = txn_offset_commit_request(manager.transactional_id, manager.producer_id, manager.producer_epoch,
                                             group, offsets)
         self.call("TxnOffsetCommit", request, lambda answer: (txn_offset_commit_code(answer), answer.error_message),
-                  deadline, key_type=common_pb2.GROUP, key=group.group_id)
+                  deadline, key_type=GROUP_KEY, key=group.group_id)
 
     def end_txn(self, commit: bool, deadline: Deadline) -> None:
         manager = self.manager

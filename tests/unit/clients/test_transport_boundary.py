@@ -18,7 +18,8 @@ GATEWAY_DIR = Path(gateway_package.__file__).parent
 TRANSPORT_DIR = Path(transport_package.__file__).parent
 GRPC_OWNER = TRANSPORT_DIR / "channels.py"
 RAW_ACCESSORS = frozenset({"stub", "channel", "future"})
-PUBLIC_CLIENT_MODULES = ("admin.py", "admin_groups.py", "lowlevel.py", "producer/producer.py", "consumer/consumer.py")
+PUBLIC_CLIENT_MODULES = ("admin.py", "admin_groups.py", "admin_transactions.py", "lowlevel.py", "producer/producer.py",
+                         "consumer/consumer.py")
 
 
 def imported_names(tree: ast.AST) -> set[str]:
