@@ -140,6 +140,7 @@ class CleanedTransactionMetadata:
         heapq.heapify(self._pending)
         self._ongoing_aborted: dict[int, list] = {}  # producer id -> [txn, data seen in this pass]
         self._ongoing_committed: set[int] = set()
+        self.kept_abort_markers: set[int] = set()  # offsets of the ABORT markers a rewrite kept
 
     def _consume_aborted_up_to(self, offset: int) -> None:
         pending = self._pending

@@ -22,7 +22,9 @@ kept records at their own offsets: same base offset and last offset delta (so se
 consistent), producer id, epoch and base sequence, transactional flag, timestamp type, partition
 leader epoch and compression codec. A batch keeping none is dropped, unless it is its producer's
 last batch, which stays as an empty batch (header only, Kafka's RETAIN_EMPTY). A control batch is
-kept whole or dropped whole.
+kept whole or dropped whole. The cleaned segment's transaction index keeps the entries of the
+group's indexes whose ABORT marker was kept (an entry without its marker would make consumers
+skip that producer's later data).
 
 Delete horizon: the last modification time of the last segment before the first dirty offset
 minus delete.retention.ms (0 when there is none). A segment modified after the horizon keeps its
@@ -268,6 +270,10 @@ class Cleaner:
             for segment in group:
                 retain_deletes = segment.last_modified_ms > delete_horizon_ms
                 self.clean_into(log, segment, cleaned, retain_deletes, txn, scan, stats)
+            for segment in group:
+                for aborted in segment.txn_index.entries:
+                    if aborted.last_offset in txn.kept_abort_markers:
+                        cleaned.txn_index.append(aborted)
             cleaned.on_become_inactive_segment()
             cleaned.flush()
             cleaned.set_last_modified_ms(group[-1].last_modified_ms)
@@ -311,12 +317,14 @@ class Cleaner:
             last_of_producer = producer_id >= 0 and scan.is_last_batch_of_producer(
                 producer_id, fields[10], last_offset, bool(attributes & CONTROL_MASK))
             if attributes & CONTROL_MASK:
-                removable = txn.on_control_batch_read(producer_id, last_offset,
-                                                      control_batch_is_commit(view, pos))
+                commit = control_batch_is_commit(view, pos)
+                removable = txn.on_control_batch_read(producer_id, last_offset, commit)
                 stats.messages_read += 1
                 if last_of_producer or not (removable and not retain_deletes):
                     out.copy(view[pos:pos + size], fields)
                     stats.messages_written += 1
+                    if not commit:
+                        txn.kept_abort_markers.add(last_offset)
                 pos += size
                 continue
             discard = txn.on_batch_read(producer_id, last_offset, bool(attributes & TRANSACTIONAL_MASK))

@@ -42,6 +42,11 @@ def control_offsets(log):
     return [h.base_offset for h, _, _ in all_batches(log) if h.is_control]
 
 
+def aborted_index(log):
+    """(producer id, first offset, marker offset) of every transaction index entry of the log."""
+    return [entry[:3] for segment in log.segments for entry in segment.txn_index.entries]
+
+
 def test_aborted_data_goes_and_markers_follow_their_data(tmp_path):
     log = open_compacted(tmp_path / "t-0")
     log.append_as_leader(txn_batch([(b"a1", b"aborted"), (b"a2", b"aborted")], PID, 0), 0)
@@ -64,6 +69,7 @@ def test_aborted_data_goes_and_markers_follow_their_data(tmp_path):
     assert kept[b"b1"] == b"committed" and kept[b"c1"] == b"newer"
     # every marker saw data of its transaction in this pass, so all stay
     assert control_offsets(log) == [abort_marker, commit_marker, other_marker]
+    assert aborted_index(log) == [(PID, 0, abort_marker)]  # the cleaned segment's index kept it
     # OTHER's only data batch was emptied: it stays, as an empty batch, being OTHER's last
     empty = [h for h, records, _ in all_batches(log) if h.producer_id == OTHER and not h.is_control]
     assert [(h.records_count, h.base_sequence, h.last_offset_delta) for h in empty] == [(0, 0, 0)]
@@ -78,6 +84,7 @@ def test_aborted_data_goes_and_markers_follow_their_data(tmp_path):
     finish(log)
     cleaner.clean_log(log)
     assert control_offsets(log) == [commit_marker, other_marker]
+    assert aborted_index(log) == []  # its marker went: so did its entry
     assert {k: v for _, k, v in records_of(log)}[b"b1"] == b"committed"
 
 
