@@ -8,6 +8,14 @@ last of overlapping appends to a partition, so a burst of produces travels in on
 drives the follower side of replication for the fetcher threads (truncation to the divergence
 point, appends with the leader's offsets), checkpoints high watermarks, and answers ListOffsets
 and OffsetForLeaderEpoch.
+
+Transactions: produces from a live coordinator append with the COORDINATOR origin (no sequence
+numbers needed); `write_txn_markers` appends a COMMIT or ABORT control batch per marker and
+partition, fenced by producer and coordinator epochs, answered once replicated (acks=all through
+the produce purgatory) or with REQUEST_TIMED_OUT. A read_committed consumer reads below the last
+stable offset, not the high watermark, and gets the aborted transactions of the returned range;
+every fetch answer carries the last stable offset. `describe_producers` lists a led partition's
+active producers.
 Results are plain tuples with Kafka error codes; the gRPC servicer turns them into responses.
 """
 
@@ -24,12 +32,14 @@ from typing import NamedTuple
 from services.broker.delayed import DelayedFetch, DelayedProduce
 from services.broker.log.checkpoints import OffsetCheckpointFile
 from services.broker.log.leader_epoch import UNDEFINED_EPOCH
+from services.broker.log.validation import AppendOrigin
 from services.broker.metadata_cache import MetadataCache
 from services.broker.partition import Partition
 from services.broker.purgatory import DelayedOperationPurgatory
 from services.common.clock import SYSTEM_CLOCK
 from services.common.errors import Errors, KafkaError
-from services.common.records.batch import HEADER_SIZE
+from services.common.records.batch import HEADER_SIZE, next_offset_after
+from services.common.records.builder import build_control_batch
 from services.common.shared_types import (
     CONSUMER_REPLICA_ID,
     EARLIEST_TIMESTAMP,
@@ -67,6 +77,29 @@ class FetchResult(NamedTuple):
     log_start_offset: int = -1
     records: bytes = b""
     error_message: str = ""
+    last_stable_offset: int = -1
+    aborted_transactions: tuple = ()  # txn_index.AbortedTxn of the returned range (read_committed)
+
+
+class TxnMarker(NamedTuple):
+    """One marker of a WriteTxnMarkers request."""
+
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    coordinator_epoch: int
+    partitions: tuple[TopicPartition, ...]
+
+
+class ProducerDescription(NamedTuple):
+    """One active producer of a partition (DescribeProducers)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
 
 
 class ListOffsetResult(NamedTuple):
@@ -83,6 +116,7 @@ class FetchParams:
     min_bytes: int
     max_bytes: int
     partitions: tuple[FetchPartition, ...]
+    read_committed: bool = False  # consumers only: read below the last stable offset
 
 
 def is_internal_topic(topic: str) -> bool:
@@ -274,7 +308,7 @@ class ReplicaManager:
 
     def append_records(self, acks: int, timeout_ms: int, entries: dict[TopicPartition, bytes],
                        respond: Callable[[dict[TopicPartition, ProduceResult]], None],
-                       internal_topics_allowed: bool = False) -> None:
+                       internal_topics_allowed: bool = False, origin: AppendOrigin = AppendOrigin.CLIENT) -> None:
         """Appends to leader logs, then responds at once (acks 0/1) or when replicated (acks=-1)."""
         if acks not in (0, 1, -1):
             respond({key: ProduceResult.failed(Errors.INVALID_REQUIRED_ACKS, f"acks={acks} is not 0, 1 or -1")
@@ -284,7 +318,7 @@ class ReplicaManager:
         pending: dict[TopicPartition, int] = {}
         self._begin_appends(entries)
         try:
-            self._append_to_leaders(acks, entries, results, pending, internal_topics_allowed)
+            self._append_to_leaders(acks, entries, results, pending, internal_topics_allowed, origin)
         finally:
             for key in self._end_appends(entries):
                 self._wake_fetches(key)
@@ -317,7 +351,7 @@ class ReplicaManager:
 
     def _append_to_leaders(self, acks: int, entries: dict[TopicPartition, bytes],
                            results: dict[TopicPartition, ProduceResult], pending: dict[TopicPartition, int],
-                           internal_topics_allowed: bool) -> None:
+                           internal_topics_allowed: bool, origin: AppendOrigin) -> None:
         for key, records in entries.items():
             topic, index = key
             if is_internal_topic(topic) and not internal_topics_allowed:
@@ -331,7 +365,7 @@ class ReplicaManager:
                     if acks == -1 and len(partition.isr) < min_isr:
                         raise KafkaError(f"{topic}-{index}: {len(partition.isr)} in-sync replicas, "
                                          f"{min_isr} required", error_name="NOT_ENOUGH_REPLICAS")
-                    info = partition.log.append_as_leader(records, partition.leader_epoch)
+                    info = partition.log.append_as_leader(records, partition.leader_epoch, origin)
                     # a producer's retry of a batch already in the log wrote nothing and answers
                     # with the original batch's offsets (acks=-1 still waits for that batch)
                     hw_moved = not info.duplicate and partition.maybe_increment_high_watermark()
@@ -346,6 +380,48 @@ class ReplicaManager:
             except Exception as exc:  # an I/O or programming error: never crash the request thread
                 logger.exception("append to %s-%d failed", topic, index)
                 results[key] = ProduceResult.failed(Errors.UNKNOWN_SERVER_ERROR, str(exc))
+
+    def write_txn_markers(self, markers: list[TxnMarker], timeout_ms: int,
+                          respond: Callable[[list[dict[TopicPartition, int]]], None]) -> None:
+        """Appends each marker to each of its partitions as leader (acks=all); responds once every
+        marker's partitions are answered, with an error code per partition per marker."""
+        if not markers:
+            respond([])
+            return
+        codes: list[dict[TopicPartition, int] | None] = [None] * len(markers)
+        left = [len(markers)]
+        lock = threading.Lock()
+
+        def marker_done(i: int, results: dict[TopicPartition, ProduceResult]) -> None:
+            with lock:
+                codes[i] = {key: result.error_code for key, result in results.items()}
+                left[0] -= 1
+                done = left[0] == 0
+            if done:
+                respond(codes)
+
+        for i, marker in enumerate(markers):
+            batch = build_control_batch(marker.commit, producer_id=marker.producer_id,
+                                        producer_epoch=marker.producer_epoch,
+                                        coordinator_epoch=marker.coordinator_epoch,
+                                        timestamp_ms=self.clock.time_ms())
+            entries = {TopicPartition(*key): batch for key in marker.partitions}
+            self.append_records(-1, timeout_ms, entries, lambda results, i=i: marker_done(i, results),
+                                internal_topics_allowed=True, origin=AppendOrigin.TXN_MARKER)
+
+    def describe_producers(self, topic: str, index: int) -> tuple[int, list[ProducerDescription]]:
+        """(error code, active producers) of a partition led here."""
+        try:
+            log = self.leader_partition(topic, index).log
+        except KafkaError as exc:
+            return exc.code, []
+        producers = []
+        for entry in log.active_producers():
+            first = entry.current_txn_first_offset
+            producers.append(ProducerDescription(entry.producer_id, entry.producer_epoch, entry.last_seq,
+                                                 entry.last_timestamp, entry.coordinator_epoch,
+                                                 -1 if first is None else first))
+        return Errors.NONE, producers
 
     def produce_acked(self, key: TopicPartition, required_offset: int) -> int | None:
         """None while still waiting; 0 once the HW reached `required_offset`; an error code otherwise."""
@@ -426,7 +502,8 @@ class ReplicaManager:
                 log = self._fetched_leader(request).log
             except KafkaError:
                 return True  # an error answers at once
-            end_offset = log.log_end_offset if from_follower else log.high_watermark
+            end_offset = (log.log_end_offset if from_follower
+                          else log.last_stable_offset if params.read_committed else log.high_watermark)
             fetch_offset = request.fetch_offset
             if fetch_offset > end_offset or fetch_offset < log.log_start_offset:
                 return True  # out of range: answer now
@@ -445,6 +522,7 @@ class ReplicaManager:
         remaining = params.max_bytes
         min_one_message = True
         from_follower = params.replica_id >= 0
+        read_committed = params.read_committed and not from_follower
         for request in params.partitions:
             # a plain tuple equals (and hashes as) the TopicPartition and costs a tenth as much to
             # build: a follower's fetch carries every partition it follows from this leader
@@ -452,9 +530,12 @@ class ReplicaManager:
             try:
                 log = self._fetched_leader(request).log
                 high_watermark = log.high_watermark
-                end_offset = log.log_end_offset if from_follower else high_watermark
+                last_stable = log.last_stable_offset
+                end_offset = (log.log_end_offset if from_follower
+                              else last_stable if read_committed else high_watermark)
                 if request.fetch_offset == end_offset:  # the idle case: nothing to read
-                    results[key] = FetchResult(Errors.NONE, high_watermark, log.log_start_offset, b"")
+                    results[key] = FetchResult(Errors.NONE, high_watermark, log.log_start_offset, b"",
+                                               last_stable_offset=last_stable)
                     continue
                 limit = min(request.partition_max_bytes, remaining)
                 if limit <= 0 and not min_one_message:
@@ -463,10 +544,15 @@ class ReplicaManager:
                     data = log.read(request.fetch_offset, limit, max_offset=end_offset,
                                     min_one_message=min_one_message)
                     records = bytes(data.records)
+                aborted = ()
                 if records:
                     min_one_message = False
                     remaining -= len(records)
-                results[key] = FetchResult(Errors.NONE, high_watermark, log.log_start_offset, records)
+                    if read_committed:
+                        aborted = tuple(log.collect_aborted_transactions(
+                            request.fetch_offset, next_offset_after(records) or end_offset))
+                results[key] = FetchResult(Errors.NONE, high_watermark, log.log_start_offset, records, "",
+                                           last_stable, aborted)
             except KafkaError as exc:
                 partition = self._partitions.get(key)
                 hw = partition.high_watermark if partition is not None else -1
@@ -575,11 +661,14 @@ class ReplicaManager:
     # ------------------------------------------------------------------ offsets
 
     def list_offset(self, topic: str, index: int, timestamp: int, current_leader_epoch: int = -1,
-                    replica_id: int = CONSUMER_REPLICA_ID) -> ListOffsetResult:
+                    replica_id: int = CONSUMER_REPLICA_ID, read_committed: bool = False) -> ListOffsetResult:
+        """LATEST is the log end for replicas, the last stable offset for read_committed
+        clients, the high watermark for others; a timestamp's offset must be below it too."""
         try:
             partition = self.leader_partition(topic, index, current_leader_epoch)
             log = partition.log
-            limit = log.log_end_offset if replica_id >= 0 else partition.high_watermark
+            limit = (log.log_end_offset if replica_id >= 0
+                     else log.last_stable_offset if read_committed else partition.high_watermark)
             if timestamp == EARLIEST_TIMESTAMP:
                 return ListOffsetResult(Errors.NONE, -1, log.log_start_offset, partition.leader_epoch)
             if timestamp == LATEST_TIMESTAMP:

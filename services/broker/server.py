@@ -102,7 +102,8 @@ class BrokerServer:
                                   on_live_leaders=self._remember_leaders,
                                   producer_ids=self.producer_ids,
                                   coordinators=self.coordinator_directory.snapshot,
-                                  parked_max_requests=self.config.parked_max_requests)
+                                  parked_max_requests=self.config.parked_max_requests,
+                                  request_timeout_ms=self.config.request_timeout_ms)
         self.runtime.add_servicer(broker_pb2_grpc.add_BrokerServiceServicer_to_server, servicer)
         port = self.runtime.start()
         self.zk_raw.add_listener(self._on_zk_state)

@@ -9,6 +9,11 @@ while the coroutine awaits the `Completion` the purgatory resolves; no thread is
 produces and fetches (not followers') count against `parked.max.requests`; one more is answered
 at once with THROTTLING_QUOTA_EXCEEDED. The other methods (controller requests, metadata, which
 may call the controller or ZooKeeper) run in the runtime's executor.
+
+Transactions: a produce from a live coordinator instance appends with the COORDINATOR origin;
+WriteTxnMarkers (from coordinators) waits, as an acks=all produce does, up to
+`request.timeout.ms`; Fetch and ListOffsets honour `isolation_level`; DescribeProducers answers
+for partitions led here.
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ import functools
 import logging
 from collections.abc import Callable
 
+from services.broker.log.validation import AppendOrigin
 from services.broker.metadata_cache import BrokerNode, MetadataCache
-from services.broker.replica_manager import FetchParams, FetchPartition, ReplicaManager
+from services.broker.replica_manager import FetchParams, FetchPartition, ReplicaManager, TxnMarker
 from services.common.coordinator_lookup import coordinator_nodes, find_coordinator
 from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
@@ -64,8 +70,10 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                  on_live_leaders: Callable[[list[BrokerNode]], None] | None = None,
                  producer_ids: ProducerIdManager | None = None,
                  coordinators: Callable[[], DirectorySnapshot] | None = None,
-                 parked_max_requests: int = DEFAULT_PARKED_MAX_REQUESTS) -> None:
+                 parked_max_requests: int = DEFAULT_PARKED_MAX_REQUESTS,
+                 request_timeout_ms: int = 30000) -> None:
         self.broker_id = broker_id
+        self.request_timeout_ms = request_timeout_ms
         self.client_requests = RequestLimit(parked_max_requests)
         self.coordinators = coordinators or DirectorySnapshot
         self.producer_ids = producer_ids
@@ -92,7 +100,8 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
             internal_allowed = (request.HasField("coordinator_id")
                                 and request.coordinator_id in self.coordinators().live)
             append = functools.partial(self.replica_manager.append_records, request.acks, request.timeout_ms,
-                                       entries, reply, internal_topics_allowed=internal_allowed)
+                                       entries, reply, internal_topics_allowed=internal_allowed,
+                                       origin=AppendOrigin.COORDINATOR if internal_allowed else AppendOrigin.CLIENT)
             if sum(len(records) for records in entries.values()) <= INLINE_APPEND_MAX_BYTES:
                 append()
             else:
@@ -137,7 +146,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         max_bytes = min(request.max_bytes if request.max_bytes > 0 else self.fetch_max_bytes,
                         self.fetch_max_bytes)
         params = FetchParams(request.replica_id, request.max_wait_ms, request.min_bytes, max_bytes,
-                             tuple(partitions))
+                             tuple(partitions), request.isolation_level == common_pb2.READ_COMMITTED)
         limited = request.replica_id < 0
         if limited and not self.client_requests.try_acquire():
             return broker_pb2.FetchResponse(error_code=Errors.THROTTLING_QUOTA_EXCEEDED,
@@ -162,9 +171,11 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                 out = by_topic[request_part.topic] = response.responses.add(topic=request_part.topic)
             data = out.partitions.add(partition_index=request_part.partition, error_code=result.error_code,
                                       high_watermark=result.high_watermark,
-                                      last_stable_offset=result.high_watermark,
+                                      last_stable_offset=result.last_stable_offset,
                                       log_start_offset=result.log_start_offset,
                                       preferred_read_replica=-1, records=result.records)
+            for txn in result.aborted_transactions:
+                data.aborted_transactions.add(producer_id=txn.producer_id, first_offset=txn.first_offset)
             if result.error_code:
                 self._fill_current_leader(data, *key)
         return response
@@ -180,8 +191,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         for topic in request.topics:
             out = response.topics.add(name=topic.name)
             for part in topic.partitions:
-                result = self.replica_manager.list_offset(topic.name, part.partition_index, part.timestamp,
-                                                          part.current_leader_epoch, request.replica_id)
+                result = self.replica_manager.list_offset(
+                    topic.name, part.partition_index, part.timestamp, part.current_leader_epoch,
+                    request.replica_id, request.isolation_level == common_pb2.READ_COMMITTED)
                 out.partitions.add(partition_index=part.partition_index, error_code=result.error_code,
                                    timestamp=result.timestamp, offset=result.offset,
                                    leader_epoch=result.leader_epoch)
@@ -243,6 +255,42 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         return common_pb2.InitProducerIdResponse(error_code=result.error_code, producer_id=result.producer_id,
                                                  producer_epoch=result.producer_epoch,
                                                  error_message=result.error_message)
+
+    # ------------------------------------------------------------------ transactions
+
+    async def WriteTxnMarkers(self, request, context):
+        markers = [TxnMarker(m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch,
+                             tuple(TopicPartition(t.name, i) for t in m.topics for i in t.partition_indexes))
+                   for m in request.markers]
+        reply = Completion()
+        write = functools.partial(self.replica_manager.write_txn_markers, markers, self.request_timeout_ms, reply)
+        await asyncio.get_running_loop().run_in_executor(None, write)
+        codes = await reply.result(self.request_timeout_ms / 1000 + _WAIT_SLACK_S)
+        response = common_pb2.WriteTxnMarkersResponse()
+        for i, marker in enumerate(markers):
+            out = response.markers.add(producer_id=marker.producer_id)
+            by_topic = {}
+            for topic, index in marker.partitions:
+                code = Errors.REQUEST_TIMED_OUT if codes is None else codes[i].get((topic, index),
+                                                                                    Errors.REQUEST_TIMED_OUT)
+                if topic not in by_topic:
+                    by_topic[topic] = out.topics.add(name=topic)
+                by_topic[topic].partitions.add(partition_index=index, error_code=code)
+        return response
+
+    def DescribeProducers(self, request, context):
+        response = broker_pb2.DescribeProducersResponse()
+        for topic in request.topics:
+            out = response.topics.add(name=topic.name)
+            for index in topic.partition_indexes:
+                code, producers = self.replica_manager.describe_producers(topic.name, index)
+                part = out.partitions.add(partition_index=index, error_code=code)
+                for p in producers:
+                    part.active_producers.add(producer_id=p.producer_id, producer_epoch=p.producer_epoch,
+                                              last_sequence=p.last_sequence, last_timestamp=p.last_timestamp,
+                                              coordinator_epoch=p.coordinator_epoch,
+                                              current_txn_start_offset=p.current_txn_start_offset)
+        return response
 
     # ------------------------------------------------------------------ controller requests
 

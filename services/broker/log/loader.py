@@ -21,7 +21,9 @@ This is Kafka 2.8's Log.loadSegments / recoverLog, in order:
 
 Then the Log rebuilds its producer state (`rebuild_producer_state`): from the newest valid snapshot
 at or below the recovery point (the log end offset after a clean shutdown), replaying the headers
-of the batches after it; truncation rebuilds the same way up to its new end.
+of the batches after it; truncation rebuilds the same way up to its new end. After an unclean
+shutdown the transaction indexes lose their entries at or above the recovery point (they may be
+torn or missing) and the replay writes them again.
 """
 
 from __future__ import annotations
@@ -216,12 +218,14 @@ def _delete(doomed: list[LogSegment], segments: dict[int, LogSegment]) -> None:
 
 
 def rebuild_producer_state(state, segments: list[LogSegment], log_start_offset: int, end_offset: int,
-                           max_snapshot_offset: int, now_ms: int) -> None:
+                           max_snapshot_offset: int, now_ms: int, on_completed=None) -> None:
     """Rebuilds `state` (a ProducerStateManager) for the batches below `end_offset`.
 
     Loads the newest valid snapshot at or below `max_snapshot_offset` and replays the headers from
     there. Without one the replay starts at the log start offset, unless the log never had a
     snapshot, which means it holds no producer batch. Ends with a snapshot at `end_offset`.
+    `on_completed(completed_txn)` hears of every transaction a replayed marker ends, with the
+    state as of that marker (the Log rebuilds its transaction indexes with it).
     """
     had_snapshots = state.latest_snapshot_offset is not None
     loaded = state.truncate_and_reload(min(max_snapshot_offset, end_offset), now_ms)
@@ -230,13 +234,14 @@ def rebuild_producer_state(state, segments: list[LogSegment], log_start_offset: 
     else:
         start = log_start_offset if had_snapshots else end_offset
     if start < end_offset:
-        replayed = replay_producer_batches(state, segments, start, end_offset)
+        replayed = replay_producer_batches(state, segments, start, end_offset, on_completed)
         logger.info("%s: rebuilt producer state from offset %d to %d (%d batches with a producer id)",
                     state.topic_partition, start, end_offset, replayed)
     state.take_snapshot(end_offset)
 
 
-def replay_producer_batches(state, segments: list[LogSegment], start_offset: int, end_offset: int) -> int:
+def replay_producer_batches(state, segments: list[LogSegment], start_offset: int, end_offset: int,
+                            on_completed=None) -> int:
     """Feeds every batch with a producer id in [start_offset, end_offset) to `state.replay`,
     reading headers only (and a control batch's one record); returns how many."""
     count = 0
@@ -252,7 +257,10 @@ def replay_producer_batches(state, segments: list[LogSegment], start_offset: int
                 continue
             position = found[0]
         for view, pos, header in _producer_batches(segment, position, end_offset):
-            state.replay(view, pos, header)
+            completed = state.replay(view, pos, header)
+            if on_completed is not None:
+                for txn in completed:
+                    on_completed(txn)
             count += 1
     return count
 

@@ -28,6 +28,12 @@ roll and close, rebuilt at open and after truncation (see `loader.rebuild_produc
 producers idle for `producer_id_expiration_ms` are dropped every
 `producer_id_expiration_check_interval_ms` (when a scheduler is given).
 
+Transactions (Kafka 2.8's): the last stable offset (`last_stable_offset`) is the first offset of
+the earliest open transaction, capped by the high watermark; read_committed consumers read below
+it. Every ABORT marker appended (leader, follower, or replayed after an unclean shutdown) adds an
+entry to the transaction index of the segment it lands in (see `txn_index`), with the last stable
+offset once it was written; `collect_aborted_transactions` reads them back for a fetch.
+
 Files are described in `files`; crash-safe replacement of segments by the cleaner is
 `replace_segments` (completed or rolled back by `loader` after a crash).
 """
@@ -69,9 +75,11 @@ from services.broker.log.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     BatchMetadata,
+    CompletedTxn,
     ProducerStateManager,
 )
 from services.broker.log.segment import LogSegment
+from services.broker.log.txn_index import AbortedTxn
 from services.broker.log.validation import (
     AppendOrigin,
     single_leader_batch,
@@ -120,7 +128,11 @@ class Log(LogMaintenance):
         self._high_watermark = self._log_start_offset
         self._last_flush_ms = clock.time_ms()
         self._producer_state = ProducerStateManager(self.topic_partition, self.dir, producer_id_expiration_ms)
-        self._rebuild_producer_state(self._recovery_point)
+        index_from = self._end.message_offset
+        if not had_clean_shutdown:  # entries at or above the recovery point may be torn or missing
+            index_from = self._recovery_point
+            self._truncate_txn_indexes(index_from)
+        self._rebuild_producer_state(self._recovery_point, index_from)
         interval = producer_id_expiration_check_interval_ms
         self._producer_expiration = None if scheduler is None else scheduler.schedule(
             interval, self.remove_expired_producers, period_ms=interval, name="PeriodicProducerExpirationCheck")
@@ -191,6 +203,11 @@ class Log(LogMaintenance):
     def producer_state(self) -> ProducerStateManager:
         return self._producer_state
 
+    def active_producers(self) -> list:
+        """The ProducerStateEntry of every producer the log remembers (DescribeProducers)."""
+        with self._lock:
+            return list(self._producer_state.active_producers.values())
+
     def update_config(self, config: LogConfig) -> None:
         """New settings apply to the next append, roll or retention run."""
         self.config = config
@@ -251,7 +268,7 @@ class Log(LogMaintenance):
                 self._write([prefix, view[PREFIX_SIZE:]], length + LOG_OVERHEAD, first, last, max_timestamp,
                             offset_of_max, None, self._clock.time_ms())
             if producers is not None:
-                self._producer_state.update(producers)
+                self._update_producer_state(producers)
             if self.leader_epoch_cache.latest_epoch != leader_epoch:
                 self.leader_epoch_cache.assign(leader_epoch, first)
             return _new_tuple(LogAppendInfo, (first, last, max_timestamp, offset_of_max, NO_TIMESTAMP,
@@ -280,7 +297,7 @@ class Log(LogMaintenance):
                 self._producer_state.before_write(first)
             self._write(pieces, total, first, last, max_timestamp, offset_of_max, marks, now)
             if producers is not None:
-                self._producer_state.update(producers)
+                self._update_producer_state(producers)
             if self.leader_epoch_cache.latest_epoch != leader_epoch:
                 self.leader_epoch_cache.assign(leader_epoch, first)
             return _new_tuple(LogAppendInfo, (first, last, max_timestamp, offset_of_max,
@@ -327,11 +344,30 @@ class Log(LogMaintenance):
             self._write(view[:valid], valid, first, previous_last, max_timestamp, offset_of_max,
                         marks if len(marks) > 1 else None, self._clock.time_ms())
             if producers is not None:
-                self._producer_state.update(producers)
+                self._update_producer_state(producers)
             for _, header in batches:
                 self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
             return LogAppendInfo(first, previous_last, max_timestamp, offset_of_max, NO_TIMESTAMP,
                                  self._log_start_offset, len(batches), count, valid)
+
+    def _update_producer_state(self, producers) -> None:
+        """Applies a written append's producer updates; its ABORT markers (all in the active
+        segment) go to that segment's transaction index."""
+        for txn in self._producer_state.update(producers):
+            if txn.is_aborted:
+                self._index_aborted(self._view[1][-1], txn)
+
+    def _index_aborted(self, segment: LogSegment, txn: CompletedTxn) -> None:
+        lso = self._producer_state.last_stable_offset_after(txn)
+        try:
+            segment.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso))
+        except OSError as e:
+            raise KafkaStorageError(f"error writing the transaction index of {self.topic_partition}: {e}") from e
+
+    def _truncate_txn_indexes(self, offset: int) -> None:
+        bases, segments = self._view
+        for segment in segments[max(bisect.bisect_right(bases, offset) - 1, 0):]:
+            segment.txn_index.truncate_to(offset)
 
     def _write(self, records, size: int, first_offset: int, last_offset: int, max_timestamp: int,
                offset_of_max: int, marks, now: int) -> None:
@@ -390,6 +426,35 @@ class Log(LogMaintenance):
         except OSError as e:
             raise KafkaStorageError(f"error reading {self.topic_partition} in {self.dir}: {e}") from e
         return FetchDataInfo(end, _EMPTY)
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest open transaction (at least the log start), or None."""
+        first = self._producer_state.first_unstable_offset
+        return None if first is None else max(first, self._log_start_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The offset below which every transaction is decided: the first unstable offset,
+        capped by the high watermark (Kafka's `lastStableOffset`)."""
+        high_watermark = self._high_watermark
+        first = self._producer_state.first_unstable_offset
+        if first is None or first >= high_watermark:
+            return high_watermark
+        return max(first, self._log_start_offset)
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [start_offset, upper_bound_offset), from the
+        transaction indexes of the segment holding `start_offset` and the later ones (Kafka's
+        `collectAbortedTransactions`)."""
+        bases, segments = self._view
+        found: list[AbortedTxn] = []
+        for segment in segments[max(bisect.bisect_right(bases, start_offset) - 1, 0):]:
+            result = segment.txn_index.collect_aborted(start_offset, upper_bound_offset)
+            found.extend(result.aborted)
+            if result.complete:
+                break
+        return found
 
     def convert_to_offset_metadata(self, offset: int) -> LogOffsetMetadata:
         """The segment and byte position of `offset` (which must be in [log start, log end])."""
@@ -577,7 +642,8 @@ class Log(LogMaintenance):
             new_end = max(active.read_next_offset(), new_start)  # a cut batch may straddle the start
             self.leader_epoch_cache.truncate_from_end(new_end)
             self._complete_truncation(new_start, new_end)
-            self._rebuild_producer_state(new_end)
+            self._truncate_txn_indexes(new_end)
+            self._rebuild_producer_state(new_end, new_end)
             return True
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
@@ -593,9 +659,19 @@ class Log(LogMaintenance):
             self._producer_state.truncate_fully()
             self._complete_truncation(new_offset, new_offset)
 
-    def _rebuild_producer_state(self, max_snapshot_offset: int) -> None:
-        rebuild_producer_state(self._producer_state, list(self._view[1]), self._log_start_offset,
-                               self._end.message_offset, max_snapshot_offset, self._clock.time_ms())
+    def _rebuild_producer_state(self, max_snapshot_offset: int, index_aborted_from: int) -> None:
+        """Rebuilds producer state; ABORT markers replayed at or after `index_aborted_from` are
+        indexed again."""
+        segments = list(self._view[1])
+        bases = [segment.base_offset for segment in segments]
+
+        def on_completed(txn: CompletedTxn) -> None:
+            if txn.is_aborted and txn.last_offset >= index_aborted_from:
+                self._index_aborted(segments[bisect.bisect_right(bases, txn.last_offset) - 1], txn)
+
+        rebuild_producer_state(self._producer_state, segments, self._log_start_offset,
+                               self._end.message_offset, max_snapshot_offset, self._clock.time_ms(),
+                               on_completed)
         self._producer_state.retain_snapshots(self._recovery_point)
 
     def remove_expired_producers(self) -> list[int]:

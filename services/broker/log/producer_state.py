@@ -21,7 +21,10 @@ Checks of a batch with a producer id, in Kafka 2.8's order (`ProducerAppendInfo`
                 marker with an older coordinator epoch: TRANSACTION_COORDINATOR_FENCED (52);
                 replication only warns
 
-State changes only when the append was written (`update`). Producers idle for
+State changes only when the append was written (`update`), which returns the transactions its
+markers completed (`CompletedTxn`: the log indexes the aborted ones, see `txn_index`). The open
+transactions' first offsets give the partition's first unstable offset (Kafka's
+`firstUnstableOffset`), from which the log's last stable offset follows. Producers idle for
 `producer_id_expiration_ms` (by their last batch's timestamp) without an open transaction are
 dropped by `remove_expired_producers`.
 
@@ -102,6 +105,16 @@ _CLIENT = AppendOrigin.CLIENT
 _REPLICATION = AppendOrigin.REPLICATION
 
 
+class CompletedTxn(NamedTuple):
+    """A transaction ended by a marker: its data's first offset (the marker's own offset when
+    none was seen) to the marker's offset."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
 class BatchMetadata(NamedTuple):
     """One appended data batch of a producer."""
 
@@ -163,7 +176,7 @@ class ProducerAppendInfo:
 
     __slots__ = ("topic_partition", "producer_id", "origin", "current_epoch", "current_last_seq",
                  "producer_epoch", "batches", "coordinator_epoch", "last_timestamp",
-                 "current_txn_first_offset")
+                 "current_txn_first_offset", "completed_txns")
 
     def __init__(self, topic_partition, producer_id: int, current: ProducerStateEntry | None,
                  origin: AppendOrigin) -> None:
@@ -177,6 +190,7 @@ class ProducerAppendInfo:
         self.coordinator_epoch = current.coordinator_epoch
         self.last_timestamp = current.last_timestamp
         self.current_txn_first_offset = current.current_txn_first_offset
+        self.completed_txns: list[CompletedTxn] = []
 
     def append_data_batch(self, epoch: int, first_seq: int, last_seq: int, timestamp: int,
                           first_offset: int, last_offset: int, is_transactional: bool) -> None:
@@ -194,13 +208,16 @@ class ProducerAppendInfo:
                 f"expected a transactional write from producer {self.producer_id} at offset "
                 f"{first_offset} in {self.topic_partition}"))
 
-    def append_end_txn_marker(self, epoch: int, coordinator_epoch: int, offset: int, timestamp: int) -> None:
+    def append_end_txn_marker(self, epoch: int, coordinator_epoch: int, offset: int, timestamp: int,
+                              commit: bool = True) -> None:
         self._check_epoch(epoch, offset)
         if self.coordinator_epoch > coordinator_epoch:
             self._refuse(TransactionCoordinatorFencedError(
                 f"coordinator epoch {coordinator_epoch} of the marker of producer {self.producer_id} at "
                 f"offset {offset} in {self.topic_partition} is older than {self.coordinator_epoch}"))
         self._set_epoch(epoch)
+        first = offset if self.current_txn_first_offset is None else self.current_txn_first_offset
+        self.completed_txns.append(CompletedTxn(self.producer_id, first, offset, not commit))
         self.current_txn_first_offset = None
         self.coordinator_epoch = coordinator_epoch
         self.last_timestamp = timestamp
@@ -251,6 +268,9 @@ class ProducerStateManager:
         self.log_dir = log_dir
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self._producers: dict[int, ProducerStateEntry] = {}
+        self._ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
+        # the first offset of the earliest open transaction, or None: read without the Log's lock
+        self.first_unstable_offset: int | None = None
         self._snapshots: dict[int, str] = list_snapshot_files(log_dir)
 
     # -- state ---------------------------------------------------------------------------------
@@ -261,6 +281,12 @@ class ProducerStateManager:
     @property
     def active_producers(self) -> dict[int, ProducerStateEntry]:
         return dict(self._producers)
+
+    def last_stable_offset_after(self, completed: CompletedTxn) -> int:
+        """The last stable offset once `completed` ended: the first offset of the earliest other
+        open transaction, or the offset after its marker (Kafka's `lastStableOffset(completedTxn)`)."""
+        others = [first for pid, first in self._ongoing.items() if pid != completed.producer_id]
+        return min(others) if others else completed.last_offset + 1
 
     def state(self) -> dict[int, tuple]:
         """Every producer's state as plain tuples (for comparisons)."""
@@ -303,7 +329,7 @@ class ProducerStateManager:
             if info is None:
                 info = infos[producer_id] = self.prepare_update(producer_id, origin)
             if marker is not None:
-                info.append_end_txn_marker(epoch, marker.coordinator_epoch, base, timestamp)
+                info.append_end_txn_marker(epoch, marker.coordinator_epoch, base, timestamp, marker.commit)
             else:
                 info.append_data_batch(epoch, first_seq, last_seq, timestamp, base, last,
                                        attributes & TRANSACTIONAL_MASK)
@@ -317,9 +343,12 @@ class ProducerStateManager:
         if not self._snapshots:
             self.take_snapshot(offset, force=True)
 
-    def update(self, pending: PendingProducers) -> None:
-        """Applies checked updates once their batches were written."""
+    def update(self, pending: PendingProducers) -> list[CompletedTxn]:
+        """Applies checked updates once their batches were written; returns the transactions
+        their markers completed."""
         producers = self._producers
+        ongoing = self._ongoing
+        completed: list[CompletedTxn] = []
         for producer_id, info in pending[0].items():
             entry = producers.get(producer_id)
             if entry is None:
@@ -331,12 +360,29 @@ class ProducerStateManager:
             entry.coordinator_epoch = info.coordinator_epoch
             entry.last_timestamp = info.last_timestamp
             entry.current_txn_first_offset = info.current_txn_first_offset
+            if info.current_txn_first_offset is None:
+                ongoing.pop(producer_id, None)
+            else:
+                ongoing[producer_id] = info.current_txn_first_offset
+            completed.extend(info.completed_txns)
+        self._update_first_unstable_offset()
+        return completed
 
-    def replay(self, view, pos: int, header) -> None:
-        """Applies one batch read back from the log (as replication does: nothing is refused)."""
+    def replay(self, view, pos: int, header) -> list[CompletedTxn]:
+        """Applies one batch read back from the log (as replication does: nothing is refused);
+        returns the transactions it completed."""
         pending = self.analyze(view, ((pos, header),), None, _REPLICATION)
-        if pending is not None:
-            self.update(pending)
+        return [] if pending is None else self.update(pending)
+
+    def _set_producers(self, producers: dict[int, ProducerStateEntry]) -> None:
+        self._producers = producers
+        self._ongoing = {pid: e.current_txn_first_offset for pid, e in producers.items()
+                         if e.current_txn_first_offset is not None}
+        self._update_first_unstable_offset()
+
+    def _update_first_unstable_offset(self) -> None:
+        ongoing = self._ongoing
+        self.first_unstable_offset = min(ongoing.values()) if ongoing else None
 
     def remove_expired_producers(self, now_ms: int) -> list[int]:
         expired = [pid for pid, entry in self._producers.items() if self._is_expired(entry, now_ms)]
@@ -400,7 +446,7 @@ class ProducerStateManager:
         (state empty) when there is none."""
         for offset in [o for o in self._snapshots if o > max_offset]:
             self._delete_snapshot(offset)
-        self._producers = {}
+        self._set_producers({})
         for offset in sorted(self._snapshots, reverse=True):
             path = self._snapshots[offset]
             try:
@@ -409,13 +455,13 @@ class ProducerStateManager:
                 logger.warning("%s: ignoring producer snapshot %s: %s", self.topic_partition, path, e)
                 self._delete_snapshot(offset)
                 continue
-            self._producers = {e.producer_id: e for e in entries if not self._is_expired(e, now_ms)}
+            self._set_producers({e.producer_id: e for e in entries if not self._is_expired(e, now_ms)})
             return offset
         return None
 
     def truncate_fully(self) -> None:
         """Forgets every producer and deletes every snapshot (the log restarts empty)."""
-        self._producers = {}
+        self._set_producers({})
         for offset in list(self._snapshots):
             self._delete_snapshot(offset)
 

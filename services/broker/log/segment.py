@@ -1,8 +1,8 @@
 """`LogSegment`: one segment of a partition log — its `.log` file and its offset and time indexes.
 
-Files: `<20-digit base offset>.log` (see `file_records`), `.index` (see `offset_index`) and
-`.timeindex` (see `time_index`), each possibly with a transit suffix (`.cleaned`, `.swap`,
-`.deleted`, see `files`).
+Files: `<20-digit base offset>.log` (see `file_records`), `.index` (see `offset_index`),
+`.timeindex` (see `time_index`) and, once a transaction aborted in it, `.txnindex` (see
+`txn_index`), each possibly with a transit suffix (`.cleaned`, `.swap`, `.deleted`, see `files`).
 
 An append writes a whole batch, or a run of batches, in one call and adds an offset index entry
 (and maybe a time index entry) at every batch that starts more than `index.interval.bytes` after
@@ -34,12 +34,12 @@ from services.broker.log.files import (
     offset_index_file,
     segment_file,
     time_index_file,
-    unlink_if_exists,
 )
 from services.broker.log.index import InvalidOffsetError
 from services.broker.log.info import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
 from services.broker.log.offset_index import OffsetIndex
 from services.broker.log.time_index import TimeIndex
+from services.broker.log.txn_index import TransactionIndex
 from services.broker.log.validation import checked_header
 from services.common.clock import Clock
 from services.common.records.batch import HEADER_SIZE, HEADER_STRUCT
@@ -89,6 +89,7 @@ class LogSegment:
         self._rolling_based_timestamp: int | None = None
         self._max_timestamp, self._offset_of_max_timestamp = time_index.last_entry
         self._next_offset: int | None = None  # loaded lazily by read_next_offset
+        self.txn_index = TransactionIndex(self._txn_index_path(self._suffix()), base_offset)
 
     @classmethod
     def open(cls, log_dir: str, base_offset: int, config: LogConfig, clock: Clock, *,
@@ -366,6 +367,7 @@ class LogSegment:
         mapping = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.offset_index.resize(self.offset_index.max_index_size)
         self.time_index.resize(self.time_index.max_index_size)
         removed = 0 if mapping is None else self.log.truncate_to(mapping[0])
@@ -441,6 +443,7 @@ class LogSegment:
         self.log.flush()
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         if self.log.closed:
@@ -453,18 +456,20 @@ class LogSegment:
                 pass
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
         self.log.close()
 
     def close_handlers(self) -> None:
         self.offset_index.close_handler()
         self.time_index.close_handler()
+        self.txn_index.close_handler()
         self.log.close_handler()
 
     def delete_if_exists(self) -> None:
         """Unlinks every file; open handles stay valid for readers still holding this segment."""
         self.offset_index.delete_if_exists()
         self.time_index.delete_if_exists()
-        unlink_if_exists(self._txn_index_path(self._suffix()))
+        self.txn_index.delete_if_exists()
         self.log.delete_if_exists()
 
     def _suffix(self) -> str:
@@ -481,9 +486,7 @@ class LogSegment:
                 raise ValueError(f"{path} does not end with {old_suffix!r}")
             return path[: len(path) - len(old_suffix)] + new_suffix
 
-        txn_index = self._txn_index_path(old_suffix)
-        if os.path.exists(txn_index):
-            os.rename(txn_index, renamed(txn_index))
+        self.txn_index.rename_to(renamed(self.txn_index.path))
         self.offset_index.rename_to(renamed(self.offset_index.path))
         self.time_index.rename_to(renamed(self.time_index.path))
         self.log.rename_to(renamed(self.log.path))
@@ -492,6 +495,7 @@ class LogSegment:
         self.log.update_dir(new_dir)
         self.offset_index.update_dir(new_dir)
         self.time_index.update_dir(new_dir)
+        self.txn_index.path = os.path.join(new_dir, os.path.basename(self.txn_index.path))
 
     @property
     def last_modified_ms(self) -> int:

@@ -4,7 +4,9 @@ Every batch gets the checks of `services.common.records.batch.validate_batch` (l
 CRC-32C, counts) plus, for a leader append, the size limits (`max.message.bytes` on the batch,
 `max.message.decompressed.bytes` on its records, refused before they are decompressed in full), a
 known codec, a producer id with every transactional or control batch, Kafka's rules for client
-batches (base offset 0, no control batches, a sequence number with every producer id), and every
+batches (base offset 0, no control batches, a sequence number with every producer id), no control
+batch from a coordinator's produce either (only `TXN_MARKER` appends, the broker's own, carry
+them), and every
 record's framing
 by the one record reader (`services.common.records.reader.check_batch_records`: decompression, each
 record's lengths, the record count; compiled, no Python object per record). The same pass gathers
@@ -67,14 +69,19 @@ _new_header = tuple.__new__
 
 
 class AppendOrigin(enum.Enum):
-    """Who appends: a producer, a coordinator writing its own records, or replication."""
+    """Who appends: a producer; a coordinator writing its own records (a produce with a live
+    `coordinator_id`: no sequence numbers needed, as Kafka's AppendOrigin.Coordinator); this broker
+    writing a transaction marker for WriteTxnMarkers (Kafka's Coordinator origin too, but the only
+    one allowed control batches, since Odradek's coordinators write through Produce); replication."""
 
     CLIENT = "client"
     COORDINATOR = "coordinator"
+    TXN_MARKER = "txn_marker"
     REPLICATION = "replication"
 
 
 _CLIENT = AppendOrigin.CLIENT
+_TXN_MARKER = AppendOrigin.TXN_MARKER
 
 # (a memoryview of the records, [(position in view, header) per batch], bytes of whole batches)
 ValidatedBatches = tuple[memoryview, list[tuple[int, BatchHeader]], int]
@@ -92,7 +99,7 @@ def single_leader_batch(view: memoryview, config: LogConfig, origin: AppendOrigi
         return None
     fields = _unpack_header(view, 0)
     if (fields[1] + LOG_OVERHEAD != end or end > config.max_message_bytes
-            or not _valid_fields(fields, origin is _CLIENT)
+            or not _valid_fields(fields, origin)
             or crc32c(view[ATTRIBUTES_OFFSET:]) != fields[4]):
         return None
     try:
@@ -115,16 +122,17 @@ def single_leader_batch(view: memoryview, config: LogConfig, origin: AppendOrigi
     return fields
 
 
-def _valid_fields(fields: tuple, check_client: bool) -> bool:
+def _valid_fields(fields: tuple, origin: AppendOrigin) -> bool:
     """Whether unpacked header fields pass every rule but the CRC and the size limit."""
     base_offset, _, _, magic, _, attributes, delta, _, _, producer_id, _, sequence, count = fields
     if attributes & CODEC_MASK > _MAX_CODEC or (producer_id < 0 and attributes & _TRANSACTIONAL_OR_CONTROL):
         return False
-    if check_client:
+    if origin is _CLIENT:
         return (magic == MAGIC and base_offset == 0 and count > 0 and delta + 1 == count
                 and not attributes & _CONTROL_OR_APPEND_TIME and (producer_id < 0 or sequence >= 0))
+    if attributes & CONTROL_MASK and (origin is not _TXN_MARKER or count != 1):
+        return False
     return (magic == MAGIC and count >= 0 and (count == 0 and delta >= 0 or delta + 1 == count)
-            and not (attributes & CONTROL_MASK and count != 1)
             and not attributes & TIMESTAMP_TYPE_MASK)
 
 
@@ -136,7 +144,6 @@ def validate_leader_batches(records, config: LogConfig, origin: AppendOrigin,
     if end == 0:
         raise InvalidRecordError("an append must contain at least one record batch")
     max_size = config.max_message_bytes
-    check_client = origin is _CLIENT
     max_difference = config.message_timestamp_difference_max_ms
     check_timestamps = not config.log_append_time and max_difference < LONG_MAX
     batches = []
@@ -149,9 +156,9 @@ def validate_leader_batches(records, config: LogConfig, origin: AppendOrigin,
         if size < HEADER_SIZE or pos + size > end or size > max_size:
             _raise_size_error(size, end - pos, max_size)
         # the whole rule set decided on the unpacked fields; any failure is reported in detail below
-        if (not _valid_fields(fields, check_client)
+        if (not _valid_fields(fields, origin)
                 or crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size]) != fields[4]):
-            _raise_batch_error(view, pos, check_client)
+            _raise_batch_error(view, pos, origin)
         header = _new_header(BatchHeader, fields)
         summary = check_batch_records(view, pos, header, config.max_message_decompressed_bytes)
         _check_records(view, pos, header, summary, config.compact, now_ms if check_timestamps else None,
@@ -169,15 +176,17 @@ def _raise_size_error(size: int, available: int, max_size: int) -> None:
     raise RecordTooLargeError(f"the record batch size {size} exceeds the maximum configured value {max_size}")
 
 
-def _raise_batch_error(view: memoryview, pos: int, check_client: bool) -> None:
+def _raise_batch_error(view: memoryview, pos: int, origin: AppendOrigin) -> None:
     """Raises the error that describes why the batch at `pos` was refused, in Kafka's order."""
     header = validate_batch(view, pos)  # length, magic, CRC, counts
     if header.compression > _MAX_CODEC:
         raise UnsupportedCompressionError(f"compression codec {header.compression} is not supported")
     if header.producer_id < 0 and header.attributes & _TRANSACTIONAL_OR_CONTROL:
         raise InvalidRecordError("a transactional or control batch must carry a producer id")
-    if check_client:
+    if origin is _CLIENT:
         _check_client_batch(header)
+    elif header.is_control and origin is not _TXN_MARKER:
+        raise InvalidRecordError("only transaction markers of the broker may be control records")
     elif header.records_count and header.last_offset_delta + 1 != header.records_count:
         raise InvalidRecordError(
             f"inconsistent offset range of {header.last_offset_delta + 1} for {header.records_count} records")

@@ -37,6 +37,7 @@ LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes not counted in batchLen
 MAGIC = 2
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21
+LAST_OFFSET_DELTA_OFFSET = 23
 MAX_TIMESTAMP_OFFSET = 35
 RECORDS_COUNT_OFFSET = 57
 
@@ -204,6 +205,16 @@ def iter_batch_positions(buf, pos: int = 0, end: int | None = None):
             return
         yield pos, size
         pos += size
+
+
+def next_offset_after(buf) -> int | None:
+    """The offset after the last complete batch of `buf` (by headers only), or None if it has none."""
+    last = None
+    for pos, _ in iter_batch_positions(buf):
+        last = pos
+    if last is None:
+        return None
+    return _INT64.unpack_from(buf, last)[0] + _INT32.unpack_from(buf, last + LAST_OFFSET_DELTA_OFFSET)[0] + 1
 
 
 def set_base_offset(buf: bytearray, base_offset: int, pos: int = 0) -> None:

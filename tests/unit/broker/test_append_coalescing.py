@@ -56,11 +56,11 @@ def test_a_parked_fetch_waits_for_the_last_overlapping_append(manager):
     real_append = log.append_as_leader
     inside, release = threading.Event(), threading.Event()
 
-    def slow_append(records, epoch):
+    def slow_append(records, epoch, *origin):
         log.append_as_leader = real_append
         inside.set()
         assert release.wait(10)
-        return real_append(records, epoch)
+        return real_append(records, epoch, *origin)
 
     log.append_as_leader = slow_append
     first = threading.Thread(target=append, args=(manager, b"first"))

@@ -25,7 +25,7 @@ class ParkingReplicaManager(Parked):
     def fetch_messages(self, params, respond) -> None:
         self.hold(params, respond)
 
-    def append_records(self, acks, timeout_ms, entries, respond, internal_topics_allowed=False) -> None:
+    def append_records(self, acks, timeout_ms, entries, respond, internal_topics_allowed=False, origin=None) -> None:
         self.appended_on = threading.current_thread().name
         self.hold(entries, respond)
 

@@ -25,7 +25,7 @@ def txn_batch(pairs, producer_id, sequence):
 
 
 def write_marker(log, commit, producer_id):
-    log.append_as_leader(marker(commit, producer_id), 0, AppendOrigin.COORDINATOR)
+    log.append_as_leader(marker(commit, producer_id), 0, AppendOrigin.TXN_MARKER)
 
 
 def plain(log, count, start=0):

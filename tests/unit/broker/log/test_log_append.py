@@ -19,7 +19,7 @@ from services.broker.log import (
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
-from services.common.errors import Errors
+from services.common.errors import Errors, KafkaError
 from services.common.records import build_batch, build_control_batch, decode_batch, iter_batches
 from services.common.records.batch import UnsupportedMagicError, parse_header
 from services.common.records.builder import assemble_batch, encode_records
@@ -134,10 +134,14 @@ def test_error_codes_are_kafkas(tmp_path):
     assert CorruptRecordError().code == Errors.CORRUPT_MESSAGE == 2
 
 
-def test_coordinator_appends_may_carry_control_batches(tmp_path):
+def test_only_the_brokers_marker_appends_may_carry_control_batches(tmp_path):
     log = open_log(tmp_path / "t-0")
-    log.append_as_leader(build_control_batch(True, producer_id=1, producer_epoch=0), 0,
-                         origin=AppendOrigin.COORDINATOR)
+    marker = build_control_batch(True, producer_id=1, producer_epoch=0)
+    for origin in (AppendOrigin.CLIENT, AppendOrigin.COORDINATOR):
+        with pytest.raises(KafkaError) as refused:
+            log.append_as_leader(marker, 0, origin=origin)
+        assert refused.value.code == Errors.INVALID_RECORD
+    log.append_as_leader(marker, 0, origin=AppendOrigin.TXN_MARKER)
     assert log.log_end_offset == 1
 
 

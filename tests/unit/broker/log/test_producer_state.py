@@ -30,6 +30,7 @@ from .support import START_MS, batch, config, manual_clock, open_log, read_all
 
 PID = 7
 COORDINATOR = AppendOrigin.COORDINATOR
+TXN_MARKER = AppendOrigin.TXN_MARKER
 
 
 def pbatch(seq: int, count: int = 1, *, pid: int = PID, epoch: int = 0, txn: bool = False,
@@ -56,7 +57,7 @@ def mixed_history(log) -> None:
         log.append_as_leader(batch(1), 0)
         log.append_as_leader(pbatch(i, 1, pid=9, txn=True), 0)
         if i % 3 == 2:
-            log.append_as_leader(marker(i % 2 == 0, pid=9, coordinator_epoch=i), 0, origin=COORDINATOR)
+            log.append_as_leader(marker(i % 2 == 0, pid=9, coordinator_epoch=i), 0, origin=TXN_MARKER)
     log.append_as_leader(pbatch(4, 1, pid=8, epoch=1), 0)
 
 
@@ -127,11 +128,11 @@ def test_transactions_are_tracked_from_headers(tmp_path):
     assert log.producer_state.last_entry(PID).current_txn_first_offset == 0
     with pytest.raises(InvalidTxnStateError):
         log.append_as_leader(pbatch(3), 0)
-    log.append_as_leader(marker(True, coordinator_epoch=4), 0, origin=COORDINATOR)
+    log.append_as_leader(marker(True, coordinator_epoch=4), 0, origin=TXN_MARKER)
     entry = log.producer_state.last_entry(PID)
     assert (entry.current_txn_first_offset, entry.coordinator_epoch) == (None, 4)
     with pytest.raises(KafkaError) as raised:  # a zombie coordinator
-        log.append_as_leader(marker(False, coordinator_epoch=3), 0, origin=COORDINATOR)
+        log.append_as_leader(marker(False, coordinator_epoch=3), 0, origin=TXN_MARKER)
     assert raised.value.code == 52
     log.append_as_leader(pbatch(3), 0)
     assert log.log_end_offset == 5
@@ -338,7 +339,7 @@ def test_replay_reads_headers_across_chunk_boundaries(tmp_path, monkeypatch):
     for i in range(10):
         log.append_as_leader(pbatch(i, 1, value_size=150 if i % 2 else 20), 0)
         log.append_as_leader(pbatch(i, 1, pid=9, txn=True, value_size=30), 0)
-        log.append_as_leader(marker(True, pid=9, coordinator_epoch=i), 0, origin=COORDINATOR)
+        log.append_as_leader(marker(True, pid=9, coordinator_epoch=i), 0, origin=TXN_MARKER)
     state = log.producer_state.state()
     log.close_handlers()
     monkeypatch.setattr(loader, "REPLAY_CHUNK_BYTES", 100)
