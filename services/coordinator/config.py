@@ -1,8 +1,10 @@
 """`CoordinatorServiceConfig`: the coordinator process's configuration.
 
 Kafka's keys where Kafka has one: the group coordinator's (`group.*`, `offsets.*`, inherited from
-`GroupConfig`) and the internal topic's (`offsets.topic.replication.factor`,
-`offsets.topic.segment.bytes`, `offsets.commit.timeout.ms`, `offsets.load.buffer.size`).
+`GroupConfig`), the transaction coordinator's (`transaction.*`, `transactional.id.expiration.ms`,
+`transaction.state.log.*`, inherited from `TransactionConfig`) and the offsets topic's
+(`offsets.topic.replication.factor`, `offsets.topic.segment.bytes`, `offsets.commit.timeout.ms`,
+which also bounds writes to `__transaction_state`, `offsets.load.buffer.size`).
 `coordinator.id` and `bootstrap.servers` (the brokers it reads and writes `__consumer_offsets`
 through) are Odradek's, since its coordinators are processes of their own rather than part of a
 broker.
@@ -13,11 +15,12 @@ from __future__ import annotations
 from services.common.config import REQUIRED, ConfigType, at_least, setting
 from services.common.service import DEFAULT_PARKED_MAX_REQUESTS, Listener, parse_listener
 from services.coordinator.group.config import GroupConfig
+from services.coordinator.txn.config import TransactionConfig
 
 DEFAULT_HOST = "127.0.0.1"
 
 
-class CoordinatorServiceConfig(GroupConfig):
+class CoordinatorServiceConfig(GroupConfig, TransactionConfig):
     coordinator_id: int = setting(ConfigType.INT, REQUIRED, at_least(0),
                                   doc="This coordinator's id (written to /coordinators/ids).")
     listeners: str = setting(ConfigType.STRING, "PLAINTEXT://:9094", doc="Where the CoordinatorService listens.")
@@ -70,3 +73,8 @@ class CoordinatorServiceConfig(GroupConfig):
     def group_config(self) -> GroupConfig:
         """The group coordinator's keys alone (with the environment already applied)."""
         return GroupConfig(**{s.attribute: getattr(self, s.attribute) for s in GroupConfig.__settings__.values()})
+
+    def transaction_config(self) -> TransactionConfig:
+        """The transaction coordinator's keys alone (with the environment already applied)."""
+        return TransactionConfig(**{s.attribute: getattr(self, s.attribute)
+                                    for s in TransactionConfig.__settings__.values()})

@@ -1,5 +1,6 @@
-"""`OffsetsLog`: this coordinator's partitions of `__consumer_offsets`, read and written through
-the brokers.
+"""`OffsetsLog`: this coordinator's partitions of one internal topic, read and written through the
+brokers: `__consumer_offsets` for the group coordinator, `__transaction_state` (a second instance)
+for the transaction coordinator. What follows holds for both.
 
 Writing (`append`, the group coordinator's `GroupStore`). One writer thread takes every append
 queued, builds one RecordBatch per partition and sends them with acks=all, one ProduceRequest per
@@ -116,7 +117,7 @@ class OffsetsLog:
         self._lock = threading.Lock()
         self._queue: queue.Queue[tuple[int, Records, Callback] | _TxnAppend | _MarkerWrite | None] = queue.Queue()
         self._closed = False
-        self._thread = threading.Thread(target=self._write_loop, name="offsets-writer", daemon=True)
+        self._thread = threading.Thread(target=self._write_loop, name=f"{topic}-writer", daemon=True)
         self._thread.start()
 
     # ------------------------------------------------------------------ GroupStore

@@ -3,22 +3,25 @@
 Start: the gRPC runtime (CoordinatorService + health), the ZooKeeper session (waiting first for
 the session of a previous process with this id to go, see `previous_session`), the coordinator
 directory (for FindCoordinator), the brokers' client, the group coordinator with its store
-(`OffsetsLog`), then registration and ownership (`OwnershipManager`). The partitions this instance
-comes to own are loaded by the loader thread: `__consumer_offsets` is created through the
-controller if it does not exist yet (RF = min(offsets.topic.replication.factor, live brokers),
-compacted), then each partition is replayed and fenced (see `offsets_log`) before its groups are
-served; meanwhile they answer COORDINATOR_LOAD_IN_PROGRESS. A partition that moves away is
-unloaded at once: its groups answer NOT_COORDINATOR.
+(`OffsetsLog` of `__consumer_offsets`), the transaction coordinator with its own (`OffsetsLog` of
+`__transaction_state`), its producer ids (`ProducerIdManager`) and its `TxnMarkerWriter`, then
+registration and ownership (`OwnershipManager`, over the partitions of both topics). Each topic's
+partitions this instance comes to own are loaded by its `PartitionLoader`: the topic is created
+through the controller if it does not exist yet (RF = min(<topic>.replication.factor, live
+brokers), compacted), then each partition is replayed and fenced (see `offsets_log`) before its
+groups or transactions are served; meanwhile they answer COORDINATOR_LOAD_IN_PROGRESS. A partition
+that moves away is unloaded at once: its keys answer NOT_COORDINATOR. The transaction coordinator's
+epoch of a `__transaction_state` partition is its ownership epoch.
 
-Shutdown (SIGTERM): the groups answer NOT_COORDINATOR, the writer stops, and closing the ZooKeeper
-session removes the registration, so the other coordinators take the partitions over at once.
+Shutdown (SIGTERM): groups and transactions answer NOT_COORDINATOR, the writers stop, and closing
+the ZooKeeper session removes the registration, so the other coordinators take the partitions over
+at once.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 from kazoo.client import KazooClient
 
@@ -26,27 +29,28 @@ from services.clients.admin import Admin
 from services.clients.admin_types import NewTopic
 from services.clients.lowlevel import LowLevelClient
 from services.common.clock import SYSTEM_CLOCK
-from services.common.coordinator_lookup import GROUP_METADATA_TOPIC
+from services.common.coordinator_lookup import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2_grpc
+from services.common.producer_id_manager import ProducerIdManager
 from services.common.scheduler import Scheduler
 from services.common.service import ServiceRuntime
 from services.common.topic_partition import TopicPartition
 from services.common.zk import OdradekZkClient
 from services.common.zk.client import close_session
 from services.common.zk.coordinator_directory import CoordinatorDirectory
-from services.common.zk.coordinators import PartitionOwner
 from services.coordinator.config import CoordinatorServiceConfig
 from services.coordinator.group import GroupCoordinator
 from services.coordinator.metrics import CoordinatorMetrics
 from services.coordinator.offsets_log import LoadError, OffsetsLog
 from services.coordinator.ownership import OwnedPartitions, OwnershipManager
+from services.coordinator.partition_loader import LoadTarget, PartitionLoader
 from services.coordinator.servicer import CoordinatorServicer
+from services.coordinator.txn.runtime import TransactionCoordinator
+from services.coordinator.txn_markers import TxnMarkerWriter
 
 logger = logging.getLogger(__name__)
 
-LOAD_THREADS = 4
-LOAD_RETRY_BACKOFF_S = 1.0
 
 
 class CoordinatorServer:
@@ -65,18 +69,17 @@ class CoordinatorServer:
         self.client: LowLevelClient | None = None
         self.offsets_log: OffsetsLog | None = None
         self.groups: GroupCoordinator | None = None
+        self.txn_config = config.transaction_config()
+        self.txn_scheduler = Scheduler(name="transaction-coordinator-scheduler")
+        self.txn_log: OffsetsLog | None = None
+        self.txn_markers: TxnMarkerWriter | None = None
+        self.transactions: TransactionCoordinator | None = None
         self.ownership: OwnershipManager | None = None
         self.metrics: CoordinatorMetrics | None = None
         self.endpoint = ""
         self.bootstrap = ""
-        self._desired: dict[int, PartitionOwner] = {}
-        self._loaded: dict[int, PartitionOwner] = {}
-        self._reload: set[int] = set()
-        self._state_lock = threading.Lock()
-        self._wake = threading.Event()
+        self._loaders: dict[str, PartitionLoader] = {}
         self._stopping = threading.Event()
-        self._loader: threading.Thread | None = None
-        self._topic_ready = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -93,22 +96,25 @@ class CoordinatorServer:
                                       commit_timeout_ms=self.config.offsets_commit_timeout_ms,
                                       load_buffer_bytes=self.config.offsets_load_buffer_size,
                                       compression=self.config.offsets_topic_compression_codec,
-                                      on_in_doubt=self._request_reload)
+                                      on_in_doubt=lambda p: self._loaders[GROUP_METADATA_TOPIC].request_reload(p))
         self.groups = GroupCoordinator(self.group_config, SYSTEM_CLOCK, self.scheduler, self.offsets_log)
         self.groups.start()
+        self._start_transactions()
         self.metrics = CoordinatorMetrics(self.coordinator_id, self.groups)
         self.runtime.add_servicer(coordinator_pb2_grpc.add_CoordinatorServiceServicer_to_server,
                                   CoordinatorServicer(self.groups, self.directory.snapshot,
-                                                      parked_max_requests=self.config.parked_max_requests))
+                                                      parked_max_requests=self.config.parked_max_requests,
+                                                      transactions=self.transactions))
         port = self.runtime.start()
         advertised = self.config.advertised_listener(port)
         self.endpoint = f"{advertised.host}:{advertised.port}"
         partitions = [TopicPartition(GROUP_METADATA_TOPIC, p)
                       for p in range(self.group_config.offsets_topic_num_partitions)]
+        partitions += [TopicPartition(TRANSACTION_STATE_TOPIC, p)
+                       for p in range(self.txn_config.transaction_state_log_num_partitions)]
         self.ownership = OwnershipManager(self.zk_raw, self.zk, self.coordinator_id, self.endpoint, partitions,
                                           self._on_owned)
-        self._loader = threading.Thread(target=self._load_loop, name="offsets-loader", daemon=True)
-        self._loader.start()
+        self._start_loaders()
         self.ownership.start()
         self.directory.refresh()
         self.runtime.on_shutdown("coordinator", self._shutdown)
@@ -135,127 +141,95 @@ class CoordinatorServer:
             self._stopping.wait(0.5)
         raise RuntimeError("stopped before any broker registered")
 
+    def _start_transactions(self) -> None:
+        producer_ids = ProducerIdManager(lambda: self.zk.allocate_producer_id_block(self.coordinator_id))
+        self.txn_log = OffsetsLog(self.client, self.coordinator_id, topic=TRANSACTION_STATE_TOPIC,
+                                  commit_timeout_ms=self.config.offsets_commit_timeout_ms,
+                                  load_buffer_bytes=self.txn_config.transaction_state_log_load_buffer_size,
+                                  on_in_doubt=lambda p: self._loaders[TRANSACTION_STATE_TOPIC].request_reload(p))
+        self.txn_markers = TxnMarkerWriter(self.client, self.directory.snapshot,
+                                           retry_backoff_ms=self.client.config.retry_backoff_ms,
+                                           request_timeout_ms=self.config.request_timeout_ms)
+        self.txn_scheduler.startup()
+        self.transactions = TransactionCoordinator(self.txn_config, SYSTEM_CLOCK, self.txn_scheduler, self.txn_log,
+                                                   self.txn_markers, producer_ids.generate_producer_id)
+        self.transactions.start()
+
     # ------------------------------------------------------------------ ownership → loading
 
+    def _start_loaders(self) -> None:
+        groups, transactions = self.groups, self.transactions
+        group_target = LoadTarget(
+            begin_loading=lambda p, owner: groups.begin_loading(p),
+            replay=lambda p: lambda key, value, offset, ts: groups.replay(p, key, value, offset, ts),
+            complete_loading=groups.complete_loading, unload=groups.unload,
+            replay_txn=lambda p: lambda key, value, offset, ts, producer_id: groups.replay(
+                p, key, value, offset, ts, producer_id),
+            replay_marker=lambda p: lambda producer_id, commit, offset: groups.replay_marker(p, producer_id, commit))
+        txn_target = LoadTarget(
+            begin_loading=lambda p, owner: transactions.begin_loading(p, owner.epoch),
+            replay=lambda p: lambda key, value, offset, ts: transactions.replay(p, key, value, offset, ts),
+            complete_loading=transactions.complete_loading, unload=transactions.unload)
+        self._loaders = {
+            GROUP_METADATA_TOPIC: PartitionLoader(self.coordinator_id, self.offsets_log, group_target,
+                                                  lambda: self._ensure_topic(GROUP_METADATA_TOPIC)),
+            TRANSACTION_STATE_TOPIC: PartitionLoader(self.coordinator_id, self.txn_log, txn_target,
+                                                     lambda: self._ensure_topic(TRANSACTION_STATE_TOPIC)),
+        }
+        for loader in self._loaders.values():
+            loader.start()
+
     def _on_owned(self, owned: OwnedPartitions) -> None:
-        """On the ownership thread: note the wanted set; the loader acts on it."""
-        with self._state_lock:
-            self._desired = {tp.partition: owner for tp, owner in owned.items()}
-        self._wake.set()
+        """On the ownership thread: hand each topic's loader the partitions it should have."""
+        for topic, loader in self._loaders.items():
+            loader.set_owned({tp.partition: owner for tp, owner in owned.items() if tp.topic == topic})
 
-    def _request_reload(self, partition: int) -> None:
-        with self._state_lock:
-            self._reload.add(partition)
-        self._wake.set()
-
-    def _load_loop(self) -> None:
-        with ThreadPoolExecutor(LOAD_THREADS, thread_name_prefix="offsets-load") as pool:
-            while not self._stopping.is_set():
-                self._wake.wait(1.0)
-                self._wake.clear()
-                if self._stopping.is_set():
-                    return
-                try:
-                    self._converge(pool)
-                except (KafkaError, LoadError, TimeoutError) as exc:
-                    logger.warning("Coordinator %d: loading partitions failed (%s); retrying",
-                                   self.coordinator_id, exc)
-                    self._stopping.wait(LOAD_RETRY_BACKOFF_S)
-                    self._wake.set()
-                except Exception:
-                    logger.exception("Coordinator %d: loading partitions failed; retrying", self.coordinator_id)
-                    self._stopping.wait(LOAD_RETRY_BACKOFF_S)
-                    self._wake.set()
-
-    def _converge(self, pool: ThreadPoolExecutor) -> None:
-        with self._state_lock:
-            desired = dict(self._desired)
-            reload, self._reload = self._reload, set()
-        for partition, owner in list(self._loaded.items()):
-            if desired.get(partition) != owner or partition in reload:
-                self._unload(partition)
-        wanted = {p: o for p, o in desired.items() if p not in self._loaded}
-        if not wanted:
-            return
-        for partition in wanted:
-            self.groups.begin_loading(partition)
-        if not self._topic_ready:
-            try:
-                self._ensure_offsets_topic()
-            except BaseException:
-                for partition in wanted:
-                    self.groups.unload(partition)
-                raise
-        futures = {p: pool.submit(self._load, p, o) for p, o in sorted(wanted.items())}
-        failed = []
-        for partition, future in futures.items():
-            try:
-                future.result()
-                self._loaded[partition] = wanted[partition]
-            except Exception as exc:
-                failed.append(partition)
-                logger.warning("Coordinator %d: loading %s-%d failed (%s); retrying", self.coordinator_id,
-                               GROUP_METADATA_TOPIC, partition, exc)
-        if failed:
-            for partition in failed:
-                self.groups.unload(partition)
-            self._stopping.wait(LOAD_RETRY_BACKOFF_S)
-            self._wake.set()
-
-    def _load(self, partition: int, owner: PartitionOwner) -> None:
-        started = SYSTEM_CLOCK.monotonic_ms()
-        end = self.offsets_log.load(
-            partition, owner,
-            lambda key, value, offset, timestamp: self.groups.replay(partition, key, value, offset, timestamp),
-            lambda key, value, offset, timestamp, producer_id: self.groups.replay(
-                partition, key, value, offset, timestamp, producer_id),
-            lambda producer_id, commit, offset: self.groups.replay_marker(partition, producer_id, commit))
-        self.groups.complete_loading(partition)
-        logger.info("Coordinator %d loaded %s-%d (epoch %d) up to offset %d in %d ms", self.coordinator_id,
-                    GROUP_METADATA_TOPIC, partition, owner.epoch, end, SYSTEM_CLOCK.monotonic_ms() - started)
-
-    def _unload(self, partition: int) -> None:
-        self.offsets_log.release(partition)
-        self.groups.unload(partition)
-        self._loaded.pop(partition, None)
-        logger.info("Coordinator %d unloaded %s-%d", self.coordinator_id, GROUP_METADATA_TOPIC, partition)
-
-    def _ensure_offsets_topic(self) -> None:
-        """Creates __consumer_offsets through the controller when it does not exist yet."""
-        if self.client.partitions_for(GROUP_METADATA_TOPIC):
-            self._topic_ready = True
+    def _ensure_topic(self, topic: str) -> None:
+        """Creates an internal topic through the controller when it does not exist yet."""
+        if self.client.partitions_for(topic):
             return
         live_brokers = len(self.zk.get_live_broker_ids())
         if live_brokers == 0:
-            raise LoadError("no live broker to create the offsets topic on")
-        replication = min(self.config.offsets_topic_replication_factor, live_brokers)
-        topic = NewTopic(GROUP_METADATA_TOPIC, self.group_config.offsets_topic_num_partitions, replication,
-                         configs={"cleanup.policy": "compact",
-                                  "segment.bytes": str(self.config.offsets_topic_segment_bytes),
-                                  "compression.type": "producer"})
+            raise LoadError(f"no live broker to create {topic} on")
+        if topic == GROUP_METADATA_TOPIC:
+            partitions, replication = self.group_config.offsets_topic_num_partitions, min(
+                self.config.offsets_topic_replication_factor, live_brokers)
+            configs = {"segment.bytes": str(self.config.offsets_topic_segment_bytes)}
+        else:
+            partitions, replication = self.txn_config.transaction_state_log_num_partitions, min(
+                self.txn_config.transaction_state_log_replication_factor, live_brokers)
+            configs = {"segment.bytes": str(self.txn_config.transaction_state_log_segment_bytes),
+                       "min.insync.replicas": str(min(self.txn_config.transaction_state_log_min_isr,
+                                                      replication))}
+        new_topic = NewTopic(topic, partitions, replication,
+                             configs={"cleanup.policy": "compact", "compression.type": "producer", **configs})
         with Admin({"bootstrap.servers": self.bootstrap}) as admin:
             try:
-                admin.create_topics([topic])
+                admin.create_topics([new_topic])
                 logger.info("Coordinator %d created %s (%d partitions, replication factor %d)",
-                            self.coordinator_id, GROUP_METADATA_TOPIC, topic.num_partitions, replication)
+                            self.coordinator_id, topic, partitions, replication)
             except KafkaError as exc:
                 if exc.code != Errors.TOPIC_ALREADY_EXISTS:
                     raise
-            admin.wait_for_topic(GROUP_METADATA_TOPIC, timeout_s=30.0)
-        self._topic_ready = True
+            admin.wait_for_topic(topic, timeout_s=30.0)
 
     # ------------------------------------------------------------------ shutdown
 
     def _shutdown(self) -> None:
         self._stopping.set()
-        self._wake.set()
+        for loader in self._loaders.values():
+            loader.close()
         if self.ownership is not None:
             self.ownership.close()
         if self.groups is not None:
             self.groups.shutdown()
-        if self.offsets_log is not None:
-            self.offsets_log.close()
+        if self.transactions is not None:
+            self.transactions.shutdown()
+        for closeable in (self.txn_markers, self.offsets_log, self.txn_log):
+            if closeable is not None:
+                closeable.close()
         self.scheduler.shutdown(timeout_s=5.0)
+        self.txn_scheduler.shutdown(timeout_s=5.0)
         self.directory.close()
         if self.metrics is not None:
             self.metrics.close()

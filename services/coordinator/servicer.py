@@ -8,6 +8,12 @@ event loop and await the `Completion` the coordinator's callback resolves, so a 
 holds no thread. They count against `parked.max.requests`; one more is answered at once with
 THROTTLING_QUOTA_EXCEEDED. Every other call answers at once, in the runtime's executor.
 FindCoordinator is answered from the coordinator directory, as brokers answer it.
+
+Transactions: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn wait (as above) until
+the transaction coordinator has written their record to `__transaction_state`; EndTxn answers once
+PrepareCommit / PrepareAbort is written, before the markers. ListTransactions and
+DescribeTransactions answer at once. Without a transaction coordinator they answer
+COORDINATOR_NOT_AVAILABLE.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from services.common.pb.odradek.coordinator.v1 import coordinator_pb2_grpc
 from services.common.service import DEFAULT_PARKED_MAX_REQUESTS, Completion, RequestLimit
 from services.common.zk.coordinator_directory import DirectorySnapshot
 from services.coordinator.group import GroupCoordinator, OffsetAndMetadata, TopicPartition
+from services.coordinator.txn.runtime import TransactionCoordinator
 
 _DEFAULT_WAIT_S = 330.0
 
@@ -78,8 +85,10 @@ def _commit_response(response, offsets: dict[TopicPartition, Any], results: dict
 
 class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
     def __init__(self, groups: GroupCoordinator, directory: Callable[[], DirectorySnapshot],
-                 clock: Clock = SYSTEM_CLOCK, parked_max_requests: int = DEFAULT_PARKED_MAX_REQUESTS) -> None:
+                 clock: Clock = SYSTEM_CLOCK, parked_max_requests: int = DEFAULT_PARKED_MAX_REQUESTS,
+                 transactions: TransactionCoordinator | None = None) -> None:
         self.groups = groups
+        self.transactions = transactions
         self.directory = directory
         self.clock = clock
         self.waiting = RequestLimit(parked_max_requests)
@@ -260,4 +269,84 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
         response = pb.DeleteGroupsResponse()
         for group_id in request.groups_names:
             response.results.add(group_id=group_id, error_code=results.get(group_id, refused))
+        return response
+
+    # ------------------------------------------------------------------ transactions
+
+    async def _transaction_call(self, start: Callable[[Completion], None], context) -> tuple[Any, int]:
+        """(answer, error): runs `start` against the transaction coordinator and waits for its
+        answer; the error says why there is none (no coordinator, too many waiting, timed out)."""
+        if self.transactions is None:
+            return None, Errors.COORDINATOR_NOT_AVAILABLE
+        if not self.waiting.try_acquire():
+            return None, Errors.THROTTLING_QUOTA_EXCEEDED
+        result = await self._call_and_wait(start, _wait_s(context, 60.0))
+        return result, Errors.REQUEST_TIMED_OUT if result is None else Errors.NONE
+
+    async def InitProducerId(self, request, context):
+        transactional_id = _optional(request, "transactional_id")
+        result, error = await self._transaction_call(lambda reply: self.transactions.handle_init_producer_id(
+            transactional_id, request.transaction_timeout_ms, request.producer_id, request.producer_epoch, reply),
+            context)
+        if result is None:
+            return common_pb2.InitProducerIdResponse(error_code=error, producer_id=-1, producer_epoch=-1)
+        return common_pb2.InitProducerIdResponse(error_code=result.error_code, producer_id=result.producer_id,
+                                                 producer_epoch=result.producer_epoch,
+                                                 error_message=result.error_message)
+
+    async def AddPartitionsToTxn(self, request, context):
+        partitions = [TopicPartition(t.name, p) for t in request.topics for p in t.partitions]
+        code, error = await self._transaction_call(lambda reply: self.transactions.handle_add_partitions(
+            request.transactional_id, request.producer_id, request.producer_epoch, partitions, reply), context)
+        code = error if code is None else code
+        response = pb.AddPartitionsToTxnResponse(error_code=code)
+        for topic in request.topics:
+            out = response.results.add(name=topic.name)
+            for partition in topic.partitions:
+                out.results_by_partition.add(partition_index=partition, error_code=code)
+        return response
+
+    async def AddOffsetsToTxn(self, request, context):
+        offsets_partition = TopicPartition(GROUP_METADATA_TOPIC, self.groups.partition_for(request.group_id))
+        code, error = await self._transaction_call(lambda reply: self.transactions.handle_add_partitions(
+            request.transactional_id, request.producer_id, request.producer_epoch, [offsets_partition], reply),
+            context)
+        return pb.AddOffsetsToTxnResponse(error_code=error if code is None else code)
+
+    async def EndTxn(self, request, context):
+        code, error = await self._transaction_call(lambda reply: self.transactions.handle_end_txn(
+            request.transactional_id, request.producer_id, request.producer_epoch, request.committed, reply),
+            context)
+        return pb.EndTxnResponse(error_code=error if code is None else code)
+
+    def ListTransactions(self, request, context):
+        if self.transactions is None:
+            return pb.ListTransactionsResponse(error_code=Errors.COORDINATOR_NOT_AVAILABLE)
+        code, unknown, listed = self.transactions.handle_list_transactions(set(request.state_filters),
+                                                                           set(request.producer_id_filters))
+        response = pb.ListTransactionsResponse(error_code=code, unknown_state_filters=unknown)
+        for transactional_id, producer_id, state in listed:
+            response.transaction_states.add(transactional_id=transactional_id, producer_id=producer_id,
+                                            transaction_state=state)
+        return response
+
+    def DescribeTransactions(self, request, context):
+        response = pb.DescribeTransactionsResponse()
+        for transactional_id in request.transactional_ids:
+            if self.transactions is None:
+                response.transaction_states.add(error_code=Errors.COORDINATOR_NOT_AVAILABLE,
+                                                transactional_id=transactional_id)
+                continue
+            described = self.transactions.handle_describe_transaction(transactional_id)
+            out = response.transaction_states.add(
+                error_code=described.error_code, transactional_id=transactional_id,
+                transaction_state=described.state, transaction_timeout_ms=described.timeout_ms,
+                transaction_start_time_ms=described.start_timestamp_ms, producer_id=described.producer_id,
+                producer_epoch=described.producer_epoch)
+            by_topic: dict[str, Any] = {}
+            for tp in described.partitions:
+                topic = by_topic.get(tp.topic)
+                if topic is None:
+                    topic = by_topic[tp.topic] = out.topics.add(topic=tp.topic)
+                topic.partitions.append(tp.partition)
         return response
