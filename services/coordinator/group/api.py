@@ -128,7 +128,7 @@ MarkerCallback = Callable[[dict[int, int]], None]
 class GroupStore(Protocol):
     def append(
         self, partition: int, records: list[tuple[bytes, bytes | None]], callback: Callable[[int, int | None], None],
-        transaction: Any = None,
+        transaction: tuple[int, int] | None = None,
     ) -> None:  # fmt: skip
         """Append (key, value) records to __consumer_offsets partition `partition` with acks=all;
         with `transaction` (producer_id, producer_epoch) as one transactional batch of it.

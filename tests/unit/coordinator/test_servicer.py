@@ -8,6 +8,7 @@ import threading
 import pytest
 
 from services.common.errors import Errors
+from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2_grpc
 from services.common.proc import wait_until
@@ -18,7 +19,7 @@ from tests.unit.runtime_support import Parked, serving
 
 LIMIT = 3
 ANSWERS = {"join": JoinGroupResult(0, generation_id=1, leader_id="m", member_id="m"),
-           "sync": SyncGroupResult(0, assignment=b"a"), "commit": 0}
+           "sync": SyncGroupResult(0, assignment=b"a"), "commit": 0, "marker": 0}
 
 
 class ParkingGroups(Parked):
@@ -33,6 +34,16 @@ class ParkingGroups(Parked):
     def handle_commit_offsets(self, group_id, member_id, instance_id, generation_id, offsets, callback) -> None:
         self.hold("commit", lambda code: callback({tp: code for tp in offsets}))
 
+    def handle_txn_commit_offsets(self, group_id, producer_id, producer_epoch, member_id, instance_id, generation_id,
+                                  offsets, callback) -> None:  # fmt: skip
+        self.txn_commits.append((group_id, producer_id, producer_epoch, member_id, generation_id, dict(offsets)))
+        self.hold("commit", lambda code: callback({tp: code for tp in offsets}))
+
+    def handle_write_txn_marker(self, partitions, producer_id, producer_epoch, commit, coordinator_epoch,
+                                callback) -> None:  # fmt: skip
+        self.markers.append((list(partitions), producer_id, producer_epoch, commit, coordinator_epoch))
+        self.hold("marker", lambda code: callback(dict.fromkeys(partitions, code)))
+
     def handle_heartbeat(self, *args) -> int:
         return 0
 
@@ -43,6 +54,7 @@ class ParkingGroups(Parked):
 @pytest.fixture
 def coordinator():
     groups = ParkingGroups()
+    groups.txn_commits, groups.markers = [], []
     servicer = CoordinatorServicer(groups, DirectorySnapshot, parked_max_requests=LIMIT)
     with serving(coordinator_pb2_grpc.add_CoordinatorServiceServicer_to_server, servicer) as channel:
         yield groups, coordinator_pb2_grpc.CoordinatorServiceStub(channel)
@@ -88,3 +100,34 @@ def test_waiting_calls_beyond_the_limit_are_refused_at_once(coordinator):
     wait_until(lambda: len(groups) == 1, 10, 0.01, message="a commit to wait again")
     groups.answer()
     assert admitted.result(timeout=10).topics[0].partitions[0].error_code == 0
+
+
+def test_txn_offset_commit_waits_for_its_write(coordinator):
+    groups, stub = coordinator
+    request = pb.TxnOffsetCommitRequest(transactional_id="app", group_id="g", producer_id=42, producer_epoch=3,
+                                        generation_id=-1, member_id="")
+    request.topics.add(name="t").partitions.add(partition_index=1, committed_offset=8)
+    future = stub.TxnOffsetCommit.future(request, timeout=30)
+    wait_until(lambda: len(groups) == 1, 10, 0.01, message="the commit to wait")
+    (group, producer_id, epoch, member, generation, offsets), = groups.txn_commits
+    assert (group, producer_id, epoch, member, generation) == ("g", 42, 3, "", -1)
+    assert [(tp.topic, tp.partition, o.offset) for tp, o in offsets.items()] == [("t", 1, 8)]
+    groups.answer()
+    answer = future.result(timeout=10).topics[0]
+    assert (answer.name, answer.partitions[0].partition_index, answer.partitions[0].error_code) == ("t", 1, 0)
+
+
+def test_markers_for_consumer_offsets_wait_for_the_coordinator_and_other_topics_are_not_coordinator(coordinator):
+    groups, stub = coordinator
+    request = common_pb2.WriteTxnMarkersRequest()
+    marker = request.markers.add(producer_id=42, producer_epoch=3, transaction_result=True, coordinator_epoch=7)
+    marker.topics.add(name="__consumer_offsets", partition_indexes=[4, 9])
+    marker.topics.add(name="orders", partition_indexes=[0])
+    future = stub.WriteTxnMarkers.future(request, timeout=30)
+    wait_until(lambda: len(groups) == 1, 10, 0.01, message="the marker to wait")
+    assert groups.markers == [([4, 9], 42, 3, True, 7)]
+    groups.answer()
+    (answer,) = future.result(timeout=10).markers
+    codes = {(t.name, p.partition_index): p.error_code for t in answer.topics for p in t.partitions}
+    assert answer.producer_id == 42
+    assert codes == {("__consumer_offsets", 4): 0, ("__consumer_offsets", 9): 0, ("orders", 0): Errors.NOT_COORDINATOR}
