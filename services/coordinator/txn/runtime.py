@@ -43,9 +43,10 @@ class TransactionCoordinator:
         self._store = store
         self._markers = markers
         self._lock = threading.Lock()
-        self._appends = AppendQueue(store, self._lock, self.core.is_append_wanted,
-                                    lambda append_id, code: self._run(self.core.on_append_done, append_id, code),
-                                    "__transaction_state")
+        self._appends = AppendQueue(
+            store, self._lock, self.core.is_append_wanted,
+            lambda append_id, code, *_first_offset: self._run(self.core.on_append_done, append_id, code),
+            "__transaction_state")
 
     def _run(self, command: Callable[..., TxnOutcome], *args: Any) -> Any:
         with self._lock:
