@@ -1,6 +1,8 @@
 """Transactions end to end on a real cluster (one controller, three brokers, two coordinators,
 shared by the tests of this module): aborted records hidden from read_committed consumers and
-seen by read_uncommitted ones, a zombie producer fenced by a newer one with its transactional id,
+seen by read_uncommitted ones (transactions written straight to the leaders, and by producers), a
+hanging transaction found and aborted by `odradek transactions`, a failed send making its
+transaction abortable, a zombie producer fenced by a newer one with its transactional id,
 a consume-transform-produce worker killed with SIGKILL again and again that still produces the
 transformed input exactly once, and a commit that survives a SIGKILL of its coordinator.
 """
@@ -100,6 +102,13 @@ def test_a_hanging_transaction_is_described_and_aborted_by_the_tool(cluster, adm
     tp = TopicPartition(topic, 0)
     [state] = [s for s in admin.describe_producers([tp])[tp] if s.producer_id == 900003]
     assert state.current_transaction_start_offset == 0
+    leader = admin.describe_topics([topic])[topic].partitions[0].leader
+    capsys.readouterr()
+    assert cli.main(["transactions", "--bootstrap-server", cluster.bootstrap_servers, "--find-hanging",
+                     "--broker-id", str(leader)]) == 0
+    header, *rows = capsys.readouterr().out.splitlines()
+    assert header.split()[:3] == ["Topic", "Partition", "ProducerId"]
+    assert [row.split()[:3] for row in rows] == [[topic, "0", "900003"]]
     assert cli.main(["transactions", "--bootstrap-server", cluster.bootstrap_servers, "--abort", "--topic", topic,
                      "--partition", "0", "--producer-id", "900003", "--producer-epoch", str(state.producer_epoch),
                      "--coordinator-epoch", str(max(state.coordinator_epoch, 0))]) == 0, capsys.readouterr().out
@@ -121,6 +130,22 @@ def test_aborted_records_are_hidden_from_read_committed_and_committed_ones_shown
     assert read_to_end(cluster, topic, 2, "read_committed") == {p: [f"committed-{p}".encode()] for p in range(2)}
     assert read_to_end(cluster, topic, 2, "read_uncommitted") == {
         p: [f"aborted-{p}".encode(), f"committed-{p}".encode()] for p in range(2)}
+
+
+def test_a_failed_send_aborts_the_transaction_and_the_next_one_commits(cluster, admin):
+    topic = create_topic(admin, "txn-abortable", 1, REPLICATION, configs={"max.message.bytes": "2000"})
+    with transactional_producer(cluster, "abortable") as producer:
+        producer.begin_transaction()
+        producer.send(topic, b"aborted-with-it")
+        refused = producer.send(topic, b"x" * 5000)
+        with pytest.raises(KafkaError):
+            producer.commit_transaction()
+        assert isinstance(refused.exception(timeout=30), KafkaError)
+        producer.abort_transaction()
+        producer.begin_transaction()
+        producer.send(topic, b"next")
+        producer.commit_transaction()
+    assert read_to_end(cluster, topic, 1, "read_committed") == {0: [b"next"]}
 
 
 def test_a_zombie_with_the_same_transactional_id_is_fenced(cluster, admin):
