@@ -32,8 +32,9 @@ class FakeCoordinator:
         self.answers: dict[str, list[int]] = {}  # method -> error codes to answer first
         node = self.node
         node.on("FindCoordinator", common_pb2.FindCoordinatorResponse(coordinator=node.node()))
+        self.producer_id = 555
         node.on("InitProducerId", self._answer("InitProducerId", lambda code: common_pb2.InitProducerIdResponse(
-            error_code=code, producer_id=555, producer_epoch=EPOCH)))
+            error_code=code, producer_id=self.producer_id, producer_epoch=EPOCH)))
         for method, response in (("AddPartitionsToTxn", pb.AddPartitionsToTxnResponse),
                                  ("AddOffsetsToTxn", pb.AddOffsetsToTxnResponse),
                                  ("TxnOffsetCommit", pb.TxnOffsetCommitResponse),
@@ -151,3 +152,19 @@ def test_a_fenced_producer_can_only_be_closed(producer, coordinator):
         producer.send("t", b"after")
     with pytest.raises(ProducerFencedError):
         producer.begin_transaction()
+
+
+def test_an_abort_after_a_sequence_gap_bumps_the_epoch(producer, broker, coordinator):
+    producer.init_transactions()
+    producer.begin_transaction()
+    broker.faults.append(once(Errors.OUT_OF_ORDER_SEQUENCE_NUMBER))
+    with pytest.raises(KafkaError):
+        producer.send("t", b"lost", partition=0).get(timeout=2)
+    coordinator.producer_id = 556  # the fake log knows no epochs: the bump comes back as a new id
+    producer.abort_transaction()
+    bump = broker.node.requests("InitProducerId")[-1]
+    assert (bump.transactional_id, bump.producer_id, bump.producer_epoch) == ("tx", 555, EPOCH)
+    producer.begin_transaction()
+    producer.send("t", b"again", partition=0)
+    producer.commit_transaction()
+    assert broker.logs[0] == [b"again"] and broker.appends[-1] == (556, 0, 1)
