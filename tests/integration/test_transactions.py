@@ -115,7 +115,7 @@ def test_a_hanging_transaction_is_described_and_aborted_by_the_tool(cluster, adm
     assert read_to_end(cluster, topic, 1, "read_committed") == {0: [b"after"]}
 
 
-def test_aborted_records_are_hidden_from_read_committed_and_committed_ones_shown(cluster, admin):
+def test_aborted_records_are_hidden_from_read_committed_and_committed_ones_shown(cluster, admin, capsys):
     topic = create_topic(admin, "txn-visibility", 2, REPLICATION)
     with transactional_producer(cluster, "visibility") as producer:
         producer.begin_transaction()
@@ -130,6 +130,11 @@ def test_aborted_records_are_hidden_from_read_committed_and_committed_ones_shown
     assert read_to_end(cluster, topic, 2, "read_committed") == {p: [f"committed-{p}".encode()] for p in range(2)}
     assert read_to_end(cluster, topic, 2, "read_uncommitted") == {
         p: [f"aborted-{p}".encode(), f"committed-{p}".encode()] for p in range(2)}
+    capsys.readouterr()
+    assert cli.main(["console-consumer", "--bootstrap-server", cluster.bootstrap_servers, "--topic", topic,
+                     "--partition", "1", "--offset", "earliest", "--isolation-level", "read_committed",
+                     "--timeout-ms", "3000"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["committed-1"]
 
 
 def test_a_failed_send_aborts_the_transaction_and_the_next_one_commits(cluster, admin):
