@@ -84,8 +84,6 @@ class TransactionIndex:
 
     def append(self, txn: AbortedTxn) -> None:
         entries = self.entries
-        if entries and txn.last_offset < entries[-1].last_offset:
-            raise ValueError(f"aborted transaction {txn} ends before the last one of {self.path}")
         if self._file is None:
             self._file = open(self.path, "ab")  # noqa: SIM115 - kept open while the segment is
         self._file.write(encode_entry(txn))
