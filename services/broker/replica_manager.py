@@ -531,7 +531,7 @@ class ReplicaManager:
             try:
                 log = self._fetched_leader(request).log
                 high_watermark = log.high_watermark
-                last_stable = -1 if from_follower else log.last_stable_offset
+                last_stable = log.last_stable_offset
                 end_offset = (log.log_end_offset if from_follower
                               else last_stable if read_committed else high_watermark)
                 if request.fetch_offset == end_offset:  # the idle case: nothing to read

@@ -119,13 +119,14 @@ def test_coordinator_appends_carry_no_sequence_but_are_fenced_by_epoch(tmp_path)
 def test_followers_index_the_same_aborts_and_track_the_same_stable_offset(tmp_path):
     leader = caught_up(open_log(tmp_path / "t-0"))
     follower = open_log(tmp_path / "f" / "t-0")
-    for data, origin in ((txn_batch(7, 0), CLIENT), (txn_batch(8, 0), CLIENT),
-                         (marker(7, False), TXN_MARKER)):
+    for data, origin in ((txn_batch(7, 0), CLIENT), (txn_batch(8, 0), CLIENT), (txn_batch(9, 0), CLIENT),
+                         (marker(7, False), TXN_MARKER), (marker(8, False), TXN_MARKER)):
         leader.append_as_leader(data, 0, origin)
-    follower.append_as_follower(leader.read(0, 1 << 20).records)
+    follower.append_as_follower(leader.read(0, 1 << 20).records)  # one append of every batch
+    assert leader.active_segment.txn_index.entries == [AbortedTxn(7, 0, 3, 1), AbortedTxn(8, 1, 4, 2)]
     assert follower.active_segment.txn_index.entries == leader.active_segment.txn_index.entries
     caught_up(leader), caught_up(follower)
-    assert follower.last_stable_offset == leader.last_stable_offset == 1
+    assert follower.last_stable_offset == leader.last_stable_offset == 2
 
 
 def test_truncation_drops_cut_aborts_and_reopens_their_transactions(tmp_path):
