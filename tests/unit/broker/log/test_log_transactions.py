@@ -177,19 +177,21 @@ def answers(log) -> tuple:
             log.collect_aborted_transactions(0, log.log_end_offset))
 
 
-@pytest.mark.parametrize("lose_index_files", [False, True])
-def test_an_unclean_shutdown_rebuilds_the_indexes_and_the_stable_offset(tmp_path, lose_index_files):
+@pytest.mark.parametrize("lose_index_files, recovery_point", [(False, 0), (True, 0), (False, 5), (False, 7)])
+def test_an_unclean_shutdown_rebuilds_the_indexes_and_the_stable_offset(tmp_path, lose_index_files,
+                                                                          recovery_point):
     cfg = config(segment_bytes=400)
     log = open_log(tmp_path / "t-0", cfg)
     history(log)
     before = answers(log)
     assert len(before[2]) == 2 and log.num_segments > 1
     end = log.log_end_offset
+    log.flush(recovery_point)
     log.close_handlers()  # a crash
     if lose_index_files:
         for name in txn_files(log):
             os.unlink(os.path.join(log.dir, name))
-    reopened = open_log(log.dir, cfg, recovery_point=0)
+    reopened = open_log(log.dir, cfg, recovery_point=recovery_point)
     reopened.update_high_watermark(end)
     assert answers(reopened) == before
 
