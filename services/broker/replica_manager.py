@@ -502,13 +502,14 @@ class ReplicaManager:
                 log = self._fetched_leader(request).log
             except KafkaError:
                 return True  # an error answers at once
-            end_offset = (log.log_end_offset if from_follower
-                          else log.last_stable_offset if params.read_committed else log.high_watermark)
+            end_offset = log.log_end_offset if from_follower else log.high_watermark
             fetch_offset = request.fetch_offset
             if fetch_offset > end_offset or fetch_offset < log.log_start_offset:
                 return True  # out of range: answer now
-            if fetch_offset == end_offset:
-                continue  # the idle case: nothing new
+            if params.read_committed and not from_follower:
+                end_offset = log.last_stable_offset
+            if fetch_offset >= end_offset:
+                continue  # the idle case: nothing new (or nothing stable yet)
             if params.min_bytes <= HEADER_SIZE:
                 return True  # any new batch is enough: no need to read it twice
             data = log.read(fetch_offset, params.min_bytes, max_offset=end_offset, min_one_message=True)

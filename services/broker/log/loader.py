@@ -224,7 +224,7 @@ def rebuild_producer_state(state, segments: list[LogSegment], log_start_offset: 
     Loads the newest valid snapshot at or below `max_snapshot_offset` and replays the headers from
     there. Without one the replay starts at the log start offset, unless the log never had a
     snapshot, which means it holds no producer batch. Ends with a snapshot at `end_offset`.
-    `on_completed(completed_txn)` hears of every transaction a replayed marker ends, with the
+    `on_completed(completed_txns)` hears of the transactions each replayed marker ends, with the
     state as of that marker (the Log rebuilds its transaction indexes with it).
     """
     had_snapshots = state.latest_snapshot_offset is not None
@@ -258,9 +258,8 @@ def replay_producer_batches(state, segments: list[LogSegment], start_offset: int
             position = found[0]
         for view, pos, header in _producer_batches(segment, position, end_offset):
             completed = state.replay(view, pos, header)
-            if on_completed is not None:
-                for txn in completed:
-                    on_completed(txn)
+            if completed and on_completed is not None:
+                on_completed(completed)
             count += 1
     return count
 

@@ -353,16 +353,22 @@ class Log(LogMaintenance):
     def _update_producer_state(self, producers) -> None:
         """Applies a written append's producer updates; its ABORT markers (all in the active
         segment) go to that segment's transaction index."""
-        for txn in self._producer_state.update(producers):
-            if txn.is_aborted:
-                self._index_aborted(self._view[1][-1], txn)
+        completed = self._producer_state.update(producers)
+        if completed:
+            active = self._view[1][-1]
+            self._index_aborted(completed, lambda _offset: active)
 
-    def _index_aborted(self, segment: LogSegment, txn: CompletedTxn) -> None:
-        lso = self._producer_state.last_stable_offset_after(txn)
-        try:
-            segment.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso))
-        except OSError as e:
-            raise KafkaStorageError(f"error writing the transaction index of {self.topic_partition}: {e}") from e
+    def _index_aborted(self, completed: list[CompletedTxn], segment_of, from_offset: int = 0) -> None:
+        """Adds the aborted ones of an append's completed transactions (markers at or after
+        `from_offset`) to the transaction index of the segment `segment_of(marker offset)`."""
+        for txn, lso in zip(completed, self._producer_state.last_stable_offsets(completed), strict=True):
+            if not txn.is_aborted or txn.last_offset < from_offset:
+                continue
+            try:
+                segment_of(txn.last_offset).txn_index.append(
+                    AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso))
+            except OSError as e:
+                raise KafkaStorageError(f"error writing the transaction index of {self.topic_partition}: {e}") from e
 
     def _truncate_txn_indexes(self, offset: int) -> None:
         bases, segments = self._view
@@ -665,9 +671,9 @@ class Log(LogMaintenance):
         segments = list(self._view[1])
         bases = [segment.base_offset for segment in segments]
 
-        def on_completed(txn: CompletedTxn) -> None:
-            if txn.is_aborted and txn.last_offset >= index_aborted_from:
-                self._index_aborted(segments[bisect.bisect_right(bases, txn.last_offset) - 1], txn)
+        def on_completed(completed: list[CompletedTxn]) -> None:
+            self._index_aborted(completed, lambda offset: segments[bisect.bisect_right(bases, offset) - 1],
+                                index_aborted_from)
 
         rebuild_producer_state(self._producer_state, segments, self._log_start_offset,
                                self._end.message_offset, max_snapshot_offset, self._clock.time_ms(),

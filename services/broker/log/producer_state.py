@@ -282,11 +282,18 @@ class ProducerStateManager:
     def active_producers(self) -> dict[int, ProducerStateEntry]:
         return dict(self._producers)
 
-    def last_stable_offset_after(self, completed: CompletedTxn) -> int:
-        """The last stable offset once `completed` ended: the first offset of the earliest other
-        open transaction, or the offset after its marker (Kafka's `lastStableOffset(completedTxn)`)."""
-        others = [first for pid, first in self._ongoing.items() if pid != completed.producer_id]
-        return min(others) if others else completed.last_offset + 1
+    def last_stable_offsets(self, completed: list[CompletedTxn]) -> list[int]:
+        """The last stable offset once each of `completed` (an append's, as `update` returned them)
+        ended, in marker order: the first offset of the earliest transaction of another producer
+        still open then (the later ones of the append included), or the offset after its marker
+        (Kafka's `lastStableOffset(completedTxn)` before each `completeTxn`)."""
+        result = []
+        for i, txn in enumerate(completed):
+            pid = txn.producer_id
+            others = [first for other, first in self._ongoing.items() if other != pid]
+            others += [later.first_offset for later in completed[i + 1:] if later.producer_id != pid]
+            result.append(min(others) if others else txn.last_offset + 1)
+        return result
 
     def state(self) -> dict[int, tuple]:
         """Every producer's state as plain tuples (for comparisons)."""
@@ -345,7 +352,7 @@ class ProducerStateManager:
 
     def update(self, pending: PendingProducers) -> list[CompletedTxn]:
         """Applies checked updates once their batches were written; returns the transactions
-        their markers completed."""
+        their markers completed, in marker order."""
         producers = self._producers
         ongoing = self._ongoing
         completed: list[CompletedTxn] = []
@@ -366,6 +373,8 @@ class ProducerStateManager:
                 ongoing[producer_id] = info.current_txn_first_offset
             completed.extend(info.completed_txns)
         self._update_first_unstable_offset()
+        if len(completed) > 1:
+            completed.sort(key=_marker_offset)
         return completed
 
     def replay(self, view, pos: int, header) -> list[CompletedTxn]:
@@ -473,6 +482,10 @@ class ProducerStateManager:
         path = self._snapshots.pop(offset, None)
         if path is not None:
             unlink_if_exists(path)
+
+
+def _marker_offset(txn: CompletedTxn) -> int:
+    return txn.last_offset
 
 
 def control_marker(view, pos: int):

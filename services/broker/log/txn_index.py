@@ -13,7 +13,8 @@ were appended (no header):
                                        or last_offset + 1)
 
 The file is created with the first entry (most segments have none). Entries are kept in memory
-once read; appends go to the file at once and are fsynced by `flush` (with the segment). A
+once read (readers of a fetch and the Log's writer may load them at once: a lock orders that);
+appends go to the file at once and are fsynced by `flush` (with the segment). A
 trailing partial entry (a torn write) is ignored, and dropped by the next truncation.
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 from typing import NamedTuple
 
 from services.broker.log.errors import CorruptIndexError
@@ -68,24 +70,27 @@ class TransactionIndex:
         self.base_offset = base_offset
         self._entries: list[AbortedTxn] | None = None  # read on first use
         self._file = None
+        self._load_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"TransactionIndex({self.path!r})"
 
     @property
     def entries(self) -> list[AbortedTxn]:
-        if self._entries is None:
-            try:
-                with open(self.path, "rb") as f:
-                    self._entries = decode_entries(f.read())
-            except FileNotFoundError:
-                self._entries = []
-        return self._entries
+        entries = self._entries
+        if entries is None:
+            with self._load_lock:
+                if self._entries is None:
+                    try:
+                        with open(self.path, "rb") as f:
+                            self._entries = decode_entries(f.read())
+                    except FileNotFoundError:
+                        self._entries = []
+                entries = self._entries
+        return entries
 
     def append(self, txn: AbortedTxn) -> None:
         entries = self.entries
-        if entries and txn.last_offset < entries[-1].last_offset:
-            raise ValueError(f"aborted transaction {txn} ends before the last one of {self.path}")
         if self._file is None:
             self._file = open(self.path, "ab")  # noqa: SIM115 - kept open while the segment is
         self._file.write(encode_entry(txn))

@@ -149,10 +149,14 @@ def test_a_long_poll_in_read_committed_waits_for_the_stable_offset(manager):
     params = FetchParams(-1, 10_000, 1, 1 << 20, (FetchPartition("t", 0, 0, 1 << 20),), True)
     manager.fetch_messages(params, lambda r: (box.update(r), done.set()))
     produce(manager, {TP: build_batch([b"x"], timestamps=NOW_MS)})  # the high watermark moves, not the LSO
-    assert not done.wait(0.2)
+    ahead_done, ahead = threading.Event(), {}  # a position past the stable offset waits too
+    params = FetchParams(-1, 10_000, 1, 1 << 20, (FetchPartition("t", 0, 1, 1 << 20),), True)
+    manager.fetch_messages(params, lambda r: (ahead.update(r), ahead_done.set()))
+    assert not done.wait(0.2) and not ahead_done.is_set()
     write_markers(manager, [marker(True)])
-    assert done.wait(5)
+    assert done.wait(5) and ahead_done.wait(5)
     assert batch_offsets(box[("t", 0)].records) == [(0, 0), (1, 1), (2, 2)]
+    assert batch_offsets(ahead[("t", 0)].records) == [(1, 1), (2, 2)]
 
 
 def test_describe_producers(manager):

@@ -119,13 +119,14 @@ def test_coordinator_appends_carry_no_sequence_but_are_fenced_by_epoch(tmp_path)
 def test_followers_index_the_same_aborts_and_track_the_same_stable_offset(tmp_path):
     leader = caught_up(open_log(tmp_path / "t-0"))
     follower = open_log(tmp_path / "f" / "t-0")
-    for data, origin in ((txn_batch(7, 0), CLIENT), (txn_batch(8, 0), CLIENT),
-                         (marker(7, False), TXN_MARKER)):
+    for data, origin in ((txn_batch(7, 0), CLIENT), (txn_batch(8, 0), CLIENT), (txn_batch(9, 0), CLIENT),
+                         (marker(7, False), TXN_MARKER), (marker(8, False), TXN_MARKER)):
         leader.append_as_leader(data, 0, origin)
-    follower.append_as_follower(leader.read(0, 1 << 20).records)
+    follower.append_as_follower(leader.read(0, 1 << 20).records)  # one append of every batch
+    assert leader.active_segment.txn_index.entries == [AbortedTxn(7, 0, 3, 1), AbortedTxn(8, 1, 4, 2)]
     assert follower.active_segment.txn_index.entries == leader.active_segment.txn_index.entries
     caught_up(leader), caught_up(follower)
-    assert follower.last_stable_offset == leader.last_stable_offset == 1
+    assert follower.last_stable_offset == leader.last_stable_offset == 2
 
 
 def test_truncation_drops_cut_aborts_and_reopens_their_transactions(tmp_path):
@@ -176,19 +177,21 @@ def answers(log) -> tuple:
             log.collect_aborted_transactions(0, log.log_end_offset))
 
 
-@pytest.mark.parametrize("lose_index_files", [False, True])
-def test_an_unclean_shutdown_rebuilds_the_indexes_and_the_stable_offset(tmp_path, lose_index_files):
+@pytest.mark.parametrize("lose_index_files, recovery_point", [(False, 0), (True, 0), (False, 5), (False, 7)])
+def test_an_unclean_shutdown_rebuilds_the_indexes_and_the_stable_offset(tmp_path, lose_index_files,
+                                                                          recovery_point):
     cfg = config(segment_bytes=400)
     log = open_log(tmp_path / "t-0", cfg)
     history(log)
     before = answers(log)
     assert len(before[2]) == 2 and log.num_segments > 1
     end = log.log_end_offset
+    log.flush(recovery_point)
     log.close_handlers()  # a crash
     if lose_index_files:
         for name in txn_files(log):
             os.unlink(os.path.join(log.dir, name))
-    reopened = open_log(log.dir, cfg, recovery_point=0)
+    reopened = open_log(log.dir, cfg, recovery_point=recovery_point)
     reopened.update_high_watermark(end)
     assert answers(reopened) == before
 

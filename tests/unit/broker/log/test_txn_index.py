@@ -64,13 +64,6 @@ def test_truncate_drops_entries_whose_marker_is_cut_and_a_torn_tail(tmp_path):
     assert [t.producer_id for t in TransactionIndex(idx.path, 0).entries] == [0, 9]
 
 
-def test_entries_must_come_in_marker_order(tmp_path):
-    idx = index(tmp_path)
-    idx.append(AbortedTxn(1, 0, 5, 6))
-    with pytest.raises(ValueError):
-        idx.append(AbortedTxn(2, 0, 4, 6))
-
-
 def test_unknown_version_is_corrupt():
     with pytest.raises(CorruptIndexError):
         decode_entries(struct.pack(">hqqqq", 1, 1, 2, 3, 4))
