@@ -156,16 +156,18 @@ def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced(cluster, poo
 
 def test_a_prepared_commit_survives_its_coordinator(cluster, pool, admin, _zk_root_client):
     txn = Txn(cluster, pool, "outlive-me")
-    topic = create_topic(admin, "held", partitions=1, replication=1)
-    leader = admin.describe_topics([topic])[topic].partitions[0].leader
     txn.init()
+    owned = TopicPartition(TXN_STATE, coordinator_partition(txn.transactional_id))
+    # the held topic's only replica is a broker whose stop leaves the transaction's state writable
+    state = admin.describe_topics([TXN_STATE])[TXN_STATE].partitions[owned.partition]
+    brokers = sorted(set(range(1, 4)) - set(state.replicas)) or [b for b in state.replicas if b != state.leader]
+    topic = create_topic(admin, "held", assignment={0: [brokers[0]]})
     assert txn.add(TopicPartition(topic, 0)) == Errors.NONE
-    broker = cluster.broker_name(leader)
+    broker = cluster.broker_name(brokers[0])
     cluster.stop_service(broker)          # the marker waits for the partition's only replica
     try:
         assert txn.end(commit=True) == Errors.NONE
         assert txn.describe().transaction_state == "PrepareCommit"
-        owned = TopicPartition(TXN_STATE, coordinator_partition(txn.transactional_id))
 
         def owner():
             data, _ = _zk_root_client.get(f"{cluster.chroot}/coordinators/ownership")
