@@ -201,3 +201,16 @@ def _request(pending: dict[int, _Pending], sent: dict[int, list[TopicPartition]]
         for topic, partitions in by_topic.items():
             marker.topics.add(name=topic, partition_indexes=partitions)
     return request
+
+
+def unknown_partitions(client: LowLevelClient, partitions: list[TopicPartition],
+                       timeout_ms: int) -> set[TopicPartition]:
+    """The partitions the cluster's metadata does not have (refreshed first when its cache does not
+    know them): AddPartitionsToTxn answers UNKNOWN_TOPIC_OR_PARTITION for them, as Kafka does."""
+    metadata = client.metadata
+    cluster = metadata.cluster
+    if metadata.add_topics(*{tp.topic for tp in partitions}) or any(
+            cluster.partition(tp.topic, tp.partition) is None for tp in partitions):
+        metadata.request_update()
+        cluster = metadata.refresh(client.pool, timeout_ms)
+    return {tp for tp in partitions if cluster.partition(tp.topic, tp.partition) is None}

@@ -122,6 +122,8 @@ def test_a_second_init_bumps_the_epoch_and_fences_the_first(cluster, pool, admin
     second = txn.init()
     assert (second.producer_id, second.producer_epoch) == (first.producer_id, first.producer_epoch + 1)
     assert txn.add(TopicPartition(topic, 0), epoch=first.producer_epoch) == Errors.PRODUCER_FENCED
+    assert txn.add(TopicPartition(topic, 0), TopicPartition("no-such-topic", 0)) == Errors.UNKNOWN_TOPIC_OR_PARTITION
+    assert txn.describe().transaction_state == "Empty"
     assert txn.add(TopicPartition(topic, 0)) == Errors.NONE
     assert txn.describe().transaction_state == "Ongoing"
 

@@ -84,6 +84,22 @@ def test_transaction_rpcs_reach_the_transaction_coordinator():
     ]
 
 
+def test_unknown_partitions_are_refused_before_the_transaction_coordinator():
+    transactions = Transactions()
+    servicer = CoordinatorServicer(Groups(), DirectorySnapshot, transactions=transactions,
+                                   unknown_partitions=lambda tps: {tp for tp in tps if tp.topic == "gone"})
+    with serving(coordinator_pb2_grpc.add_CoordinatorServiceServicer_to_server, servicer) as channel:
+        stub = coordinator_pb2_grpc.CoordinatorServiceStub(channel)
+        request = pb.AddPartitionsToTxnRequest(transactional_id="t", producer_id=42, producer_epoch=3)
+        request.topics.add(name="a", partitions=[0])
+        request.topics.add(name="gone", partitions=[1])
+        added = stub.AddPartitionsToTxn(request)
+    assert added.error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION
+    assert [(r.name, [(p.partition_index, p.error_code) for p in r.results_by_partition]) for r in added.results] \
+        == [("a", [(0, Errors.OPERATION_NOT_ATTEMPTED)]), ("gone", [(1, Errors.UNKNOWN_TOPIC_OR_PARTITION)])]
+    assert transactions.asked == []
+
+
 def test_without_a_transaction_coordinator():
     servicer = CoordinatorServicer(Groups(), DirectorySnapshot)
     with serving(coordinator_pb2_grpc.add_CoordinatorServiceServicer_to_server, servicer) as channel:
