@@ -13,7 +13,7 @@ from services.common.shared_types import InitProducerIdResult
 from services.common.topic_partition import TopicPartition
 from services.common.zk.coordinator_directory import DirectorySnapshot
 from services.coordinator.servicer import CoordinatorServicer
-from services.coordinator.txn.coordinator import DescribedTransaction
+from services.coordinator.txn.admin import DescribedTransaction
 from tests.unit.runtime_support import serving
 
 
