@@ -47,7 +47,7 @@ from services.coordinator.ownership import OwnedPartitions, OwnershipManager
 from services.coordinator.partition_loader import LoadTarget, PartitionLoader
 from services.coordinator.servicer import CoordinatorServicer
 from services.coordinator.txn.runtime import TransactionCoordinator
-from services.coordinator.txn_markers import TxnMarkerWriter
+from services.coordinator.txn_markers import TxnMarkerWriter, unknown_partitions
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +104,8 @@ class CoordinatorServer:
         self.runtime.add_servicer(coordinator_pb2_grpc.add_CoordinatorServiceServicer_to_server,
                                   CoordinatorServicer(self.groups, self.directory.snapshot,
                                                       parked_max_requests=self.config.parked_max_requests,
-                                                      transactions=self.transactions))
+                                                      transactions=self.transactions,
+                                                      unknown_partitions=self._unknown_partitions))
         port = self.runtime.start()
         advertised = self.config.advertised_listener(port)
         self.endpoint = f"{advertised.host}:{advertised.port}"
@@ -154,6 +155,9 @@ class CoordinatorServer:
         self.transactions = TransactionCoordinator(self.txn_config, SYSTEM_CLOCK, self.txn_scheduler, self.txn_log,
                                                    self.txn_markers, producer_ids.generate_producer_id)
         self.transactions.start()
+
+    def _unknown_partitions(self, partitions: list[TopicPartition]) -> set[TopicPartition]:
+        return unknown_partitions(self.client, partitions, self.config.request_timeout_ms)
 
     # ------------------------------------------------------------------ ownership → loading
 

@@ -11,19 +11,22 @@ FindCoordinator is answered from the coordinator directory, as brokers answer it
 
 Transactions: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn wait (as above) until
 the transaction coordinator has written their record to `__transaction_state`; EndTxn answers once
-PrepareCommit / PrepareAbort is written, before the markers. ListTransactions and
+PrepareCommit / PrepareAbort is written, before the markers. AddPartitionsToTxn naming a partition
+the cluster does not have adds none: UNKNOWN_TOPIC_OR_PARTITION for it, OPERATION_NOT_ATTEMPTED for
+the others. ListTransactions and
 DescribeTransactions answer at once. Without a transaction coordinator they answer
 COORDINATOR_NOT_AVAILABLE.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
 from services.common.clock import SYSTEM_CLOCK, Clock
 from services.common.coordinator_lookup import GROUP_METADATA_TOPIC, find_coordinator
-from services.common.errors import Errors
+from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2_grpc
@@ -86,9 +89,11 @@ def _commit_response(response, offsets: dict[TopicPartition, Any], results: dict
 class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
     def __init__(self, groups: GroupCoordinator, directory: Callable[[], DirectorySnapshot],
                  clock: Clock = SYSTEM_CLOCK, parked_max_requests: int = DEFAULT_PARKED_MAX_REQUESTS,
-                 transactions: TransactionCoordinator | None = None) -> None:
+                 transactions: TransactionCoordinator | None = None,
+                 unknown_partitions: Callable[[list[TopicPartition]], set[TopicPartition]] | None = None) -> None:
         self.groups = groups
         self.transactions = transactions
+        self.unknown_partitions = unknown_partitions
         self.directory = directory
         self.clock = clock
         self.waiting = RequestLimit(parked_max_requests)
@@ -296,15 +301,31 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
 
     async def AddPartitionsToTxn(self, request, context):
         partitions = [TopicPartition(t.name, p) for t in request.topics for p in t.partitions]
-        code, error = await self._transaction_call(lambda reply: self.transactions.handle_add_partitions(
-            request.transactional_id, request.producer_id, request.producer_epoch, partitions, reply), context)
-        code = error if code is None else code
+        unknown = await self._unknown(partitions)
+        if unknown:  # none is added: the unknown ones say why, the others were not attempted
+            codes = {tp: Errors.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else Errors.OPERATION_NOT_ATTEMPTED
+                     for tp in partitions}
+            code = Errors.UNKNOWN_TOPIC_OR_PARTITION
+        else:
+            code, error = await self._transaction_call(lambda reply: self.transactions.handle_add_partitions(
+                request.transactional_id, request.producer_id, request.producer_epoch, partitions, reply), context)
+            code = error if code is None else code
+            codes = dict.fromkeys(partitions, code)
         response = pb.AddPartitionsToTxnResponse(error_code=code)
         for topic in request.topics:
             out = response.results.add(name=topic.name)
             for partition in topic.partitions:
-                out.results_by_partition.add(partition_index=partition, error_code=code)
+                out.results_by_partition.add(partition_index=partition,
+                                             error_code=codes[TopicPartition(topic.name, partition)])
         return response
+
+    async def _unknown(self, partitions: list[TopicPartition]) -> set[TopicPartition]:
+        if self.unknown_partitions is None or self.transactions is None:
+            return set()
+        try:
+            return await asyncio.get_running_loop().run_in_executor(None, self.unknown_partitions, partitions)
+        except KafkaError:  # no metadata now: let the transaction coordinator answer
+            return set()
 
     async def AddOffsetsToTxn(self, request, context):
         offsets_partition = TopicPartition(GROUP_METADATA_TOPIC, self.groups.partition_for(request.group_id))

@@ -49,7 +49,7 @@ class _Pending:
 
 class TxnMarkerWriter:
     def __init__(self, client: LowLevelClient, directory: Callable[[], DirectorySnapshot], *,
-                 retry_backoff_ms: int = 100, request_timeout_ms: int = 30000) -> None:
+                 retry_backoff_ms: int = 100, request_timeout_ms: int = 30000, start: bool = True) -> None:
         self._client = client
         self._directory = directory
         self._retry_backoff_s = retry_backoff_ms / 1000
@@ -60,7 +60,8 @@ class TxnMarkerWriter:
         self._wake = threading.Event()
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="txn-marker-writer", daemon=True)
-        self._thread.start()
+        if start:
+            self._thread.start()
 
     def send(self, markers: TxnMarkers, done: Callable[[], None]) -> None:
         with self._lock:
@@ -79,7 +80,8 @@ class TxnMarkerWriter:
     def close(self) -> None:
         self._closed = True
         self._wake.set()
-        self._thread.join(10)
+        if self._thread.is_alive():
+            self._thread.join(10)
 
     # ------------------------------------------------------------------ the sending thread
 
@@ -88,23 +90,28 @@ class TxnMarkerWriter:
         while not self._closed:
             self._wake.wait(self._retry_backoff_s if waiting else 1.0)
             self._wake.clear()
-            with self._lock:
-                pending = dict(self._pending)
-            if self._closed or not pending:
-                waiting = False
-                continue
+            if not self._closed:
+                waiting = self.run_round()
+
+    def run_round(self) -> bool:
+        """One round: sends what waits, completes what is done; True while something still waits."""
+        with self._lock:
+            pending = dict(self._pending)
+        if not pending:
+            return False
+        try:
+            self._round(pending)
+        except Exception:
+            logger.exception("Writing transaction markers failed; retrying")
+        with self._lock:
+            finished = [k for k, p in pending.items() if not p.remaining and self._pending.pop(k, None)]
+            waiting = bool(self._pending)
+        for key in finished:
             try:
-                self._round(pending)
+                pending[key].done()
             except Exception:
-                logger.exception("Writing transaction markers failed; retrying")
-            with self._lock:
-                finished = [k for k, p in pending.items() if not p.remaining and self._pending.pop(k, None)]
-                waiting = bool(self._pending)
-            for key in finished:
-                try:
-                    pending[key].done()
-                except Exception:
-                    logger.exception("Completing transaction %s failed", pending[key].markers.transactional_id)
+                logger.exception("Completing transaction %s failed", pending[key].markers.transactional_id)
+        return waiting
 
     def _round(self, pending: dict[int, _Pending]) -> None:
         cluster = self._cluster(pending)
@@ -194,3 +201,16 @@ def _request(pending: dict[int, _Pending], sent: dict[int, list[TopicPartition]]
         for topic, partitions in by_topic.items():
             marker.topics.add(name=topic, partition_indexes=partitions)
     return request
+
+
+def unknown_partitions(client: LowLevelClient, partitions: list[TopicPartition],
+                       timeout_ms: int) -> set[TopicPartition]:
+    """The partitions the cluster's metadata does not have (refreshed first when its cache does not
+    know them): AddPartitionsToTxn answers UNKNOWN_TOPIC_OR_PARTITION for them, as Kafka does."""
+    metadata = client.metadata
+    cluster = metadata.cluster
+    if metadata.add_topics(*{tp.topic for tp in partitions}) or any(
+            cluster.partition(tp.topic, tp.partition) is None for tp in partitions):
+        metadata.request_update()
+        cluster = metadata.refresh(client.pool, timeout_ms)
+    return {tp for tp in partitions if cluster.partition(tp.topic, tp.partition) is None}

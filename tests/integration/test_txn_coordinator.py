@@ -4,8 +4,9 @@ fencing the older producer, a commit completing through its markers, a coordinat
 a commit is prepared (the next owner completes it), and a transaction aborted on its timeout.
 
 Markers to a partition whose leader broker is stopped wait for it; that is how a commit is held
-in PrepareCommit. Brokers without WriteTxnMarkers answer UNIMPLEMENTED, which the coordinator
-counts as written (Kafka's answer for a partition that cannot take markers).
+in PrepareCommit. A coordinator without WriteTxnMarkers (for the `__consumer_offsets` partition
+of AddOffsetsToTxn) answers UNIMPLEMENTED, which the transaction coordinator counts as written
+(Kafka's answer for a partition that cannot take markers).
 """
 
 from __future__ import annotations
@@ -15,12 +16,15 @@ from collections.abc import Iterator
 import pytest
 
 from services.clients.launcher import LocalCluster
+from services.clients.partition_requests import READ_COMMITTED
 from services.clients.transport import COORDINATOR, ChannelPool
 from services.common.errors import Errors, KafkaError
 from services.common.hashing import coordinator_partition
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
 from services.common.proc import wait_until
+from services.common.records.builder import build_batch
+from services.common.records.reader import iter_batches
 from services.common.topic_partition import TopicPartition
 from services.common.zk.coordinators import decode_ownership
 from tests.integration.conftest import TEST_COORDINATOR_CONFIG, create_topic, module_cluster
@@ -118,15 +122,21 @@ def test_a_second_init_bumps_the_epoch_and_fences_the_first(cluster, pool, admin
     second = txn.init()
     assert (second.producer_id, second.producer_epoch) == (first.producer_id, first.producer_epoch + 1)
     assert txn.add(TopicPartition(topic, 0), epoch=first.producer_epoch) == Errors.PRODUCER_FENCED
+    assert txn.add(TopicPartition(topic, 0), TopicPartition("no-such-topic", 0)) == Errors.UNKNOWN_TOPIC_OR_PARTITION
+    assert txn.describe().transaction_state == "Empty"
     assert txn.add(TopicPartition(topic, 0)) == Errors.NONE
     assert txn.describe().transaction_state == "Ongoing"
 
 
-def test_a_commit_completes_through_its_markers(cluster, pool, admin):
+def test_a_commit_completes_through_its_markers(cluster, pool, admin, writer):
     topic = create_topic(admin, "committed", partitions=2, replication=2)
     txn = Txn(cluster, pool, "commit-me")
     txn.init()
     assert txn.add(TopicPartition(topic, 0), TopicPartition(topic, 1)) == Errors.NONE
+    batch = build_batch([b"a", b"b"], producer_id=txn.producer_id, producer_epoch=txn.epoch, base_sequence=0,
+                        is_transactional=True)
+    assert writer.produce(topic, 0, batch, acks=-1).error_code == Errors.NONE
+    assert writer.fetch_records(topic, 0, 0, isolation_level=READ_COMMITTED)[0] == []
     offsets = txn.call("AddOffsetsToTxn", pb.AddOffsetsToTxnRequest(
         transactional_id=txn.transactional_id, producer_id=txn.producer_id, producer_epoch=txn.epoch,
         group_id="committers"))
@@ -137,6 +147,10 @@ def test_a_commit_completes_through_its_markers(cluster, pool, admin):
     assert txn.end(commit=True) == Errors.NONE
     done = txn.wait_state("CompleteCommit")
     assert list(done.topics) == []
+    records, fetched = writer.fetch_records(topic, 0, 0, isolation_level=READ_COMMITTED)
+    assert [r.value for r in records] == [b"a", b"b"] and fetched.last_stable_offset == 3
+    markers = [h for h, _ in iter_batches(writer.fetch(topic, 1, 0).records) if h.is_control]
+    assert [(h.producer_id, h.producer_epoch) for h in markers] == [(txn.producer_id, txn.epoch)]
     assert txn.end(commit=True) == Errors.NONE   # a retry after it completed
     assert txn.end(commit=False) == Errors.INVALID_TXN_STATE
     listed = txn.call("ListTransactions", pb.ListTransactionsRequest(state_filters=["CompleteCommit"]))
@@ -156,16 +170,18 @@ def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced(cluster, poo
 
 def test_a_prepared_commit_survives_its_coordinator(cluster, pool, admin, _zk_root_client):
     txn = Txn(cluster, pool, "outlive-me")
-    topic = create_topic(admin, "held", partitions=1, replication=1)
-    leader = admin.describe_topics([topic])[topic].partitions[0].leader
     txn.init()
+    owned = TopicPartition(TXN_STATE, coordinator_partition(txn.transactional_id))
+    # the held topic's only replica is a broker whose stop leaves the transaction's state writable
+    state = admin.describe_topics([TXN_STATE])[TXN_STATE].partitions[owned.partition]
+    brokers = sorted(set(range(1, 4)) - set(state.replicas)) or [b for b in state.replicas if b != state.leader]
+    topic = create_topic(admin, "held", assignment={0: [brokers[0]]})
     assert txn.add(TopicPartition(topic, 0)) == Errors.NONE
-    broker = cluster.broker_name(leader)
+    broker = cluster.broker_name(brokers[0])
     cluster.stop_service(broker)          # the marker waits for the partition's only replica
     try:
         assert txn.end(commit=True) == Errors.NONE
         assert txn.describe().transaction_state == "PrepareCommit"
-        owned = TopicPartition(TXN_STATE, coordinator_partition(txn.transactional_id))
 
         def owner():
             data, _ = _zk_root_client.get(f"{cluster.chroot}/coordinators/ownership")

@@ -10,9 +10,9 @@ transactional id enters memory as Empty with no epoch before its first record, a
     begin_loading / replay / complete_loading / unload     partition ownership; completing a load
                                     re-sends the markers of every PrepareCommit / PrepareAbort found
     handle_init_producer_id / handle_add_partitions / handle_end_txn    answered through `reply`
-    handle_list_transactions / handle_describe_transaction              answered at once
-    abort_timed_out_transactions / remove_expired_transactional_ids     the periodic tasks
     on_append_done(append_id, error_code) / on_markers_done(...)        effects finishing
+    (admin.py) handle_list_transactions / handle_describe_transaction   answered at once
+    (admin.py) abort_timed_out_transactions / remove_expired_transactional_ids   periodic tasks
 
 Requests are checked first for their transactional id (INVALID_REQUEST when empty), whether the
 coordinator runs and owns the id's partition (NOT_COORDINATOR) and whether it is loading
@@ -35,6 +35,7 @@ from services.common.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from services.common.shared_types import InitProducerIdResult
 from services.common.topic_partition import TopicPartition
 from services.coordinator.txn import records
+from services.coordinator.txn.admin import COMPLETED, TxnAdmin
 from services.coordinator.txn.config import TransactionConfig
 from services.coordinator.txn.effects import TxnAppend, TxnMarkers, TxnOutcome
 from services.coordinator.txn.metadata import TransactionMetadata, TxnTransit, is_epoch_exhausted
@@ -43,7 +44,6 @@ from services.coordinator.txn.records import TransactionState as S
 logger = logging.getLogger(__name__)
 
 _PREPARED = (S.PREPARE_COMMIT, S.PREPARE_ABORT)
-_COMPLETED = (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
 _STORE_ERRORS = {
     Errors.UNKNOWN_TOPIC_OR_PARTITION: Errors.COORDINATOR_NOT_AVAILABLE,
     Errors.NOT_ENOUGH_REPLICAS: Errors.COORDINATOR_NOT_AVAILABLE,
@@ -82,19 +82,7 @@ class _Written:
     reply: Any
 
 
-@dataclass(frozen=True, slots=True)
-class DescribedTransaction:
-    error_code: int
-    transactional_id: str
-    state: str = ""
-    timeout_ms: int = 0
-    start_timestamp_ms: int = -1
-    producer_id: int = NO_PRODUCER_ID
-    producer_epoch: int = NO_PRODUCER_EPOCH
-    partitions: tuple[TopicPartition, ...] = ()
-
-
-class TransactionCoordinatorCore:
+class TransactionCoordinatorCore(TxnAdmin):
     def __init__(self, config: TransactionConfig, clock: Clock, generate_producer_id: Callable[[], int]) -> None:
         self._config = config
         self._clock = clock
@@ -244,7 +232,7 @@ class TransactionCoordinatorCore:
         now_ms = self._clock.time_ms()
         if txn.state == S.ONGOING:  # abort it first; the client retries after CONCURRENT_TRANSACTIONS
             return txn.prepare_fenced_abort(now_ms)
-        if txn.state not in _COMPLETED:
+        if txn.state not in COMPLETED:
             return Errors.CONCURRENT_TRANSACTIONS
         if txn.is_epoch_exhausted and (expected is None or expected[1] == txn.producer_epoch):
             fresh = self._new_producer_id()
@@ -327,67 +315,6 @@ class TransactionCoordinatorCore:
         transit = txn.prepare_complete(self._clock.time_ms())
         self._append(markers.txn_partition, owned, txn, transit, "complete", None, fx)
         return fx
-
-    # ------------------------------------------------------------------ periodic tasks
-
-    def abort_timed_out_transactions(self) -> TxnOutcome:
-        """Aborts every ongoing transaction past its timeout, bumping the epoch to fence its producer."""
-        fx = TxnOutcome()
-        now_ms = self._clock.time_ms()
-        for partition, owned in self._served():
-            for txn in list(owned.transactions.values()):
-                if (txn.state == S.ONGOING and txn.pending is None
-                        and txn.start_timestamp_ms + txn.timeout_ms < now_ms):
-                    logger.info("Aborting transaction %s (producer id %d): it passed its timeout of %d ms",
-                                txn.transactional_id, txn.producer_id, txn.timeout_ms)
-                    self._append(partition, owned, txn, txn.prepare_fenced_abort(now_ms), "timeout", None, fx)
-        return fx
-
-    def remove_expired_transactional_ids(self) -> TxnOutcome:
-        """Writes a tombstone for every transactional id idle for transactional.id.expiration.ms."""
-        fx = TxnOutcome()
-        horizon_ms = self._clock.time_ms() - self._config.transactional_id_expiration_ms
-        for partition, owned in self._served():
-            for txn in list(owned.transactions.values()):
-                if txn.state in _COMPLETED and txn.pending is None and txn.last_update_timestamp_ms <= horizon_ms:
-                    self._append(partition, owned, txn, txn.prepare_dead(), "expire", None, fx)
-        return fx
-
-    def _served(self) -> list[tuple[int, TxnPartition]]:
-        if not self.active:
-            return []
-        return [(p, owned) for p, owned in sorted(self.partitions.items()) if not owned.loading]
-
-    # ------------------------------------------------------------------ listing and describing
-
-    def handle_list_transactions(self, states: set[str], producer_ids: set[int]
-                                 ) -> tuple[int, list[str], list[tuple[str, int, str]]]:
-        """(error, unknown state filters, [(transactional id, producer id, state)])."""
-        unknown = sorted(s for s in states if records.TransactionState.from_display_name(s) is None)
-        if not self.active:
-            return Errors.COORDINATOR_NOT_AVAILABLE, unknown, []
-        if any(owned.loading for owned in self.partitions.values()):
-            return Errors.COORDINATOR_LOAD_IN_PROGRESS, unknown, []
-        listed = []
-        for _, owned in self._served():
-            for txn in owned.transactions.values():
-                name = txn.state.display_name
-                if (not states or name in states) and (not producer_ids or txn.producer_id in producer_ids):
-                    listed.append((txn.transactional_id, txn.producer_id, name))
-        return Errors.NONE, unknown, sorted(listed)
-
-    def handle_describe_transaction(self, transactional_id: str) -> DescribedTransaction:
-        if not transactional_id:
-            return DescribedTransaction(Errors.INVALID_REQUEST, transactional_id)
-        error, _, owned = self._owner(transactional_id)
-        if owned is None:
-            return DescribedTransaction(error, transactional_id)
-        txn = owned.transactions.get(transactional_id)
-        if txn is None:
-            return DescribedTransaction(Errors.TRANSACTIONAL_ID_NOT_FOUND, transactional_id)
-        return DescribedTransaction(Errors.NONE, transactional_id, txn.state.display_name, txn.timeout_ms,
-                                    txn.start_timestamp_ms, txn.producer_id, txn.producer_epoch,
-                                    tuple(sorted(txn.partitions)))
 
     # ------------------------------------------------------------------ appends
 

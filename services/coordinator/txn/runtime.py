@@ -19,8 +19,9 @@ from services.common.scheduler import Scheduler
 from services.common.topic_partition import TopicPartition
 from services.coordinator.append_queue import AppendQueue, Once
 from services.coordinator.group.api import GroupStore
+from services.coordinator.txn.admin import DescribedTransaction
 from services.coordinator.txn.config import TransactionConfig
-from services.coordinator.txn.coordinator import DescribedTransaction, TransactionCoordinatorCore
+from services.coordinator.txn.coordinator import TransactionCoordinatorCore
 from services.coordinator.txn.effects import TxnMarkers, TxnOutcome
 
 logger = logging.getLogger(__name__)
