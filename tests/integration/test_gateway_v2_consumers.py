@@ -1,10 +1,11 @@
 """REST Proxy v2 consumer instances through a real uvicorn gateway against a real cluster: an instance
-subscribes, reads (binary and json), commits, is deleted, and a new instance of its group resumes at
-the committed offsets; two instances of one group share a topic's partitions; assignments and
-positions (beginning, end, explicit); Confluent's error codes; 50 long-polling instances leave the
-gateway's threadpool free; and a gateway of two worker processes (started here, against the same
-cluster) whose instances are reached through their base_uri and by redirect from the front port,
-and which closes instances idle past consumer.instance.timeout.ms."""
+subscribes, reads (binary and json; read_committed skipping aborted transactions), commits, is
+deleted, and a new instance of its group resumes at the committed offsets; two instances of one
+group share a topic's partitions; assignments and positions (beginning, end, explicit); Confluent's
+error codes; 50 long-polling instances leave the gateway's threadpool free; and a gateway of two
+worker processes (started here, against the same cluster) whose instances are reached through their
+base_uri and by redirect from the front port, and which closes instances idle past
+consumer.instance.timeout.ms."""
 
 from __future__ import annotations
 
@@ -25,7 +26,11 @@ import pytest
 from services.clients.admin import Admin
 from services.clients.launcher import LocalCluster, http_ready
 from services.clients.lowlevel import LowLevelClient
+from services.clients.partition_requests import TxnMarker
+from services.common.errors import Errors
 from services.common.proc import free_port, stop_process, wait_until
+from services.common.records import build_batch
+from services.common.topic_partition import TopicPartition
 from services.gateway.consumer_instances import owner_of
 from tests.integration.conftest import create_topic, gateway_module_cluster, produce_values
 
@@ -174,6 +179,22 @@ def test_an_instance_reads_commits_and_a_new_instance_resumes_at_the_commit(
     assert http.post(f"{second}/offsets").status_code == 200
     assert committed(http, second, topic, range(1)) == {0: 10}
     assert http.delete(second).status_code == 204
+
+
+def test_an_instance_created_read_committed_skips_aborted_transactions(
+        http: httpx.Client, admin: Admin, writer: LowLevelClient):
+    topic = create_topic(admin, "gateway-txn", partitions=1)
+    aborted = build_batch([b"aborted"], producer_id=900011, producer_epoch=0, base_sequence=0, is_transactional=True)
+    assert writer.produce(topic, 0, aborted, acks=-1).error_code == Errors.NONE
+    assert writer.write_txn_marker(TxnMarker(900011, 0, False, 0), [(topic, 0)]) == {
+        TopicPartition(topic, 0): Errors.NONE}
+    produce_values(writer, topic, 0, [b"plain"])
+    for level, expected in (("read_committed", [b"plain"]), ("read_uncommitted", [b"aborted", b"plain"])):
+        base = create_instance(http, f"txn-{level}", **{"auto.offset.reset": "earliest",
+                                                        "isolation.level": level})["base_uri"]
+        assert http.post(f"{base}/subscription", json={"topics": [topic]}).status_code == 204
+        assert [base64.b64decode(r["value"]) for r in read_until(http, base, len(expected))] == expected
+        assert http.delete(base).status_code == 204
 
 
 def test_a_json_instance_reads_json_values_and_refuses_the_binary_format(

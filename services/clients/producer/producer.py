@@ -329,6 +329,8 @@ class Producer:
 
         txn = self._transactions("send_offsets_to_transaction")
         txn.manager.check_in_transaction("send_offsets_to_transaction")
+        if not offsets:
+            return  # as Kafka: nothing to add to the transaction
         wanted = {TopicPartition(*tp): value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(value)
                   for tp, value in offsets.items()}
         deadline = Deadline(self._max_block_ms, self._clock)

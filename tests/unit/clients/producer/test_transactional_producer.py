@@ -111,6 +111,7 @@ def test_offsets_are_committed_in_the_transaction_with_the_consumers_generation(
     producer.init_transactions()
     producer.begin_transaction()
     group = ConsumerGroupMetadata("g", 4, "member-1", None)
+    producer.send_offsets_to_transaction({}, group)  # nothing to add
     producer.send_offsets_to_transaction({TopicPartition("in", 2): 17}, group)
     producer.commit_transaction()
     assert coordinator.calls == ["InitProducerId", "AddOffsetsToTxn", "TxnOffsetCommit", "EndTxn"]
