@@ -4,7 +4,8 @@ seen by read_uncommitted ones (transactions written straight to the leaders, and
 hanging transaction found and aborted by `odradek transactions`, a failed send making its
 transaction abortable, a zombie producer fenced by a newer one with its transactional id,
 a consume-transform-produce worker killed with SIGKILL again and again that still produces the
-transformed input exactly once, and a commit that survives a SIGKILL of its coordinator.
+transformed input exactly once, and commits that survive SIGKILLs of their coordinator (after and
+before EndTxn).
 """
 
 from __future__ import annotations
@@ -240,23 +241,30 @@ def test_consume_transform_produce_survives_kills_exactly_once(cluster, admin, w
 
 # --------------------------------------------------------------------------------------------- coordinator
 
-def test_a_commit_survives_a_kill_of_the_transaction_coordinator(cluster, admin):
-    """EndTxn answers once the coordinator logged PrepareCommit; killing it right then leaves the
-    markers to the coordinator that loads the transaction next."""
+def test_a_commit_survives_kills_of_the_transaction_coordinator(cluster, admin):
+    """First the coordinator is killed right after EndTxn answered (PrepareCommit is logged, the
+    markers may not be written: the next owner writes them); then it is killed before EndTxn
+    (the producer finds the next owner, which loaded the ongoing transaction, and commits there)."""
     topic = create_topic(admin, "txn-failover", 3, REPLICATION)
-    wanted = {p: [f"kept-{p}".encode()] for p in range(3)}
+    wanted: dict[int, list[bytes]] = {p: [] for p in range(3)}
     with transactional_producer(cluster, "failover") as producer:
-        name = f"coordinator-{admin.find_transaction_coordinator('failover').node_id}"
-        producer.begin_transaction()
-        for p in range(3):
-            producer.send(topic, f"kept-{p}".encode(), partition=p)
-        try:
-            producer.commit_transaction()
-            cluster.kill_service(name)
-            wait_until(lambda: read_to_end(cluster, topic, 3, "read_committed") == wanted, 90, 1,
-                       message="the commit to reach every partition after the coordinator's kill")
-        finally:
-            cluster.start_service(name)
+        for round_, kill_before_commit in enumerate((False, True)):
+            name = f"coordinator-{admin.find_transaction_coordinator('failover').node_id}"
+            producer.begin_transaction()
+            for p in range(3):
+                producer.send(topic, f"kept-{round_}-{p}".encode(), partition=p)
+                wanted[p].append(f"kept-{round_}-{p}".encode())
+            producer.flush()
+            try:
+                if kill_before_commit:
+                    cluster.kill_service(name)
+                producer.commit_transaction()
+                if not kill_before_commit:
+                    cluster.kill_service(name)
+                wait_until(lambda: read_to_end(cluster, topic, 3, "read_committed") == wanted, 90, 1,
+                           message="the commit to reach every partition despite the coordinator's kill")
+            finally:
+                cluster.start_service(name)
 
 
 def test_transactions_tool_lists_and_describes(cluster, admin, capsys):
