@@ -52,18 +52,25 @@ class TransactionAdminOps:
                           timeout_ms: int | None = None) -> list[TransactionListing]:
         """Every transactional id every live coordinator owns, optionally only in `states` or of
         `producer_ids`, sorted by id."""
+        by_coordinator = self.list_transactions_by_coordinator(states=states, producer_ids=producer_ids,
+                                                               timeout_ms=timeout_ms)
+        listings = {t.transactional_id: t for found in by_coordinator.values() for t in found}
+        return [listings[t] for t in sorted(listings)]
+
+    def list_transactions_by_coordinator(self, *, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
+                                         timeout_ms: int | None = None) -> dict[int, list[TransactionListing]]:
+        """{coordinator id: the transactional ids it owns} (Kafka's `allByBrokerId`)."""
         request = list_transactions_request(states, producer_ids)
-        listings: dict[str, TransactionListing] = {}
+        found: dict[int, list[TransactionListing]] = {}
         for node in self._coordinator_nodes(timeout_ms):
             def attempt(deadline: Deadline, address: str = node.address) -> list[TransactionListing]:
                 response = self.pool.call(address, COORDINATOR, "ListTransactions", request,
                                           max(1, deadline.bound(self.config.request_timeout_ms)))
                 return parse_list_transactions(response, address)
 
-            for listing in call_with_retries("ListTransactions", attempt, self._deadline(timeout_ms),
-                                             self.config.retry_backoff_ms):
-                listings[listing.transactional_id] = listing
-        return [listings[t] for t in sorted(listings)]
+            found[node.node_id] = call_with_retries("ListTransactions", attempt, self._deadline(timeout_ms),
+                                                    self.config.retry_backoff_ms)
+        return found
 
     def describe_transactions(self, transactional_ids: Iterable[str], *,
                               timeout_ms: int | None = None) -> dict[str, TransactionDescription]:

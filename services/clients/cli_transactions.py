@@ -1,6 +1,6 @@
 """`odradek transactions`: kafka-transactions.sh (KIP-664) on the admin client.
 
-    --list                                 TransactionalId ProducerId TransactionState
+    --list                                 TransactionalId Coordinator ProducerId TransactionState
     --describe --transactional-id T        CoordinatorId TransactionalId ProducerId ProducerEpoch
                                            TransactionState TransactionTimeoutMs
                                            CurrentTransactionStartTimeMs TransactionDurationMs
@@ -64,8 +64,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def run_list(admin: Admin, _args: argparse.Namespace, out: TextIO) -> None:
-    rows = [("TransactionalId", "ProducerId", "TransactionState")]
-    rows += [(t.transactional_id, t.producer_id, t.state) for t in admin.list_transactions()]
+    rows = [("TransactionalId", "Coordinator", "ProducerId", "TransactionState")]
+    for coordinator_id, listings in sorted(admin.list_transactions_by_coordinator().items()):
+        rows += [(t.transactional_id, coordinator_id, t.producer_id, t.state) for t in listings]
     print_table(rows, out)
 
 

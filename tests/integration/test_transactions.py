@@ -271,6 +271,12 @@ def test_transactions_tool_lists_and_describes(cluster, admin, capsys):
     with transactional_producer(cluster, "listed"):
         pass
     wait_until(lambda: any(t.transactional_id == "listed" for t in admin.list_transactions()), 30, 0.2)
+    coordinator = admin.find_transaction_coordinator("listed").node_id
+    capsys.readouterr()
+    assert cli.main(["transactions", "--bootstrap-server", cluster.bootstrap_servers, "--list"]) == 0
+    header, *rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert header == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+    assert ["listed", str(coordinator)] in [row[:2] for row in rows]
     assert cli.main(["transactions", "--bootstrap-server", cluster.bootstrap_servers, "--describe",
                      "--transactional-id", "listed"]) == 0
     out = capsys.readouterr().out
