@@ -58,7 +58,6 @@ from services.clients.producer.config import ProducerConfig
 from services.clients.producer.errors import KafkaTimeoutError, TransactionAbortedError
 from services.clients.producer.futures import BatchResult
 from services.clients.producer.metrics import ProducerMetrics
-from services.clients.producer.transaction_manager import Action
 from services.clients.producer.transactions import TransactionCalls
 from services.clients.transport import BROKER, ChannelPool, Deadline, PendingCall, call_any_node
 from services.common.clock import SYSTEM_CLOCK, Clock
@@ -198,11 +197,10 @@ class Sender(threading.Thread):
         to_add = manager.partitions_to_add(self._accumulator.partitions_with_data())
         if to_add:
             if now >= self._next_add_partitions_ms:
-                action = self._txn.add_partitions(to_add, Deadline(self._request_timeout_ms, self._clock))
-                if action is not Action.OK:
-                    self._next_add_partitions_ms = self._clock.monotonic_ms() + self._retry_backoff_ms
-                    if manager.has_error:
-                        return None, 0
+                retry_in = self._txn.add_partitions(to_add, Deadline(self._request_timeout_ms, self._clock))
+                if manager.has_error:
+                    return None, 0
+                self._next_add_partitions_ms = self._clock.monotonic_ms() + retry_in
             delay = max(self._next_add_partitions_ms - now, 1)
         return manager.partitions_in_txn, delay
 

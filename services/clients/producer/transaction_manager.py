@@ -73,6 +73,8 @@ FENCED_CODES = frozenset({Errors.PRODUCER_FENCED, Errors.INVALID_PRODUCER_EPOCH}
 # errors of a produce request that end the producer rather than the transaction
 FATAL_PRODUCE_CODES = frozenset({Errors.PRODUCER_FENCED, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                  Errors.CLUSTER_AUTHORIZATION_FAILED})
+# the back-off of a transaction's first AddPartitionsToTxn while the previous one completes
+ADD_PARTITIONS_RETRY_BACKOFF_MS = 20
 # produce errors after which the partition's sequence numbers may have a gap
 SEQUENCE_CODES = frozenset({Errors.OUT_OF_ORDER_SEQUENCE_NUMBER, Errors.UNKNOWN_PRODUCER_ID,
                             Errors.INVALID_PRODUCER_EPOCH})
@@ -249,6 +251,14 @@ class TransactionManager:
         with self._lock:
             self.partitions_in_txn = self.partitions_in_txn | frozenset(partitions)
             self.transaction_started = True
+
+    def add_partitions_backoff_ms(self, code: int, retry_backoff_ms: int) -> int:
+        """How long to wait before adding partitions again after `code`: briefly when the previous
+        transaction is still completing (CONCURRENT_TRANSACTIONS before anything was added), as
+        Kafka does, else `retry.backoff.ms`."""
+        if code == Errors.CONCURRENT_TRANSACTIONS and not self.partitions_in_txn:
+            return min(ADD_PARTITIONS_RETRY_BACKOFF_MS, retry_backoff_ms)
+        return retry_backoff_ms
 
     def offsets_added(self) -> None:
         with self._lock:

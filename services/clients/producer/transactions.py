@@ -131,8 +131,9 @@ class TransactionCalls:
         answer = self.call("InitProducerId", request, answer_code, deadline)
         return answer.producer_id, answer.producer_epoch
 
-    def add_partitions(self, partitions: list[TopicPartition], deadline: Deadline) -> Action:
-        """One AddPartitionsToTxn for `partitions` (the sender's); records them when added."""
+    def add_partitions(self, partitions: list[TopicPartition], deadline: Deadline) -> int:
+        """One AddPartitionsToTxn for `partitions` (the sender's); records them when added. Returns
+        the ms to wait before trying again, 0 when the answer was final."""
         manager = self.manager
         request = add_partitions_request(manager.transactional_id, manager.producer_id, manager.producer_epoch,
                                          partitions)
@@ -148,7 +149,9 @@ class TransactionCalls:
         elif action in (Action.ABORTABLE, Action.FATAL):
             detail = message or f"adding {', '.join(map(str, partitions))} to the transaction failed"
             manager.fail_for(action, coordinator_error(code, detail))
-        return action
+        if action in (Action.RETRY, Action.FIND_COORDINATOR):
+            return manager.add_partitions_backoff_ms(code, self._retry_backoff_ms)
+        return 0
 
     def add_offsets(self, group_id: str, deadline: Deadline) -> None:
         manager = self.manager

@@ -158,3 +158,12 @@ def test_an_error_while_initializing_is_fatal():
     manager.begin_init()
     manager.fail_for(Action.ABORTABLE, KafkaError(error_name="GROUP_AUTHORIZATION_FAILED"))
     assert manager.state is TxnState.FATAL_ERROR
+
+
+def test_the_first_add_of_a_transaction_retries_soon_while_the_previous_one_completes():
+    manager = in_transaction()
+    assert manager.add_partitions_backoff_ms(Errors.CONCURRENT_TRANSACTIONS, 100) == 20
+    assert manager.add_partitions_backoff_ms(Errors.COORDINATOR_LOAD_IN_PROGRESS, 100) == 100
+    manager.partitions_added([A])
+    assert manager.add_partitions_backoff_ms(Errors.CONCURRENT_TRANSACTIONS, 100) == 100
+    assert manager.add_partitions_backoff_ms(Errors.CONCURRENT_TRANSACTIONS, 10) == 10
