@@ -9,8 +9,10 @@
         Topic Partition ProducerId ProducerEpoch CoordinatorEpoch StartOffset LastTimestamp
         Duration(min): open transactions older than the timeout (15 minutes by default) that their
         coordinator does not know as ongoing on that partition
-    --abort --topic T --partition P --producer-id ID --producer-epoch E --coordinator-epoch C
-        writes an ABORT marker for that producer on that partition
+    --abort --topic T --partition P (--producer-id ID --producer-epoch E --coordinator-epoch C |
+                                     --start-offset O)
+        writes an ABORT marker for that producer (or the one whose open transaction starts at O)
+        on that partition
 
 A failure prints `Error: <message>` and exits with 1.
 """
@@ -52,6 +54,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--producer-id", type=int, help="the producer of the transaction to abort")
     parser.add_argument("--producer-epoch", type=int, help="its epoch")
     parser.add_argument("--coordinator-epoch", type=int, help="its coordinator epoch (from find-hanging)")
+    parser.add_argument("--start-offset", type=int,
+                        help="abort the open transaction starting at this offset (instead of the producer options)")
     parser.add_argument("--max-transaction-timeout", type=int, default=DEFAULT_MAX_TRANSACTION_TIMEOUT_MIN,
                         metavar="MINUTES", help="open transactions older than this are candidates (find-hanging)")
     parser.add_argument("--timeout", type=int, default=5000, help="milliseconds to wait for answers")
@@ -148,12 +152,26 @@ def hanging(open_txns: Iterable[tuple[TopicPartition, ProducerState]],
 
 
 def run_abort(admin: Admin, args: argparse.Namespace, _out: TextIO) -> None:
-    needed = ("topic", "partition", "producer_id", "producer_epoch", "coordinator_epoch")
+    if args.topic is None or args.partition is None:
+        raise TransactionsCommandError("Option [--abort] needs --topic and --partition.")
+    tp = TopicPartition(args.topic, args.partition)
+    if args.start_offset is not None:
+        admin.abort_transaction(spec_at_start_offset(tp, admin.describe_producers([tp])[tp], args.start_offset))
+        return
+    needed = ("producer_id", "producer_epoch", "coordinator_epoch")
     missing = [f"--{name.replace('_', '-')}" for name in needed if getattr(args, name) is None]
     if missing:
-        raise TransactionsCommandError(f"Option [--abort] needs {', '.join(missing)}.")
-    admin.abort_transaction(AbortTransactionSpec(TopicPartition(args.topic, args.partition), args.producer_id,
-                                                 args.producer_epoch, args.coordinator_epoch))
+        raise TransactionsCommandError(f"Option [--abort] needs --start-offset or {', '.join(missing)}.")
+    admin.abort_transaction(AbortTransactionSpec(tp, args.producer_id, args.producer_epoch, args.coordinator_epoch))
+
+
+def spec_at_start_offset(tp: TopicPartition, producers: list[ProducerState], start_offset: int) -> AbortTransactionSpec:
+    """The abort of the open transaction starting at `start_offset`, from the partition's producers."""
+    for state in producers:
+        if state.current_transaction_start_offset == start_offset:
+            return AbortTransactionSpec(tp, state.producer_id, state.producer_epoch, max(state.coordinator_epoch, 0))
+    raise TransactionsCommandError(f"Could not find any open transactions starting at offset {start_offset} on "
+                                   f"partition {tp.topic}-{tp.partition}")
 
 
 COMMANDS = {"list": run_list, "describe": run_describe, "find-hanging": run_find_hanging, "abort": run_abort}

@@ -6,9 +6,17 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 from services.clients import cli
-from services.clients.admin_types import ProducerState, TransactionDescription
-from services.clients.cli_transactions import describe_row, hanging, old_open_transactions
+from services.clients.admin_types import AbortTransactionSpec, ProducerState, TransactionDescription
+from services.clients.cli_transactions import (
+    TransactionsCommandError,
+    describe_row,
+    hanging,
+    old_open_transactions,
+    spec_at_start_offset,
+)
 from services.common.errors import KafkaError
 from services.common.topic_partition import TopicPartition
 
@@ -50,7 +58,7 @@ def test_describe_rows_show_the_duration_of_an_ongoing_transaction():
 def test_abort_and_describe_name_the_options_they_miss():
     out = io.StringIO()
     code = _run(["--abort", "--topic", "out", "--partition", "0"], out)
-    assert code == 1 and "--producer-id, --producer-epoch, --coordinator-epoch" in out.getvalue()
+    assert code == 1 and "--start-offset or --producer-id, --producer-epoch, --coordinator-epoch" in out.getvalue()
     out = io.StringIO()
     assert _run(["--describe"], out) == 1 and "--transactional-id" in out.getvalue()
 
@@ -59,3 +67,10 @@ def _run(arguments: list[str], out: io.StringIO) -> int:
     parser = cli.build_parser()
     args = parser.parse_args(["transactions", "--bootstrap-server", "127.0.0.1:1", "--timeout", "1000", *arguments])
     return args.run(args, out)
+
+
+def test_abort_by_start_offset_finds_the_producer_of_that_transaction():
+    producers = [producer(7, 40, 20), producer(8, 55, 20, epoch=9)]
+    assert spec_at_start_offset(TP, producers, 55) == AbortTransactionSpec(TP, 8, 9, 2)
+    with pytest.raises(TransactionsCommandError, match="starting at offset 41"):
+        spec_at_start_offset(TP, producers, 41)
