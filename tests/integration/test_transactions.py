@@ -154,6 +154,24 @@ def test_a_failed_send_aborts_the_transaction_and_the_next_one_commits(cluster, 
     assert read_to_end(cluster, topic, 1, "read_committed") == {0: [b"next"]}
 
 
+def test_an_abort_after_a_sequence_gap_bumps_the_epoch(cluster, admin):
+    """KIP-360: the abort asks InitProducerId for the next epoch of the same producer id, and the
+    next transaction's batches start their sequences again at 0."""
+    topic = create_topic(admin, "txn-bump", 1, REPLICATION)
+    with transactional_producer(cluster, "bump") as producer:
+        producer.begin_transaction()
+        producer.send(topic, b"aborted").get(timeout=30)
+        before = admin.describe_transactions(["bump"])["bump"]
+        producer._txn.manager.require_epoch_bump()  # as a batch lost in flight leaves it
+        producer.abort_transaction()
+        after = admin.describe_transactions(["bump"])["bump"]
+        assert (after.producer_id, after.producer_epoch) == (before.producer_id, before.producer_epoch + 1)
+        producer.begin_transaction()
+        producer.send(topic, b"kept")
+        producer.commit_transaction()
+    assert read_to_end(cluster, topic, 1, "read_committed") == {0: [b"kept"]}
+
+
 def test_a_zombie_with_the_same_transactional_id_is_fenced(cluster, admin):
     topic = create_topic(admin, "txn-zombie", 1, REPLICATION)
     zombie = transactional_producer(cluster, "zombie")
