@@ -2,7 +2,8 @@
 
 `batch` owns the 61-byte header, `builder` encodes records, `reader` checks and decodes them
 (the only code that walks records; `_framing.c` is its compiled framing check), `compression`
-holds the codecs and `varint` the zigzag varints.
+holds the codecs and `varint` the zigzag varints. `aborted` says which fetched batches a
+read_committed reader skips.
 """
 
 from services.common.records.batch import (
