@@ -1,9 +1,10 @@
 """What the cleaner must know about producers and transactions, read from batch headers.
 
 Kafka's cleaner learns about aborted transactions from each segment's transaction index and about
-active producers from the producer state manager. This storage engine keeps neither, so before a
-clean `scan_producers` walks the headers of every batch of the log once (decoding only the
-one-record control batches) and derives:
+active producers from the producer state manager. This cleaner reads neither (the producer state
+forgets expired producers, whose last batches it must still keep): before a clean `scan_producers`
+walks the headers of every batch of the log once (decoding only the one-record control batches)
+and derives:
 
     aborted                 every aborted transaction: producer id, first offset of its data,
                             offset of its ABORT marker (ordered by first offset)

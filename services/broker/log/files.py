@@ -14,6 +14,7 @@ Layout (Kafka's, byte for byte in the names):
             00000000000000000000.log            segment data, named by its 20-digit base offset
             00000000000000000000.index          sparse offset index, see `offset_index`
             00000000000000000000.timeindex      sparse time index, see `time_index`
+            00000000000000000000.txnindex       aborted transactions (only once one aborted), see `txn_index`
             00000000000000000000.snapshot       producer state as of that offset, see `producer_state`
             leader-epoch-checkpoint             see `checkpoints`
         <topic>-<partition>.<32 hex>-delete/    a log renamed for asynchronous deletion

@@ -126,12 +126,6 @@ class TransactionIndex:
             os.fsync(f.fileno())
         self._entries = keep
 
-    def reset(self) -> None:
-        """Empties the index (its segment is being rebuilt)."""
-        self._close_file()
-        self._entries = []
-        unlink_if_exists(self.path)
-
     def flush(self) -> None:
         if self._file is not None:
             self._file.flush()

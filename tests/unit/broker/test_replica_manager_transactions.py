@@ -6,14 +6,9 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
-
-from services.broker.log.config import LogConfig, LogManagerConfig
-from services.broker.log.manager import LogManager
 from services.broker.log.txn_index import AbortedTxn
 from services.broker.log.validation import AppendOrigin
-from services.broker.metadata_cache import MetadataCache
-from services.broker.replica_manager import FetchParams, FetchPartition, ReplicaManager, TxnMarker
+from services.broker.replica_manager import FetchParams, FetchPartition, TxnMarker
 from services.common.errors import Errors
 from services.common.records import build_batch, iter_batches
 from services.common.shared_types import PartitionStateInfo
@@ -24,16 +19,6 @@ from .test_replica_manager import lead, produce
 TP = TopicPartition("t", 0)
 NOW_MS = int(time.time() * 1000)  # markers carry the broker's time: data near it stays in one segment
 PID = 42
-
-
-@pytest.fixture
-def manager(tmp_path):
-    logs = LogManager(LogManagerConfig(log_dirs=(str(tmp_path / "logs"),)), LogConfig())
-    logs.startup()
-    rm = ReplicaManager(1, logs, MetadataCache())
-    yield rm
-    rm.shutdown()
-    logs.shutdown()
 
 
 def txn_batch(seq: int, count: int = 1, *, epoch: int = 0, pid: int = PID) -> bytes:
