@@ -1,7 +1,8 @@
 """The transaction coordinator against a real cluster (one controller, three brokers, two
 coordinators, shared by the module), driven with raw CoordinatorService requests: epoch bumps
-fencing the older producer, a commit completing through its markers, a coordinator killed while
-a commit is prepared (the next owner completes it), and a transaction aborted on its timeout.
+fencing the older producer, a commit completing through its markers (its data readable with
+read_committed only then), a deleted topic not holding a commit, a coordinator killed while a
+commit is prepared (the next owner completes it), and a transaction aborted on its timeout.
 
 Markers to a partition whose leader broker is stopped wait for it; that is how a commit is held
 in PrepareCommit. A coordinator without WriteTxnMarkers (for the `__consumer_offsets` partition
@@ -155,6 +156,17 @@ def test_a_commit_completes_through_its_markers(cluster, pool, admin, writer):
     assert txn.end(commit=False) == Errors.INVALID_TXN_STATE
     listed = txn.call("ListTransactions", pb.ListTransactionsRequest(state_filters=["CompleteCommit"]))
     assert txn.transactional_id in {s.transactional_id for s in listed.transaction_states}
+
+
+def test_a_deleted_topic_does_not_hold_a_commit(cluster, pool, admin):
+    kept, doomed = create_topic(admin, "kept", replication=2), create_topic(admin, "doomed-txn", replication=2)
+    txn = Txn(cluster, pool, "outlive-a-topic")
+    txn.init()
+    assert txn.add(TopicPartition(kept, 0), TopicPartition(doomed, 0)) == Errors.NONE
+    admin.delete_topics([doomed])
+    wait_until(lambda: doomed not in admin.list_topics(), 30, 0.2, message="the topic to vanish")
+    assert txn.end(commit=True) == Errors.NONE
+    txn.wait_state("CompleteCommit")
 
 
 def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced(cluster, pool, admin):
