@@ -5,11 +5,16 @@ retrying may help, until `timeout_s` passes; a 4xx is final), learns the cluster
 error answers back into exceptions: a REST error whose message names a Kafka error
 (`NAME (code): text`, as the gateway writes them) becomes that `KafkaError`, any other a
 `GatewayRequestError` with the HTTP status and REST Proxy code.
+
+Building a verifying TLS context loads the CA bundle (tens of ms), so each process builds it once,
+and only when a gateway URL is `https://`: a Python worker opens a client per task.
 """
 
 from __future__ import annotations
 
+import functools
 import re
+import ssl
 import time
 from typing import Any
 
@@ -41,6 +46,13 @@ def gateway_urls(text: str) -> list[str]:
         if part:
             urls.append(part if "://" in part else f"http://{part}")
     return urls
+
+
+@functools.cache
+def tls_context(verify: bool) -> ssl.SSLContext:
+    """This process's TLS context: httpx's default verifying one, or a bare one for clients of plain
+    HTTP gateways (never used for a handshake)."""
+    return httpx.create_ssl_context() if verify else ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
 
 def error_of(response: httpx.Response) -> Exception:
@@ -77,7 +89,8 @@ class GatewayClient:
         self.urls = list(urls)
         self.timeout_s = timeout_s
         self._current = 0
-        self._http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)))
+        verify = tls_context(any(url.lower().startswith("https:") for url in self.urls))
+        self._http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)), verify=verify)
         self._cluster_id = cluster_id
 
     def close(self) -> None:
