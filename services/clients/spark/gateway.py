@@ -6,8 +6,9 @@ error answers back into exceptions: a REST error whose message names a Kafka err
 (`NAME (code): text`, as the gateway writes them) becomes that `KafkaError`, any other a
 `GatewayRequestError` with the HTTP status and REST Proxy code.
 
-Building a verifying TLS context loads the CA bundle (tens of ms), so each process builds it once,
-and only when a gateway URL is `https://`: a Python worker opens a client per task.
+Requests go over one keep-alive connection per gateway (`http_connection`). Building a verifying TLS
+context loads the CA bundle (tens of ms), so each process builds it once, and only when a gateway URL
+is `https://`: a Python worker opens a client per task.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 import httpx
 
+from services.clients.spark.http_connection import TRANSPORT_ERRORS, GatewayConnection
 from services.common.errors import KafkaError
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -71,7 +73,7 @@ def error_of(response: httpx.Response) -> Exception:
 
 
 def retriable(error: Exception) -> bool:
-    if isinstance(error, httpx.TransportError):
+    if isinstance(error, TRANSPORT_ERRORS):
         return True
     if isinstance(error, KafkaError):
         return error.retriable
@@ -89,12 +91,13 @@ class GatewayClient:
         self.urls = list(urls)
         self.timeout_s = timeout_s
         self._current = 0
-        verify = tls_context(any(url.lower().startswith("https:") for url in self.urls))
-        self._http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)), verify=verify)
+        context = tls_context(any(url.lower().startswith("https:") for url in self.urls))
+        self._connections = [GatewayConnection(url, timeout_s, context) for url in self.urls]
         self._cluster_id = cluster_id
 
     def close(self) -> None:
-        self._http.close()
+        for connection in self._connections:
+            connection.close()
 
     def __enter__(self) -> GatewayClient:
         return self
@@ -120,15 +123,14 @@ class GatewayClient:
         """The 2xx answer to a request, retried on other gateways while the error is retriable."""
         deadline = time.monotonic() + self.timeout_s
         while True:
-            url = self.urls[self._current] + path
             try:
-                response = self._http.request(method, url, params=params, headers=headers, content=content)
+                response = self._connections[self._current].request(method, path, params, headers, content)
                 if response.is_success:
                     return response
                 error: Exception = error_of(response)
                 if response.status_code < 500:  # the gateway's own answer (404 for an unknown topic): final
                     raise error
-            except httpx.TransportError as transport_error:
+            except TRANSPORT_ERRORS as transport_error:
                 error = transport_error
             if not retriable(error) or time.monotonic() >= deadline:
                 raise error
