@@ -5,7 +5,8 @@ an offset range [first_offset, end_offset): control batches are skipped, and so 
 transactional batches when the answers carry aborted transactions (read_committed: Kafka's
 consumer rule, by the producer ids the answers name and the abort markers met). It stops taking
 batches once the records it holds pass `max_bytes` (at least one batch is always taken).
-`next_offset` is where a read after it resumes.
+`next_offset` is where a read after it resumes; `stored_bytes` is what the batches taken occupy as
+fetched (compressed), beside `section_bytes`, their records sections decompressed.
 
 `to_arrow()` builds the columns (`SCHEMA`: key binary, value binary, topic string, partition int32,
 offset int64, timestamp timestamp[us, UTC], timestampType int32, headers list<struct<key string,
@@ -75,6 +76,7 @@ class RangeRecords:
         self.next_offset = first_offset
         self.sections: list[RecordsSection] = []
         self.section_bytes = 0
+        self.stored_bytes = 0
         self.full = False  # max_bytes reached: no more batches are taken
         self._aborted: list[tuple[int, int]] = []  # (first offset, producer id), a heap
         self._aborted_seen: set[tuple[int, int]] = set()
@@ -91,7 +93,7 @@ class RangeRecords:
             if (first, producer_id) not in self._aborted_seen:
                 self._aborted_seen.add((first, producer_id))
                 heapq.heappush(self._aborted, (first, producer_id))
-        for pos, _size in iter_batch_positions(records):
+        for pos, size in iter_batch_positions(records):
             if self.done:
                 return
             header = validate_batch(records, pos)
@@ -110,6 +112,7 @@ class RangeRecords:
                 return
             self.sections.append(section)
             self.section_bytes += section.end - section.start
+            self.stored_bytes += size
             self.next_offset = min(header.next_offset, self.end_offset)
 
     def _skipped(self, records, pos: int, header: BatchHeader) -> bool:

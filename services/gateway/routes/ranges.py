@@ -18,8 +18,11 @@ Two answers, by Accept:
   Kafka source schema), the offsets in `X-Odradek-*` headers (sent with JSON answers too).
 
 The records are fetched from the partition's leader (following leader changes) by this module's
-`LowLevelClient` (`startup` opens it into `state.extensions`), as many fetches as the range needs,
-and converted by `arrow_records` without a Python object per record (JSON then renders the rows).
+`LowLevelClient` (`startup` opens it into `state.extensions`), as many fetches as the range needs:
+`max_bytes` counts records decompressed while a fetch counts batches as stored, so the first fetch
+asks for at most `FIRST_FETCH_BYTES` and the next ones for the rest of `max_bytes` at the
+compression seen (compressed records are not fetched twice over only to be left out). They are
+converted by `arrow_records` without a Python object per record (JSON then renders the rows).
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ CLIENT_KEY = "ranges.client"
 DEFAULT_RANGE_BYTES = 8 * 1024 * 1024
 MAX_RANGE_BYTES = 64 * 1024 * 1024
 MIN_FETCH_BYTES = 64 * 1024
+FIRST_FETCH_BYTES = 1024 * 1024
 MAX_OFFSET = 2**63 - 1
 TIMESTAMP_TYPES = {0: "CREATE_TIME", 1: "LOG_APPEND_TIME"}
 
@@ -184,8 +188,7 @@ def fetch_range(client: LowLevelClient, topic: str, partition: int, first: int |
     position = first if first is not None else 0
     records: RangeRecords | None = None
     while True:
-        budget = max_bytes - (records.section_bytes if records is not None else 0)
-        result = client.fetch(topic, partition, position, max_bytes=max(budget, MIN_FETCH_BYTES), max_wait_ms=0,
+        result = client.fetch(topic, partition, position, max_bytes=fetch_bytes(records, max_bytes), max_wait_ms=0,
                               isolation_level=level, retry_timeout_ms=remaining_ms(deadline))
         if result.error_code == Errors.OFFSET_OUT_OF_RANGE and records is None:
             earliest = list_offset(client, topic, partition, "earliest", READ_UNCOMMITTED, deadline)
@@ -206,6 +209,16 @@ def fetch_range(client: LowLevelClient, topic: str, partition: int, first: int |
             return PartitionRange(records, records.to_arrow(), result.log_start_offset, stable,
                                   result.high_watermark)
         position = records.next_offset
+
+
+def fetch_bytes(records: RangeRecords | None, max_bytes: int) -> int:
+    """The stored bytes the next fetch of a range read asks for (see the module docstring)."""
+    if records is None:
+        return max(min(max_bytes, FIRST_FETCH_BYTES), MIN_FETCH_BYTES)
+    budget = max_bytes - records.section_bytes
+    if records.section_bytes:
+        budget = budget * records.stored_bytes // records.section_bytes
+    return max(budget, MIN_FETCH_BYTES)
 
 
 def fetch_error(code: int, message: str, topic: str, partition: int) -> KafkaError:
