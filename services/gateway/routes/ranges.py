@@ -15,7 +15,9 @@ Two answers, by Accept:
   timestamp_type, key, value (base64 or null), headers [{key, value}]}], earliest_offset,
   latest_offset, high_watermark, next_offset};
 - `application/vnd.apache.arrow.stream`: an Arrow IPC stream of `arrow_records.SCHEMA` (Spark's
-  Kafka source schema), the offsets in `X-Odradek-*` headers (sent with JSON answers too).
+  Kafka source schema), the offsets in `X-Odradek-*` headers (sent with JSON answers too). The
+  stream is sent as the IPC writer produces it, the column buffers themselves between the messages'
+  metadata (no copy of the records into one body), with its Content-Length.
 
 The records are fetched from the partition's leader (following leader changes) by this module's
 `LowLevelClient` (`startup` opens it into `state.extensions`), as many fetches as the range needs:
@@ -35,7 +37,7 @@ from typing import NamedTuple
 
 import pyarrow as pa
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import Response
+from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, Field
 
 from services.clients.lowlevel import LowLevelClient
@@ -62,6 +64,7 @@ MAX_RANGE_BYTES = 64 * 1024 * 1024
 MIN_FETCH_BYTES = 64 * 1024
 FIRST_FETCH_BYTES = 1024 * 1024
 MAX_OFFSET = 2**63 - 1
+SMALL_PIECE_BYTES = 64 * 1024  # IPC pieces below this are sent joined
 TIMESTAMP_TYPES = {0: "CREATE_TIME", 1: "LOG_APPEND_TIME"}
 
 
@@ -148,12 +151,20 @@ async def read_range(request: Request, state: State, cluster_id: str,
         timeout_s=timeout_s + 1)
     body, read = answer
     state.metrics.consumed(read.batch.num_rows)
+    if isinstance(body, list):
+        return StreamingResponse(send_pieces(body), media_type=media, headers={
+            **read.offset_headers(), "Content-Length": str(sum(piece.nbytes for piece in body))})
     return Response(body, media_type=media, headers=read.offset_headers())
+
+
+async def send_pieces(pieces: list[memoryview]):
+    for piece in pieces:
+        yield piece
 
 
 def read_partition_range(client: LowLevelClient, cluster_id: str, topic: str, partition: int, first: int | None,
                          end: int | None, max_bytes: int, isolation_level: IsolationLevel, deadline: float,
-                         media: str) -> tuple[bytes | memoryview, PartitionRange]:
+                         media: str) -> tuple[bytes | list[memoryview], PartitionRange]:
     """Fetches the range and renders it in `media` (runs on the threadpool)."""
     check_partition(client, cluster_id, topic, partition, deadline)
     read = fetch_range(client, topic, partition, first, end, max_bytes, isolation_level, deadline)
@@ -246,13 +257,47 @@ def past_the_end(client: LowLevelClient, topic: str, partition: int, position: i
     return PartitionRange(records, records.to_arrow(), earliest, latest, high_watermark)
 
 
-def arrow_stream(batch: pa.RecordBatch) -> memoryview:
-    """An Arrow IPC stream of `SCHEMA` holding `batch` (just the schema when it is empty)."""
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, SCHEMA) as writer:
+def arrow_stream(batch: pa.RecordBatch) -> list[memoryview]:
+    """An Arrow IPC stream of `SCHEMA` holding `batch` (just the schema when it is empty), as the pieces
+    the IPC writer wrote: `batch`'s buffers as they are, small pieces joined."""
+    pieces = IpcPieces()
+    with pa.ipc.new_stream(pa.PythonFile(pieces, mode="w"), SCHEMA) as writer:
         if batch.num_rows:
             writer.write_batch(batch)
-    return memoryview(sink.getvalue())
+    return pieces.done()
+
+
+class IpcPieces:
+    """A write-only file for pyarrow's IPC writer that keeps what it is given (buffers by reference)."""
+
+    def __init__(self) -> None:
+        self.pieces: list[memoryview] = []
+        self._small = bytearray()
+        self.closed = False
+
+    def write(self, data) -> int:
+        piece = memoryview(data).cast("B")
+        if piece.nbytes < SMALL_PIECE_BYTES:
+            self._small += piece
+        else:
+            self._flush_small()
+            self.pieces.append(piece)
+        return piece.nbytes
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+    def done(self) -> list[memoryview]:
+        self._flush_small()
+        return self.pieces
+
+    def _flush_small(self) -> None:
+        if self._small:
+            self.pieces.append(memoryview(bytes(self._small)))
+            self._small = bytearray()
 
 
 def json_body(read: PartitionRange) -> dict[str, object]:
