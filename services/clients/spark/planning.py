@@ -34,6 +34,8 @@ from services.gateway.wire import ARROW_STREAM, EARLIEST_HEADER, NEXT_OFFSET_HEA
 
 logger = logging.getLogger(__name__)
 
+FIRST_PAGE_BYTES = 1024 * 1024
+
 TopicPartitionKey = tuple[str, int]
 DATA_LOSS_HINT = ("Some data may have been lost because it is not available in Odradek any more: it was removed "
                   "by retention or the topic was deleted before all of it was read. If you want the query to go on "
@@ -209,19 +211,20 @@ def offset_ranges(starts: dict[TopicPartitionKey, int], ends: dict[TopicPartitio
 
 def read_range(offset_range: OffsetRange) -> Iterator[pa.RecordBatch]:
     """The records of one range as Arrow record batches, read from the gateway page by page, the next
-    page requested (on a thread of its own) while Spark takes the batches of the current one."""
+    page requested (on a thread of its own) while Spark takes the batches of the current one; the first
+    page is at most FIRST_PAGE_BYTES, so that Spark has rows to take sooner."""
     settings = offset_range.settings
     topic, partition, until = offset_range.topic, offset_range.partition, offset_range.until_offset
     path = f"/v3/clusters/{settings.cluster_id}/topics/{quote(topic, safe='')}/partitions/{partition}/records"
     with (GatewayClient(settings.gateway, settings.timeout_s, cluster_id=settings.cluster_id) as client,
           ThreadPoolExecutor(max_workers=1, thread_name_prefix="odradek-range") as requests):
-        def page(offset: int) -> Future:
+        def page(offset: int, max_bytes: int = settings.max_bytes_per_request) -> Future:
             return requests.submit(client.request, "GET", path, headers={"Accept": ARROW_STREAM}, params={
-                "offset": offset, "end_offset": until, "max_bytes": settings.max_bytes_per_request,
+                "offset": offset, "end_offset": until, "max_bytes": max_bytes,
                 "isolation_level": settings.isolation_level})
 
         position = offset_range.from_offset
-        pending = page(position) if position < until else None
+        pending = page(position, min(FIRST_PAGE_BYTES, settings.max_bytes_per_request)) if position < until else None
         while pending is not None:
             response = pending.result()
             earliest = int(response.headers[EARLIEST_HEADER])
