@@ -22,6 +22,7 @@ one round disturbed by other work on the machine from deciding.
 
     python bench/spark_read.py [--records 1000000] [--record-size 100] [--partitions 4] [--rounds 5]
                                [--warmup-rounds 2] [--compression lz4] [--gateway-workers 1]
+                               [--option NAME=VALUE ...] [--spark-conf NAME=VALUE ...]
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ def main() -> None:
     parser.add_argument("--gateway-workers", type=int, default=1, help="the gateway's num.workers")
     parser.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
                         help="an option of the odradek batch read (repeatable)")
+    parser.add_argument("--spark-conf", action="append", default=[], metavar="NAME=VALUE",
+                        help="a Spark setting over local_session()'s (repeatable)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
         cluster = LocalCluster(Path(tmp) / "cluster", brokers=1, controllers=1, coordinators=1, gateways=1,
@@ -93,7 +96,8 @@ def main() -> None:
                   f"partitions, {args.gateway_workers} gateway worker(s), written in "
                   f"{time.perf_counter() - started:.1f} s; Spark local[2], {args.rounds} rounds in alternating "
                   f"order, {os.cpu_count()} CPUs", flush=True)
-            spark = local_session("odradek-bench", conf={"spark.driver.memory": "2g"})
+            spark_conf = dict(setting.split("=", 1) for setting in args.spark_conf)
+            spark = local_session("odradek-bench", conf={"spark.driver.memory": "2g", **spark_conf})
             gateway = cluster.gateway_url()
             parquet = str(Path(tmp) / "records.parquet")
 
