@@ -19,9 +19,7 @@ import ssl
 import time
 from typing import Any
 
-import httpx
-
-from services.clients.spark.http_connection import TRANSPORT_ERRORS, GatewayConnection
+from services.clients.spark.http_connection import TRANSPORT_ERRORS, GatewayConnection, GatewayResponse
 from services.common.errors import KafkaError
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -52,12 +50,16 @@ def gateway_urls(text: str) -> list[str]:
 
 @functools.cache
 def tls_context(verify: bool) -> ssl.SSLContext:
-    """This process's TLS context: httpx's default verifying one, or a bare one for clients of plain
-    HTTP gateways (never used for a handshake)."""
-    return httpx.create_ssl_context() if verify else ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    """This process's TLS context: httpx's default verifying one (certifi's CAs, or SSL_CERT_FILE /
+    SSL_CERT_DIR), or a bare one for clients of plain HTTP gateways (never used for a handshake)."""
+    if not verify:
+        return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    import httpx  # only for https gateways: importing it costs a Python worker 0.12 s
+
+    return httpx.create_ssl_context()
 
 
-def error_of(response: httpx.Response) -> Exception:
+def error_of(response: GatewayResponse) -> Exception:
     """The exception an error answer stands for."""
     try:
         body = response.json()
@@ -119,7 +121,7 @@ class GatewayClient:
         return self.request("GET", path, params=params).json()
 
     def request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
-                headers: dict[str, str] | None = None, content: bytes | None = None) -> httpx.Response:
+                headers: dict[str, str] | None = None, content: bytes | None = None) -> GatewayResponse:
         """The 2xx answer to a request, retried on other gateways while the error is retriable."""
         deadline = time.monotonic() + self.timeout_s
         while True:

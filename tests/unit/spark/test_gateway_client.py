@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from services.clients.spark.gateway import GatewayClient, GatewayRequestError, tls_context
+from services.clients.spark.gateway import GatewayClient, GatewayRequestError, error_of, tls_context
 from services.clients.spark.http_connection import TRANSPORT_ERRORS, GatewayConnection
 from services.common.errors import Errors, KafkaError
 
@@ -74,7 +74,8 @@ def test_answers_come_back_as_responses_over_one_connection(gateway_url: str) ->
         second = client.request("POST", "/v3/records", content=b"payload")
     assert first.status_code == 200 and first.is_success
     assert first.json() == {"path": "/v3/records?offset=7&isolation_level=read_committed"}
-    assert first.headers["x-odradek-next-offset"] == "42"
+    assert first.headers["x-odradek-next-offset"] == "42" and first.headers["X-Missing"] is None
+    assert first.text == '{"path": "/v3/records?offset=7&isolation_level=read_committed"}'
     assert second.json() == {"path": "/v3/records"}
     assert StubGateway.seen[-1] == ("POST", "/v3/records", b"payload")
     assert len(StubGateway.connections) == 1
@@ -95,6 +96,19 @@ def test_error_answers_become_kafka_or_gateway_errors(gateway_url: str) -> None:
             client.get_json("/broken")
     assert named.value.code == Errors.UNKNOWN_TOPIC_OR_PARTITION
     assert (unnamed.value.status, unnamed.value.error_code) == (400, 40002)
+
+
+def test_an_answer_that_is_not_json_is_a_gateway_error_with_its_text(gateway_url: str) -> None:
+    connection = GatewayConnection(gateway_url, 5, tls_context(False))
+    try:
+        answer = connection.request("GET", "/broken")
+    finally:
+        connection.close()
+    answer.content = b"<html>Bad Gateway</html>"
+    answer.status_code = 502
+    error = error_of(answer)
+    assert isinstance(error, GatewayRequestError)
+    assert (error.status, error.error_code, error.message) == (502, 502, "<html>Bad Gateway</html>")
 
 
 def test_a_url_prefix_and_the_path_are_kept(gateway_url: str) -> None:
