@@ -5,7 +5,8 @@ an offset range [first_offset, end_offset): control batches are skipped, and so 
 transactional batches when the answers carry aborted transactions (read_committed: Kafka's
 consumer rule, see `services.common.records.aborted`). It stops taking
 batches once the records it holds pass `max_bytes` (at least one batch is always taken).
-`next_offset` is where a read after it resumes.
+`next_offset` is where a read after it resumes; `stored_bytes` is what the batches taken occupy as
+fetched (compressed), beside `section_bytes`, their records sections decompressed.
 
 `to_arrow()` builds the columns (`SCHEMA`: key binary, value binary, topic string, partition int32,
 offset int64, timestamp timestamp[us, UTC], timestampType int32, headers list<struct<key string,
@@ -73,6 +74,7 @@ class RangeRecords:
         self.next_offset = first_offset
         self.sections: list[RecordsSection] = []
         self.section_bytes = 0
+        self.stored_bytes = 0
         self.full = False  # max_bytes reached: no more batches are taken
         self._aborted = AbortedTransactions()
 
@@ -84,7 +86,7 @@ class RangeRecords:
         """Takes the batches of one fetch answer (its `records` bytes and, for read_committed, its
         aborted transactions as (producer id, first offset)); a cut-short last batch is left out."""
         self._aborted.add(aborted_transactions)
-        for pos, _size in iter_batch_positions(records):
+        for pos, size in iter_batch_positions(records):
             if self.done:
                 return
             header = validate_batch(records, pos)
@@ -103,6 +105,7 @@ class RangeRecords:
                 return
             self.sections.append(section)
             self.section_bytes += section.end - section.start
+            self.stored_bytes += size
             self.next_offset = min(header.next_offset, self.end_offset)
 
     def to_arrow(self) -> pa.RecordBatch:

@@ -5,16 +5,21 @@ retrying may help, until `timeout_s` passes; a 4xx is final), learns the cluster
 error answers back into exceptions: a REST error whose message names a Kafka error
 (`NAME (code): text`, as the gateway writes them) becomes that `KafkaError`, any other a
 `GatewayRequestError` with the HTTP status and REST Proxy code.
+
+Requests go over one keep-alive connection per gateway (`http_connection`). Building a verifying TLS
+context loads the CA bundle (tens of ms), so each process builds it once, and only when a gateway URL
+is `https://`: a Python worker opens a client per task.
 """
 
 from __future__ import annotations
 
+import functools
 import re
+import ssl
 import time
 from typing import Any
 
-import httpx
-
+from services.clients.spark.http_connection import TRANSPORT_ERRORS, GatewayConnection, GatewayResponse
 from services.common.errors import KafkaError
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -43,7 +48,18 @@ def gateway_urls(text: str) -> list[str]:
     return urls
 
 
-def error_of(response: httpx.Response) -> Exception:
+@functools.cache
+def tls_context(verify: bool) -> ssl.SSLContext:
+    """This process's TLS context: httpx's default verifying one (certifi's CAs, or SSL_CERT_FILE /
+    SSL_CERT_DIR), or a bare one for clients of plain HTTP gateways (never used for a handshake)."""
+    if not verify:
+        return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    import httpx  # only for https gateways: importing it costs a Python worker 0.12 s
+
+    return httpx.create_ssl_context()
+
+
+def error_of(response: GatewayResponse) -> Exception:
     """The exception an error answer stands for."""
     try:
         body = response.json()
@@ -59,7 +75,7 @@ def error_of(response: httpx.Response) -> Exception:
 
 
 def retriable(error: Exception) -> bool:
-    if isinstance(error, httpx.TransportError):
+    if isinstance(error, TRANSPORT_ERRORS):
         return True
     if isinstance(error, KafkaError):
         return error.retriable
@@ -77,11 +93,13 @@ class GatewayClient:
         self.urls = list(urls)
         self.timeout_s = timeout_s
         self._current = 0
-        self._http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)))
+        context = tls_context(any(url.lower().startswith("https:") for url in self.urls))
+        self._connections = [GatewayConnection(url, timeout_s, context) for url in self.urls]
         self._cluster_id = cluster_id
 
     def close(self) -> None:
-        self._http.close()
+        for connection in self._connections:
+            connection.close()
 
     def __enter__(self) -> GatewayClient:
         return self
@@ -103,19 +121,18 @@ class GatewayClient:
         return self.request("GET", path, params=params).json()
 
     def request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
-                headers: dict[str, str] | None = None, content: bytes | None = None) -> httpx.Response:
+                headers: dict[str, str] | None = None, content: bytes | None = None) -> GatewayResponse:
         """The 2xx answer to a request, retried on other gateways while the error is retriable."""
         deadline = time.monotonic() + self.timeout_s
         while True:
-            url = self.urls[self._current] + path
             try:
-                response = self._http.request(method, url, params=params, headers=headers, content=content)
+                response = self._connections[self._current].request(method, path, params, headers, content)
                 if response.is_success:
                     return response
                 error: Exception = error_of(response)
                 if response.status_code < 500:  # the gateway's own answer (404 for an unknown topic): final
                     raise error
-            except httpx.TransportError as transport_error:
+            except TRANSPORT_ERRORS as transport_error:
                 error = transport_error
             if not retriable(error) or time.monotonic() >= deadline:
                 raise error

@@ -16,7 +16,8 @@ source (names lower-cased) and answers a frozen, picklable `ReadOptions`, or rai
   `failOnDataLoss` (default true), `includeHeaders` (default false), `isolationLevel` (or Kafka's
   `kafka.isolation.level`: read_uncommitted or read_committed);
 - `gateway` (required: comma separated gateway URLs), `maxBytesPerRequest` (the range reads' size,
-  default 8 MiB) and `timeoutMs` (how long a gateway request may be retried, default 60000).
+  default 8 MiB; a task's first read asks for at most 1 MiB) and `timeoutMs` (how long a gateway
+  request may be retried, default 60000).
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ offsets (`GET .../topics/{t}/offsets`, one request per topic), turns a starting 
 are partitions (by range size, as Spark's Kafka source does).
 
 In a task: `read_range` reads one `OffsetRange` from the gateway's range endpoint as Arrow IPC
-streams and yields pyarrow record batches as they arrive (no Python object per record), reporting
+streams, page by page with the next page requested while Spark takes the current one, and yields
+pyarrow record batches as they arrive (no Python object per record), reporting
 data loss (a range starting before the partition's earliest offset, or offsets that no longer exist)
 as Spark's Kafka source does: an error when `failOnDataLoss`, else a warning and the records that
 remain.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -31,6 +33,8 @@ from services.common.errors import Errors, KafkaError
 from services.gateway.wire import ARROW_STREAM, EARLIEST_HEADER, NEXT_OFFSET_HEADER
 
 logger = logging.getLogger(__name__)
+
+FIRST_PAGE_BYTES = 1024 * 1024
 
 TopicPartitionKey = tuple[str, int]
 DATA_LOSS_HINT = ("Some data may have been lost because it is not available in Odradek any more: it was removed "
@@ -206,28 +210,36 @@ def offset_ranges(starts: dict[TopicPartitionKey, int], ends: dict[TopicPartitio
 
 
 def read_range(offset_range: OffsetRange) -> Iterator[pa.RecordBatch]:
-    """The records of one range as Arrow record batches, read from the gateway page by page."""
+    """The records of one range as Arrow record batches, read from the gateway page by page, the next
+    page requested (on a thread of its own) while Spark takes the batches of the current one; the first
+    page is at most FIRST_PAGE_BYTES, so that Spark has rows to take sooner."""
     settings = offset_range.settings
-    topic, partition = offset_range.topic, offset_range.partition
+    topic, partition, until = offset_range.topic, offset_range.partition, offset_range.until_offset
     path = f"/v3/clusters/{settings.cluster_id}/topics/{quote(topic, safe='')}/partitions/{partition}/records"
-    position = offset_range.from_offset
-    with GatewayClient(settings.gateway, settings.timeout_s, cluster_id=settings.cluster_id) as client:
-        while position < offset_range.until_offset:
-            response = client.request("GET", path, headers={"Accept": ARROW_STREAM}, params={
-                "offset": position, "end_offset": offset_range.until_offset,
-                "max_bytes": settings.max_bytes_per_request, "isolation_level": settings.isolation_level})
+    with (GatewayClient(settings.gateway, settings.timeout_s, cluster_id=settings.cluster_id) as client,
+          ThreadPoolExecutor(max_workers=1, thread_name_prefix="odradek-range") as requests):
+        def page(offset: int, max_bytes: int = settings.max_bytes_per_request) -> Future:
+            return requests.submit(client.request, "GET", path, headers={"Accept": ARROW_STREAM}, params={
+                "offset": offset, "end_offset": until, "max_bytes": max_bytes,
+                "isolation_level": settings.isolation_level})
+
+        position = offset_range.from_offset
+        pending = page(position, min(FIRST_PAGE_BYTES, settings.max_bytes_per_request)) if position < until else None
+        while pending is not None:
+            response = pending.result()
             earliest = int(response.headers[EARLIEST_HEADER])
             next_offset = int(response.headers[NEXT_OFFSET_HEADER])
+            pending = page(next_offset) if position < next_offset < until else None
             if position < earliest:
                 report_data_loss(settings.fail_on_data_loss,
-                                 f"Offsets {position} to {min(earliest, offset_range.until_offset)} of "
+                                 f"Offsets {position} to {min(earliest, until)} of "
                                  f"{topic}-{partition} are gone: the partition now starts at {earliest}.")
             for batch in pa.ipc.open_stream(response.content):
                 if batch.num_rows:
                     yield batch if settings.include_headers else batch.drop_columns(["headers"])
             if next_offset <= position:
                 report_data_loss(settings.fail_on_data_loss,
-                                 f"Offsets {position} to {offset_range.until_offset} of {topic}-{partition} "
+                                 f"Offsets {position} to {until} of {topic}-{partition} "
                                  f"cannot be read: the partition ends before them now.")
                 return
             position = next_offset

@@ -15,11 +15,16 @@ Two answers, by Accept:
   timestamp_type, key, value (base64 or null), headers [{key, value}]}], earliest_offset,
   latest_offset, high_watermark, next_offset};
 - `application/vnd.apache.arrow.stream`: an Arrow IPC stream of `arrow_records.SCHEMA` (Spark's
-  Kafka source schema), the offsets in `X-Odradek-*` headers (sent with JSON answers too).
+  Kafka source schema), the offsets in `X-Odradek-*` headers (sent with JSON answers too). The
+  stream is sent as the IPC writer produces it, the column buffers themselves between the messages'
+  metadata (no copy of the records into one body), with its Content-Length.
 
 The records are fetched from the partition's leader (following leader changes) by this module's
-`LowLevelClient` (`startup` opens it into `state.extensions`), as many fetches as the range needs,
-and converted by `arrow_records` without a Python object per record (JSON then renders the rows).
+`LowLevelClient` (`startup` opens it into `state.extensions`), as many fetches as the range needs:
+`max_bytes` counts records decompressed while a fetch counts batches as stored, so the first fetch
+asks for at most `FIRST_FETCH_BYTES` and the next ones for the rest of `max_bytes` at the
+compression seen (compressed records are not fetched twice over only to be left out). They are
+converted by `arrow_records` without a Python object per record (JSON then renders the rows).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from typing import NamedTuple
 
 import pyarrow as pa
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import Response
+from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, Field
 
 from services.clients.lowlevel import LowLevelClient
@@ -57,7 +62,9 @@ CLIENT_KEY = "ranges.client"
 DEFAULT_RANGE_BYTES = 8 * 1024 * 1024
 MAX_RANGE_BYTES = 64 * 1024 * 1024
 MIN_FETCH_BYTES = 64 * 1024
+FIRST_FETCH_BYTES = 1024 * 1024
 MAX_OFFSET = 2**63 - 1
+SMALL_PIECE_BYTES = 64 * 1024  # IPC pieces below this are sent joined
 TIMESTAMP_TYPES = {0: "CREATE_TIME", 1: "LOG_APPEND_TIME"}
 
 
@@ -144,12 +151,20 @@ async def read_range(request: Request, state: State, cluster_id: str,
         timeout_s=timeout_s + 1)
     body, read = answer
     state.metrics.consumed(read.batch.num_rows)
+    if isinstance(body, list):
+        return StreamingResponse(send_pieces(body), media_type=media, headers={
+            **read.offset_headers(), "Content-Length": str(sum(piece.nbytes for piece in body))})
     return Response(body, media_type=media, headers=read.offset_headers())
+
+
+async def send_pieces(pieces: list[memoryview]):
+    for piece in pieces:
+        yield piece
 
 
 def read_partition_range(client: LowLevelClient, cluster_id: str, topic: str, partition: int, first: int | None,
                          end: int | None, max_bytes: int, isolation_level: IsolationLevel, deadline: float,
-                         media: str) -> tuple[bytes | memoryview, PartitionRange]:
+                         media: str) -> tuple[bytes | list[memoryview], PartitionRange]:
     """Fetches the range and renders it in `media` (runs on the threadpool)."""
     check_partition(client, cluster_id, topic, partition, deadline)
     read = fetch_range(client, topic, partition, first, end, max_bytes, isolation_level, deadline)
@@ -184,8 +199,7 @@ def fetch_range(client: LowLevelClient, topic: str, partition: int, first: int |
     position = first if first is not None else 0
     records: RangeRecords | None = None
     while True:
-        budget = max_bytes - (records.section_bytes if records is not None else 0)
-        result = client.fetch(topic, partition, position, max_bytes=max(budget, MIN_FETCH_BYTES), max_wait_ms=0,
+        result = client.fetch(topic, partition, position, max_bytes=fetch_bytes(records, max_bytes), max_wait_ms=0,
                               isolation_level=level, retry_timeout_ms=remaining_ms(deadline))
         if result.error_code == Errors.OFFSET_OUT_OF_RANGE and records is None:
             earliest = list_offset(client, topic, partition, "earliest", READ_UNCOMMITTED, deadline)
@@ -206,6 +220,16 @@ def fetch_range(client: LowLevelClient, topic: str, partition: int, first: int |
             return PartitionRange(records, records.to_arrow(), result.log_start_offset, stable,
                                   result.high_watermark)
         position = records.next_offset
+
+
+def fetch_bytes(records: RangeRecords | None, max_bytes: int) -> int:
+    """The stored bytes the next fetch of a range read asks for (see the module docstring)."""
+    if records is None:
+        return max(min(max_bytes, FIRST_FETCH_BYTES), MIN_FETCH_BYTES)
+    budget = max_bytes - records.section_bytes
+    if records.section_bytes:
+        budget = budget * records.stored_bytes // records.section_bytes
+    return max(budget, MIN_FETCH_BYTES)
 
 
 def fetch_error(code: int, message: str, topic: str, partition: int) -> KafkaError:
@@ -233,13 +257,47 @@ def past_the_end(client: LowLevelClient, topic: str, partition: int, position: i
     return PartitionRange(records, records.to_arrow(), earliest, latest, high_watermark)
 
 
-def arrow_stream(batch: pa.RecordBatch) -> memoryview:
-    """An Arrow IPC stream of `SCHEMA` holding `batch` (just the schema when it is empty)."""
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, SCHEMA) as writer:
+def arrow_stream(batch: pa.RecordBatch) -> list[memoryview]:
+    """An Arrow IPC stream of `SCHEMA` holding `batch` (just the schema when it is empty), as the pieces
+    the IPC writer wrote: `batch`'s buffers as they are, small pieces joined."""
+    pieces = IpcPieces()
+    with pa.ipc.new_stream(pa.PythonFile(pieces, mode="w"), SCHEMA) as writer:
         if batch.num_rows:
             writer.write_batch(batch)
-    return memoryview(sink.getvalue())
+    return pieces.done()
+
+
+class IpcPieces:
+    """A write-only file for pyarrow's IPC writer that keeps what it is given (buffers by reference)."""
+
+    def __init__(self) -> None:
+        self.pieces: list[memoryview] = []
+        self._small = bytearray()
+        self.closed = False
+
+    def write(self, data) -> int:
+        piece = memoryview(data).cast("B")
+        if piece.nbytes < SMALL_PIECE_BYTES:
+            self._small += piece
+        else:
+            self._flush_small()
+            self.pieces.append(piece)
+        return piece.nbytes
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+    def done(self) -> list[memoryview]:
+        self._flush_small()
+        return self.pieces
+
+    def _flush_small(self) -> None:
+        if self._small:
+            self.pieces.append(memoryview(bytes(self._small)))
+            self._small = bytearray()
 
 
 def json_body(read: PartitionRange) -> dict[str, object]:

@@ -133,6 +133,14 @@ def test_max_bytes_stops_after_the_batch_that_reaches_it_but_takes_one_at_least(
     assert more.to_arrow().column("offset").to_pylist() == [1, 2, 3, 4]
 
 
+def test_stored_bytes_count_the_batches_taken_as_fetched_and_section_bytes_their_records():
+    values = [b"the same value, again and again " * 8] * 50
+    batches = [build_batch(values, base_offset=i * 50, compression=Compression.LZ4) for i in range(3)]
+    _, records = convert(b"".join(batches), first=50)
+    assert records.stored_bytes == len(batches[1]) + len(batches[2])
+    assert records.section_bytes > 4 * records.stored_bytes  # decompressed
+
+
 def test_a_cut_short_last_batch_is_left_for_the_next_read():
     fetched = sample_batches(Compression.NONE)
     batch, records = convert(fetched[:-10])
