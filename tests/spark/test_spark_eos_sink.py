@@ -62,8 +62,10 @@ class Driver:
 
 
 def progress(checkpoint: Path) -> str:
+    latest = BatchLog(checkpoint).latest()
+    record = "none" if latest is None else f"batch {latest.batch_id}, committed {latest.committed}"
     return (f"offsets {batch_ids(checkpoint / 'offsets')}, commits {batch_ids(checkpoint / 'commits')}, "
-            f"latest sink record {BatchLog(checkpoint).latest()}")
+            f"latest sink record: {record}")
 
 
 def kill_point(name: str, checkpoint: Path) -> Callable[[], bool]:

@@ -10,6 +10,8 @@ driver's `commit(messages, batch_id)`:
   replay's transactions are aborted and nothing else changes (`plan_commit`);
 - a new batch is recorded durably (its transactions, not committed), then its transactions are
   committed, then the record is marked committed.
+Last, transactions of the query's ids still open that no task of the batch holds (`leftovers`: left
+by the tasks of a killed driver whose ids were not reused, or by zombie tasks) are aborted.
 `abort(messages, batch_id)` aborts the transactions of the messages. Recording before committing is
 what makes a crash between two commits recoverable: a recorded batch is decided and is rolled
 forward; a batch not recorded never committed anything and its transactions are aborted by the
@@ -75,3 +77,10 @@ def plan_commit(batch_id: int, prepared: tuple[PreparedTransaction, ...], latest
         return CommitPlan(None, (), prepared, None)
     record = BatchRecord(batch_id, prepared)
     return CommitPlan(record, prepared, (), replace(record, committed=True))
+
+
+def leftovers(open_ids: Iterable[str], prefix: str, batch: Iterable[PreparedTransaction]) -> list[str]:
+    """The open transactional ids of the query (`<prefix>-<partition id>`) that `batch` does not hold."""
+    held = {txn.transactional_id for txn in batch}
+    return sorted(tid for tid in open_ids
+                  if tid.startswith(prefix + "-") and tid[len(prefix) + 1:].isdigit() and tid not in held)

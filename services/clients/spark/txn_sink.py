@@ -10,7 +10,8 @@ and aborting what it left open), sends every row in one transaction and prepares
 On the driver `BatchCommitter` keeps the `BatchLog` in the checkpoint location and ends the
 transactions with `Admin.end_transaction`. `recover()` runs whenever the sink is created on the
 driver (before the tasks of a batch are planned) and at each commit: it rolls forward a recorded
-batch that is not marked committed, so that no task's `init_transactions` aborts it.
+batch that is not marked committed, so that no task's `init_transactions` aborts it. After a
+commit it aborts the query's transactions left open by earlier attempts (`exactly_once.leftovers`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from services.clients.producer import Producer
 from services.clients.spark.batch_log import BatchLog, local_path
 from services.clients.spark.exactly_once import (
     default_prefix,
+    leftovers,
     plan_commit,
     prepared_of,
     recovery,
@@ -36,11 +38,14 @@ from services.clients.spark.exactly_once import (
 )
 from services.clients.spark.gateway import GatewayClient
 from services.clients.spark.options import InvalidOptionError
+from services.common.errors import KafkaError
 
 if TYPE_CHECKING:
     from services.clients.spark.writer import WriteOptions
 
 logger = logging.getLogger(__name__)
+
+ONGOING = "Ongoing"  # the state ListTransactions names an open transaction by
 
 
 @dataclass(frozen=True)
@@ -151,6 +156,22 @@ class BatchCommitter:
             self._end(admin, plan.abort, commit=False)
         if plan.finished is not None:
             self.log.write(plan.finished)
+            with self._admin() as admin:
+                self._abort_leftovers(admin, plan.commit)
+
+    def _abort_leftovers(self, admin: Admin, batch: Iterable[PreparedTransaction]) -> None:
+        """Aborts the query's open transactions that `batch` does not hold; a failure is only logged
+        (what is left open is aborted by its id's next init or by the transaction timeout)."""
+        try:
+            listed = [listing.transactional_id for listing in admin.list_transactions(states=[ONGOING])]
+            for tid in leftovers(listed, self.settings.transactional_id_prefix, batch):
+                found = admin.describe_transactions([tid])[tid]
+                if found.state == ONGOING:
+                    logger.warning("odradek: aborting transaction %s left open by an earlier attempt", tid)
+                    admin.end_transaction(PreparedTransaction(tid, found.producer_id, found.producer_epoch),
+                                          commit=False)
+        except KafkaError as error:
+            logger.warning("odradek: could not abort the transactions left open by earlier attempts: %s", error)
 
     def abort(self, transactions: Iterable[PreparedTransaction | None]) -> None:
         prepared = prepared_of(transactions)

@@ -10,6 +10,7 @@ from services.clients.spark.batch_log import KEEP_RECORDS, BatchLog, decode, enc
 from services.clients.spark.exactly_once import (
     BatchRecord,
     default_prefix,
+    leftovers,
     plan_commit,
     prepared_of,
     recovery,
@@ -59,6 +60,12 @@ def test_transactional_ids_are_stable_per_checkpoint_and_task() -> None:
     assert default_prefix("/ck/a") == default_prefix("/ck/a") != default_prefix("/ck/b")
     assert default_prefix("/ck/a").startswith("odradek-sink-")
     assert transactional_id(default_prefix("/ck/a"), 3).endswith("-3")
+
+
+def test_open_transactions_of_the_query_that_the_batch_does_not_hold_are_leftovers() -> None:
+    open_ids = ["q-0", "q-1", "q-7", "q-x", "qq-3", "other-2", "q-"]
+    assert leftovers(open_ids, "q", [txn(0, 1, 0), txn(1, 1, 1)]) == ["q-7"]
+    assert leftovers([], "q", []) == []
 
 
 def test_batch_records_round_trip_and_only_the_newest_are_kept(tmp_path) -> None:
