@@ -17,10 +17,11 @@ commit it aborts the query's transactions left open by earlier attempts (`exactl
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -92,19 +93,27 @@ class TransactionalTaskWriter:
         self.settings = settings
         self.topic_option = topic_option
 
-    def write(self, batches: Iterable[pa.RecordBatch]) -> tuple[int, PreparedTransaction]:
-        """(records sent, the prepared transaction)."""
+    def write(self, batches: Iterable[pa.RecordBatch]) -> tuple[dict[tuple[str, int], int], PreparedTransaction]:
+        """(records sent per (topic, partition), the prepared transaction)."""
         settings = self.settings
         tid = transactional_id(settings.transactional_id_prefix, task_partition_id())
+        counts: Counter[tuple[str, int]] = Counter()
+
+        def count(metadata, error) -> None:
+            if error is None:
+                counts[(metadata.topic, metadata.partition)] += 1
+
         with Producer(bootstrap_servers=",".join(settings.bootstrap_servers), transactional_id=tid,
                       transaction_timeout_ms=settings.transaction_timeout_ms, max_block_ms=settings.timeout_ms,
                       acks="all", linger_ms=5) as producer:
             producer.init_transactions()
             producer.begin_transaction()
-            records = sum(self._send(producer, batch) for batch in batches)
-            return records, producer.prepare_transaction()
+            for batch in batches:
+                self._send(producer, batch, count)
+            prepared = producer.prepare_transaction()
+        return dict(counts), prepared
 
-    def _send(self, producer: Producer, batch: pa.RecordBatch) -> int:
+    def _send(self, producer: Producer, batch: pa.RecordBatch, callback: Callable[[Any, Any], None]) -> None:
         columns = batch.to_pydict()
         rows = batch.num_rows
         topics = [self.topic_option] * rows if self.topic_option is not None else columns["topic"]
@@ -115,9 +124,8 @@ class TransactionalTaskWriter:
                                                        strict=True):
             if topic is None:
                 raise ValueError("Null topic present in the data. Use the topic option for setting a topic.")
-            producer.send(topic, value, key=key, partition=partition,
+            producer.send(topic, value, key=key, partition=partition, callback=callback,
                           headers=[(pair["key"], pair["value"]) for pair in pairs] if pairs else None)
-        return rows
 
 
 class BatchCommitter:

@@ -323,9 +323,8 @@ class OdradekStreamWriter(OdradekSink, StreamWriterBase):
         from services.clients.spark.txn_sink import TransactionalTaskWriter
 
         batches = arrow_batches(iterator, self.schema)
-        records, prepared = TransactionalTaskWriter(self.transactional, self.options.topic).write(batches)
-        partitions = dict.fromkeys(((tp.topic, tp.partition) for tp in prepared.topic_partitions), 0)
-        return OdradekCommitMessage(records, partitions, prepared)
+        partitions, prepared = TransactionalTaskWriter(self.transactional, self.options.topic).write(batches)
+        return OdradekCommitMessage(sum(partitions.values()), partitions, prepared)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803 - Spark's name
         if self.transactional is not None:
