@@ -72,6 +72,7 @@ def kill_point(name: str, checkpoint: Path) -> Callable[[], bool]:
     """When to kill: a condition on the checkpoint, measured from now."""
     commits = len(batch_ids(checkpoint / "commits"))
     log = BatchLog(checkpoint)
+    before = log.latest()
 
     def reached() -> bool:
         done = batch_ids(checkpoint / "commits")
@@ -80,8 +81,8 @@ def kill_point(name: str, checkpoint: Path) -> Callable[[], bool]:
         if name == "mid-batch":
             started = batch_ids(checkpoint / "offsets")
             return bool(started) and len(done) > commits and started[-1] > done[-1]
-        latest = log.latest()
-        return latest is not None and not latest.committed
+        latest = log.latest()  # a new batch recorded, its transactions not all committed
+        return latest is not None and not latest.committed and latest != before
 
     return reached
 
@@ -122,3 +123,5 @@ def test_a_driver_killed_at_random_points_writes_each_record_exactly_once(cluste
     committed = read_to_end(cluster, "eos-out", 2, "read_committed")
     written = sorted(value for partition in committed.values() for value in partition)
     assert written == sorted(values)
+    uncommitted = read_to_end(cluster, "eos-out", 2, "read_uncommitted")
+    print(f"output records: {len(written)} committed, {sum(map(len, uncommitted.values()))} written in all")
