@@ -12,10 +12,14 @@ driver's `commit(messages, batch_id)`:
   committed, then the record is marked committed.
 Last, transactions of the query's ids still open that no task of the batch holds (`leftovers`: left
 by the tasks of a killed driver whose ids were not reused, or by zombie tasks) are aborted.
-`abort(messages, batch_id)` aborts the transactions of the messages. Recording before committing is
-what makes a crash between two commits recoverable: a recorded batch is decided and is rolled
-forward; a batch not recorded never committed anything and its transactions are aborted by the
-next `init_transactions` of their ids (the replayed batch's tasks) or by the transaction timeout.
+`abort(messages, batch_id)` (Spark's, also after a commit that failed) aborts the transactions of
+the messages but those of a recorded batch, which are decided: they are rolled forward
+(`plan_abort`).
+
+Recording before committing is what makes a crash between two commits recoverable: a recorded
+batch is decided and is rolled forward; a batch not recorded never committed anything and its
+transactions are aborted by the next `init_transactions` of their ids (the replayed batch's
+tasks), by the next commit's `leftovers`, or by the transaction timeout.
 """
 
 from __future__ import annotations
@@ -84,3 +88,10 @@ def leftovers(open_ids: Iterable[str], prefix: str, batch: Iterable[PreparedTran
     held = {txn.transactional_id for txn in batch}
     return sorted(tid for tid in open_ids
                   if tid.startswith(prefix + "-") and tid[len(prefix) + 1:].isdigit() and tid not in held)
+
+
+def plan_abort(batch_id: int, prepared: tuple[PreparedTransaction, ...],
+               latest: BatchRecord | None) -> tuple[PreparedTransaction, ...]:
+    """The transactions Spark's abort of `batch_id` may abort: not those the batch's record holds."""
+    recorded = set(latest.transactions) if latest is not None and latest.batch_id == batch_id else set()
+    return tuple(txn for txn in prepared if txn not in recorded)

@@ -32,6 +32,7 @@ from services.clients.spark.batch_log import BatchLog, local_path
 from services.clients.spark.exactly_once import (
     default_prefix,
     leftovers,
+    plan_abort,
     plan_commit,
     prepared_of,
     recovery,
@@ -181,8 +182,8 @@ class BatchCommitter:
         except KafkaError as error:
             logger.warning("odradek: could not abort the transactions left open by earlier attempts: %s", error)
 
-    def abort(self, transactions: Iterable[PreparedTransaction | None]) -> None:
-        prepared = prepared_of(transactions)
+    def abort(self, transactions: Iterable[PreparedTransaction | None], batch_id: int) -> None:
+        prepared = plan_abort(batch_id, prepared_of(transactions), self.log.latest())
         if prepared:
             with self._admin() as admin:
                 self._end(admin, prepared, commit=False)

@@ -333,7 +333,7 @@ class OdradekStreamWriter(OdradekSink, StreamWriterBase):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         if self.transactional is not None:
-            self._committer().abort(_prepared(messages))
+            self._committer().abort(_prepared(messages), batchId)
             logger.warning("odradek: batch %d aborted after %s (its transactions aborted)", batchId,
                            summary(messages))
             return

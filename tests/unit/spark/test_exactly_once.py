@@ -11,6 +11,7 @@ from services.clients.spark.exactly_once import (
     BatchRecord,
     default_prefix,
     leftovers,
+    plan_abort,
     plan_commit,
     prepared_of,
     recovery,
@@ -41,6 +42,16 @@ def test_a_replayed_batch_aborts_the_replay_and_records_nothing() -> None:
         plan = plan_commit(5, replay, latest)
         assert plan.record is None and plan.finished is None
         assert plan.commit == () and plan.abort == replay
+
+
+def test_an_abort_after_a_failed_commit_spares_the_recorded_transactions() -> None:
+    """Spark aborts a batch whose commit raised: what the record holds is decided and rolled forward."""
+    prepared = (txn(0, 1, 0), txn(1, 1, 1))
+    assert plan_abort(5, prepared, None) == prepared
+    assert plan_abort(5, prepared, BatchRecord(4, prepared, committed=True)) == prepared
+    assert plan_abort(5, prepared, BatchRecord(5, prepared)) == ()
+    replay = (txn(0, 2, 0), txn(1, 2, 1))
+    assert plan_abort(5, replay, BatchRecord(5, prepared, committed=True)) == replay
 
 
 def test_tasks_that_wrote_nothing_have_no_transaction_to_end() -> None:
