@@ -6,14 +6,24 @@ transactional id's coordinator (FindCoordinator with key type TRANSACTION), foun
 it moved. DescribeProducers and the abort's WriteTxnMarkers go to each partition's leader. The
 abort writes an ABORT marker for a producer whose transaction its coordinator no longer knows,
 with the coordinator epoch DescribeProducers reported, as kafka-transactions.sh's `--abort` does.
-The requests are built and read by `txn_requests`.
+`end_transaction` commits or aborts a transaction another process prepared
+(`Producer.prepare_transaction`): EndTxn with its producer id and epoch, retried while the
+coordinator moves or the transaction is still completing; a repeat of an EndTxn that completed
+succeeds, and one with an older epoch (a transaction aborted meanwhile) raises PRODUCER_FENCED. The
+requests are built and read by `txn_requests`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from services.clients.admin_types import AbortTransactionSpec, ProducerState, TransactionDescription, TransactionListing
+from services.clients.admin_types import (
+    AbortTransactionSpec,
+    PreparedTransaction,
+    ProducerState,
+    TransactionDescription,
+    TransactionListing,
+)
 from services.clients.cluster import Node
 from services.clients.group_requests import TRANSACTION_KEY
 from services.clients.partition_requests import (
@@ -28,8 +38,10 @@ from services.clients.partition_requests import (
 )
 from services.clients.transport import COORDINATOR, Deadline, call_with_retries, send_to_leaders
 from services.clients.txn_requests import (
+    answer_code,
     describe_producers_request,
     describe_transactions_request,
+    end_txn_request,
     list_transactions_request,
     parse_describe_producers,
     parse_describe_transaction,
@@ -114,6 +126,23 @@ class TransactionAdminOps:
         if code != Errors.NONE:
             raise KafkaError.from_code(code, f"aborting the transaction of producer {spec.producer_id} on {tp}: "
                                              f"{error_for_code(code).description}")
+
+    def end_transaction(self, prepared: PreparedTransaction, *, commit: bool, timeout_ms: int | None = None) -> None:
+        """Commits (or aborts) the transaction `prepared` names, which another process left open."""
+        tid = prepared.transactional_id
+        request = end_txn_request(tid, prepared.producer_id, prepared.producer_epoch, commit)
+
+        def attempt(deadline: Deadline) -> None:
+            node = self._find_coordinator(tid, deadline, TRANSACTION_KEY)
+            response = self.pool.call(node.address, COORDINATOR, "EndTxn", request,
+                                      max(1, deadline.bound(self.config.request_timeout_ms)))
+            code, message = answer_code(response)
+            if code != Errors.NONE:
+                verb = "committing" if commit else "aborting"
+                raise KafkaError.from_code(code, message or f"{verb} the transaction of {tid!r} (producer "
+                                           f"{prepared.producer_id}, epoch {prepared.producer_epoch})")
+
+        call_with_retries("EndTxn", attempt, self._deadline(timeout_ms), self.config.retry_backoff_ms)
 
 
 def _raise_first(keys: list, results: dict) -> dict:

@@ -157,6 +157,18 @@ class TransactionDescription:
 
 
 @dataclass(frozen=True)
+class PreparedTransaction:
+    """A transaction whose records are all written but which is still open, for another process to
+    end (`Producer.prepare_transaction`, `Admin.end_transaction`): what EndTxn needs, and the
+    partitions it wrote to (empty when nothing was written: then there is nothing to end)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    topic_partitions: frozenset[TopicPartition] = frozenset()
+
+
+@dataclass(frozen=True)
 class ProducerState:
     """An active producer of a partition, as its leader describes it (Kafka's ProducerState);
     `current_transaction_start_offset` is -1 without an open transaction."""

@@ -174,3 +174,54 @@ def test_data_lost_to_retention_fails_the_read_unless_fail_on_data_loss_is_off(s
         first = min(row["offset"] for row in rest)
         assert start <= first <= earliest()  # what remained when it was read (retention may run meanwhile)
         assert sorted(bytes(row["value"]) for row in rest) == sorted(b"loss-%d" % n for n in range(first, 100))
+
+
+TXN_TOPIC = "spark-read-txn"
+
+
+def send_transaction(producer: Producer, values: list[tuple[int, bytes]]) -> list[tuple[int, int, bytes]]:
+    """Sends (partition, value)s in the producer's open transaction; their (partition, offset, value)."""
+    futures = [(producer.send(TXN_TOPIC, value, partition=partition), value) for partition, value in values]
+    producer.flush()
+    return [(future.get(timeout=30).partition, future.get(timeout=30).offset, value) for future, value in futures]
+
+
+def read_values(spark, cluster: LocalCluster, **options) -> list[tuple[int, int, bytes]]:
+    rows = reader(spark, cluster, subscribe=TXN_TOPIC, **options).select("partition", "offset", "value").collect()
+    return sorted((row["partition"], row["offset"], bytes(row["value"])) for row in rows)
+
+
+def test_read_committed_sees_committed_transactions_only_and_stops_at_the_last_stable_offset(spark, cluster) -> None:
+    """Committed, aborted, non-transactional and still-open records in two partitions: read_uncommitted
+    reads every record (never a marker); read_committed hides the aborted ones and ends at the open
+    transaction's first offset, until it commits."""
+    with Admin(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG) as admin:
+        create_topic(admin, TXN_TOPIC, 2, 2)
+    both = [(n % 2, b"%d" % n) for n in range(6)]
+    with Producer(bootstrap_servers=cluster.bootstrap_servers, transactional_id="spark-read-txn",
+                  **CLIENT_CONFIG) as producer, \
+            Producer(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG) as plain:
+        producer.init_transactions()
+        producer.begin_transaction()
+        committed = send_transaction(producer, [(p, b"committed-" + v) for p, v in both])
+        producer.commit_transaction()
+        producer.begin_transaction()
+        aborted = send_transaction(producer, [(p, b"aborted-" + v) for p, v in both])
+        producer.abort_transaction()
+        outside = [(0, plain.send(TXN_TOPIC, b"outside-0", partition=0).get(timeout=30).offset, b"outside-0")]
+        producer.begin_transaction()
+        still_open = send_transaction(producer, [(p, b"open-" + v) for p, v in both])
+        after = [(p, plain.send(TXN_TOPIC, b"after-%d" % p, partition=p).get(timeout=30).offset, b"after-%d" % p)
+                 for p in (0, 1)]
+        everything = sorted(committed + aborted + outside + still_open + after)
+        assert read_values(spark, cluster) == everything
+        assert read_values(spark, cluster, isolationLevel="read_uncommitted") == everything
+        stable = sorted(committed + outside)
+        assert read_values(spark, cluster, isolationLevel="read_committed") == stable
+        assert read_values(spark, cluster, **{"kafka.isolation.level": "read_committed"}) == stable
+        markers = {(p, o) for p in (0, 1) for o in range(max(o for q, o, _ in everything if q == p))
+                   if (p, o) not in {(q, o2) for q, o2, _ in everything}}
+        assert len(markers) == 4  # a COMMIT and an ABORT marker in each partition, never read
+        producer.commit_transaction()
+    assert read_values(spark, cluster, isolationLevel="read_committed") == sorted(committed + outside + still_open
+                                                                                   + after)

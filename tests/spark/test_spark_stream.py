@@ -134,3 +134,53 @@ def test_a_broker_kill_during_a_streaming_query_loses_and_duplicates_nothing(spa
     rows = written(tmp_path)
     assert len({(partition, offset) for partition, offset, _ in rows}) == len(rows)
     assert sorted(value for _, _, value in rows) == sorted(values)
+
+
+def send_in_transaction(producer: Producer, topic: str, values: list[bytes]) -> list[tuple[int, int, bytes]]:
+    futures = [producer.send(topic, value, partition=0) for value in values]
+    producer.flush()
+    return [(0, future.get(timeout=60).offset, value) for future, value in zip(futures, values, strict=True)]
+
+
+def source_offset(progress, name: str, topic: str) -> int:
+    offsets = progress["sources"][0][name]
+    return (json.loads(offsets) if isinstance(offsets, str) else offsets)[topic]["0"]
+
+
+def test_a_read_committed_stream_stops_at_the_open_transaction_and_reads_it_once_committed(spark, cluster, admin,
+                                                                                         tmp_path) -> None:
+    """Committed, aborted and open transactions: each trigger's latest offset is the last stable
+    offset, so the stream writes the committed records only, never an aborted one or a marker;
+    once the open transaction commits, the next trigger reads it and what was produced after it."""
+    topic = create_topic(admin, "stream-txn", 1, 2)
+    with Producer(bootstrap_servers=cluster.bootstrap_servers, transactional_id="stream-txn",
+                  **CLIENT_CONFIG) as producer, \
+            Producer(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG) as plain:
+        producer.init_transactions()
+        producer.begin_transaction()
+        committed = send_in_transaction(producer, topic, [b"committed-%d" % n for n in range(5)])
+        producer.commit_transaction()
+        producer.begin_transaction()
+        send_in_transaction(producer, topic, [b"aborted-%d" % n for n in range(5)])
+        producer.abort_transaction()
+        producer.begin_transaction()
+        still_open = send_in_transaction(producer, topic, [b"open-%d" % n for n in range(3)])
+        after = [(0, plain.send(topic, b"after", partition=0).get(timeout=60).offset, b"after")]
+        query = start_query(spark, cluster, topic, tmp_path, trigger={"processingTime": "300 milliseconds"},
+                            isolationLevel="read_committed")
+        try:
+            wait_until(lambda: len(written(tmp_path)) >= len(committed) or query.exception() is not None,
+                       timeout_s=QUERY_TIMEOUT_S)
+            lso = still_open[0][1]
+            assert sorted(written(tmp_path)) == committed
+            wait_until(lambda: any(progress["numInputRows"] for progress in query.recentProgress), timeout_s=30)
+            assert [source_offset(progress, "latestOffset", topic) for progress in query.recentProgress][-1] == lso
+            assert all(source_offset(progress, "endOffset", topic) <= lso for progress in query.recentProgress)
+            producer.commit_transaction()
+            expected = sorted(committed + still_open + after)
+            wait_until(lambda: len(written(tmp_path)) >= len(expected) or query.exception() is not None,
+                       timeout_s=QUERY_TIMEOUT_S)
+            assert query.exception() is None
+            assert sorted(written(tmp_path)) == expected
+        finally:
+            query.stop()

@@ -26,6 +26,9 @@ Transactions (`transactional_id` set; Kafka 3.x's API, each call blocking up to 
     producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
     producer.commit_transaction()          # or abort_transaction()
 
+`prepare_transaction()` instead of `commit_transaction()` sends the records and leaves the
+transaction open for another process to end (`Admin.end_transaction`).
+
 `send` is refused outside a transaction. After an abortable error (a failed send inside the
 transaction) only `abort_transaction` is allowed, then a new transaction may begin; after a fatal
 one (ProducerFencedError, ...) only `close`. See `transaction_manager` and `transactions`.
@@ -55,6 +58,7 @@ from collections.abc import Callable, Iterable, Mapping
 from time import time_ns as _time_ns
 from typing import Any
 
+from services.clients.admin_types import PreparedTransaction
 from services.clients.cluster import Cluster
 from services.clients.metadata import Metadata
 from services.clients.producer.accumulator import RecordAccumulator
@@ -348,6 +352,19 @@ class Producer:
         if txn.manager.transaction_started:
             txn.end_txn(True, deadline)
         txn.manager.complete_transaction()
+
+    def prepare_transaction(self) -> PreparedTransaction:
+        """Sends every record of the transaction and leaves it open, for another process to commit
+        or abort with `Admin.end_transaction` (as a two-phase commit's first phase): answers the
+        transactional id, producer id, epoch and partitions it needs. The producer should then be
+        closed; a later `init_transactions` of the same transactional id aborts what is still open."""
+        txn = self._transactions("prepare_transaction")
+        txn.manager.check_in_transaction("prepare_transaction")
+        self._flush_by(Deadline(self._max_block_ms, self._clock), "prepare_transaction")
+        txn.manager.raise_if_error()
+        manager = txn.manager
+        return PreparedTransaction(manager.transactional_id, manager.producer_id, manager.producer_epoch,
+                                   frozenset(manager.partitions_in_txn))
 
     def abort_transaction(self) -> None:
         """Aborts the transaction: records not sent yet fail with TransactionAbortedError, the

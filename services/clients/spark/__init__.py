@@ -6,7 +6,8 @@ separated list of gateway URLs) in place of `kafka.bootstrap.servers`. Spark fin
 itself through the `pyspark_odradek` package; `register(spark)` registers it explicitly.
 
 Modules: `source` (the DataSource), `options` (option parsing and checks), `gateway` (the HTTP
-client), `batch_reader`, `stream_reader`, `writer`.
+client), `batch_reader`, `stream_reader`, `writer`, and for the exactly-once streaming sink
+`exactly_once` (its decisions), `batch_log` (its batch records) and `txn_sink` (its transactions).
 """
 
 from __future__ import annotations

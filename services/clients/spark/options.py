@@ -110,8 +110,8 @@ class ReadOptions:
             ending=_ending(given, streaming),
             max_offsets_per_trigger=positive_option(given, "maxOffsetsPerTrigger"),
             min_partitions=positive_option(given, "minPartitions"),
-            fail_on_data_loss=_boolean(given, "failOnDataLoss", True),
-            include_headers=_boolean(given, "includeHeaders", False),
+            fail_on_data_loss=boolean_option(given, "failOnDataLoss", True),
+            include_headers=boolean_option(given, "includeHeaders", False),
             isolation_level=_isolation_level(given),
             max_bytes_per_request=positive_option(given, "maxBytesPerRequest") or DEFAULT_MAX_BYTES_PER_REQUEST,
             timeout_ms=positive_option(given, "timeoutMs") or DEFAULT_TIMEOUT_MS,
@@ -285,7 +285,7 @@ def positive_option(given: Mapping[str, str], name: str) -> int | None:
     return number
 
 
-def _boolean(given: Mapping[str, str], name: str, default: bool) -> bool:
+def boolean_option(given: Mapping[str, str], name: str, default: bool) -> bool:
     value = given.get(name.lower())
     if value is None:
         return default

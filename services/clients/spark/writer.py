@@ -16,6 +16,14 @@ Each task POSTs its Arrow batches (only the columns above) in IPC streams of at 
 gateway names it: `MESSAGE_TOO_LARGE (10): ...`), which fails the task. The commit message of a
 task counts its records per topic-partition; the driver's commit logs a summary. Delivery is
 at-least-once, as Spark's Kafka sink: a retried task writes its records again.
+
+Streaming writes take `exactlyOnce=true` (off by default) for exactly-once delivery to
+read_committed readers: each task writes its rows in a Kafka transaction that the driver commits
+with the micro-batch (`txn_sink`, decisions in `exactly_once`), with `transactionalIdPrefix`
+(default `odradek-sink-` and a hash of the checkpoint location: it must differ between queries)
+and `transactionTimeoutMs` (default 900000: how long a prepared transaction may wait for the
+driver). It needs the `checkpointLocation` option (a filesystem path), where it keeps its batch
+records. Batch writes refuse it.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ import io
 import logging
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyspark.sql.datasource as spark_datasource
@@ -39,20 +47,27 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from services.clients.admin_types import PreparedTransaction
 from services.clients.spark.gateway import GatewayClient
 from services.clients.spark.options import (
     DEFAULT_TIMEOUT_MS,
     InvalidOptionError,
+    boolean_option,
     check_option_names,
     gateway_option,
     positive_option,
 )
 from services.gateway.wire import ARROW_STREAM
 
+if TYPE_CHECKING:
+    from services.clients.spark.txn_sink import BatchCommitter, TransactionalSettings
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
-WRITE_OPTION_NAMES = ("gateway", "topic", "maxRequestBytes", "timeoutMs")
+WRITE_OPTION_NAMES = ("gateway", "topic", "maxRequestBytes", "timeoutMs", "exactlyOnce", "transactionalIdPrefix",
+                      "transactionTimeoutMs")
+DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000
 # Spark's own keys that reach a sink's options without the user naming them (`save(path)`, a stream's).
 _IGNORED = frozenset({"path", "checkpointlocation", "queryname"})
 SENT_COLUMNS = ("key", "value", "topic", "partition", "headers")
@@ -71,6 +86,10 @@ class WriteOptions:
     topic: str | None
     max_request_bytes: int
     timeout_ms: int
+    exactly_once: bool = False
+    transactional_id_prefix: str | None = None
+    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
+    checkpoint_location: str | None = None
 
 
 def write_options(options: Mapping[str, str]) -> WriteOptions:
@@ -80,9 +99,20 @@ def write_options(options: Mapping[str, str]) -> WriteOptions:
     topic = given.get("topic")
     if topic is not None and not str(topic).strip():
         raise InvalidOptionError("Option 'topic' is empty.")
+    exactly_once = boolean_option(given, "exactlyOnce", False)
+    checkpoint = next((str(value) for name, value in options.items() if str(name).lower() == "checkpointlocation"),
+                      None)
+    if exactly_once and checkpoint is None:
+        raise InvalidOptionError("Option 'exactlyOnce' needs the 'checkpointLocation' option: the sink keeps its "
+                                 "batch records there.")
+    prefix = given.get("transactionalidprefix")
+    if prefix is not None and not str(prefix).strip():
+        raise InvalidOptionError("Option 'transactionalIdPrefix' is empty.")
     return WriteOptions(gateway_option(given), None if topic is None else str(topic).strip(),
                         positive_option(given, "maxRequestBytes") or DEFAULT_MAX_REQUEST_BYTES,
-                        positive_option(given, "timeoutMs") or DEFAULT_TIMEOUT_MS)
+                        positive_option(given, "timeoutMs") or DEFAULT_TIMEOUT_MS, exactly_once,
+                        None if prefix is None else str(prefix).strip(),
+                        positive_option(given, "transactionTimeoutMs") or DEFAULT_TRANSACTION_TIMEOUT_MS, checkpoint)
 
 
 def _unsupported(name: str, kind: DataType, wanted: str) -> InvalidOptionError:
@@ -121,10 +151,12 @@ def _same_shape(kind: DataType, wanted: DataType) -> bool:
 
 @dataclass
 class OdradekCommitMessage(WriterCommitMessage):
-    """What one task wrote: records per (topic, partition)."""
+    """What one task wrote: records per (topic, partition); with `exactlyOnce`, the transaction
+    holding them, which the driver ends."""
 
     records: int = 0
     partitions: dict[tuple[str, int], int] = field(default_factory=dict)
+    prepared: PreparedTransaction | None = None
 
     def add(self, answer: Mapping[str, Any]) -> None:
         self.records += int(answer["records"])
@@ -253,6 +285,12 @@ class OdradekSink:
 class OdradekBatchWriter(OdradekSink, BatchWriterBase):
     """`df.write.format("odradek")`: checks options and columns when the query is planned."""
 
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        super().__init__(options, schema)
+        if self.options.exactly_once:
+            raise InvalidOptionError("Option 'exactlyOnce' is for streaming writes (writeStream); a batch write "
+                                     "is at-least-once.")
+
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         logger.info("odradek: wrote %s", summary(messages))
 
@@ -261,11 +299,47 @@ class OdradekBatchWriter(OdradekSink, BatchWriterBase):
 
 
 class OdradekStreamWriter(OdradekSink, StreamWriterBase):
-    """`df.writeStream.format("odradek")`: each micro-batch's rows, at least once."""
+    """`df.writeStream.format("odradek")`: each micro-batch's rows, at least once, or exactly once
+    with `exactlyOnce` (created on the driver, it first rolls forward a batch a crash left half
+    committed: see `txn_sink`)."""
+
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        super().__init__(options, schema)
+        self.transactional: TransactionalSettings | None = None
+        if self.options.exactly_once:
+            from services.clients.spark.txn_sink import transactional_settings
+
+            self.transactional = transactional_settings(self.options)
+            self._committer().recover()
+
+    def _committer(self) -> BatchCommitter:
+        from services.clients.spark.txn_sink import BatchCommitter
+
+        return BatchCommitter(self.transactional)
+
+    def write(self, iterator: Iterator[Any]) -> OdradekCommitMessage:
+        if self.transactional is None:
+            return super().write(iterator)
+        from services.clients.spark.txn_sink import TransactionalTaskWriter
+
+        batches = arrow_batches(iterator, self.schema)
+        partitions, prepared = TransactionalTaskWriter(self.transactional, self.options.topic).write(batches)
+        return OdradekCommitMessage(sum(partitions.values()), partitions, prepared)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803 - Spark's name
+        if self.transactional is not None:
+            self._committer().commit(_prepared(messages), batchId)
         logger.info("odradek: batch %d wrote %s", batchId, summary(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        if self.transactional is not None:
+            self._committer().abort(_prepared(messages), batchId)
+            logger.warning("odradek: batch %d aborted after %s (its transactions aborted)", batchId,
+                           summary(messages))
+            return
         logger.warning("odradek: batch %d aborted after %s (written records stay: at-least-once)", batchId,
                        summary(messages))
+
+
+def _prepared(messages: Iterable[WriterCommitMessage | None]) -> list[PreparedTransaction | None]:
+    return [message.prepared for message in messages if isinstance(message, OdradekCommitMessage)]

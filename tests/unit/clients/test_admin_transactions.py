@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from services.clients.admin import Admin
-from services.clients.admin_types import AbortTransactionSpec, ProducerState
+from services.clients.admin_types import AbortTransactionSpec, PreparedTransaction, ProducerState
 from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2
 from services.common.pb.odradek.common.v1 import common_pb2
@@ -77,3 +77,19 @@ def test_producers_are_described_and_a_hanging_transaction_aborted_by_the_leader
     assert (marker.producer_id, marker.producer_epoch, marker.transaction_result, marker.coordinator_epoch) == (
         7, 1, False, 2)
     assert [(t.name, list(t.partition_indexes)) for t in marker.topics] == [("t", [0])]
+
+
+def test_a_transaction_prepared_elsewhere_is_ended_with_its_producer_id_and_epoch(fake_nodes, clock):
+    broker, (coordinator,) = cluster(fake_nodes)
+    codes = iter([Errors.CONCURRENT_TRANSACTIONS, Errors.NONE, Errors.PRODUCER_FENCED])
+    coordinator.on("EndTxn", lambda _request, _context: pb.EndTxnResponse(error_code=next(codes)))
+    prepared = PreparedTransaction("q-0", 42, 7, frozenset({TP}))
+    with Admin(bootstrap_servers=broker.address, clock=clock, retry_backoff_ms=1) as admin:
+        admin.end_transaction(prepared, commit=True)  # retried while the coordinator is busy with it
+        with pytest.raises(KafkaError) as raised:
+            admin.end_transaction(prepared, commit=False)
+    assert raised.value.error_name == "PRODUCER_FENCED"
+    sent = coordinator.requests("EndTxn")
+    assert [(r.transactional_id, r.producer_id, r.producer_epoch, r.committed) for r in sent] == [
+        ("q-0", 42, 7, True), ("q-0", 42, 7, True), ("q-0", 42, 7, False)]
+    assert {r.key_type for r in broker.requests("FindCoordinator")} == {common_pb2.TRANSACTION}

@@ -169,3 +169,18 @@ def test_an_abort_after_a_sequence_gap_bumps_the_epoch(producer, broker, coordin
     producer.send("t", b"again", partition=0)
     producer.commit_transaction()
     assert broker.logs[0] == [b"again"] and broker.appends[-1] == (556, 0, 1)
+
+
+def test_a_prepared_transaction_is_sent_and_left_open_for_another_process(producer, broker, coordinator):
+    producer.init_transactions()
+    producer.begin_transaction()
+    future = producer.send("t", b"v0", partition=1)
+    prepared = producer.prepare_transaction()
+    assert future.get(timeout=1).offset == 0
+    assert (prepared.transactional_id, prepared.producer_id, prepared.producer_epoch) == ("tx", 555, EPOCH)
+    assert prepared.topic_partitions == {TopicPartition("t", 1)}
+    assert coordinator.calls == ["InitProducerId", "AddPartitionsToTxn", "Produce"]  # no EndTxn
+    with Producer(bootstrap_servers=broker.node.address, transactional_id="tx2", **FAST) as idle:
+        idle.init_transactions()
+        idle.begin_transaction()  # nothing written: nothing to end
+        assert idle.prepare_transaction().topic_partitions == frozenset()
