@@ -35,7 +35,7 @@ from collections import deque
 from collections.abc import Callable, Container, Iterable, Mapping
 
 from services.clients.cluster import Node
-from services.clients.producer.batch import SEQUENCE_MODULUS, ProducerBatch, WireBatch
+from services.clients.producer.batch import SEQUENCE_MODULUS, MergedSize, ProducerBatch, WireBatch
 from services.clients.producer.buffer_pool import BufferPool
 from services.clients.producer.errors import ProducerClosedError
 from services.clients.producer.futures import FutureRecordMetadata
@@ -309,14 +309,13 @@ class RecordAccumulator:
         if self.idempotent and any(w.attempts > 1 for w in queue.in_flight):
             return None  # a retry is unanswered: nothing new behind it yet
         taken: list[ProducerBatch] = []
-        size = HEADER_SIZE
+        merged = MergedSize()
         while queue.batches:
             batch = queue.batches[0]
-            grown = size + batch.size - HEADER_SIZE
-            if grown > room and (taken or not first_in_request):
+            if merged.with_batch(batch) > room and (taken or not first_in_request):
                 break
             taken.append(queue.batches.popleft())
-            size = grown
+            merged.add(batch)
             if batch is queue.open:
                 queue.open = None
         if not taken:

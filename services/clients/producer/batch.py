@@ -22,6 +22,7 @@ from operator import itemgetter
 from services.clients.producer.futures import BatchResult, FutureRecordMetadata, RecordMetadata
 from services.common.records import build_batch
 from services.common.records.batch import HEADER_SIZE, NO_SEQUENCE
+from services.common.records.varint import size_of_varint
 from services.common.shared_types import NO_OFFSET
 from services.common.topic_partition import TopicPartition
 
@@ -168,6 +169,49 @@ class ProducerBatch:
         return f"<ProducerBatch {self.topic}-{self.partition} records={len(self.values)} done={self.done}>"
 
 
+class MergedSize:
+    """An upper bound of the encoded size of ProducerBatches merged into one RecordBatch, grown one
+    batch at a time.
+
+    Each record was counted at `RECORD_OVERHEAD_BYTES` when sent; in a merged batch its offset
+    delta and timestamp delta can need more varint bytes than that assumes, and so can its length,
+    so every record is given the bytes those fields may grow by."""
+
+    __slots__ = ("_records_bytes", "_records", "_first_ms", "_last_ms")
+
+    def __init__(self) -> None:
+        self._records_bytes = 0
+        self._records = 0
+        self._first_ms: int | None = None
+        self._last_ms: int | None = None
+
+    def with_batch(self, batch: ProducerBatch) -> int:
+        """The bound if `batch` were added."""
+        return self._bound(*self._grown(batch))
+
+    def add(self, batch: ProducerBatch) -> None:
+        self._records_bytes, self._records, self._first_ms, self._last_ms = self._grown(batch)
+
+    @property
+    def bytes(self) -> int:
+        return self._bound(self._records_bytes, self._records, self._first_ms, self._last_ms)
+
+    def _grown(self, batch: ProducerBatch) -> tuple:
+        first_ms, last_ms = self._first_ms, self._last_ms
+        if batch.timestamps:
+            low, high = min(batch.timestamps), max(batch.timestamps)
+            first_ms = low if first_ms is None else min(first_ms, low)
+            last_ms = high if last_ms is None else max(last_ms, high)
+        return (self._records_bytes + batch.size - HEADER_SIZE, self._records + len(batch.timestamps),
+                first_ms, last_ms)
+
+    @staticmethod
+    def _bound(records_bytes: int, records: int, first_ms: int | None, last_ms: int | None) -> int:
+        span_ms = 0 if first_ms is None else last_ms - first_ms
+        growth = (size_of_varint(records) - 1) + (size_of_varint(span_ms) - 1) + 1  # offset, time, length
+        return HEADER_SIZE + records_bytes + records * growth
+
+
 class WireBatch:
     """One RecordBatch v2 for one partition, made of whole ProducerBatches or a slice of one."""
 
@@ -197,8 +241,10 @@ class WireBatch:
     def of_batches(cls, tp: TopicPartition, batches: list[ProducerBatch], order: tuple[int, ...]) -> WireBatch:
         for batch in batches:
             batch.pending = len(batch.values)
-        return cls(tp, [(b, 0, len(b.values)) for b in batches],
-                   HEADER_SIZE + sum(b.size - HEADER_SIZE for b in batches),
+        merged = MergedSize()
+        for batch in batches:
+            merged.add(batch)
+        return cls(tp, [(b, 0, len(b.values)) for b in batches], merged.bytes,
                    min(b.created_ms for b in batches), order)
 
     @property

@@ -280,3 +280,21 @@ def test_keys_and_headers_of_some_records_encode_with_the_rest(clock):
         (None, b"a", (), 5), (None, b"b", (), 6), (b"k", b"c", (("h", b"1"),), 7), (None, b"d", (), 8)]
     assert all(r.key is None and r.headers == () for r in records[4:])
     assert wire.record_count == 4 + PER_BATCH == header.records_count
+
+
+@pytest.mark.parametrize("span_ms", [0, 1000, 200_000])
+def test_a_merged_batch_never_encodes_larger_than_its_size(clock, span_ms):
+    """Offset and timestamp deltas grow in a merged batch: its size stays an upper bound, so a
+    drain under max.request.size never builds a batch the broker refuses as too large."""
+    acc = RecordAccumulator(batch_size=16384, linger_ms=0, retry_backoff_ms=100, delivery_timeout_ms=120000,
+                            pool=BufferPool(8 << 20), sticky=None, idempotent=False,
+                            max_in_flight_per_partition=1, clock=clock)
+    info = TopicInfo(1, (0,))
+    count = 12_000
+    for i in range(count):
+        acc.append("t", 0, 1000 + i * span_ms // count, None, RECORD, None, None, RECORD_SIZE, info, 1000)
+    max_request_size = 1 << 20
+    (wire,) = acc.drain(by_node(1), [LEADER], max_request_size, clock.monotonic_ms())[LEADER]
+    encoded = wire.encode(0)
+    assert len(encoded) <= wire.size <= max_request_size
+    assert wire.record_count > 0.9 * max_request_size // (RECORD_SIZE + 3)
