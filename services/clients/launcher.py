@@ -107,6 +107,10 @@ class LocalCluster:
             node_id = index + 1
             self._add(ServiceSpec(f"broker-{node_id}", "broker", node_id,
                                   port(BROKER_BASE_PORT, index), _stringify(broker_config)))
+        internal_replication = min(3, brokers)  # the internal topics wait for this many live brokers
+        coordinator_config = {"offsets.topic.replication.factor": internal_replication,
+                              "transaction.state.log.replication.factor": internal_replication,
+                              **(coordinator_config or {})}
         for index in range(coordinators):
             node_id = COORDINATOR_ID_BASE + index + 1
             self._add(ServiceSpec(f"coordinator-{node_id}", "coordinator", node_id,

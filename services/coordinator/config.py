@@ -44,7 +44,7 @@ class CoordinatorServiceConfig(GroupConfig, TransactionConfig):
             "is answered at once with THROTTLING_QUOTA_EXCEEDED.")
     offsets_topic_replication_factor: int = setting(
         ConfigType.SHORT, 3, at_least(1),
-        doc="Replication factor of __consumer_offsets (capped at the number of live brokers).")
+        doc="Replication factor of __consumer_offsets; it is created once that many brokers are live.")
     offsets_topic_segment_bytes: int = setting(ConfigType.INT, 104857600, at_least(1),
                                                doc="segment.bytes of __consumer_offsets.")
     offsets_topic_compression_codec: int = setting(ConfigType.INT, 0, at_least(0),

@@ -7,11 +7,12 @@ directory (for FindCoordinator), the brokers' client, the group coordinator with
 `__transaction_state`), its producer ids (`ProducerIdManager`) and its `TxnMarkerWriter`, then
 registration and ownership (`OwnershipManager`, over the partitions of both topics). Each topic's
 partitions this instance comes to own are loaded by its `PartitionLoader`: the topic is created
-through the controller if it does not exist yet (RF = min(<topic>.replication.factor, live
-brokers), compacted), then each partition is replayed and fenced (see `offsets_log`) before its
-groups or transactions are served; meanwhile they answer COORDINATOR_LOAD_IN_PROGRESS. A partition
-that moves away is unloaded at once: its keys answer NOT_COORDINATOR. The transaction coordinator's
-epoch of a `__transaction_state` partition is its ownership epoch.
+through the controller if it does not exist yet (RF = <topic>.replication.factor, compacted;
+as in Kafka, not before that many brokers are live), then each partition is replayed and fenced
+(see `offsets_log`) before its groups or transactions are served; meanwhile they answer
+COORDINATOR_LOAD_IN_PROGRESS. A partition that moves away is unloaded at once: its keys answer
+NOT_COORDINATOR. The transaction coordinator's epoch of a `__transaction_state` partition is its
+ownership epoch.
 
 Shutdown (SIGTERM): groups and transactions answer NOT_COORDINATOR, the writers stop, and closing
 the ZooKeeper session removes the registration, so the other coordinators take the partitions over
@@ -192,19 +193,20 @@ class CoordinatorServer:
         """Creates an internal topic through the controller when it does not exist yet."""
         if self.client.partitions_for(topic):
             return
-        live_brokers = len(self.zk.get_live_broker_ids())
-        if live_brokers == 0:
-            raise LoadError(f"no live broker to create {topic} on")
         if topic == GROUP_METADATA_TOPIC:
-            partitions, replication = self.group_config.offsets_topic_num_partitions, min(
-                self.config.offsets_topic_replication_factor, live_brokers)
+            partitions = self.group_config.offsets_topic_num_partitions
+            replication = self.config.offsets_topic_replication_factor
             configs = {"segment.bytes": str(self.config.offsets_topic_segment_bytes)}
         else:
-            partitions, replication = self.txn_config.transaction_state_log_num_partitions, min(
-                self.txn_config.transaction_state_log_replication_factor, live_brokers)
+            partitions = self.txn_config.transaction_state_log_num_partitions
+            replication = self.txn_config.transaction_state_log_replication_factor
             configs = {"segment.bytes": str(self.txn_config.transaction_state_log_segment_bytes),
                        "min.insync.replicas": str(min(self.txn_config.transaction_state_log_min_isr,
                                                       replication))}
+        live_brokers = len(self.zk.get_live_broker_ids())
+        if live_brokers < replication:  # as Kafka: creation waits until the cluster is that large
+            raise LoadError(f"{topic} needs {replication} live brokers (its replication factor) to be "
+                            f"created; {live_brokers} are live")
         new_topic = NewTopic(topic, partitions, replication,
                              configs={"cleanup.policy": "compact", "compression.type": "producer", **configs})
         with Admin({"bootstrap.servers": self.bootstrap}) as admin:

@@ -23,7 +23,7 @@ class TransactionConfig(Config):
         ConfigType.INT, 50, at_least(1), doc="Partitions of __transaction_state (fixed once created).")
     transaction_state_log_replication_factor: int = setting(
         ConfigType.SHORT, 3, at_least(1),
-        doc="Replication factor of __transaction_state (capped at the number of live brokers).")
+        doc="Replication factor of __transaction_state; it is created once that many brokers are live.")
     transaction_state_log_min_isr: int = setting(
         ConfigType.INT, 2, at_least(1), doc="min.insync.replicas of __transaction_state.")
     transaction_state_log_segment_bytes: int = setting(
