@@ -36,6 +36,8 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from replication import producer_rate  # noqa: E402  (bench/replication.py: one plain producer loop)
+
 from services.clients.admin import Admin  # noqa: E402
 from services.clients.admin_types import NewTopic  # noqa: E402
 from services.clients.consumer import Consumer  # noqa: E402
@@ -77,17 +79,6 @@ def _pings(client) -> bool:
 
 
 # --------------------------------------------------------------------------------------------- odradek
-
-def odradek_produce(bootstrap: str, topic: str, values: list[bytes]) -> float:
-    with Producer(bootstrap_servers=bootstrap) as producer:
-        producer.send(topic, b"warm-up").get(timeout=30)
-        send = producer.send
-        start = time.perf_counter()
-        for value in values:
-            send(topic, value)
-        producer.flush()
-        return len(values) / (time.perf_counter() - start)
-
 
 def odradek_consume(bootstrap: str, topic: str, start_offset: int, count: int, batch: int) -> float:
     tp = TopicPartition(topic, 0)
@@ -281,7 +272,7 @@ def main() -> int:
                 consumed: dict[str, float] = {}
                 for side in order:
                     if side == "odradek":
-                        produced[side] = odradek_produce(bootstrap, "peers", values)
+                        produced[side] = producer_rate(bootstrap, "peers", values)
                         consumed[side] = odradek_consume(bootstrap, "peers", offset, args.records, args.batch)
                         offset += args.records + 1
                     else:

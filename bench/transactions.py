@@ -31,6 +31,8 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from replication import producer_rate  # noqa: E402  (bench/replication.py: one plain producer loop)
+
 from services.clients.admin import Admin  # noqa: E402
 from services.clients.admin_types import NewTopic  # noqa: E402
 from services.clients.consumer import Consumer  # noqa: E402
@@ -59,14 +61,7 @@ def produce_rate(bootstrap: str, mode: str, values: list[bytes], round_index: in
     """Records/s of one Producer writing `values` in `mode` (idempotent, or transactions of a size)."""
     topic = mode_topic(mode)
     if mode == IDEMPOTENT:
-        with Producer(bootstrap_servers=bootstrap, **CLIENT_CONFIG) as producer:
-            producer.send(topic, b"warm-up").get(timeout=30)
-            send = producer.send
-            start = time.perf_counter()
-            for value in values:
-                send(topic, value)
-            producer.flush()
-            return len(values) / (time.perf_counter() - start)
+        return producer_rate(bootstrap, topic, values, **CLIENT_CONFIG)
     per_txn = int(mode.split("-")[1])
     with Producer(bootstrap_servers=bootstrap, transactional_id=f"bench-{mode}-{round_index}", max_block_ms=60000,
                   **CLIENT_CONFIG) as producer:

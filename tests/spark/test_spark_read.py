@@ -1,7 +1,7 @@
 """Batch reads of `format("odradek")` with Spark local[2] against a real cluster and uvicorn gateway:
 every column of every record (keys, null keys and values, headers, timestamps of both types),
 Spark's Kafka option semantics (per-partition JSON offsets, timestamps, subscribePattern, assign,
-minPartitions), data loss after retention, and planning errors for bad options."""
+minPartitions, maxPartitions), data loss after retention, and planning errors for bad options."""
 
 from __future__ import annotations
 
@@ -121,6 +121,9 @@ def test_offsets_json_bounds_and_min_partitions_split_ranges(spark, cluster, pro
     split = reader(spark, cluster, subscribe=TOPIC, minPartitions="12")
     assert split.rdd.getNumPartitions() >= 12
     assert as_rows(split) == sorted(row[:7] + ((),) for row in produced[TOPIC])
+    packed = reader(spark, cluster, subscribe=TOPIC, maxPartitions="2")
+    assert packed.rdd.getNumPartitions() == 2
+    assert as_rows(packed) == sorted(row[:7] + ((),) for row in produced[TOPIC])
 
 
 def test_timestamps_pattern_and_assign(spark, cluster, produced) -> None:

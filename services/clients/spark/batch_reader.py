@@ -1,5 +1,6 @@
-"""`spark.read.format("odradek")`: one task per offset range, planned on the driver from the
-starting and ending options (Spark's Kafka source semantics) and read as Arrow batches."""
+"""`spark.read.format("odradek")`: one task per offset range (or per group of ranges, with
+`maxPartitions`), planned on the driver from the starting and ending options (Spark's Kafka source
+semantics) and read as Arrow batches."""
 
 from __future__ import annotations
 
@@ -10,7 +11,15 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from services.clients.spark.options import ReadOptions
-from services.clients.spark.planning import OffsetRange, Planner, offset_ranges, read_range, report_data_loss
+from services.clients.spark.planning import (
+    OffsetRange,
+    OffsetRangeGroup,
+    Planner,
+    offset_ranges,
+    packed,
+    read_range,
+    report_data_loss,
+)
 
 
 class OdradekBatchReader(DataSourceReader):
@@ -32,10 +41,14 @@ class OdradekBatchReader(DataSourceReader):
                 if ends[tp] < start:
                     raise ValueError(f"The ending offset {ends[tp]} of {tp[0]}-{tp[1]} is before its starting "
                                      f"offset {start}.")
-            return offset_ranges(starts, ends, planner.settings, self.options.min_partitions)
+            ranges = offset_ranges(starts, ends, planner.settings, self.options.min_partitions)
+            return packed(ranges, self.options.max_partitions)
         finally:
             planner.close()
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, OffsetRange):  # with no range planned, Spark still reads one empty partition
             yield from read_range(partition)
+        elif isinstance(partition, OffsetRangeGroup):
+            for offset_range in partition.ranges:
+                yield from read_range(offset_range)

@@ -13,8 +13,10 @@ source (names lower-cased) and answers a frozen, picklable `ReadOptions`, or rai
   Spark, with `startingOffsetsByTimestampStrategy` (`error` or `latest`) for partitions no record
   reaches; `endingTimestamp` / `endingOffsetsByTimestamp` for batch reads;
 - `maxOffsetsPerTrigger` (streaming reads; ignored by batch reads, as in Spark), `minPartitions`,
-  `failOnDataLoss` (default true), `includeHeaders` (default false), `isolationLevel` (or Kafka's
-  `kafka.isolation.level`: read_uncommitted or read_committed);
+  `maxPartitions` (our own, batch reads: at most this many tasks, the ranges packed into them by
+  size, as Spark packs small files to its parallelism), `failOnDataLoss` (default true),
+  `includeHeaders` (default false), `isolationLevel` (or Kafka's `kafka.isolation.level`:
+  read_uncommitted or read_committed);
 - `gateway` (required: comma separated gateway URLs), `maxBytesPerRequest` (the range reads' size,
   default 8 MiB; a task's first read asks for at most 1 MiB) and `timeoutMs` (how long a gateway
   request may be retried, default 60000).
@@ -41,7 +43,7 @@ READ_COMMITTED = "read_committed"
 READ_OPTION_NAMES = (
     "gateway", "subscribe", "subscribePattern", "assign", "startingOffsets", "endingOffsets",
     "startingTimestamp", "startingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
-    "endingTimestamp", "endingOffsetsByTimestamp", "maxOffsetsPerTrigger", "minPartitions",
+    "endingTimestamp", "endingOffsetsByTimestamp", "maxOffsetsPerTrigger", "minPartitions", "maxPartitions",
     "failOnDataLoss", "includeHeaders", "isolationLevel", "kafka.isolation.level", "maxBytesPerRequest",
     "timeoutMs",
 )
@@ -93,6 +95,7 @@ class ReadOptions:
     ending: OffsetBound
     max_offsets_per_trigger: int | None = None
     min_partitions: int | None = None
+    max_partitions: int | None = None
     fail_on_data_loss: bool = True
     include_headers: bool = False
     isolation_level: str = READ_UNCOMMITTED
@@ -110,6 +113,7 @@ class ReadOptions:
             ending=_ending(given, streaming),
             max_offsets_per_trigger=positive_option(given, "maxOffsetsPerTrigger"),
             min_partitions=positive_option(given, "minPartitions"),
+            max_partitions=positive_option(given, "maxPartitions"),
             fail_on_data_loss=boolean_option(given, "failOnDataLoss", True),
             include_headers=boolean_option(given, "includeHeaders", False),
             isolation_level=_isolation_level(given),

@@ -209,6 +209,28 @@ def offset_ranges(starts: dict[TopicPartitionKey, int], ends: dict[TopicPartitio
     return split
 
 
+class OffsetRangeGroup(InputPartition):
+    """Several offset ranges read one after the other by one task (`maxPartitions`)."""
+
+    def __init__(self, ranges: list[OffsetRange]) -> None:
+        super().__init__(tuple(r.value for r in ranges))
+        self.ranges = ranges
+
+
+def packed(ranges: list[OffsetRange], max_partitions: int | None) -> list[OffsetRange] | list[OffsetRangeGroup]:
+    """`ranges` as they are, or packed by size into `max_partitions` groups when there are more:
+    each range, largest first, joins the group with the fewest offsets so far."""
+    if not max_partitions or len(ranges) <= max_partitions:
+        return ranges
+    groups: list[list[OffsetRange]] = [[] for _ in range(max_partitions)]
+    sizes = [0] * max_partitions
+    for offset_range in sorted(ranges, key=lambda r: r.size, reverse=True):
+        smallest = sizes.index(min(sizes))
+        groups[smallest].append(offset_range)
+        sizes[smallest] += offset_range.size
+    return [OffsetRangeGroup(group) for group in groups]
+
+
 def read_range(offset_range: OffsetRange) -> Iterator[pa.RecordBatch]:
     """The records of one range as Arrow record batches, read from the gateway page by page, the next
     page requested (on a thread of its own) while Spark takes the batches of the current one; the first

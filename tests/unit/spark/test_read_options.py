@@ -1,5 +1,6 @@
 """The `odradek` source's read options (Spark's Kafka names, checked at planning), the offsets JSON of
-the streaming reader, the rate limit and the split of offset ranges by minPartitions: pure code."""
+the streaming reader, the rate limit, the split of offset ranges by minPartitions and their packing by
+maxPartitions: pure code."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 import pytest
 
 from services.clients.spark.options import EARLIEST, LATEST, InvalidOptionError, ReadOptions
-from services.clients.spark.planning import ReadSettings, offset_ranges
+from services.clients.spark.planning import OffsetRangeGroup, ReadSettings, offset_ranges, packed
 from services.clients.spark.stream_reader import from_json, rate_limited, to_json
 
 GATEWAY = {"gateway": "localhost:8080, http://other:8080/"}
@@ -103,3 +104,18 @@ def test_min_partitions_splits_ranges_by_size() -> None:
         pieces = sorted((r.from_offset, r.until_offset) for r in split if r.partition == partition)
         assert pieces[0][0] == 0 and pieces[-1][1] == end
         assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:], strict=False))
+
+
+def test_max_partitions_packs_ranges_by_size_into_that_many_tasks() -> None:
+    settings = ReadSettings(("http://g",), "c", False, True, "read_uncommitted", 1024, 1.0)
+    sizes = {0: 900, 1: 100, 2: 500, 3: 450, 4: 50}
+    ranges = offset_ranges({("t", p): 0 for p in sizes}, {("t", p): n for p, n in sizes.items()}, settings, None)
+    assert packed(ranges, None) == ranges and packed(ranges, 5) == ranges
+    groups = packed(ranges, 2)
+    assert all(isinstance(group, OffsetRangeGroup) for group in groups)
+    assert sorted(r.partition for group in groups for r in group.ranges) == [0, 1, 2, 3, 4]
+    assert sorted(sum(r.size for r in group.ranges) for group in groups) == [1000, 1000]
+    assert ReadOptions.parse({"gateway": "http://g", "subscribe": "t", "maxPartitions": "2"},
+                             streaming=False).max_partitions == 2
+    with pytest.raises(InvalidOptionError, match="maxPartitions"):
+        ReadOptions.parse({"gateway": "http://g", "subscribe": "t", "maxPartitions": "0"}, streaming=False)
