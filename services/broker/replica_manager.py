@@ -46,6 +46,8 @@ from services.common.shared_types import (
     LATEST_TIMESTAMP,
     PartitionStateInfo,
     ProduceResult,
+    ProducerState,
+    TxnMarker,
 )
 from services.common.topic_partition import TopicPartition
 
@@ -79,27 +81,6 @@ class FetchResult(NamedTuple):
     error_message: str = ""
     last_stable_offset: int = -1
     aborted_transactions: tuple = ()  # txn_index.AbortedTxn of the returned range (read_committed)
-
-
-class TxnMarker(NamedTuple):
-    """One marker of a WriteTxnMarkers request."""
-
-    producer_id: int
-    producer_epoch: int
-    commit: bool
-    coordinator_epoch: int
-    partitions: tuple[TopicPartition, ...]
-
-
-class ProducerDescription(NamedTuple):
-    """One active producer of a partition (DescribeProducers)."""
-
-    producer_id: int
-    producer_epoch: int
-    last_sequence: int
-    last_timestamp: int
-    coordinator_epoch: int
-    current_txn_start_offset: int
 
 
 class ListOffsetResult(NamedTuple):
@@ -381,7 +362,7 @@ class ReplicaManager:
                 logger.exception("append to %s-%d failed", topic, index)
                 results[key] = ProduceResult.failed(Errors.UNKNOWN_SERVER_ERROR, str(exc))
 
-    def write_txn_markers(self, markers: list[TxnMarker], timeout_ms: int,
+    def write_txn_markers(self, markers: list[tuple[TxnMarker, tuple[TopicPartition, ...]]], timeout_ms: int,
                           respond: Callable[[list[dict[TopicPartition, int]]], None]) -> None:
         """Appends each marker to each of its partitions as leader (acks=all); responds once every
         marker's partitions are answered, with an error code per partition per marker."""
@@ -400,16 +381,16 @@ class ReplicaManager:
             if done:
                 respond(codes)
 
-        for i, marker in enumerate(markers):
+        for i, (marker, partitions) in enumerate(markers):
             batch = build_control_batch(marker.commit, producer_id=marker.producer_id,
                                         producer_epoch=marker.producer_epoch,
                                         coordinator_epoch=marker.coordinator_epoch,
                                         timestamp_ms=self.clock.time_ms())
-            entries = {TopicPartition(*key): batch for key in marker.partitions}
+            entries = {TopicPartition(*key): batch for key in partitions}
             self.append_records(-1, timeout_ms, entries, lambda results, i=i: marker_done(i, results),
                                 internal_topics_allowed=True, origin=AppendOrigin.TXN_MARKER)
 
-    def describe_producers(self, topic: str, index: int) -> tuple[int, list[ProducerDescription]]:
+    def describe_producers(self, topic: str, index: int) -> tuple[int, list[ProducerState]]:
         """(error code, active producers) of a partition led here."""
         try:
             log = self.leader_partition(topic, index).log
@@ -418,9 +399,9 @@ class ReplicaManager:
         producers = []
         for entry in log.active_producers():
             first = entry.current_txn_first_offset
-            producers.append(ProducerDescription(entry.producer_id, entry.producer_epoch, entry.last_seq,
-                                                 entry.last_timestamp, entry.coordinator_epoch,
-                                                 -1 if first is None else first))
+            producers.append(ProducerState(entry.producer_id, entry.producer_epoch, entry.last_seq,
+                                           entry.last_timestamp, entry.coordinator_epoch,
+                                           -1 if first is None else first))
         return Errors.NONE, producers
 
     def produce_acked(self, key: TopicPartition, required_offset: int) -> int | None:

@@ -25,14 +25,14 @@ from collections.abc import Callable
 
 from services.broker.log.validation import AppendOrigin
 from services.broker.metadata_cache import BrokerNode, MetadataCache
-from services.broker.replica_manager import FetchParams, FetchPartition, ReplicaManager, TxnMarker
+from services.broker.replica_manager import FetchParams, FetchPartition, ReplicaManager
 from services.common.coordinator_lookup import coordinator_nodes, find_coordinator
 from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.producer_id_manager import ProducerIdManager
 from services.common.service import DEFAULT_PARKED_MAX_REQUESTS, Completion, RequestLimit
-from services.common.shared_types import PartitionStateInfo
+from services.common.shared_types import PartitionStateInfo, TxnMarker
 from services.common.topic_partition import TopicPartition
 from services.common.zk.coordinator_directory import DirectorySnapshot
 
@@ -259,18 +259,18 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
     # ------------------------------------------------------------------ transactions
 
     async def WriteTxnMarkers(self, request, context):
-        markers = [TxnMarker(m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch,
-                             tuple(TopicPartition(t.name, i) for t in m.topics for i in t.partition_indexes))
+        markers = [(TxnMarker(m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch),
+                    tuple(TopicPartition(t.name, i) for t in m.topics for i in t.partition_indexes))
                    for m in request.markers]
         reply = Completion()
         write = functools.partial(self.replica_manager.write_txn_markers, markers, self.request_timeout_ms, reply)
         await asyncio.get_running_loop().run_in_executor(None, write)
         codes = await reply.result(self.request_timeout_ms / 1000 + _WAIT_SLACK_S)
         response = common_pb2.WriteTxnMarkersResponse()
-        for i, marker in enumerate(markers):
+        for i, (marker, partitions) in enumerate(markers):
             out = response.markers.add(producer_id=marker.producer_id)
             by_topic = {}
-            for topic, index in marker.partitions:
+            for topic, index in partitions:
                 code = Errors.REQUEST_TIMED_OUT if codes is None else codes[i].get((topic, index),
                                                                                     Errors.REQUEST_TIMED_OUT)
                 if topic not in by_topic:
@@ -289,7 +289,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                     part.active_producers.add(producer_id=p.producer_id, producer_epoch=p.producer_epoch,
                                               last_sequence=p.last_sequence, last_timestamp=p.last_timestamp,
                                               coordinator_epoch=p.coordinator_epoch,
-                                              current_txn_start_offset=p.current_txn_start_offset)
+                                              current_txn_start_offset=p.current_transaction_start_offset)
         return response
 
     # ------------------------------------------------------------------ controller requests

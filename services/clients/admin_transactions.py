@@ -27,7 +27,6 @@ from services.clients.admin_types import (
 from services.clients.cluster import Node
 from services.clients.group_requests import TRANSACTION_KEY
 from services.clients.partition_requests import (
-    TxnMarker,
     parse_write_txn_markers,
     produce_call_retriable,
     produce_retriable,
@@ -48,6 +47,7 @@ from services.clients.txn_requests import (
     parse_list_transactions,
 )
 from services.common.errors import Errors, KafkaError, error_for_code
+from services.common.shared_types import TxnMarker
 from services.common.topic_partition import TopicPartition
 
 

@@ -12,7 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from services.clients.cluster import Node, PartitionInfo
+from services.common.shared_types import ProducerState
 from services.common.topic_partition import TopicPartition
+
+__all__ = ["ProducerState"]  # the shared value type, returned by Admin.describe_producers
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
@@ -166,19 +169,6 @@ class PreparedTransaction:
     producer_id: int
     producer_epoch: int
     topic_partitions: frozenset[TopicPartition] = frozenset()
-
-
-@dataclass(frozen=True)
-class ProducerState:
-    """An active producer of a partition, as its leader describes it (Kafka's ProducerState);
-    `current_transaction_start_offset` is -1 without an open transaction."""
-
-    producer_id: int
-    producer_epoch: int
-    last_sequence: int
-    last_timestamp: int
-    coordinator_epoch: int
-    current_transaction_start_offset: int
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,6 @@ from services.clients.partition_requests import (
     READ_UNCOMMITTED,
     FetchResult,
     ListOffsetsResult,
-    TxnMarker,
     fetch_failure,
     fetch_request,
     list_offsets_failure,
@@ -49,7 +48,7 @@ from services.clients.pooled_client import PooledClient
 from services.clients.transport import send_to_leaders
 from services.common.errors import Errors
 from services.common.records import Record, iter_records
-from services.common.shared_types import ProduceResult
+from services.common.shared_types import ProduceResult, TxnMarker
 from services.common.topic_partition import TopicPartition
 
 PRODUCE_CALL_MARGIN_MS = 5000

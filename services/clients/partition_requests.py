@@ -23,6 +23,7 @@ from services.common.shared_types import (
     LATEST_TIMESTAMP,
     NO_LEADER_EPOCH,
     ProduceResult,
+    TxnMarker,
 )
 from services.common.topic_partition import TopicPartition
 
@@ -190,15 +191,6 @@ def list_offsets_failure(tp: TopicPartition, error: KafkaError) -> ListOffsetsRe
 
 
 # --------------------------------------------------------------------------------------------- txn markers
-
-class TxnMarker(NamedTuple):
-    """A transaction marker: COMMIT (`commit`) or ABORT of the producer's transaction."""
-
-    producer_id: int
-    producer_epoch: int
-    commit: bool
-    coordinator_epoch: int
-
 
 def write_txn_markers_request(marker: TxnMarker,
                               partitions: list[TopicPartition]) -> common_pb2.WriteTxnMarkersRequest:

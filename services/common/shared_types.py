@@ -1,6 +1,7 @@
 """Value types that servers, clients and ZooKeeper code share: a broker's registration
 (`BrokerInfo` with its `EndPoint`s), a partition's replica assignment (`ReplicaAssignment`), one
-partition's produce result (`ProduceResult`), an InitProducerId answer (`InitProducerIdResult`),
+partition's produce result (`ProduceResult`), an InitProducerId answer (`InitProducerIdResult`), a
+transaction marker (`TxnMarker`) and a partition's active producer (`ProducerState`),
 a partition's leadership as the controller sends it to brokers (`PartitionStateInfo`), the leader
 ids with a meaning of their own (`NO_LEADER`, `LEADER_DURING_DELETE`), and the protocol's sentinel
 values (`EARLIEST_TIMESTAMP`, `LATEST_TIMESTAMP` in ListOffsets, `CONSUMER_REPLICA_ID` in Fetch and
@@ -86,6 +87,28 @@ class ProduceResult(NamedTuple):
     def failed(cls, error_code: int, error_message: str = "",
                record_errors: tuple[tuple[int, str], ...] = ()) -> ProduceResult:
         return cls(NO_OFFSET, error_code, error_message=error_message, record_errors=record_errors)
+
+
+class TxnMarker(NamedTuple):
+    """A transaction marker: COMMIT (`commit`) or ABORT of the producer's transaction, written by
+    the transaction coordinator of `coordinator_epoch` (WriteTxnMarkers)."""
+
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    coordinator_epoch: int
+
+
+class ProducerState(NamedTuple):
+    """An active producer of a partition, as its leader describes it (DescribeProducers, Kafka's
+    ProducerState); `current_transaction_start_offset` is -1 without an open transaction."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_transaction_start_offset: int
 
 
 class InitProducerIdResult(NamedTuple):

@@ -42,11 +42,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from services.clients.lowlevel import LowLevelClient
-from services.clients.partition_requests import TxnMarker
 from services.common.errors import Errors
 from services.common.records.batch import NO_SEQUENCE
 from services.common.records.builder import build_batch
 from services.common.records.reader import iter_batches, parse_control_record
+from services.common.shared_types import TxnMarker
 from services.common.zk.coordinators import PartitionOwner
 
 logger = logging.getLogger(__name__)

@@ -26,10 +26,10 @@ import pytest
 from services.clients.admin import Admin
 from services.clients.launcher import LocalCluster, http_ready
 from services.clients.lowlevel import LowLevelClient
-from services.clients.partition_requests import TxnMarker
 from services.common.errors import Errors
 from services.common.proc import free_port, stop_process, wait_until
 from services.common.records import build_batch
+from services.common.shared_types import TxnMarker
 from services.common.topic_partition import TopicPartition
 from services.gateway.consumer_instances import owner_of
 from tests.integration.conftest import create_topic, gateway_module_cluster, produce_values

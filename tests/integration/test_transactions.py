@@ -25,11 +25,11 @@ import pytest
 from services.clients import cli
 from services.clients.consumer import Consumer
 from services.clients.launcher import LocalCluster
-from services.clients.partition_requests import TxnMarker
 from services.clients.producer import Producer, ProducerFencedError
 from services.common.errors import Errors, KafkaError
 from services.common.proc import wait_until
 from services.common.records import build_batch
+from services.common.shared_types import TxnMarker
 from services.common.topic_partition import TopicPartition
 from tests.integration.conftest import CLIENT_CONFIG, create_topic, module_cluster
 

@@ -8,10 +8,10 @@ import time
 
 from services.broker.log.txn_index import AbortedTxn
 from services.broker.log.validation import AppendOrigin
-from services.broker.replica_manager import FetchParams, FetchPartition, TxnMarker
+from services.broker.replica_manager import FetchParams, FetchPartition
 from services.common.errors import Errors
 from services.common.records import build_batch, iter_batches
-from services.common.shared_types import PartitionStateInfo
+from services.common.shared_types import PartitionStateInfo, TxnMarker
 from services.common.topic_partition import TopicPartition
 
 from .test_replica_manager import lead, produce
@@ -39,7 +39,7 @@ def write_markers(rm, markers, timeout_ms=5000):
 
 
 def marker(commit: bool, *partitions, epoch: int = 0, coordinator_epoch: int = 0, pid: int = PID) -> TxnMarker:
-    return TxnMarker(pid, epoch, commit, coordinator_epoch, tuple(partitions or (TP,)))
+    return TxnMarker(pid, epoch, commit, coordinator_epoch), tuple(partitions or (TP,))
 
 
 def fetch_now(rm, offset: int, *, read_committed: bool, replica_id: int = -1):
@@ -151,6 +151,6 @@ def test_describe_producers(manager):
     code, producers = manager.describe_producers("t", 0)
     assert code == 0
     by_id = {p.producer_id: p for p in producers}
-    assert by_id[PID][:3] == (PID, 1, 2) and by_id[PID].current_txn_start_offset == 0
-    assert by_id[7].current_txn_start_offset == -1 and by_id[7].last_timestamp == NOW_MS + 1
+    assert by_id[PID][:3] == (PID, 1, 2) and by_id[PID].current_transaction_start_offset == 0
+    assert by_id[7].current_transaction_start_offset == -1 and by_id[7].last_timestamp == NOW_MS + 1
     assert manager.describe_producers("nope", 0)[0] == Errors.UNKNOWN_TOPIC_OR_PARTITION

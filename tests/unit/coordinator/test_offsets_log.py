@@ -4,9 +4,9 @@ row go in one round, each transactional append or marker alone, in queue order."
 
 from __future__ import annotations
 
-from services.clients.partition_requests import TxnMarker
 from services.common.records import build_batch, build_control_batch
 from services.common.records.reader import iter_batches
+from services.common.shared_types import TxnMarker
 from services.coordinator.offsets_log import _MarkerWrite, _replay_batch, _runs, _TxnAppend, fence_key
 
 
