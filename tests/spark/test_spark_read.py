@@ -124,6 +124,8 @@ def test_offsets_json_bounds_and_min_partitions_split_ranges(spark, cluster, pro
     packed = reader(spark, cluster, subscribe=TOPIC, maxPartitions="2")
     assert packed.rdd.getNumPartitions() == 2
     assert as_rows(packed) == sorted(row[:7] + ((),) for row in produced[TOPIC])
+    by_default = reader(spark, cluster, subscribe=TOPIC)  # packed to local[2]'s parallelism
+    assert by_default.rdd.getNumPartitions() == spark.sparkContext.defaultParallelism
 
 
 def test_timestamps_pattern_and_assign(spark, cluster, produced) -> None:

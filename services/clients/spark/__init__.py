@@ -18,7 +18,17 @@ FORMAT = "odradek"
 
 
 def register(spark: Any) -> None:
-    """Registers the `odradek` format with a SparkSession."""
-    from services.clients.spark.source import OdradekDataSource
+    """Registers the `odradek` format with a SparkSession, telling it the session's default
+    parallelism (batch reads pack their offset ranges into that many tasks by default)."""
+    from services.clients.spark.source import with_parallelism
 
-    spark.dataSource.register(OdradekDataSource)
+    spark.dataSource.register(with_parallelism(default_parallelism(spark)))
+
+
+def default_parallelism(spark: Any) -> int | None:
+    """`spark.sparkContext.defaultParallelism`, or None where the session has no SparkContext
+    (Spark Connect)."""
+    try:
+        return int(spark.sparkContext.defaultParallelism)
+    except Exception:  # noqa: BLE001 - Spark Connect raises its own error types for sparkContext
+        return None

@@ -1,5 +1,5 @@
-"""`spark.read.format("odradek")`: one task per offset range (or per group of ranges, with
-`maxPartitions`), planned on the driver from the starting and ending options (Spark's Kafka source
+"""`spark.read.format("odradek")`: one task per offset range, or per group of ranges when there are
+more ranges than `maxPartitions` or than Spark's default parallelism (see `ReadOptions.task_limit`), planned on the driver from the starting and ending options (Spark's Kafka source
 semantics) and read as Arrow batches."""
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ from services.clients.spark.planning import (
 
 
 class OdradekBatchReader(DataSourceReader):
-    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+    def __init__(self, options: dict[str, str], schema: StructType, default_parallelism: int | None = None) -> None:
         self.options = ReadOptions.parse(options, streaming=False)
         self.schema = schema
+        self.default_parallelism = default_parallelism
 
     def partitions(self) -> Sequence[InputPartition]:
         planner = Planner(self.options)
@@ -42,7 +43,7 @@ class OdradekBatchReader(DataSourceReader):
                     raise ValueError(f"The ending offset {ends[tp]} of {tp[0]}-{tp[1]} is before its starting "
                                      f"offset {start}.")
             ranges = offset_ranges(starts, ends, planner.settings, self.options.min_partitions)
-            return packed(ranges, self.options.max_partitions)
+            return packed(ranges, self.options.task_limit(self.default_parallelism))
         finally:
             planner.close()
 

@@ -14,7 +14,8 @@ source (names lower-cased) and answers a frozen, picklable `ReadOptions`, or rai
   reaches; `endingTimestamp` / `endingOffsetsByTimestamp` for batch reads;
 - `maxOffsetsPerTrigger` (streaming reads; ignored by batch reads, as in Spark), `minPartitions`,
   `maxPartitions` (our own, batch reads: at most this many tasks, the ranges packed into them by
-  size, as Spark packs small files to its parallelism), `failOnDataLoss` (default true),
+  size, as Spark packs small files to its parallelism; by default Spark's default parallelism when
+  `register` told it, unless `minPartitions` is given), `failOnDataLoss` (default true),
   `includeHeaders` (default false), `isolationLevel` (or Kafka's `kafka.isolation.level`:
   read_uncommitted or read_committed);
 - `gateway` (required: comma separated gateway URLs), `maxBytesPerRequest` (the range reads' size,
@@ -120,6 +121,16 @@ class ReadOptions:
             max_bytes_per_request=positive_option(given, "maxBytesPerRequest") or DEFAULT_MAX_BYTES_PER_REQUEST,
             timeout_ms=positive_option(given, "timeoutMs") or DEFAULT_TIMEOUT_MS,
         )
+
+    def task_limit(self, default_parallelism: int | None) -> int | None:
+        """How many tasks a batch read may take at most: `maxPartitions`; else, unless `minPartitions`
+        asks for more tasks, Spark's default parallelism when known (small ranges packed into as many
+        tasks as Spark runs at once, as it packs small files); else no limit."""
+        if self.max_partitions:
+            return self.max_partitions
+        if self.min_partitions:
+            return None
+        return default_parallelism
 
     @property
     def timeout_s(self) -> float:

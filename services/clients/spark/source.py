@@ -23,7 +23,13 @@ def include_headers(options: dict[str, str]) -> bool:
 
 
 class OdradekDataSource(DataSource):
-    """`format("odradek")`: reads and writes topics through the gateway, as Spark's Kafka source."""
+    """`format("odradek")`: reads and writes topics through the gateway, as Spark's Kafka source.
+
+    `default_parallelism` is Spark's default parallelism when `with_parallelism` made the class (the
+    planner runs in a Python worker that cannot ask Spark): batch reads then pack their offset ranges
+    into that many tasks unless `minPartitions` or `maxPartitions` is given."""
+
+    default_parallelism: int | None = None
 
     @classmethod
     def name(cls) -> str:
@@ -37,7 +43,7 @@ class OdradekDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         from services.clients.spark.batch_reader import OdradekBatchReader
 
-        return OdradekBatchReader(dict(self.options), schema)
+        return OdradekBatchReader(dict(self.options), schema, self.default_parallelism)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from services.clients.spark.stream_reader import OdradekStreamReader
@@ -53,3 +59,15 @@ class OdradekDataSource(DataSource):
         from services.clients.spark.writer import OdradekStreamWriter
 
         return OdradekStreamWriter(dict(self.options), schema)
+
+
+def with_parallelism(parallelism: int | None) -> type[OdradekDataSource]:
+    """The data source class carrying Spark's default parallelism to its planner (a class made here
+    travels to Spark's Python workers by value, with the number in it)."""
+    if not parallelism or parallelism < 1:
+        return OdradekDataSource
+    return type("OdradekDataSource", (OdradekDataSource,), {
+        "default_parallelism": int(parallelism),
+        "__qualname__": f"OdradekDataSource.with_parallelism({int(parallelism)})",
+        "__doc__": OdradekDataSource.__doc__,
+    })

@@ -119,3 +119,23 @@ def test_max_partitions_packs_ranges_by_size_into_that_many_tasks() -> None:
                              streaming=False).max_partitions == 2
     with pytest.raises(InvalidOptionError, match="maxPartitions"):
         ReadOptions.parse({"gateway": "http://g", "subscribe": "t", "maxPartitions": "0"}, streaming=False)
+
+
+def test_task_limit_is_max_partitions_else_spark_parallelism_unless_min_partitions_is_given() -> None:
+    base = {"gateway": "http://g", "subscribe": "t"}
+    assert ReadOptions.parse(base, streaming=False).task_limit(2) == 2
+    assert ReadOptions.parse(base, streaming=False).task_limit(None) is None
+    assert ReadOptions.parse({**base, "maxPartitions": "7"}, streaming=False).task_limit(2) == 7
+    assert ReadOptions.parse({**base, "minPartitions": "12"}, streaming=False).task_limit(2) is None
+
+
+def test_with_parallelism_makes_a_class_that_travels_by_value_with_its_parallelism() -> None:
+    from pyspark import cloudpickle
+
+    from services.clients.spark.source import OdradekDataSource, with_parallelism
+
+    assert with_parallelism(None) is OdradekDataSource and with_parallelism(0) is OdradekDataSource
+    bound = with_parallelism(3)
+    assert issubclass(bound, OdradekDataSource) and bound.name() == "odradek"
+    travelled = cloudpickle.loads(cloudpickle.dumps(bound))
+    assert travelled.default_parallelism == 3 and OdradekDataSource.default_parallelism is None
