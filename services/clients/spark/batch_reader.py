@@ -1,6 +1,7 @@
 """`spark.read.format("odradek")`: one task per offset range, or per group of ranges when there are
-more ranges than `maxPartitions` or than Spark's default parallelism (see `ReadOptions.task_limit`), planned on the driver from the starting and ending options (Spark's Kafka source
-semantics) and read as Arrow batches."""
+more ranges than `maxPartitions` or than Spark's default parallelism (`ReadOptions.task_limit`);
+planned on the driver from the starting and ending options (Spark's Kafka source semantics) and
+read as Arrow batches."""
 
 from __future__ import annotations
 
