@@ -9,7 +9,8 @@ The server is `grpc.aio`'s, on an event loop thread of its own. A servicer metho
 `async def` runs on that loop, so a request that waits (a long-poll fetch, an acks=all produce, a
 JoinGroup) holds no thread: it awaits a `Completion` that the core's callback resolves from
 whichever thread completes it. A plain `def` method runs in the runtime's executor
-(`max_workers` threads), as it did under the synchronous server. `RequestLimit` bounds how many
+(`max_workers` threads), as it did under the synchronous server. Every unary call is counted and
+timed per API (`request_metrics`). `RequestLimit` bounds how many
 requests a service holds at once (`parked.max.requests`: Kafka bounds its request queue with
 `queued.max.requests`, but a parked request here is only a future, so the bound is set by memory).
 
@@ -36,6 +37,7 @@ from grpc_health.v1.health import aio as health_aio
 
 from services.common.config import ConfigError
 from services.common.logging_setup import configure_logging
+from services.common.request_metrics import RequestMetricsInterceptor
 from services.common.zk.errors import DuplicateRegistrationError
 
 logger = logging.getLogger(__name__)
@@ -211,7 +213,8 @@ class ServiceRuntime:
         self._shutdown_hooks: list[tuple[str, Callable[[], None]]] = []
 
     async def _build_server(self) -> grpc.aio.Server:
-        return grpc.aio.server(migration_thread_pool=self.executor, options=GRPC_OPTIONS)
+        return grpc.aio.server(migration_thread_pool=self.executor, options=GRPC_OPTIONS,
+                               interceptors=[RequestMetricsInterceptor(self.name)])
 
     def call_on_loop(self, coroutine: Coroutine, timeout_s: float = LOOP_CALL_TIMEOUT_S) -> Any:
         """Runs `coroutine` on the event loop from another thread and returns its result."""
