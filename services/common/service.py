@@ -194,11 +194,12 @@ class ServiceRuntime:
     shutdown for one service."""
 
     def __init__(self, name: str, bind_address: str, *, max_workers: int = 32,
-                 metrics_port: int = -1, metrics_host: str = "127.0.0.1"):
+                 metrics_port: int = -1, metrics_host: str | None = None):
         self.name = name
         self.bind_address = bind_address
         self.metrics_port = metrics_port
-        self.metrics_host = metrics_host
+        # by default on the listener's interface (all of them for `PLAINTEXT://:9092`)
+        self.metrics_host = metrics_host if metrics_host is not None else bind_address.rpartition(":")[0]
         self.executor = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=f"{name}-rpc")
         self.loop = asyncio.new_event_loop()
         self.loop.set_default_executor(self.executor)
@@ -258,12 +259,24 @@ class ServiceRuntime:
         if self.bound_port == 0:
             raise RuntimeError(f"{self.name}: cannot listen on {self.bind_address}")
         self.set_serving(False)
-        if self.metrics_port >= 0:
-            from prometheus_client import start_http_server
-
-            start_http_server(self.metrics_port, addr=self.metrics_host)
+        self._start_metrics_endpoint()
         logger.info("%s listening on %s (port %d)", self.name, self.bind_address, self.bound_port)
         return self.bound_port
+
+    def _start_metrics_endpoint(self) -> None:
+        """`GET /metrics` on `metrics_port` (-1: none). A port taken elsewhere is logged, not fatal:
+        the service serves its clients without it."""
+        if self.metrics_port < 0:
+            return
+        from prometheus_client import start_http_server
+
+        try:
+            start_http_server(self.metrics_port, addr=self.metrics_host)
+        except OSError as exc:
+            logger.error("%s: cannot serve metrics on %s:%d: %s", self.name, self.metrics_host,
+                         self.metrics_port, exc)
+            return
+        logger.info("%s serving metrics at http://%s:%d/metrics", self.name, self.metrics_host, self.metrics_port)
 
     def install_signal_handlers(self) -> None:
         def request_stop(signum, _frame):

@@ -48,7 +48,8 @@ def test_gauges_and_counters_carry_the_broker_id():
                  'odradek_delayed_operation_purgatory_purgatory_size{broker="1",delayed_operation="Fetch"} 9.0',
                  'odradek_delayed_operation_purgatory_num_delayed_operations{broker="1",delayed_operation="Fetch"} 4.0',
                  'odradek_delayed_operation_purgatory_purgatory_size{broker="1",delayed_operation="Produce"} 3.0',
-                 'odradek_delayed_operation_purgatory_num_delayed_operations{broker="1",delayed_operation="Produce"} 2.0',
+                 'odradek_delayed_operation_purgatory_num_delayed_operations'
+                 '{broker="1",delayed_operation="Produce"} 2.0',
                  'odradek_delayed_operation_expires_total{broker="1",delayed_operation="Fetch"} 7.0',
                  'odradek_delayed_operation_expires_total{broker="1",delayed_operation="Produce"} 8.0',
                  'odradek_log_size{broker="1",partition="1",topic="a"} 1001.0',
