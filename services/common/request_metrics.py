@@ -96,16 +96,21 @@ class RequestMetricsInterceptor(grpc.aio.ServerInterceptor):
         self.service = service
         self.metrics = metrics or process_request_metrics()
         self.clock = clock
+        self._wrapped: dict[str, tuple[object, object]] = {}  # method → (handler, its wrapped copy)
 
     async def intercept_service(self, continuation, handler_call_details):
         handler = await continuation(handler_call_details)
         method = handler_call_details.method
         if handler is None or method.startswith(UNCOUNTED_SERVICE_PREFIX):
             return handler
-        api = api_of(method)
-        if handler.unary_unary is not None:
-            return handler._replace(unary_unary=self._wrap_unary(api, handler.unary_unary))
-        return handler
+        if handler.unary_unary is None:
+            return handler
+        cached = self._wrapped.get(method)
+        if cached is not None and cached[0] is handler:
+            return cached[1]
+        wrapped = handler._replace(unary_unary=self._wrap_unary(api_of(method), handler.unary_unary))
+        self._wrapped[method] = (handler, wrapped)
+        return wrapped
 
     def _record(self, api: str, error: str, started: float) -> None:
         self.metrics.observe(self.service, api, error, self.clock() - started)

@@ -93,3 +93,21 @@ def test_health_checks_are_not_counted():
     wrapped, registry = intercepted(lambda request, context: None, method="/grpc.health.v1.Health/Check")
     wrapped.unary_unary(b"", FakeContext())
     assert count(registry, api="Check") is None
+
+
+def test_a_method_is_wrapped_once():
+    registry = CollectorRegistry()
+    interceptor = RequestMetricsInterceptor("broker", RequestMetrics(registry), clock=Ticks())
+    handler = grpc.unary_unary_rpc_method_handler(lambda request, context: None)
+
+    async def continuation(_details):
+        return handler
+
+    async def twice():
+        details = SimpleNamespace(method="/odradek.broker.v1.BrokerService/Fetch", invocation_metadata=())
+        return [await interceptor.intercept_service(continuation, details) for _ in range(2)]
+
+    first, second = asyncio.run(twice())
+    assert first is second
+    first.unary_unary(b"", FakeContext())
+    assert count(registry, api="Fetch") == 1
