@@ -1,16 +1,29 @@
-"""The broker's Prometheus metrics, read from live state at scrape time (Kafka's names where they
-exist: partition count, leader count, under-replicated and offline partitions, purgatory sizes)."""
+"""The broker's Prometheus metrics, read from live state at scrape time, under Kafka's names:
+
+- ReplicaManager: partition and leader counts, under-replicated and offline partitions, ISR
+  shrinks and expands (ISR changes this broker wrote as a leader);
+- BrokerTopicMetrics: bytes in and messages in (appends to partitions it leads), bytes out (record
+  bytes served to consumers' fetches; followers' fetches are replication bytes out), per topic and
+  for all topics, and replication bytes in/out;
+- Log: size, segment count, log end and log start offset of every hosted partition;
+- DelayedOperationPurgatory: purgatory size (watch list entries) and delayed operations, by
+  `delayed_operation` (Produce, Fetch), and the operations that expired.
+
+A scrape costs O(hosted partitions + purgatory watch keys): nothing walks records."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from prometheus_client.core import REGISTRY, CounterMetricFamily
+from prometheus_client.core import REGISTRY, CounterMetricFamily, GaugeMetricFamily
 
 from services.common.metrics import ServiceCollector
 
 if TYPE_CHECKING:
     from services.broker.server import BrokerServer
+
+PARTITION_LABELS = ["topic", "partition"]
 
 
 class BrokerMetrics(ServiceCollector):
@@ -18,30 +31,74 @@ class BrokerMetrics(ServiceCollector):
         self.server = server
         super().__init__("broker", server.broker_id, registry)
 
-    def collect(self):
-        server = self.server
-        manager = server.replica_manager
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        manager = self.server.replica_manager
         partitions = manager.partitions()
-        leaders = [p for p in partitions if p.is_leader]
-        under_replicated = sum(1 for p in leaders if len(p.isr) < len(p.replicas))
-        gauge = self.gauge
+        yield from self._replica_manager(manager, partitions)
+        yield from self._topic_traffic(manager.topic_stats)
+        yield from self._logs(partitions)
+        yield from self._purgatories(manager)
 
+    def _replica_manager(self, manager, partitions) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        leaders = [p for p in partitions if p.is_leader]
+        gauge = self.gauge
         yield gauge("odradek_replica_manager_partition_count", "Partitions hosted by this broker.",
                     len(partitions))
         yield gauge("odradek_replica_manager_leader_count", "Partitions this broker leads.", len(leaders))
         yield gauge("odradek_replica_manager_under_replicated_partitions",
-                    "Led partitions whose ISR is smaller than their replica set.", under_replicated)
-        yield gauge("odradek_purgatory_delayed_fetches", "Fetches waiting in the purgatory.",
-                    manager.fetch_purgatory.delayed)
-        yield gauge("odradek_purgatory_delayed_produces", "Produces waiting for acks=all.",
-                    manager.produce_purgatory.delayed)
+                    "Led partitions whose ISR is smaller than their replica set.",
+                    sum(1 for p in leaders if len(p.isr) < len(p.replicas)))
+        yield gauge("odradek_replica_manager_offline_partitions", "Hosted partitions without a leader.",
+                    sum(1 for p in partitions if p.leader_id < 0))
         isr = manager.isr_manager
-        yield self.labelled(CounterMetricFamily, "odradek_replica_manager_isr_changes",
-                            "ISR changes made by this leader.", "change",
-                            [("shrink", isr.shrinks if isr is not None else 0),
-                             ("expand", isr.expands if isr is not None else 0)])
-        offline = sum(1 for p in partitions if p.leader_id < 0)
-        yield gauge("odradek_replica_manager_offline_partitions", "Hosted partitions without a leader.", offline)
-        yield self.labelled(CounterMetricFamily, "odradek_purgatory_expired", "Delayed operations that timed out.",
-                            "operation", [("fetch", manager.delayed_fetch_expired),
-                                          ("produce", manager.delayed_produce_expired)])
+        yield self.counter("odradek_replica_manager_isr_shrinks", "ISR shrinks this broker wrote as leader.",
+                           isr.shrinks if isr is not None else 0)
+        yield self.counter("odradek_replica_manager_isr_expands", "ISR expansions this broker wrote as leader.",
+                           isr.expands if isr is not None else 0)
+
+    def _topic_traffic(self, stats) -> Iterator[CounterMetricFamily]:
+        traffic = stats.snapshot()
+        per_topic = (
+            ("bytes_in", "Record bytes appended by clients to partitions this broker leads."),
+            ("messages_in", "Records appended by clients to partitions this broker leads."),
+            ("bytes_out", "Record bytes served to consumers' fetches (followers' are replication bytes out)."),
+        )
+        for field, doc in per_topic:
+            yield self.labelled(CounterMetricFamily, f"odradek_broker_topic_{field}", doc, "topic",
+                                [(topic, getattr(t, field)) for topic, t in sorted(traffic.items())])
+            yield self.counter(f"odradek_broker_topic_all_topics_{field}", doc + " All topics, deleted ones too.",
+                               getattr(stats.all_topics, field))
+        yield self.counter("odradek_broker_topic_replication_bytes_in",
+                           "Record bytes this broker appended as a follower.", stats.replication_bytes_in)
+        yield self.counter("odradek_broker_topic_replication_bytes_out",
+                           "Record bytes served to followers' fetches.", stats.replication_bytes_out)
+
+    def _partition_family(self, name: str, doc: str) -> GaugeMetricFamily:
+        return GaugeMetricFamily(name, doc, labels=[self.label_name, *PARTITION_LABELS])
+
+    def _logs(self, partitions) -> Iterator[GaugeMetricFamily]:
+        size = self._partition_family("odradek_log_size", "Bytes of the partition's log segments.")
+        segments = self._partition_family("odradek_log_num_log_segments", "Segments of the partition's log.")
+        end = self._partition_family("odradek_log_log_end_offset", "The partition's log end offset.")
+        start = self._partition_family("odradek_log_log_start_offset", "The partition's log start offset.")
+        for partition in partitions:
+            log = partition.log
+            labels = [*self.labels, partition.topic, str(partition.partition)]
+            size.add_metric(labels, log.size_in_bytes)
+            segments.add_metric(labels, log.num_segments)
+            end.add_metric(labels, log.log_end_offset)
+            start.add_metric(labels, log.log_start_offset)
+        yield from (size, segments, end, start)
+
+    def _purgatories(self, manager) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        purgatories = (("Produce", manager.produce_purgatory, manager.delayed_produce_expired),
+                       ("Fetch", manager.fetch_purgatory, manager.delayed_fetch_expired))
+        yield self.labelled(GaugeMetricFamily, "odradek_delayed_operation_purgatory_purgatory_size",
+                            "Watch list entries of the purgatory (an operation once per key it watches).",
+                            "delayed_operation", [(name, p.watched) for name, p, _ in purgatories])
+        yield self.labelled(GaugeMetricFamily, "odradek_delayed_operation_purgatory_num_delayed_operations",
+                            "Operations waiting in the purgatory.",
+                            "delayed_operation", [(name, p.delayed) for name, p, _ in purgatories])
+        yield self.labelled(CounterMetricFamily, "odradek_delayed_operation_expires",
+                            "Delayed operations that timed out.",
+                            "delayed_operation", [(name, expired) for name, _, expired in purgatories])

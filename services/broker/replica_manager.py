@@ -36,6 +36,7 @@ from services.broker.log.validation import AppendOrigin
 from services.broker.metadata_cache import MetadataCache
 from services.broker.partition import Partition
 from services.broker.purgatory import DelayedOperationPurgatory
+from services.broker.topic_stats import BrokerTopicStats
 from services.common.clock import SYSTEM_CLOCK
 from services.common.errors import Errors, KafkaError
 from services.common.records.batch import HEADER_SIZE, next_offset_after
@@ -141,6 +142,7 @@ class ReplicaManager:
                                                        thread_name_prefix=f"leader-and-isr-{broker_id}")
         self.delayed_fetch_expired = 0
         self.delayed_produce_expired = 0
+        self.topic_stats = BrokerTopicStats()
 
     # ------------------------------------------------------------------ controller requests
 
@@ -230,9 +232,18 @@ class ReplicaManager:
             # one rename per log, then one fsync and one write of each checkpoint per log dir
             _, failed = self.log_manager.async_delete_logs(deleted)
             errors.update({tuple(tp): exc.code for tp, exc in failed.items()})
+            self._forget_deleted_topics(deleted)
         for key in removed:
             self._complete_delayed(key)
         return errors
+
+    def _forget_deleted_topics(self, deleted: list[TopicPartition]) -> None:
+        """Drops the traffic counters of topics none of whose partitions is left here."""
+        if not deleted:
+            return
+        hosted = {topic for topic, _ in self._partitions}
+        for topic in {topic for topic, _ in deleted} - hosted:
+            self.topic_stats.remove(topic)
 
     def _configure_new_topics(self, states: list[PartitionStateInfo]) -> None:
         """Reads the config of each topic with a log to create, once per request, before any is."""
@@ -352,6 +363,8 @@ class ReplicaManager:
                     hw_moved = not info.duplicate and partition.maybe_increment_high_watermark()
                 results[key] = ProduceResult(info.first_offset, Errors.NONE, info.log_append_time_ms,
                                              info.log_start_offset)
+                if not info.duplicate:
+                    self.topic_stats.appended(topic, info.valid_bytes, info.num_records)
                 if acks == -1:
                     pending[key] = info.last_offset + 1
                 if hw_moved:
@@ -505,6 +518,7 @@ class ReplicaManager:
         min_one_message = True
         from_follower = params.replica_id >= 0
         read_committed = params.read_committed and not from_follower
+        served: dict[str, int] = {}  # record bytes by topic, for the traffic counters
         for request in params.partitions:
             # a plain tuple equals (and hashes as) the TopicPartition and costs a tenth as much to
             # build: a follower's fetch carries every partition it follows from this leader
@@ -530,6 +544,7 @@ class ReplicaManager:
                 if records:
                     min_one_message = False
                     remaining -= len(records)
+                    served[request.topic] = served.get(request.topic, 0) + len(records)
                     if read_committed:
                         aborted = tuple(log.collect_aborted_transactions(
                             request.fetch_offset, next_offset_after(records) or end_offset))
@@ -543,6 +558,8 @@ class ReplicaManager:
             except Exception as exc:
                 logger.exception("fetch from %s-%d failed", *key)
                 results[key] = FetchResult(Errors.UNKNOWN_SERVER_ERROR, error_message=str(exc))
+        if served:
+            self.topic_stats.fetched(served, from_follower)
         return results
 
     # ------------------------------------------------------------------ follower side
@@ -605,6 +622,7 @@ class ReplicaManager:
         with partition.lock:
             if records:
                 log.append_as_follower(records)
+                self.topic_stats.replicated(len(records))
             high_watermark = min(leader_high_watermark, log.log_end_offset)
             if high_watermark > log.high_watermark:
                 log.update_high_watermark(high_watermark)

@@ -3,7 +3,8 @@ through `LocalCluster`.
 
 `up` starts ZooKeeper, the controllers, the brokers, the coordinators and the HTTP gateways on the
 launcher's default ports (ZooKeeper 2181, brokers 9092/9192/9292..., controllers 9093/9193...,
-coordinators 9094/9194..., gateways 8080/8180...), creates the `demo` topic (3 partitions,
+coordinators 9094/9194..., gateways 8080/8180...; each gRPC service's Prometheus metrics on its port
++ 10, brokers 9102/9202..., a gateway's at its own `/metrics`), creates the `demo` topic (3 partitions,
 replication factor min(3, brokers)) unless asked not to, and prints the endpoints (the gateways'
 URLs among them) and how to use them. A cluster already running from the directory is reported, not started twice.
 `down` stops whatever `<dir>/cluster.json` records; `status` prints each service and exits with 1
@@ -211,7 +212,8 @@ def print_status(cluster: LocalCluster, rows: dict[str, dict[str, object]], out:
         serving = bool(row["serving"])
         healthy &= serving
         state = "serving" if serving else f"down (log: {row['log']})"
-        print(f"  {name:<{width}}  {row['endpoint']!s:<21} pid {_pid(row['pid']):<8} {state}", file=out)
+        metrics = f"  metrics {row['metrics']}" if row.get("metrics") else ""
+        print(f"  {name:<{width}}  {row['endpoint']!s:<21} pid {_pid(row['pid']):<8} {state}{metrics}", file=out)
     return healthy
 
 

@@ -49,6 +49,7 @@ ZOOKEEPER_PORT = 2181
 CONTROLLER_ID_BASE = 1000
 COORDINATOR_ID_BASE = 2000
 GATEWAY_BASE_PORT = 8080
+METRICS_PORT_OFFSET = 10  # a gRPC service's metrics port is its own + 10 (broker-1: 9102)
 
 
 @dataclass
@@ -60,6 +61,7 @@ class ServiceSpec:
     node_id: int
     port: int
     config: dict[str, str] = field(default_factory=dict)
+    metrics_port: int = -1  # the Prometheus endpoint (`metrics.port`) of a gRPC service
 
     @property
     def module(self) -> str:
@@ -98,15 +100,20 @@ class LocalCluster:
         def port(base: int, index: int) -> int:
             return free_port(host) if free_ports else base + PORT_STRIDE * index
 
+        def metrics_port(base: int, index: int) -> int:
+            return port(base + METRICS_PORT_OFFSET, index)
+
         self.services: dict[str, ServiceSpec] = {}
         for index in range(controllers):
             node_id = CONTROLLER_ID_BASE + index + 1
             self._add(ServiceSpec(f"controller-{node_id}", "controller", node_id,
-                                  port(CONTROLLER_BASE_PORT, index), _stringify(controller_config)))
+                                  port(CONTROLLER_BASE_PORT, index), _stringify(controller_config),
+                                  metrics_port(CONTROLLER_BASE_PORT, index)))
         for index in range(brokers):
             node_id = index + 1
             self._add(ServiceSpec(f"broker-{node_id}", "broker", node_id,
-                                  port(BROKER_BASE_PORT, index), _stringify(broker_config)))
+                                  port(BROKER_BASE_PORT, index), _stringify(broker_config),
+                                  metrics_port(BROKER_BASE_PORT, index)))
         internal_replication = min(3, brokers)  # the internal topics wait for this many live brokers
         coordinator_config = {"offsets.topic.replication.factor": internal_replication,
                               "transaction.state.log.replication.factor": internal_replication,
@@ -114,7 +121,8 @@ class LocalCluster:
         for index in range(coordinators):
             node_id = COORDINATOR_ID_BASE + index + 1
             self._add(ServiceSpec(f"coordinator-{node_id}", "coordinator", node_id,
-                                  port(COORDINATOR_BASE_PORT, index), _stringify(coordinator_config)))
+                                  port(COORDINATOR_BASE_PORT, index), _stringify(coordinator_config),
+                                  metrics_port(COORDINATOR_BASE_PORT, index)))
         for index in range(gateways):
             self._add(ServiceSpec(f"gateway-{index + 1}", "gateway", index + 1,
                                   port(GATEWAY_BASE_PORT, index), _stringify(gateway_config)))
@@ -151,6 +159,14 @@ class LocalCluster:
     def gateway_url(self, name: str = "gateway-1") -> str:
         return f"http://{self.endpoint(name)}"
 
+    def metrics_url(self, name: str) -> str | None:
+        """Where the service's Prometheus metrics are served (a gateway's on its own port), or None
+        when its `metrics.port` is -1."""
+        if self.services[name].kind == "gateway":
+            return f"{self.gateway_url(name)}/metrics"
+        port = int(self.service_config(name).get("metrics.port", -1))
+        return f"http://{self.host}:{port}/metrics" if port >= 0 else None
+
     @property
     def all_names(self) -> list[str]:
         """Every service, in start order."""
@@ -183,6 +199,7 @@ class LocalCluster:
         config = {
             "listeners": f"PLAINTEXT://{self.host}:{spec.port}",
             "zookeeper.connect": self.zookeeper_connect,
+            "metrics.port": str(spec.metrics_port),
         }
         if spec.kind == "broker":
             config["broker.id"] = str(spec.node_id)
@@ -315,7 +332,7 @@ class LocalCluster:
         rows = {}
         for name in self.all_names:
             pid = self.running_pid(name)
-            rows[name] = {"pid": pid, "endpoint": self.endpoint(name),
+            rows[name] = {"pid": pid, "endpoint": self.endpoint(name), "metrics": self.metrics_url(name),
                           "serving": pid is not None and self.is_serving(name),
                           "log": str(self.log_path(name))}
         return rows

@@ -11,6 +11,10 @@ from prometheus_client.core import REGISTRY, CounterMetricFamily, GaugeMetricFam
 
 logger = logging.getLogger(__name__)
 
+# Request latency buckets, in seconds, of every service's histograms: from a fast metadata answer
+# (~1 ms) to a long-poll fetch or a rebalance (tens of seconds).
+LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
 
 class ServiceCollector:
     """A collector registered in `registry` whose families carry the label `service` = `service_id`;

@@ -9,7 +9,8 @@ The server is `grpc.aio`'s, on an event loop thread of its own. A servicer metho
 `async def` runs on that loop, so a request that waits (a long-poll fetch, an acks=all produce, a
 JoinGroup) holds no thread: it awaits a `Completion` that the core's callback resolves from
 whichever thread completes it. A plain `def` method runs in the runtime's executor
-(`max_workers` threads), as it did under the synchronous server. `RequestLimit` bounds how many
+(`max_workers` threads), as it did under the synchronous server. Every unary call is counted and
+timed per API (`request_metrics`). `RequestLimit` bounds how many
 requests a service holds at once (`parked.max.requests`: Kafka bounds its request queue with
 `queued.max.requests`, but a parked request here is only a future, so the bound is set by memory).
 
@@ -36,6 +37,7 @@ from grpc_health.v1.health import aio as health_aio
 
 from services.common.config import ConfigError
 from services.common.logging_setup import configure_logging
+from services.common.request_metrics import RequestMetricsInterceptor
 from services.common.zk.errors import DuplicateRegistrationError
 
 logger = logging.getLogger(__name__)
@@ -192,11 +194,12 @@ class ServiceRuntime:
     shutdown for one service."""
 
     def __init__(self, name: str, bind_address: str, *, max_workers: int = 32,
-                 metrics_port: int = -1, metrics_host: str = "127.0.0.1"):
+                 metrics_port: int = -1, metrics_host: str | None = None):
         self.name = name
         self.bind_address = bind_address
         self.metrics_port = metrics_port
-        self.metrics_host = metrics_host
+        # by default on the listener's interface (all of them for `PLAINTEXT://:9092`)
+        self.metrics_host = metrics_host if metrics_host is not None else bind_address.rpartition(":")[0]
         self.executor = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=f"{name}-rpc")
         self.loop = asyncio.new_event_loop()
         self.loop.set_default_executor(self.executor)
@@ -211,7 +214,8 @@ class ServiceRuntime:
         self._shutdown_hooks: list[tuple[str, Callable[[], None]]] = []
 
     async def _build_server(self) -> grpc.aio.Server:
-        return grpc.aio.server(migration_thread_pool=self.executor, options=GRPC_OPTIONS)
+        return grpc.aio.server(migration_thread_pool=self.executor, options=GRPC_OPTIONS,
+                               interceptors=[RequestMetricsInterceptor(self.name)])
 
     def call_on_loop(self, coroutine: Coroutine, timeout_s: float = LOOP_CALL_TIMEOUT_S) -> Any:
         """Runs `coroutine` on the event loop from another thread and returns its result."""
@@ -255,12 +259,24 @@ class ServiceRuntime:
         if self.bound_port == 0:
             raise RuntimeError(f"{self.name}: cannot listen on {self.bind_address}")
         self.set_serving(False)
-        if self.metrics_port >= 0:
-            from prometheus_client import start_http_server
-
-            start_http_server(self.metrics_port, addr=self.metrics_host)
+        self._start_metrics_endpoint()
         logger.info("%s listening on %s (port %d)", self.name, self.bind_address, self.bound_port)
         return self.bound_port
+
+    def _start_metrics_endpoint(self) -> None:
+        """`GET /metrics` on `metrics_port` (-1: none). A port taken elsewhere is logged, not fatal:
+        the service serves its clients without it."""
+        if self.metrics_port < 0:
+            return
+        from prometheus_client import start_http_server
+
+        try:
+            start_http_server(self.metrics_port, addr=self.metrics_host)
+        except OSError as exc:
+            logger.error("%s: cannot serve metrics on %s:%d: %s", self.name, self.metrics_host,
+                         self.metrics_port, exc)
+            return
+        logger.info("%s serving metrics at http://%s:%d/metrics", self.name, self.metrics_host, self.metrics_port)
 
     def install_signal_handlers(self) -> None:
         def request_stop(signum, _frame):

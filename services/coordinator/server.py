@@ -42,6 +42,7 @@ from services.common.zk.client import close_session
 from services.common.zk.coordinator_directory import CoordinatorDirectory
 from services.coordinator.config import CoordinatorServiceConfig
 from services.coordinator.group import GroupCoordinator
+from services.coordinator.lag import LogEndOffsets
 from services.coordinator.metrics import CoordinatorMetrics
 from services.coordinator.offsets_log import LoadError, OffsetsLog
 from services.coordinator.ownership import OwnedPartitions, OwnershipManager
@@ -51,6 +52,8 @@ from services.coordinator.txn.runtime import TransactionCoordinator
 from services.coordinator.txn_markers import TxnMarkerWriter, unknown_partitions
 
 logger = logging.getLogger(__name__)
+
+LAG_END_OFFSETS_TIMEOUT_MS = 3000
 
 
 
@@ -101,7 +104,8 @@ class CoordinatorServer:
         self.groups = GroupCoordinator(self.group_config, SYSTEM_CLOCK, self.scheduler, self.offsets_log)
         self.groups.start()
         self._start_transactions()
-        self.metrics = CoordinatorMetrics(self.coordinator_id, self.groups)
+        self.metrics = CoordinatorMetrics(self.coordinator_id, self.groups,
+                                          LogEndOffsets(self._log_end_offsets, SYSTEM_CLOCK))
         self.runtime.add_servicer(coordinator_pb2_grpc.add_CoordinatorServiceServicer_to_server,
                                   CoordinatorServicer(self.groups, self.directory.snapshot,
                                                       parked_max_requests=self.config.parked_max_requests,
@@ -129,6 +133,13 @@ class CoordinatorServer:
     def run(self) -> None:
         self.start()
         self.runtime.run_until_stopped()
+
+    def _log_end_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """Each partition's log end offset from its leader, for consumer lag (bounded: a scrape waits
+        at most `LAG_END_OFFSETS_TIMEOUT_MS`)."""
+        answers = self.client.list_offsets({tp: "latest" for tp in partitions},
+                                           retry_timeout_ms=LAG_END_OFFSETS_TIMEOUT_MS)
+        return {tp: result.offset for tp, result in answers.items() if result.error_code == Errors.NONE}
 
     def _registered_brokers(self) -> str:
         """The brokers registered in ZooKeeper, waiting for the first one to appear."""

@@ -448,9 +448,10 @@ def delayed_fetches(metrics_port: int) -> float:
     """The broker's count of fetches parked in its purgatory, from its Prometheus endpoint."""
     with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as reply:
         for line in reply.read().decode().splitlines():
-            if line.startswith("odradek_purgatory_delayed_fetches{"):
+            if line.startswith("odradek_delayed_operation_purgatory_num_delayed_operations{") \
+                    and 'delayed_operation="Fetch"' in line:
                 return float(line.rsplit(" ", 1)[1])
-    raise AssertionError("no odradek_purgatory_delayed_fetches metric")
+    raise AssertionError("no odradek_delayed_operation_purgatory_num_delayed_operations metric")
 
 
 def batch_fingerprints(log_dir: Path) -> list[tuple[int, int, int]]:

@@ -7,32 +7,85 @@ from types import SimpleNamespace
 from prometheus_client import CollectorRegistry, generate_latest
 
 from services.broker.metrics import BrokerMetrics
+from services.broker.topic_stats import BrokerTopicStats
 
 
-def partition(leader_id: int, is_leader: bool, isr: tuple[int, ...], replicas: tuple[int, ...]):
-    return SimpleNamespace(leader_id=leader_id, is_leader=is_leader, isr=isr, replicas=replicas)
+def partition(topic: str, index: int, leader_id: int, is_leader: bool, isr: tuple[int, ...],
+              replicas: tuple[int, ...]):
+    log = SimpleNamespace(size_in_bytes=1000 + index, num_segments=index + 1, log_end_offset=50 + index,
+                          log_start_offset=index)
+    return SimpleNamespace(topic=topic, partition=index, leader_id=leader_id, is_leader=is_leader, isr=isr,
+                           replicas=replicas, log=log)
+
+
+def purgatory(watched: int, delayed: int):
+    return SimpleNamespace(watched=watched, delayed=delayed)
+
+
+def scrape(manager) -> tuple[str, BrokerMetrics]:
+    registry = CollectorRegistry()
+    metrics = BrokerMetrics(SimpleNamespace(broker_id=1, replica_manager=manager), registry)
+    return generate_latest(registry).decode(), metrics
+
+
+def fake_manager(stats: BrokerTopicStats, hosted):
+    return SimpleNamespace(
+        partitions=lambda: hosted, fetch_purgatory=purgatory(9, 4), produce_purgatory=purgatory(3, 2),
+        isr_manager=SimpleNamespace(shrinks=5, expands=6), delayed_fetch_expired=7, delayed_produce_expired=8,
+        topic_stats=stats)
 
 
 def test_gauges_and_counters_carry_the_broker_id():
-    hosted = [partition(1, True, (1, 2, 3), (1, 2, 3)), partition(1, True, (1,), (1, 2, 3)),
-              partition(2, False, (2, 1), (2, 1)), partition(-1, False, (), (3, 1))]
-    manager = SimpleNamespace(
-        partitions=lambda: hosted, fetch_purgatory=SimpleNamespace(delayed=4),
-        produce_purgatory=SimpleNamespace(delayed=2), isr_manager=SimpleNamespace(shrinks=5, expands=6),
-        delayed_fetch_expired=7, delayed_produce_expired=8)
-    registry = CollectorRegistry()
-    metrics = BrokerMetrics(SimpleNamespace(broker_id=1, replica_manager=manager), registry)
-    text = generate_latest(registry).decode()
+    hosted = [partition("a", 0, 1, True, (1, 2, 3), (1, 2, 3)), partition("a", 1, 1, True, (1,), (1, 2, 3)),
+              partition("b", 0, 2, False, (2, 1), (2, 1)), partition("b", 1, -1, False, (), (3, 1))]
+    text, metrics = scrape(fake_manager(BrokerTopicStats(), hosted))
     for line in ('odradek_replica_manager_partition_count{broker="1"} 4.0',
                  'odradek_replica_manager_leader_count{broker="1"} 2.0',
                  'odradek_replica_manager_under_replicated_partitions{broker="1"} 1.0',
                  'odradek_replica_manager_offline_partitions{broker="1"} 1.0',
-                 'odradek_purgatory_delayed_fetches{broker="1"} 4.0',
-                 'odradek_purgatory_delayed_produces{broker="1"} 2.0',
-                 'odradek_replica_manager_isr_changes_total{broker="1",change="shrink"} 5.0',
-                 'odradek_replica_manager_isr_changes_total{broker="1",change="expand"} 6.0',
-                 'odradek_purgatory_expired_total{broker="1",operation="fetch"} 7.0',
-                 'odradek_purgatory_expired_total{broker="1",operation="produce"} 8.0'):
+                 'odradek_replica_manager_isr_shrinks_total{broker="1"} 5.0',
+                 'odradek_replica_manager_isr_expands_total{broker="1"} 6.0',
+                 'odradek_delayed_operation_purgatory_purgatory_size{broker="1",delayed_operation="Fetch"} 9.0',
+                 'odradek_delayed_operation_purgatory_num_delayed_operations{broker="1",delayed_operation="Fetch"} 4.0',
+                 'odradek_delayed_operation_purgatory_purgatory_size{broker="1",delayed_operation="Produce"} 3.0',
+                 'odradek_delayed_operation_purgatory_num_delayed_operations'
+                 '{broker="1",delayed_operation="Produce"} 2.0',
+                 'odradek_delayed_operation_expires_total{broker="1",delayed_operation="Fetch"} 7.0',
+                 'odradek_delayed_operation_expires_total{broker="1",delayed_operation="Produce"} 8.0',
+                 'odradek_log_size{broker="1",partition="1",topic="a"} 1001.0',
+                 'odradek_log_num_log_segments{broker="1",partition="1",topic="b"} 2.0',
+                 'odradek_log_log_end_offset{broker="1",partition="0",topic="b"} 50.0',
+                 'odradek_log_log_start_offset{broker="1",partition="1",topic="a"} 1.0'):
         assert line in text, line
+    metrics.close()
+
+
+def test_topic_traffic_per_topic_and_for_all_topics():
+    stats = BrokerTopicStats()
+    stats.appended("a", 100, 3)
+    stats.appended("b", 50, 1)
+    stats.appended("a", 10, 1)
+    stats.fetched({"a": 70, "b": 5}, from_follower=False)
+    stats.fetched({"a": 110}, from_follower=True)
+    stats.replicated(40)
+    stats.remove("b")  # deleted: gone from the per-topic families, kept in the totals
+    text, metrics = scrape(fake_manager(stats, []))
+    for line in ('odradek_broker_topic_bytes_in_total{broker="1",topic="a"} 110.0',
+                 'odradek_broker_topic_messages_in_total{broker="1",topic="a"} 4.0',
+                 'odradek_broker_topic_bytes_out_total{broker="1",topic="a"} 70.0',
+                 'odradek_broker_topic_all_topics_bytes_in_total{broker="1"} 160.0',
+                 'odradek_broker_topic_all_topics_messages_in_total{broker="1"} 5.0',
+                 'odradek_broker_topic_all_topics_bytes_out_total{broker="1"} 75.0',
+                 'odradek_broker_topic_replication_bytes_out_total{broker="1"} 110.0',
+                 'odradek_broker_topic_replication_bytes_in_total{broker="1"} 40.0'):
+        assert line in text, line
+    assert 'topic="b"' not in text
+    metrics.close()
+
+
+def test_closing_unregisters():
+    registry = CollectorRegistry()
+    metrics = BrokerMetrics(SimpleNamespace(broker_id=1, replica_manager=fake_manager(BrokerTopicStats(), [])),
+                            registry)
     metrics.close()
     assert generate_latest(registry).decode() == ""

@@ -93,3 +93,14 @@ def test_kill_sends_sigkill(layout, stand_in, capsys):
 
     code, out = run(["dev", "kill", "broker-1", "--dir", str(layout.base_dir)], capsys)
     assert code == 1 and "broker-1 is not running" in out
+
+
+def test_every_service_gets_a_metrics_endpoint_that_the_layout_keeps(tmp_path: Path):
+    cluster = LocalCluster(tmp_path, brokers=2, controllers=1, coordinators=1, gateways=1,
+                           broker_config={"metrics.port": 7071}, zookeeper_connect="zk:2181")
+    assert cluster.service_config("controller-1001")["metrics.port"] == "9103"
+    assert cluster.metrics_url("broker-2") == "http://127.0.0.1:7071/metrics"  # a configured port wins
+    assert cluster.metrics_url("coordinator-2001") == "http://127.0.0.1:9104/metrics"
+    assert cluster.metrics_url("gateway-1") == "http://127.0.0.1:8080/metrics"
+    cluster.write_layout()
+    assert LocalCluster.load(tmp_path).metrics_url("controller-1001") == "http://127.0.0.1:9103/metrics"
