@@ -1,7 +1,8 @@
 """The web console: its pages at `/ui` and the few JSON views REST Proxy v3 does not serve.
 
     GET /ui                                   the console (static/index.html); /ui/static/{file}: its assets
-    GET /ui/api/health                        {"offline_broker_ids", "partitions",
+    GET /ui/api/health                        {"controller": {"id", "host", "port"} or null,
+                                               "offline_broker_ids", "partitions",
                                                "under_replicated_partitions", "offline_partitions"}
     GET /ui/api/topics?q=&offset=&limit=      {"total", "topics": [views.topic_row]}, names containing q
     GET /ui/api/topics/{t}/partitions         {"topic", "partitions": [views.partition_row]} (ISR included)
@@ -81,7 +82,9 @@ async def health(state: State) -> dict[str, Any]:
     names = await cluster_call(state, state.admin.list_topics)
     described = await cluster_call(state, state.admin.describe_topics, names, raise_errors=False)
     topics = [topic for topic in described.values() if isinstance(topic, TopicDescription)]
-    return views.cluster_health((node.node_id for node in cluster.nodes), topics)
+    controller = cluster.controller
+    where = None if controller is None else {"id": controller.node_id, "host": controller.host, "port": controller.port}
+    return {"controller": where, **views.cluster_health((node.node_id for node in cluster.nodes), topics)}
 
 
 @router.get("/ui/api/topics")

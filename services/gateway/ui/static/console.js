@@ -51,7 +51,6 @@ const v3 = async (path) => getJson(`/v3/clusters/${encodeURIComponent(await clus
 const enc = encodeURIComponent;
 const fmt = (n) => (n === null || n === undefined ? "—" : Number(n).toLocaleString("en-US"));
 const badge = (text, kind) => h("span", {class: `badge ${kind || ""}`}, text);
-const lastSegment = (url) => (url ? url.split("/").pop() : null);
 
 function every(ms, task) {
   const view = app.view;
@@ -100,15 +99,14 @@ function renderOverview(view) {
       h("section", {class: "panel"}, h("h2", {}, "Messages produced per second"), throughput),
       h("section", {class: "panel"}, h("h2", {}, "Consumer lag (messages)"), lag)));
   every(REFRESH_MS, async () => {
-    const [clusters, brokerList, health] = await Promise.all([
-      getJson("/v3/clusters"), v3("/brokers"), getJson("/ui/api/health")]);
-    const cluster = clusters.data[0];
-    const controller = Number(lastSegment(cluster.controller && cluster.controller.related));
+    const [brokerList, health] = await Promise.all([v3("/brokers"), getJson("/ui/api/health")]);
+    const controller = health.controller;
     const card = (label, value, bad) => h("div", {class: "card"}, h("div", {class: "label"}, label),
       h("div", {class: `value ${bad ? "bad" : ""}`}, value));
     cards.replaceChildren(
       card("Live brokers", brokerList.data.length, health.offline_broker_ids.length > 0),
-      card("Controller", Number.isNaN(controller) ? "none" : `broker ${controller}`, Number.isNaN(controller)),
+      card("Active controller", controller ? h("span", {id: "controller", title: `${controller.host}:${controller.port}`},
+        controller.id, h("span", {class: "sub mono"}, `${controller.host}:${controller.port}`)) : "none", !controller),
       card("Partitions", fmt(health.partitions)),
       card("Under-replicated", fmt(health.under_replicated_partitions), health.under_replicated_partitions > 0),
       card("Offline partitions", fmt(health.offline_partitions), health.offline_partitions > 0));
@@ -116,7 +114,7 @@ function renderOverview(view) {
       h("td", {class: "num"}, b.broker_id), h("td", {class: "mono"}, `${b.host}:${b.port}`),
       h("td", {}, b.rack || h("span", {class: "muted"}, "—")),
       h("td", {"data-role": "status"}, badge("alive", "ok"), " ",
-        b.broker_id === controller ? badge("controller", "info") : null)));
+        controller && b.broker_id === controller.id ? badge("controller", "info") : null)));
     for (const id of health.offline_broker_ids) {
       rows.push(h("tr", {"data-broker-id": id}, h("td", {class: "num"}, id), h("td", {class: "muted"}, "unknown"),
         h("td", {class: "muted"}, "—"), h("td", {"data-role": "status"}, badge("offline", "bad"))));
@@ -280,7 +278,7 @@ function renderGroups(view, params) {
         g.lags.map((l) => h("tr", {"data-lag": `${l.topic}-${l.partition}`},
           h("td", {}, h("a", {href: `#/topic/${enc(l.topic)}`}, l.topic)), h("td", {class: "num"}, l.partition),
           h("td", {class: "num"}, fmt(l.current_offset)), h("td", {class: "num"}, fmt(l.log_end_offset)),
-          h("td", {class: "num", "data-col": "lag"}, fmt(l.lag)), h("td", {}, l.client_id || "—")))))
+          h("td", {class: "num", "data-col": "lag"}, fmt(l.lag)), h("td", {}, l.client_id || "—"))))
         : h("div", {class: "empty"}, "No committed offsets.")));
     list.replaceChildren(...(panels.length ? panels : [h("div", {class: "empty"}, "No consumer groups match.")]),
       pager(page.total, offset, GROUPS_PER_PAGE, (at) => go(query, at)));
