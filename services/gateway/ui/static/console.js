@@ -74,10 +74,14 @@ function pager(total, offset, size, go) {
 
 function filterBox(value, placeholder, onchange) {
   let timer = null;
-  return h("input", {type: "search", value, placeholder, "aria-label": placeholder, oninput: (event) => {
+  const input = h("input", {type: "search", value, placeholder, "aria-label": placeholder, oninput: (event) => {
     clearTimeout(timer);
     timer = setTimeout(() => onchange(event.target.value), 250);
   }});
+  if (value) {  // the view is drawn again as the filter changes: keep typing where it was
+    requestAnimationFrame(() => { input.focus(); input.setSelectionRange(value.length, value.length); });
+  }
+  return input;
 }
 
 function table(headers, rows, attributes) {
@@ -119,7 +123,7 @@ function renderOverview(view) {
       rows.push(h("tr", {"data-broker-id": id}, h("td", {class: "num"}, id), h("td", {class: "muted"}, "unknown"),
         h("td", {class: "muted"}, "—"), h("td", {"data-role": "status"}, badge("offline", "bad"))));
     }
-    brokers.replaceChildren(table([["ID", "num"], ["Host:port"], ["Rack"], ["Status"]], rows));
+    brokers.replaceChildren(table([["ID", "num"], ["Host:port"], ["Rack"], ["Status"]], rows, {class: "fit"}));
   });
   every(2000, () => drawSeries(throughput, lag));
 }
@@ -127,9 +131,9 @@ function renderOverview(view) {
 async function drawSeries(throughput, lag) {
   const sampled = await getJson("/ui/api/series");
   const times = sampled.points.map((p) => p.time_ms);
-  const total = {name: "all topics", values: sampled.points.map((p) => p.total_rate)};
+  const total = {name: "all topics", values: sampled.points.map((p) => p.total_rate), total: true};
   const topics = sampled.topics.map((t) => ({name: t, values: sampled.points.map((p) => p.rates[t] ?? null)}));
-  lineChart(throughput, {times, series: [total, ...topics], unit: "msg/s"});
+  lineChart(throughput, {times, series: [...topics, total], unit: "msg/s"});
   const groups = sampled.groups.map((g) => ({name: g, values: sampled.points.map((p) => p.lags[g] ?? null)}));
   lineChart(lag, {times, series: groups, unit: "messages behind"});
 }

@@ -1,8 +1,10 @@
-/* A small SVG line chart: lineChart(container, {times, series: [{name, values}], unit}) draws one
-   path per series over the times (ms), with a y axis from 0 to the largest value, time ticks and a
-   legend. The svg carries data-points (how many times it drew) and each path data-series. */
+/* A small SVG line chart: lineChart(container, {times, series: [{name, values, total}], unit}) draws
+   one path per series over the times (ms), with a y axis from 0 to the largest value, time ticks and
+   a legend (a series marked total is dark and dashed). The svg carries data-points (how many times
+   it drew) and each path data-series (its name). */
 "use strict";
 
+const TOTAL_COLOR = "#17203a";
 const PALETTE = ["#2f6fdb", "#d64545", "#1f9d55", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563",
                  "#65a30d", "#b45309"];
 
@@ -64,14 +66,14 @@ function lineChart(container, {times, series, unit}) {
   const legend = document.createElement("div");
   legend.className = "legend";
   series.forEach((s, index) => {
-    const color = PALETTE[index % PALETTE.length];
+    const color = s.total ? TOTAL_COLOR : PALETTE[index % PALETTE.length];
     let d = "", pen = "M";
     s.values.forEach((value, i) => {
       if (value === null || value === undefined) { pen = "M"; return; }
       d += `${pen}${x(times[i]).toFixed(1)},${y(value).toFixed(1)} `;
       pen = "L";
     });
-    svg.appendChild(svgElement("path", {class: "line", d: d.trim(), stroke: color, "data-series": s.name}));
+    svg.appendChild(svgElement("path", {class: s.total ? "line total" : "line", d: d.trim(), stroke: color, "data-series": s.name}));
     const entry = document.createElement("span");
     entry.style.setProperty("--swatch", color);
     entry.textContent = s.name;
