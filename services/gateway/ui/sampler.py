@@ -5,7 +5,8 @@ consumer group's committed offsets, and adds one `Sample`: each topic's end offs
 group's lag summed over the rows `odradek consumer-groups --describe` shows (`cli_groups.
 partition_offsets`, on the same end offsets). One ListOffsets request per leader serves all topics
 and groups; the topics' partitions are described again only when the topic names change or every
-`DESCRIBE_EVERY_SAMPLES` samples. A failed read is logged and skipped; `stop()` ends the task.
+`DESCRIBE_EVERY_SAMPLES` samples. A failed read is skipped (a warning is logged when the read
+before it succeeded); `stop()` ends the task.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class Sampler:
         self._samples_since_describe = 0
         self._stopped = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self._failing = False
 
     # ------------------------------------------------------------------ one sample (blocking)
 
@@ -77,8 +79,10 @@ class Sampler:
         while not self._stopped.is_set():
             try:
                 self.ring.add(await read(self.sample))
+                self._failing = False
             except Exception as exc:  # noqa: BLE001 - a cluster that does not answer now may later
-                logger.warning("console sample failed: %s", exc)
+                logger.log(logging.DEBUG if self._failing else logging.WARNING, "console sample failed: %s", exc)
+                self._failing = True
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopped.wait(), interval_s)
 
