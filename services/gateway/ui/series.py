@@ -73,7 +73,8 @@ def _busiest(totals: Mapping[str, float], count: int) -> list[str]:
 def series(samples: Iterable[Sample], *, top_topics: int = 8, top_groups: int = 8) -> dict[str, Any]:
     """{"topics": [names], "groups": [names], "points": [{"time_ms", "total_rate", "rates": {topic:
     messages/s}, "lags": {group: lag}}]}: one point per sample after the first (its rates are
-    those since the sample before; `lags` are the sample's own)."""
+    those since the sample before, `total_rate` null when no topic has one; `lags` are the
+    sample's own)."""
     ordered = list(samples)
     steps = [(after, topic_rates(before, after)) for before, after in zip(ordered, ordered[1:], strict=False)]
     produced: dict[str, float] = {}
@@ -86,7 +87,7 @@ def series(samples: Iterable[Sample], *, top_topics: int = 8, top_groups: int = 
             largest_lag[group] = max(largest_lag.get(group, 0), lag)
     topics = _busiest(produced, top_topics)
     groups = _busiest(largest_lag, top_groups)
-    points = [{"time_ms": after.time_ms, "total_rate": round(sum(rates.values()), 3),
+    points = [{"time_ms": after.time_ms, "total_rate": round(sum(rates.values()), 3) if rates else None,
                "rates": {t: round(rates[t], 3) for t in topics if t in rates},
                "lags": {g: after.group_lags[g] for g in groups if g in after.group_lags}}
               for after, rates in steps]

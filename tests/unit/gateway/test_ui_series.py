@@ -82,3 +82,8 @@ def test_series_names_only_the_busiest_topics_and_most_lagging_groups_but_totals
 def test_series_of_fewer_than_two_samples_has_no_points():
     assert series([])["points"] == []
     assert series([sample(0, {"a": 1}, {"g": 1})]) == {"topics": [], "groups": [], "points": []}
+
+
+def test_a_point_without_any_comparable_topic_has_no_total():
+    (point,) = series([sample(0, {}), sample(1_000, {"new": 5})])["points"]
+    assert point["total_rate"] is None and point["rates"] == {}

@@ -8,13 +8,14 @@ const TOTAL_COLOR = "#17203a";
 const PALETTE = ["#2f6fdb", "#d64545", "#1f9d55", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563",
                  "#65a30d", "#b45309"];
 
-function niceMax(value) {
-  if (value <= 0) return 1;
-  const power = Math.pow(10, Math.floor(Math.log10(value)));
+function niceMax(value, divisions) {
+  // the smallest 1, 2, 2.5 or 5 times a power of ten that, times `divisions`, reaches `value`
+  const wanted = Math.max(value, 1) / divisions;
+  const power = Math.pow(10, Math.floor(Math.log10(wanted)));
   for (const step of [1, 2, 2.5, 5, 10]) {
-    if (value <= step * power) return step * power;
+    if (wanted <= step * power) return step * power * divisions;
   }
-  return 10 * power;
+  return 10 * power * divisions;
 }
 
 function shortNumber(value) {
@@ -39,7 +40,7 @@ function lineChart(container, {times, series, unit}) {
   const svg = svgElement("svg", {viewBox: `0 0 ${width} ${height}`, "data-points": times.length,
                                  role: "img"});
   const all = series.flatMap((s) => s.values.filter((v) => v !== null));
-  const yMax = niceMax(Math.max(0, ...all));
+  const yMax = niceMax(Math.max(0, ...all), 4);
   const t0 = times.length ? times[0] : 0, t1 = times.length > 1 ? times[times.length - 1] : t0 + 1;
   const x = (t) => left + (width - left - right) * (t - t0) / Math.max(1, t1 - t0);
   const y = (v) => top + (height - top - bottom) * (1 - v / yMax);
