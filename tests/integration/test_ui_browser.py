@@ -2,8 +2,9 @@
 cluster of three brokers and a gateway, with a producer writing and a consumer group falling behind.
 
 The broker, topic and group tables are checked against the Admin API (the groups' lag against the
-rows `odradek consumer-groups --describe` computes), the throughput chart must draw new points, and
-a topic's latest records (and the page before them) must be what was produced, text or hex. A
+rows `odradek consumer-groups --describe` computes), the throughput chart must draw new points,
+a topic's latest records (and the page before them) must be what was produced, text or hex, and a
+stopped broker must show offline with the partitions it replicated under-replicated. A
 screenshot of each page is saved under var/test-artifacts/ui/ (the path is printed). Skipped when
 Playwright or /usr/bin/chromium is missing (`make system-deps` installs Chromium).
 """
@@ -219,6 +220,34 @@ def check_groups(page, base: str, admin: Admin) -> None:
     screenshot(page, "groups")
 
 
+def check_a_stopped_broker(page, base: str, admin: Admin, cluster: LocalCluster) -> None:
+    """A broker stopped: listed offline, and the partitions it replicated marked under-replicated."""
+    expect = playwright_api.expect
+    victim = 3
+    cluster.stop_service(cluster.broker_name(victim))
+
+    def shrunk() -> list[int]:
+        partitions = admin.describe_topics([ORDERS])[ORDERS].partitions
+        return [] if any(victim in info.isr for info in partitions) else [
+            info.partition for info in partitions if len(info.isr) < len(info.replicas)]
+
+    under_replicated = wait_until(shrunk, 30, message="the stopped broker to leave every ISR")
+    wait_until(lambda: victim not in {node.node_id for node in admin.describe_cluster().nodes}, 30,
+               message="the stopped broker to leave the cluster")
+    page.goto(f"{base}/ui/")
+    expect(page.locator(f'#brokers tr[data-broker-id="{victim}"] [data-role="status"]')).to_have_text(
+        "offline", timeout=WAIT_MS)
+    page.goto(f"{base}/ui/#/topics")
+    expect(page.locator(f'#topics tr[data-topic="{ORDERS}"] [data-col="under_replicated"]')).to_have_text(
+        str(len(under_replicated)), timeout=WAIT_MS)
+    page.goto(f"{base}/ui/#/topic/{ORDERS}")
+    expect(page.locator("#partitions tr.urp")).to_have_count(len(under_replicated), timeout=WAIT_MS)
+    for partition in under_replicated:
+        expect(page.locator(f'#partitions tr[data-partition="{partition}"] [data-col="isr"]')).to_contain_text(
+            "under-replicated")
+    screenshot(page, "topic-under-replicated")
+
+
 def test_the_console_shows_the_cluster_its_traffic_and_its_records(cluster: LocalCluster, browser):
     with Admin(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG) as admin, \
             LowLevelClient(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG) as writer:
@@ -240,4 +269,5 @@ def test_the_console_shows_the_cluster_its_traffic_and_its_records(cluster: Loca
                 traffic.halt()  # the member stays in its group, reading nothing: the lag holds still
                 check_topic_page(page, base, admin, traffic.values)
                 check_groups(page, base, admin)
+                check_a_stopped_broker(page, base, admin, cluster)
         page.close()
