@@ -6,8 +6,9 @@
 const REFRESH_MS = 5000;
 const TOPICS_PER_PAGE = 50;
 const GROUPS_PER_PAGE = 10;
+const FEW_GROUPS = 3;  // a page of this many groups or fewer shows them opened
 const RECORDS_PER_PAGE = 20;
-const app = {clusterId: null, timers: [], view: 0};
+const app = {clusterId: null, timers: [], view: 0, groupOpen: new Map()};
 
 // ------------------------------------------------------------------ helpers
 
@@ -155,10 +156,11 @@ function renderTopics(view, params) {
       h("td", {class: "num", "data-col": "under_replicated"},
         t.under_replicated ? badge(t.under_replicated, "warn") : "0"),
       h("td", {class: "num", "data-col": "messages"}, fmt(t.messages))));
-    list.replaceChildren(
+    const pages = () => pager(page.total, offset, TOPICS_PER_PAGE, (at) => go(query, at));
+    list.replaceChildren(page.total > TOPICS_PER_PAGE ? pages() : "",
       rows.length ? table([["Name"], ["Partitions", "num"], ["Replication factor", "num"],
         ["Under-replicated", "num"], ["Messages", "num"]], rows) : h("div", {class: "empty"}, "No topics match."),
-      pager(page.total, offset, TOPICS_PER_PAGE, (at) => go(query, at)));
+      pages());
   });
 }
 
@@ -257,6 +259,33 @@ async function showRecords(name, partition, requested, ends, {records, info, old
 
 // ------------------------------------------------------------------ consumer groups
 
+function groupPanel(g, openByDefault) {
+  const open = app.groupOpen.has(g.group_id) ? app.groupOpen.get(g.group_id) : openByDefault;
+  const members = g.members.length
+    ? table([["Client id"], ["Host"], ["Member id"], ["Assigned partitions"]],
+      g.members.map((m) => h("tr", {"data-member": m.member_id},
+        h("td", {"data-col": "client_id"}, m.client_id), h("td", {class: "mono"}, m.host),
+        h("td", {class: "mono muted"}, m.member_id),
+        h("td", {class: "mono", "data-col": "assignment"},
+          m.assignment.map((a) => `${a.topic}-${a.partition}`).join(", ") || "—"))))
+    : h("div", {class: "empty"}, "No active members.");
+  const lags = g.lags.length
+    ? table([["Topic"], ["Partition", "num"], ["Committed", "num"], ["Log end", "num"], ["Lag", "num"], ["Consumer"]],
+      g.lags.map((l) => h("tr", {"data-lag": `${l.topic}-${l.partition}`},
+        h("td", {}, h("a", {href: `#/topic/${enc(l.topic)}`}, l.topic)), h("td", {class: "num"}, l.partition),
+        h("td", {class: "num"}, fmt(l.current_offset)), h("td", {class: "num"}, fmt(l.log_end_offset)),
+        h("td", {class: "num", "data-col": "lag"}, fmt(l.lag)), h("td", {}, l.client_id || "—"))))
+    : h("div", {class: "empty"}, "No committed offsets.");
+  const kind = g.state === "Stable" ? "ok" : g.state === "Empty" ? "" : "warn";
+  return h("details", {class: "panel group", "data-group": g.group_id, open,
+                       ontoggle: (event) => app.groupOpen.set(g.group_id, event.target.open)},
+    h("summary", {}, h("span", {class: "id"}, g.group_id), badge(g.state, kind),
+      h("span", {class: "muted"}, `${g.members.length} member${g.members.length === 1 ? "" : "s"}`),
+      h("span", {class: "muted"}, `${g.lags.length} partition${g.lags.length === 1 ? "" : "s"}`),
+      h("span", {class: "lag"}, "total lag ", h("strong", {"data-role": "total-lag"}, fmt(g.total_lag)))),
+    members, lags);
+}
+
 function renderGroups(view, params) {
   const query = params.get("q") || "", offset = Number(params.get("offset") || 0);
   const go = (q, at) => { location.hash = `#/groups?q=${enc(q)}&offset=${at}`; };
@@ -265,27 +294,10 @@ function renderGroups(view, params) {
     h("div", {class: "toolbar"}, filterBox(query, "Filter groups by id", (q) => go(q, 0))), list);
   every(REFRESH_MS, async () => {
     const page = await getJson(`/ui/api/groups?q=${enc(query)}&offset=${offset}&limit=${GROUPS_PER_PAGE}`);
-    const panels = page.groups.map((g) => h("section", {class: "panel group", "data-group": g.group_id},
-      h("header", {}, h("span", {class: "id"}, g.group_id),
-        badge(g.state, g.state === "Stable" ? "ok" : g.state === "Empty" ? "" : "warn"),
-        h("span", {class: "muted"}, `${g.members.length} member${g.members.length === 1 ? "" : "s"}`),
-        h("span", {}, "total lag ", h("strong", {"data-role": "total-lag"}, fmt(g.total_lag)))),
-      g.members.length ? table([["Client id"], ["Host"], ["Member id"], ["Assigned partitions"]],
-        g.members.map((m) => h("tr", {"data-member": m.member_id},
-          h("td", {"data-col": "client_id"}, m.client_id), h("td", {class: "mono"}, m.host),
-          h("td", {class: "mono muted"}, m.member_id),
-          h("td", {class: "mono", "data-col": "assignment"},
-            m.assignment.map((a) => `${a.topic}-${a.partition}`).join(", ") || "—"))))
-        : h("div", {class: "empty"}, "No active members."),
-      g.lags.length ? table([["Topic"], ["Partition", "num"], ["Committed", "num"], ["Log end", "num"],
-        ["Lag", "num"], ["Consumer"]],
-        g.lags.map((l) => h("tr", {"data-lag": `${l.topic}-${l.partition}`},
-          h("td", {}, h("a", {href: `#/topic/${enc(l.topic)}`}, l.topic)), h("td", {class: "num"}, l.partition),
-          h("td", {class: "num"}, fmt(l.current_offset)), h("td", {class: "num"}, fmt(l.log_end_offset)),
-          h("td", {class: "num", "data-col": "lag"}, fmt(l.lag)), h("td", {}, l.client_id || "—"))))
-        : h("div", {class: "empty"}, "No committed offsets.")));
-    list.replaceChildren(...(panels.length ? panels : [h("div", {class: "empty"}, "No consumer groups match.")]),
-      pager(page.total, offset, GROUPS_PER_PAGE, (at) => go(query, at)));
+    const panels = page.groups.map((g) => groupPanel(g, page.groups.length <= FEW_GROUPS));
+    const pages = () => pager(page.total, offset, GROUPS_PER_PAGE, (at) => go(query, at));
+    list.replaceChildren(page.total > GROUPS_PER_PAGE ? pages() : "",
+      ...(panels.length ? panels : [h("div", {class: "empty"}, "No consumer groups match.")]), pages());
   });
 }
 
