@@ -10,7 +10,7 @@
                                                consumer-groups --describe` computes it
     GET /ui/api/series?top_topics=&top_groups=  series.series of the sampler's ring, with its interval
 
-Everything else the pages show comes from the v3 routes (cluster, brokers, controller, topic
+Everything else the pages show comes from the v3 routes (cluster id, live brokers, a topic's
 offsets, records). `startup` starts the `Sampler` (every `ui.sample.interval.ms`, a window of
 `ui.sample.window.ms`), `shutdown` stops it. The routes are left out of the OpenAPI document.
 """
