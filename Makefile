@@ -33,6 +33,15 @@ system-deps:
 	  fi; \
 	fi
 
+	@if ! command -v chromium >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Chromium for the web console's browser test (Debian package chromium)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else \
+	    echo "no chromium: the web console's browser test is skipped ('sudo apt-get install chromium')" >&2; \
+	  fi; \
+	fi
+
 $(VENV)/.installed: pyproject.toml services/common/records/_framing.c
 	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip

@@ -19,13 +19,17 @@ Columns are padded as Kafka pads them (each as wide as its widest cell). A failu
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterable, Sequence
-from typing import TextIO
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, NamedTuple, TextIO
 
 from services.clients.admin import Admin
+from services.clients.admin_types import ConsumerGroupDescription, MemberDescription
 from services.common.config import load_properties
 from services.common.errors import KafkaError
 from services.common.topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    from services.clients.consumer.records import OffsetAndMetadata
 
 ACTIONS = ("list", "describe", "reset-offsets", "delete")
 RESET_SPECS = ("to-earliest", "to-latest", "to-current", "to-offset", "shift-by")
@@ -135,28 +139,66 @@ def run_describe(admin: Admin, args: argparse.Namespace, out: TextIO) -> None:
         print(file=out)
 
 
-def _describe_offsets(admin: Admin, group_id: str, description, out: TextIO) -> None:
-    committed = admin.list_consumer_group_offsets(group_id)
+class PartitionOffsets(NamedTuple):
+    """One row of `--describe`: a partition the group has an offset for or a member is assigned."""
+
+    partition: TopicPartition
+    current_offset: int | None  # None: nothing committed
+    log_end_offset: int | None  # None: the partition's leader did not answer
+    member: MemberDescription | None
+
+    @property
+    def lag(self) -> int | None:
+        """The log end offset less the committed offset, as kafka-consumer-groups.sh shows it."""
+        if self.log_end_offset is None or self.current_offset is None:
+            return None
+        return self.log_end_offset - self.current_offset
+
+
+def described_partitions(committed: Mapping[TopicPartition, object],
+                         description: ConsumerGroupDescription) -> list[TopicPartition]:
+    """The partitions `--describe` shows: committed to or assigned, in partition order."""
+    return sorted(set(committed) | {tp for member in description.members for tp in member.assignment})
+
+
+def partition_offsets(description: ConsumerGroupDescription, committed: Mapping[TopicPartition, OffsetAndMetadata],
+                      log_end: Mapping[TopicPartition, object]) -> list[PartitionOffsets]:
+    """The rows of `--describe` from the group, its committed offsets and the partitions' log end
+    offsets (`Admin.list_offsets(..., raise_errors=False)` results: a KafkaError is no offset)."""
     owners = {tp: member for member in description.members for tp in member.assignment}
-    partitions = sorted(set(committed) | set(owners))
-    if description.state == "Dead" and not partitions:
+    rows = []
+    for tp in described_partitions(committed, description):
+        result = log_end.get(tp)
+        end = None if result is None or isinstance(result, KafkaError) else result.offset
+        current = committed[tp].offset if tp in committed else None
+        rows.append(PartitionOffsets(tp, current, end, owners.get(tp)))
+    return rows
+
+
+def describe_partition_offsets(admin: Admin, group_id: str,
+                               description: ConsumerGroupDescription) -> list[PartitionOffsets]:
+    """`--describe`'s rows of one group, read from the cluster."""
+    committed = admin.list_consumer_group_offsets(group_id)
+    partitions = described_partitions(committed, description)
+    log_end = admin.list_offsets(dict.fromkeys(partitions, "latest"), raise_errors=False) if partitions else {}
+    return partition_offsets(description, committed, log_end)
+
+
+def _describe_offsets(admin: Admin, group_id: str, description: ConsumerGroupDescription, out: TextIO) -> None:
+    offsets = describe_partition_offsets(admin, group_id, description)
+    if description.state == "Dead" and not offsets:
         raise GroupCommandError(f"Consumer group '{group_id}' does not exist.")
     if not description.members:
         print(f"\nConsumer group '{group_id}' has no active members.", file=out)
-    if not partitions:
+    if not offsets:
         return
-    log_end = admin.list_offsets({tp: "latest" for tp in partitions}, raise_errors=False)
     rows: list[tuple[object, ...]] = [("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
                                        "CONSUMER-ID", "HOST", "CLIENT-ID")]
-    for tp in partitions:
-        current = committed[tp].offset if tp in committed else None
-        result = log_end.get(tp)
-        end = None if result is None or isinstance(result, KafkaError) else result.offset
-        lag = end - current if end is not None and current is not None else None
-        member = owners.get(tp)
-        rows.append((group_id, tp.topic, tp.partition, current, end, lag,
-                     member.member_id if member else None, member.host if member else None,
-                     member.client_id if member else None))
+    for row in offsets:
+        member = row.member
+        rows.append((group_id, row.partition.topic, row.partition.partition, row.current_offset,
+                     row.log_end_offset, row.lag, member.member_id if member else None,
+                     member.host if member else None, member.client_id if member else None))
     print_table(rows, out)
 
 

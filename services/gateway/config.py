@@ -34,3 +34,9 @@ class GatewayConfig(Config):
     consumer_max_instances: int = setting(
         ConfigType.INT, 1000, at_least(1),
         doc="The most v2 consumer instances one worker process holds; a create beyond it is answered 429.")
+    ui_sample_interval_ms: int = setting(
+        ConfigType.INT, 3000, at_least(100),
+        doc="How often the web console's sampler reads end offsets and group lags for its charts.")
+    ui_sample_window_ms: int = setting(
+        ConfigType.INT, 300000, at_least(1000),
+        doc="How far back the web console's charts reach (the sampler keeps this much history).")

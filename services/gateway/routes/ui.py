@@ -1,0 +1,131 @@
+"""The web console: its pages at `/ui` and the few JSON views REST Proxy v3 does not serve.
+
+    GET /ui                                   the console (static/index.html); /ui/static/{file}: its assets
+    GET /ui/api/health                        {"controller": {"id", "host", "port"} or null,
+                                               "offline_broker_ids", "partitions",
+                                               "under_replicated_partitions", "offline_partitions"}
+    GET /ui/api/topics?q=&offset=&limit=      {"total", "topics": [views.topic_row]}, names containing q
+    GET /ui/api/topics/{t}/partitions         {"topic", "partitions": [views.partition_row]} (ISR included)
+    GET /ui/api/groups?q=&offset=&limit=      {"total", "groups": [views.group_view]}, lag as `odradek
+                                               consumer-groups --describe` computes it
+    GET /ui/api/series?top_topics=&top_groups=  series.series of the sampler's ring, with its interval
+
+Everything else the pages show comes from the v3 routes (cluster id, live brokers, a topic's
+offsets, records). `startup` starts the `Sampler` (every `ui.sample.interval.ms`, a window of
+`ui.sample.window.ms`), `shutdown` stops it. The routes are left out of the OpenAPI document.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Query
+from fastapi.responses import FileResponse, RedirectResponse
+
+from services.clients.admin_types import TopicDescription
+from services.clients.cli_groups import describe_partition_offsets
+from services.gateway.routes.v3_resources import cluster_call, describe_topic, not_found
+from services.gateway.state import GatewayState, State
+from services.gateway.ui import series, views
+from services.gateway.ui.sampler import Sampler
+
+router = APIRouter(tags=["console"], include_in_schema=False)
+
+STATIC_DIR = Path(__file__).resolve().parent.parent / "ui" / "static"
+SAMPLER_KEY = "ui.sampler"
+PAGE_LIMIT_MAX = 500
+
+
+async def startup(state: GatewayState) -> None:
+    ring = series.SampleRing(state.config.ui_sample_window_ms, state.config.ui_sample_interval_ms)
+    sampler = Sampler(state.admin, ring)
+    sampler.start(lambda call: state.blocking(call))
+    state.extensions[SAMPLER_KEY] = sampler
+
+
+async def shutdown(state: GatewayState) -> None:
+    sampler = state.extensions.pop(SAMPLER_KEY, None)
+    if sampler is not None:
+        await sampler.stop()
+
+
+# ------------------------------------------------------------------ pages
+
+@router.get("/ui")
+async def console_root() -> RedirectResponse:
+    return RedirectResponse("/ui/", status_code=307)
+
+
+@router.get("/ui/")
+async def console_page() -> FileResponse:
+    return FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-cache"})
+
+
+@router.get("/ui/static/{name}")
+async def console_asset(name: str) -> FileResponse:
+    path = (STATIC_DIR / name).resolve()
+    if path.parent != STATIC_DIR or not path.is_file():
+        raise not_found()
+    return FileResponse(path, headers={"Cache-Control": "no-cache"})
+
+
+# ------------------------------------------------------------------ JSON views
+
+Offset = Query(0, ge=0)
+Limit = Query(50, ge=1, le=PAGE_LIMIT_MAX)
+
+
+@router.get("/ui/api/health")
+async def health(state: State) -> dict[str, Any]:
+    cluster = await cluster_call(state, state.admin.describe_cluster)
+    names = await cluster_call(state, state.admin.list_topics)
+    described = await cluster_call(state, state.admin.describe_topics, names, raise_errors=False)
+    topics = [topic for topic in described.values() if isinstance(topic, TopicDescription)]
+    controller = cluster.controller
+    where = None if controller is None else {"id": controller.node_id, "host": controller.host, "port": controller.port}
+    return {"controller": where, **views.cluster_health((node.node_id for node in cluster.nodes), topics)}
+
+
+@router.get("/ui/api/topics")
+async def topics(state: State, q: str = "", offset: int = Offset, limit: int = Limit) -> dict[str, Any]:
+    total, names = views.page(await cluster_call(state, state.admin.list_topics), q, offset, limit)
+    described = await cluster_call(state, state.admin.describe_topics, names, raise_errors=False) if names else {}
+    found = [described[name] for name in names if isinstance(described.get(name), TopicDescription)]
+    specs = {info.topic_partition: None for topic in found for info in topic.partitions}
+    earliest = latest = {}
+    if specs:
+        earliest = await cluster_call(state, state.admin.list_offsets, dict.fromkeys(specs, "earliest"),
+                                      raise_errors=False)
+        latest = await cluster_call(state, state.admin.list_offsets, dict.fromkeys(specs, "latest"),
+                                    raise_errors=False)
+    return {"total": total, "offset": offset, "topics": [views.topic_row(t, earliest, latest) for t in found]}
+
+
+@router.get("/ui/api/topics/{topic_name}/partitions")
+async def topic_partitions(topic_name: str, state: State) -> dict[str, Any]:
+    topic = await describe_topic(state, topic_name)
+    rows = [views.partition_row(info) for info in sorted(topic.partitions, key=lambda info: info.partition)]
+    return {"topic": topic.name, "replication_factor": topic.replication_factor, "partitions": rows}
+
+
+@router.get("/ui/api/groups")
+async def groups(state: State, q: str = "", offset: int = Offset, limit: int = Limit) -> dict[str, Any]:
+    listings = await cluster_call(state, state.admin.list_consumer_groups)
+    total, group_ids = views.page((listing.group_id for listing in listings), q, offset, limit)
+    described = await cluster_call(state, state.admin.describe_consumer_groups, group_ids) if group_ids else {}
+    answer = []
+    for group_id in group_ids:
+        group = described[group_id]
+        offsets = await cluster_call(state, describe_partition_offsets, state.admin, group_id, group)
+        answer.append(views.group_view(group, offsets))
+    return {"total": total, "offset": offset, "groups": answer}
+
+
+@router.get("/ui/api/series")
+async def sampled_series(state: State, top_topics: int = Query(8, ge=0, le=50),
+                         top_groups: int = Query(8, ge=0, le=50)) -> dict[str, Any]:
+    sampler: Sampler | None = state.extensions.get(SAMPLER_KEY)
+    samples = sampler.ring.samples() if sampler else []
+    return {"interval_ms": state.config.ui_sample_interval_ms, "window_ms": state.config.ui_sample_window_ms,
+            **series.series(samples, top_topics=top_topics, top_groups=top_groups)}
