@@ -83,6 +83,9 @@ class Deployment:
         pod = pod or next(p for p in self.pods if p.kind == "gateway")
         return f"http://127.0.0.1:{self.localizer.listen_port(pod)}"
 
+    def metrics_url(self, pod: Pod) -> str:
+        return f"http://127.0.0.1:{self.localizer.port(pod, int(pod.env['ODRADEK_METRICS_PORT']))}/metrics"
+
     def stop(self) -> None:
         for pod in reversed(self.pods):
             process = self.processes.get(pod.name)
@@ -113,6 +116,9 @@ def deploy(request: pytest.FixtureRequest, zookeeper, zk_chroot: str, tmp_path: 
 
 
 def check_cluster(deployment: Deployment, broker_ids: set[int], replication_factor: int) -> None:
+    for pod in deployment.pods:
+        if pod.kind != "gateway":
+            assert http_ready(deployment.metrics_url(pod)), f"{pod.name}: no metrics"
     with httpx.Client(base_url=deployment.gateway_url(), timeout=20, headers={"Content-Type": V2}) as http:
         cluster_id = http.get("/v3/clusters").json()["data"][0]["cluster_id"]
 

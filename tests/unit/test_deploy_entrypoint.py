@@ -23,6 +23,7 @@ from services.common.entrypoint import (
     probe,
 )
 from services.common.proc import free_port
+from services.common.service import ServiceRuntime
 from tests.deploy_support import REPO_ROOT, console_scripts
 
 BROKER = SERVICES["broker"]
@@ -106,3 +107,12 @@ def test_health_reads_the_probe_file_and_fails_when_nothing_answers(tmp_path):
 def test_usage_without_arguments_exits_2(capsys):
     assert entrypoint.main([], env={}) == 2
     assert "odradek-service <controller|broker|coordinator|gateway>" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("bind_address", "metrics_host"), [("0.0.0.0:9092", "0.0.0.0"), ("127.0.0.1:0", "127.0.0.1")])
+def test_metrics_listen_on_the_grpc_listeners_interface(bind_address, metrics_host):
+    runtime = ServiceRuntime("probe", bind_address)
+    try:
+        assert runtime.metrics_host == metrics_host
+    finally:
+        runtime.shutdown(grace_s=0.1)
