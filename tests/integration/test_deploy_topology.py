@@ -23,6 +23,7 @@ from services.clients.launcher import http_ready
 from services.clients.transport import check_health
 from services.common.proc import log_tail, start_process, stop_process, wait_until
 from tests.deploy_support import (
+    K8S_BASE,
     K8S_DEV,
     KIND_ORDER,
     Localizer,
@@ -38,6 +39,7 @@ from tests.deploy_support import (
 V2 = "application/vnd.kafka.v2+json"
 JSON_EMBEDDED = "application/vnd.kafka.json.v2+json"
 START_TIMEOUT_S = 60
+STOP_TIMEOUT_S = 4
 RECORDS = 20
 
 
@@ -54,7 +56,8 @@ class Deployment:
     """The pods of one deployment file, started on loopback; every process stopped by its pid."""
 
     def __init__(self, pods: list[Pod], localizer: Localizer, log_dir: Path):
-        self.pods = sorted(pods, key=lambda pod: KIND_ORDER.index(pod.kind))
+        # in the launcher's order; a misspelt service name last, where its exit 2 fails the test
+        self.pods = sorted(pods, key=lambda pod: (KIND_ORDER + (pod.kind,)).index(pod.kind))
         self.localizer = localizer
         self.log_dir = log_dir
         self.processes: dict[str, subprocess.Popen] = {}
@@ -87,10 +90,16 @@ class Deployment:
         return f"http://127.0.0.1:{self.localizer.port(pod, int(pod.env['ODRADEK_METRICS_PORT']))}/metrics"
 
     def stop(self) -> None:
-        for pod in reversed(self.pods):
-            process = self.processes.get(pod.name)
-            if process is not None:
-                stop_process(process, timeout_s=15)
+        """SIGTERM to the pods of one kind at once (gateways first, controllers last), waiting for
+        them before the next kind; SIGKILL to any still running after STOP_TIMEOUT_S (brokers
+        stopping together cannot hand their leadership to each other, and would retry)."""
+        for kind in reversed(KIND_ORDER):
+            running = [self.processes[p.name] for p in self.pods if p.kind == kind and p.name in self.processes]
+            for process in running:
+                if process.poll() is None:
+                    process.terminate()
+            for process in running:
+                stop_process(process, timeout_s=STOP_TIMEOUT_S)
 
     def dump_logs(self) -> str:
         return "\n".join(f"----- {pod.name} -----\n{log_tail(self.log(pod), 60)}" for pod in self.pods)
@@ -169,3 +178,12 @@ def test_kubernetes_dev_overlay_pods_form_a_cluster(deploy):
     assert sorted(p.kind for p in pods) == sorted(KIND_ORDER)
     deployment = deploy(pods, zookeeper_hosts)
     check_cluster(deployment, {0}, replication_factor=1)
+
+
+def test_kubernetes_base_pods_form_a_cluster(deploy):
+    entrypoint, _ = image_command()
+    pods, zookeeper_hosts = k8s_pods(render_kustomize(K8S_BASE), entrypoint)
+    assert sorted(p.kind for p in pods) == sorted(["controller"] * 2 + ["broker"] * 3 + ["coordinator"] * 2
+                                                  + ["gateway"] * 2)
+    deployment = deploy(pods, zookeeper_hosts)
+    check_cluster(deployment, {0, 1, 2}, replication_factor=3)
