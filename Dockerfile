@@ -1,3 +1,4 @@
+# syntax=docker/dockerfile:1
 # Odradek's one image: every service runs from it as `odradek-service <kind>` (see
 # services/common/entrypoint.py); ZooKeeper runs from its own official image.
 #
@@ -30,7 +31,7 @@ RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
  && cp /wheels/spark-requirements.txt /usr/local/share/odradek-spark-requirements.txt \
  && groupadd --system --gid 10001 odradek \
  && useradd --system --uid 10001 --gid odradek --home-dir /var/lib/odradek --create-home odradek \
- && mkdir -p /var/lib/odradek/data && chown -R odradek:odradek /var/lib/odradek
+ && mkdir -p /var/lib/odradek/data /var/lib/odradek/jobs && chown -R odradek:odradek /var/lib/odradek
 WORKDIR /var/lib/odradek
 USER 10001:10001
 # brokers keep their logs here (ODRADEK_LOG_DIRS); mount a volume on it

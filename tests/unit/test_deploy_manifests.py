@@ -6,9 +6,11 @@ variable in any of them names a key of the service that reads it."""
 
 from __future__ import annotations
 
+import fnmatch
 import inspect
 import shutil
 import subprocess
+import tomllib
 
 import pytest
 from kubernetes_validate import ValidationError, validate
@@ -245,3 +247,13 @@ def test_the_dev_overlay_is_one_node(dev):
     assert config["odradek-broker"]["ODRADEK_DEFAULT_REPLICATION_FACTOR"] == "1"
     assert config["odradek-coordinator"]["ODRADEK_OFFSETS_TOPIC_REPLICATION_FACTOR"] == "1"
     assert config["odradek-coordinator"]["ODRADEK_TRANSACTION_STATE_LOG_REPLICATION_FACTOR"] == "1"
+
+
+def test_the_wheel_carries_every_file_the_packages_read():
+    """The image installs the wheel, not the tree: a data file outside package-data would be missing."""
+    patterns = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["*"]
+    not_read = {".py", ".pyc", ".pyi", ".so", ".c", ".md"}
+    for top in ("services", "jobs", "pyspark_odradek"):
+        for path in (REPO_ROOT / top).rglob("*"):
+            if path.is_file() and path.suffix not in not_read and "__pycache__" not in path.parts:
+                assert any(fnmatch.fnmatch(path.name, pattern.rpartition("/")[2]) for pattern in patterns), path
