@@ -257,3 +257,13 @@ def test_the_wheel_carries_every_file_the_packages_read():
         for path in (REPO_ROOT / top).rglob("*"):
             if path.is_file() and path.suffix not in not_read and "__pycache__" not in path.parts:
                 assert any(fnmatch.fnmatch(path.name, pattern.rpartition("/")[2]) for pattern in patterns), path
+
+
+def test_the_pipeline_service_runs_a_command_of_the_clickstream_job():
+    from jobs.clickstream.__main__ import build_parser
+
+    stages = dockerfile_stages()
+    assert exec_form(last(stages["spark"], "ENTRYPOINT")) == ["python", "-m", "jobs.clickstream"]
+    command = compose_config()["services"]["clickstream"]["command"]
+    arguments = build_parser().parse_args(command)
+    assert arguments.command == "run" and arguments.gateway == "http://gateway:8080"
