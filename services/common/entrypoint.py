@@ -44,8 +44,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from services.common.config import ENV_PREFIX, ConfigError, env_var_name
+from services.common.config import ENV_PREFIX, ConfigError, env_var_name, load_properties
 from services.common.logging_setup import LOG_LEVEL_ENV
+from services.common.service import service_arguments
 
 ADVERTISED_DOMAIN_ENV = "ODRADEK_ADVERTISED_DOMAIN"
 ENTRYPOINT_VARIABLES = frozenset({ADVERTISED_DOMAIN_ENV, LOG_LEVEL_ENV})
@@ -173,16 +174,12 @@ def local_host(host: str) -> str:
 
 
 def run_service(name: str, argv: list[str], env: Mapping[str, str]) -> int:
-    from services.common.service import service_arguments
-
     kind = service_kind(name)
     config_class = kind.load_config_class()
     check_environment(kind, config_class, env)
     args = service_arguments(f"Odradek {kind.name}", argv)
     file_settings = {}
     if args.config:
-        from services.common.config import load_properties
-
         try:
             file_settings = load_properties(args.config)
         except (OSError, ConfigError):
@@ -193,7 +190,7 @@ def run_service(name: str, argv: list[str], env: Mapping[str, str]) -> int:
         config = config_class.load(*([args.config] if args.config else []), {**derived, **args.overrides},
                                    env=env)
         write_probe_file(probe_target(kind, config))
-    except (ConfigError, ValueError):
+    except (ConfigError, ValueError, OSError):
         pass  # the service's own start reports a bad config (exit 2)
     main = importlib.import_module(kind.main_module).main
     return main(service_argv)
