@@ -12,7 +12,8 @@ PYTEST_ARGS ?=
 
 setup: system-deps $(VENV)/.installed
 
-# Java and ZooKeeper come from Debian packages; installed only when missing and we are root.
+# Java, ZooKeeper and docker-compose (which validates docker-compose.yml offline) come from Debian
+# packages; installed only when missing and we are root. kubectl (renders deploy/k8s) must be on PATH.
 system-deps:
 	@if ! command -v java >/dev/null 2>&1 || [ ! -f $(ZOOKEEPER_JAR) ]; then \
 	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
@@ -21,6 +22,15 @@ system-deps:
 	      default-jre-headless zookeeper >/dev/null; \
 	  else \
 	    echo "Java and the Debian 'zookeeper' package are needed: run 'sudo apt-get install default-jre-headless zookeeper'" >&2; \
+	    exit 1; \
+	  fi; \
+	fi
+	@if ! command -v docker-compose >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing docker-compose (Debian package): the tests validate docker-compose.yml with it, no engine needed"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null; \
+	  else \
+	    echo "docker-compose is needed to validate docker-compose.yml: run 'sudo apt-get install docker-compose'" >&2; \
 	    exit 1; \
 	  fi; \
 	fi

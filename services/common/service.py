@@ -2,7 +2,8 @@
 
 `ServiceRuntime` owns one service process's plumbing: the gRPC server (message sizes bounded by
 `GRPC_MAX_MESSAGE_BYTES`), the standard gRPC health service, the Prometheus metrics endpoint,
-SIGTERM/SIGINT handling and the ordered shutdown hooks. A service's `__main__` builds its core,
+SIGTERM/SIGINT handling and the ordered shutdown hooks. The metrics endpoint listens on the gRPC
+listener's interface unless told otherwise. A service's `__main__` builds its core,
 registers its servicers here, calls `start()` and then `run_until_stopped()`.
 
 The server is `grpc.aio`'s, on an event loop thread of its own. A servicer method written
@@ -198,8 +199,9 @@ class ServiceRuntime:
         self.name = name
         self.bind_address = bind_address
         self.metrics_port = metrics_port
-        # by default on the listener's interface (all of them for `PLAINTEXT://:9092`)
-        self.metrics_host = metrics_host if metrics_host is not None else bind_address.rpartition(":")[0]
+        # by default on the gRPC listener's interface: loopback for a local cluster, every
+        # interface in a container (`PLAINTEXT://:9092`), where Prometheus scrapes from outside
+        self.metrics_host = metrics_host if metrics_host is not None else bind_address.rpartition(":")[0].strip("[]")
         self.executor = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=f"{name}-rpc")
         self.loop = asyncio.new_event_loop()
         self.loop.set_default_executor(self.executor)

@@ -1,0 +1,55 @@
+# syntax=docker/dockerfile:1
+# Odradek's one image: every service runs from it as `odradek-service <kind>` (see
+# services/common/entrypoint.py); ZooKeeper runs from its own official image.
+#
+#   docker build -t odradek:latest .                       # controller, broker, coordinator, gateway
+#   docker build -t odradek-spark:latest --target spark .  # + Java and PySpark, for jobs/
+
+# ---- builder: wheels of the project (with the compiled record framing check) and its dependencies
+FROM python:3.11 AS builder
+WORKDIR /src
+COPY pyproject.toml README.md ./
+# the runtime's requirements are the project's, less PySpark (only the spark target needs Java and Spark)
+RUN python -c "import tomllib; deps = tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']; \
+open('/tmp/requirements.txt', 'w').write('\n'.join(d for d in deps if not d.startswith('pyspark')) + '\n'); \
+open('/tmp/spark-requirements.txt', 'w').write('\n'.join(d for d in deps if d.startswith('pyspark')) + '\n')" \
+ && pip wheel --no-cache-dir --wheel-dir /wheels -r /tmp/requirements.txt
+COPY services ./services
+COPY pyspark_odradek ./pyspark_odradek
+COPY jobs ./jobs
+RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels . \
+ && python -c "import glob, zipfile; names = zipfile.ZipFile(glob.glob('/wheels/odradek-*.whl')[0]).namelist(); \
+assert any('_framing' in n and n.endswith('.so') for n in names), 'the C extension was not built'" \
+ && cp /tmp/requirements.txt /tmp/spark-requirements.txt /wheels/
+
+# ---- runtime: slim Python, no compiler, no Java; runs as an unprivileged user
+FROM python:3.11-slim AS runtime
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
+    pip install --no-cache-dir --no-index --find-links /wheels -r /wheels/requirements.txt \
+ && pip install --no-cache-dir --no-index --no-deps /wheels/odradek-*.whl \
+ && cp /wheels/spark-requirements.txt /usr/local/share/odradek-spark-requirements.txt \
+ && groupadd --system --gid 10001 odradek \
+ && useradd --system --uid 10001 --gid odradek --home-dir /var/lib/odradek --create-home odradek \
+ && mkdir -p /var/lib/odradek/data /var/lib/odradek/jobs && chown -R odradek:odradek /var/lib/odradek
+WORKDIR /var/lib/odradek
+USER 10001:10001
+# brokers keep their logs here (ODRADEK_LOG_DIRS); mount a volume on it
+VOLUME ["/var/lib/odradek/data"]
+# gRPC: controller 9093, broker 9092, coordinator 9094; HTTP: gateway 8080; Prometheus: 9404
+EXPOSE 9092 9093 9094 8080 9404
+HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 CMD ["odradek-service", "health"]
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["odradek-service"]
+CMD ["broker"]
+
+# ---- spark: the runtime plus a Java runtime and PySpark, for the jobs in jobs/ (clickstream)
+FROM runtime AS spark
+USER root
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends default-jre-headless \
+ && rm -rf /var/lib/apt/lists/* \
+ && pip install --no-cache-dir -r /usr/local/share/odradek-spark-requirements.txt
+USER 10001:10001
+ENTRYPOINT ["python", "-m", "jobs.clickstream"]
+CMD ["--help"]
