@@ -1,0 +1,219 @@
+"""The legacy 0.8 ZooKeeper consumer against a real cluster (one controller, two brokers, shared
+by this module's tests): partition ownership in ZooKeeper across two members, rebalancing to the
+survivor from the committed offsets after a shutdown and after a SIGKILL (once the dead member's
+session expires), a whitelist stream picking up a topic created later, out-of-range offsets reset
+per auto.offset.reset, consumer.timeout.ms, and streams created only once."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from services.clients.launcher import LocalCluster
+from services.clients.zk_consumer import (
+    ConsumerTimeoutError,
+    MessageStreamsExistError,
+    Whitelist,
+    ZookeeperConsumerConnector,
+)
+from services.common.proc import start_python_module, stop_pid, wait_until
+from services.common.topic_partition import TopicPartition
+from tests.integration.conftest import create_topic, module_cluster, produce_values, zk_session
+
+KILLED_SESSION_TIMEOUT_MS = 4000
+FAST = {"rebalance.backoff.ms": 200, "rebalance.max.retries": 30, "refresh.leader.backoff.ms": 100,
+        "auto.commit.interval.ms": 200, "consumer.timeout.ms": 200, "fetch.wait.max.ms": 50}
+
+
+@pytest.fixture(scope="module")
+def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path_factory) -> Iterator[LocalCluster]:
+    with module_cluster(request, zookeeper, _zk_root_client, tmp_path_factory, "zkc", brokers=2,
+                        controllers=1) as local:
+        local.zk_connect = zookeeper.connect_string + local.chroot
+        yield local
+
+
+@pytest.fixture
+def connectors(cluster) -> Iterator:
+    made: list[ZookeeperConsumerConnector] = []
+
+    def make(group: str, **config) -> ZookeeperConsumerConnector:
+        connector = ZookeeperConsumerConnector({"zookeeper.connect": cluster.zk_connect, "group.id": group,
+                                                "auto.offset.reset": "smallest", **FAST, **config})
+        made.append(connector)
+        return connector
+
+    yield make
+    for connector in made:
+        connector.shutdown()
+
+
+class Collector:
+    """One thread per stream, keeping every message (the thread ends with its stream)."""
+
+    def __init__(self, streams):
+        self.messages: list = []
+        self._lock = threading.Lock()
+        self.threads = [threading.Thread(target=self._run, args=(s,), daemon=True) for s in streams]
+        for thread in self.threads:
+            thread.start()
+
+    def _run(self, stream) -> None:
+        while True:
+            try:
+                for message in stream:
+                    with self._lock:
+                        self.messages.append(message)
+                return
+            except ConsumerTimeoutError:
+                continue
+
+    def keys(self) -> set[tuple[int, int]]:
+        with self._lock:
+            return {(m.partition, m.offset) for m in self.messages}
+
+    def first_offsets(self) -> dict[int, int]:
+        with self._lock:
+            firsts: dict[int, int] = {}
+            for m in self.messages:
+                firsts[m.partition] = min(firsts.get(m.partition, m.offset), m.offset)
+            return firsts
+
+
+def produce_all(writer, topic: str, partitions: int, per_partition: int, start: int = 0) -> set[tuple[int, int]]:
+    produced = set()
+    for p in range(partitions):
+        base = produce_values(writer, topic, p, [b"%d-%d" % (p, start + i) for i in range(per_partition)])
+        produced |= {(p, base + i) for i in range(per_partition)}
+    return produced
+
+
+def owners(cluster, group: str, topic: str, partitions: int) -> dict[int, str | None]:
+    with zk_session(cluster.zk_connect) as zk:
+        return {p: zk.get_partition_owner(group, TopicPartition(topic, p)) for p in range(partitions)}
+
+
+def committed(cluster, group: str, topic: str, partitions: int) -> dict[int, int | None]:
+    with zk_session(cluster.zk_connect) as zk:
+        return {p: zk.get_legacy_offset(group, TopicPartition(topic, p)) for p in range(partitions)}
+
+
+def thread_ids(connector, streams: int) -> set[str]:
+    return {f"{connector.consumer_id}-{n}" for n in range(streams)}
+
+
+def test_two_members_split_six_partitions_then_the_survivor_resumes_from_committed_offsets(
+        cluster, admin, writer, connectors):
+    topic = create_topic(admin, "zkc-split", partitions=6)
+    produced = produce_all(writer, topic, 6, 20)
+    first, second = connectors("split", **{"consumer.id": "a"}), connectors("split", **{"consumer.id": "b"})
+    collected = Collector(first.create_message_streams({topic: 2})[topic])
+    survivor = Collector(second.create_message_streams({topic: 3})[topic])
+    everyone = thread_ids(first, 2) | thread_ids(second, 3)
+    wait_until(lambda: set(owners(cluster, "split", topic, 6).values()) == everyone, 20,
+               message=lambda: f"every thread owns a partition: {owners(cluster, 'split', topic, 6)}")
+    wait_until(lambda: collected.keys() | survivor.keys() >= produced, 20, message="every message consumed")
+    first_parts = {p for p, o in owners(cluster, "split", topic, 6).items() if o.startswith(first.consumer_id)}
+    assert len(first_parts) == 3  # range: 6 partitions over a-0, a-1, b-0, b-1, b-2 -> a-0 gets two
+
+    first.shutdown()
+    at_shutdown = committed(cluster, "split", topic, 6)
+    assert {p: at_shutdown[p] for p in first_parts} == {p: 20 for p in first_parts}
+    wait_until(lambda: set(owners(cluster, "split", topic, 6).values()) <= thread_ids(second, 3)
+               and None not in owners(cluster, "split", topic, 6).values(), 20, message="survivor owns all")
+    before = len(survivor.keys())
+    more = produce_all(writer, topic, 6, 5, start=20)
+    wait_until(lambda: survivor.keys() >= more, 20, message="survivor reads the new messages")
+    assert not {k for k in survivor.keys() if k[0] in first_parts} - more  # nothing before the commit
+    assert len(survivor.keys()) == before + len(more)
+
+
+def test_a_killed_member_is_replaced_once_its_session_expires(cluster, admin, writer, connectors, tmp_path: Path):
+    topic = create_topic(admin, "zkc-kill", partitions=4)
+    produce_all(writer, topic, 4, 10)
+    log = tmp_path / "member.log"
+    child = start_python_module("tests.integration.zk_consumer_member", [
+        "--zookeeper", cluster.zk_connect, "--group", "kill", "--topic", topic, "--consumer-id", "doomed",
+        "--session-timeout-ms", str(KILLED_SESSION_TIMEOUT_MS)], log)
+    try:
+        wait_until(lambda: set(owners(cluster, "kill", topic, 4).values()) == {"kill_doomed-0"}, 30,
+                   message=lambda: f"the child owns everything: {log.read_text()[-2000:]}")
+        survivor_connector = connectors("kill", **{"consumer.id": "survivor"})
+        survivor = Collector(survivor_connector.create_message_streams({topic: 2})[topic])
+        wait_until(lambda: committed(cluster, "kill", topic, 4) == {0: 10, 1: 10}  # the child keeps 0 and 1
+                   | {p: o for p, o in committed(cluster, "kill", topic, 4).items() if p > 1}, 20,
+                   message=lambda: f"the child commits: {committed(cluster, 'kill', topic, 4)}")
+        os.kill(child.pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+    finally:
+        stop_pid(child.pid, timeout_s=0)
+    child.wait(5)
+    frozen = committed(cluster, "kill", topic, 4)
+    wait_until(lambda: set(owners(cluster, "kill", topic, 4).values()) == thread_ids(survivor_connector, 2),
+               KILLED_SESSION_TIMEOUT_MS / 1000 + 20, message="the survivor takes the dead member's partitions")
+    taken_over_s = time.monotonic() - killed_at
+    more = produce_all(writer, topic, 4, 3, start=10)
+    wait_until(lambda: survivor.keys() >= more, 20, message="the survivor reads on")
+    assert survivor.first_offsets()[0] == frozen[0] and survivor.first_offsets()[1] == frozen[1]
+    assert taken_over_s >= 2.0, "the dead member's partitions were free before its session expired"
+
+
+def test_a_whitelist_stream_picks_up_a_topic_created_later(cluster, admin, writer, connectors):
+    create_topic(admin, "zkc-wl-a", partitions=1)
+    first = {(0, produce_values(writer, "zkc-wl-a", 0, [b"a"]))}
+    connector = connectors("wl")
+    stream, = connector.create_message_streams_by_filter(Whitelist("zkc-wl-.*"), 1)
+    got = Collector([stream])
+    wait_until(lambda: {(m.topic, m.offset) for m in got.messages} >= {("zkc-wl-a", o) for _, o in first}, 20,
+               message="the first topic is read")
+    create_topic(admin, "zkc-wl-b", partitions=2)
+    produce_values(writer, "zkc-wl-b", 1, [b"b"])
+    wait_until(lambda: any(m.topic == "zkc-wl-b" and m.message == b"b" for m in got.messages), 20,
+               message="the topic created later is read")
+    registration = owners(cluster, "wl", "zkc-wl-b", 2)
+    assert set(registration.values()) == {f"{connector.consumer_id}-0"}
+
+
+@pytest.mark.parametrize("reset", ["smallest", "largest"])
+def test_an_offset_beyond_the_log_end_resets_per_auto_offset_reset(cluster, admin, writer, connectors, reset):
+    topic = create_topic(admin, f"zkc-reset-{reset}", partitions=1)
+    produce_values(writer, topic, 0, [b"old-%d" % i for i in range(5)])
+    with zk_session(cluster.zk_connect) as zk:
+        zk.commit_legacy_offset(f"reset-{reset}", TopicPartition(topic, 0), 1_000_000)
+    connector = connectors(f"reset-{reset}", **{"auto.offset.reset": reset})
+    got = Collector(connector.create_message_streams({topic: 1})[topic])
+    expected_reset = 0 if reset == "smallest" else 5
+    wait_until(lambda: connector.owned_partitions().get(TopicPartition(topic, 0)) == expected_reset
+               or got.messages, 20, message="the offset is reset")
+    produce_values(writer, topic, 0, [b"new-%d" % i for i in range(3)])
+    expected = list(range(8)) if reset == "smallest" else [5, 6, 7]
+    wait_until(lambda: sorted(o for _, o in got.keys()) == expected, 20,
+               message=lambda: f"offsets {expected}, got {sorted(got.keys())}")
+    wait_until(lambda: committed(cluster, f"reset-{reset}", topic, 1)[0] == 8, 10, message="committed")
+
+
+def test_consumer_timeout_raises_and_streams_are_created_once(cluster, admin, connectors):
+    topic = create_topic(admin, "zkc-timeout", partitions=1)
+    connector = connectors("timeout", **{"consumer.timeout.ms": 300})
+    stream, = connector.create_message_streams({topic: 1})[topic]
+    with pytest.raises(ConsumerTimeoutError):
+        next(stream)
+    with pytest.raises(ConsumerTimeoutError):  # the stream stays usable
+        next(stream)
+    with pytest.raises(MessageStreamsExistError):
+        connector.create_message_streams({topic: 1})
+    with pytest.raises(MessageStreamsExistError):
+        connector.create_message_streams_by_filter(Whitelist(".*"))
+    connector.shutdown()
+    assert list(stream) == []
+    with zk_session(cluster.zk_connect) as zk:
+        assert zk.get_legacy_consumer_ids("timeout") == []
+    with contextlib.suppress(Exception):
+        connector.shutdown()
