@@ -25,9 +25,11 @@ from services.clients.zk_consumer import (
 )
 from services.common.proc import start_python_module, stop_pid, wait_until
 from services.common.topic_partition import TopicPartition
-from tests.integration.conftest import create_topic, module_cluster, produce_values, zk_session
+from tests.integration.conftest import TEST_BROKER_CONFIG, create_topic, module_cluster, produce_values, zk_session
 
 KILLED_SESSION_TIMEOUT_MS = 4000
+LOGGED = 30  # records written before a reset test
+BROKER_CONFIG = {**TEST_BROKER_CONFIG, "log.retention.check.interval.ms": 300}
 FAST = {"rebalance.backoff.ms": 200, "rebalance.max.retries": 30, "refresh.leader.backoff.ms": 100,
         "auto.commit.interval.ms": 200, "consumer.timeout.ms": 200, "fetch.wait.max.ms": 50}
 
@@ -35,7 +37,7 @@ FAST = {"rebalance.backoff.ms": 200, "rebalance.max.retries": 30, "refresh.leade
 @pytest.fixture(scope="module")
 def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path_factory) -> Iterator[LocalCluster]:
     with module_cluster(request, zookeeper, _zk_root_client, tmp_path_factory, "zkc", brokers=2,
-                        controllers=1) as local:
+                        controllers=1, broker_config=BROKER_CONFIG) as local:
         local.zk_connect = zookeeper.connect_string + local.chroot
         yield local
 
@@ -181,22 +183,37 @@ def test_a_whitelist_stream_picks_up_a_topic_created_later(cluster, admin, write
     assert set(registration.values()) == {f"{connector.consumer_id}-0"}
 
 
+def _start_after_reset(cluster, writer, connectors, topic: str, reset: str, out_of_range: int) -> Collector:
+    """A connector of its own group on `topic` whose committed offset is `out_of_range`, once the
+    fetcher has reset it; then three more records are produced."""
+    group = f"group-{topic}"
+    with zk_session(cluster.zk_connect) as zk:
+        zk.commit_legacy_offset(group, TopicPartition(topic, 0), out_of_range)
+    connector = connectors(group, **{"auto.offset.reset": reset})
+    got = Collector(connector.create_message_streams({topic: 1})[topic])
+    wait_until(lambda: connector.owned_partitions().get(TopicPartition(topic, 0), -1) not in (-1, out_of_range),
+               20, message="the offset is reset")
+    produce_values(writer, topic, 0, [b"new-%d" % i for i in range(3)])
+    return got
+
+
+def _check_reset(cluster, got: Collector, topic: str, reset: str, log_start: int) -> None:
+    end = LOGGED + 3
+    wait_until(lambda: end - 1 in {o for _, o in got.keys()}, 20, message=lambda: f"read to {end}: {got.keys()}")
+    offsets = sorted(o for _, o in got.keys())
+    if reset == "largest":
+        assert offsets == [LOGGED, LOGGED + 1, LOGGED + 2]
+    else:  # from the log start (retention may have moved it on since `log_start` was read)
+        assert log_start <= offsets[0] < LOGGED and offsets == list(range(offsets[0], end))
+    wait_until(lambda: committed(cluster, f"group-{topic}", topic, 1)[0] == end, 10, message="committed")
+
+
 @pytest.mark.parametrize("reset", ["smallest", "largest"])
 def test_an_offset_beyond_the_log_end_resets_per_auto_offset_reset(cluster, admin, writer, connectors, reset):
-    topic = create_topic(admin, f"zkc-reset-{reset}", partitions=1)
-    produce_values(writer, topic, 0, [b"old-%d" % i for i in range(5)])
-    with zk_session(cluster.zk_connect) as zk:
-        zk.commit_legacy_offset(f"reset-{reset}", TopicPartition(topic, 0), 1_000_000)
-    connector = connectors(f"reset-{reset}", **{"auto.offset.reset": reset})
-    got = Collector(connector.create_message_streams({topic: 1})[topic])
-    expected_reset = 0 if reset == "smallest" else 5
-    wait_until(lambda: connector.owned_partitions().get(TopicPartition(topic, 0)) == expected_reset
-               or got.messages, 20, message="the offset is reset")
-    produce_values(writer, topic, 0, [b"new-%d" % i for i in range(3)])
-    expected = list(range(8)) if reset == "smallest" else [5, 6, 7]
-    wait_until(lambda: sorted(o for _, o in got.keys()) == expected, 20,
-               message=lambda: f"offsets {expected}, got {sorted(got.keys())}")
-    wait_until(lambda: committed(cluster, f"reset-{reset}", topic, 1)[0] == 8, 10, message="committed")
+    topic = create_topic(admin, f"zkc-beyond-{reset}", partitions=1)
+    produce_values(writer, topic, 0, [b"old-%d" % i for i in range(LOGGED)])
+    got = _start_after_reset(cluster, writer, connectors, topic, reset, 1_000_000)
+    _check_reset(cluster, got, topic, reset, 0)
 
 
 def test_consumer_timeout_raises_and_streams_are_created_once(cluster, admin, connectors):
@@ -217,3 +234,19 @@ def test_consumer_timeout_raises_and_streams_are_created_once(cluster, admin, co
         assert zk.get_legacy_consumer_ids("timeout") == []
     with contextlib.suppress(Exception):
         connector.shutdown()
+
+
+def test_an_offset_below_the_log_start_resets_per_auto_offset_reset(cluster, admin, writer, connectors):
+    """Last in the module: the brokers apply retention only 30 s after they start (Kafka's
+    initial task delay), so this waits for the first retention run."""
+    topics = {reset: create_topic(admin, f"zkc-below-{reset}", partitions=1,
+                                  configs={"segment.bytes": "1024", "retention.bytes": "1024"})
+              for reset in ("smallest", "largest")}
+    for i in range(LOGGED):
+        for topic in topics.values():
+            produce_values(writer, topic, 0, [b"old-%03d" % i + b"." * 200])
+    log_starts = {reset: wait_until(lambda t=topic: writer.list_offset(t, 0, "earliest").offset, 40,
+                                    message="retention") for reset, topic in topics.items()}
+    for reset, topic in topics.items():
+        got = _start_after_reset(cluster, writer, connectors, topic, reset, 0)
+        _check_reset(cluster, got, topic, reset, log_starts[reset])
