@@ -1,8 +1,11 @@
 """The legacy 0.8 ZooKeeper consumer against a real cluster (one controller, two brokers, shared
 by this module's tests): partition ownership in ZooKeeper across two members, rebalancing to the
 survivor from the committed offsets after a shutdown and after a SIGKILL (once the dead member's
-session expires), a whitelist stream picking up a topic created later, out-of-range offsets reset
-per auto.offset.reset, consumer.timeout.ms, and streams created only once."""
+session expires), a whitelist stream picking up a topic created later, consumer.timeout.ms,
+streams created only once, its own session expiring (it registers again and takes its partitions
+back), out-of-range offsets reset per auto.offset.reset (beyond the log end, and below the log
+start after retention), and a partition leader killed with SIGKILL (the leader finder moves the
+partition to the new leader's fetcher; last, as it leaves a broker down)."""
 
 from __future__ import annotations
 
@@ -15,17 +18,28 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kazoo.client import KazooClient
 
 from services.clients.launcher import LocalCluster
+from services.clients.lowlevel import LowLevelClient
 from services.clients.zk_consumer import (
     ConsumerTimeoutError,
     MessageStreamsExistError,
     Whitelist,
     ZookeeperConsumerConnector,
 )
+from services.common.errors import Errors
 from services.common.proc import start_python_module, stop_pid, wait_until
+from services.common.records import build_batch
 from services.common.topic_partition import TopicPartition
-from tests.integration.conftest import TEST_BROKER_CONFIG, create_topic, module_cluster, produce_values, zk_session
+from tests.integration.conftest import (
+    CLIENT_CONFIG,
+    TEST_BROKER_CONFIG,
+    create_topic,
+    module_cluster,
+    produce_values,
+    zk_session,
+)
 
 KILLED_SESSION_TIMEOUT_MS = 4000
 LOGGED = 30  # records written before a reset test
@@ -183,6 +197,38 @@ def test_a_whitelist_stream_picks_up_a_topic_created_later(cluster, admin, write
     assert set(registration.values()) == {f"{connector.consumer_id}-0"}
 
 
+def expire_session(connect_string: str, client: KazooClient) -> None:
+    """Expires `client`'s session: another connection takes the session over and closes it."""
+    session_id, password = client.client_id
+    thief = KazooClient(hosts=connect_string, client_id=(session_id, password))
+    thief.start()
+    thief.stop()
+    thief.close()
+
+
+def test_an_expired_session_registers_again_and_takes_its_partitions_back(cluster, admin, writer, connectors):
+    topic = create_topic(admin, "zkc-expiry", partitions=2)
+    produce_values(writer, topic, 0, [b"before"])
+    connector = connectors("expiry")
+    got = Collector(connector.create_message_streams({topic: 1})[topic])
+    mine = thread_ids(connector, 1)
+    wait_until(lambda: set(owners(cluster, "expiry", topic, 2).values()) == mine and got.messages, 20,
+               message="owned and read")
+    with zk_session(cluster.zk_connect) as zk:
+        first_registration = zk.zk.exists(f"/consumers/expiry/ids/{connector.consumer_id}").czxid
+    expire_session(cluster.zk_connect, connector._zk_raw)
+
+    def registered_again() -> bool:
+        with zk_session(cluster.zk_connect) as zk:
+            stat = zk.zk.exists(f"/consumers/expiry/ids/{connector.consumer_id}")
+        return stat is not None and stat.czxid != first_registration
+
+    wait_until(registered_again, 30, message="registered in a new session")
+    wait_until(lambda: set(owners(cluster, "expiry", topic, 2).values()) == mine, 20, message="owned again")
+    produce_values(writer, topic, 1, [b"after"])
+    wait_until(lambda: any(m.message == b"after" for m in got.messages), 20, message="read after expiry")
+
+
 def _start_after_reset(cluster, writer, connectors, topic: str, reset: str, out_of_range: int) -> Collector:
     """A connector of its own group on `topic` whose committed offset is `out_of_range`, once the
     fetcher has reset it; then three more records are produced."""
@@ -250,3 +296,25 @@ def test_an_offset_below_the_log_start_resets_per_auto_offset_reset(cluster, adm
     for reset, topic in topics.items():
         got = _start_after_reset(cluster, writer, connectors, topic, reset, 0)
         _check_reset(cluster, got, topic, reset, log_starts[reset])
+
+
+def test_a_killed_leader_moves_its_partition_to_the_new_leaders_fetcher(cluster, admin, writer, connectors):
+    topic = create_topic(admin, "zkc-leader", partitions=1, replication=2)
+    produce_values(writer, topic, 0, [b"v-%d" % i for i in range(10)])
+    connector = connectors("leader")
+    got = Collector(connector.create_message_streams({topic: 1})[topic])
+    wait_until(lambda: len(got.keys()) == 10, 20, message="first records read")
+    leader = writer.partitions_for(topic)[0].leader
+    cluster.kill_service(cluster.broker_name(leader))
+    with LowLevelClient(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG) as producer:
+        def moved() -> bool:
+            info = producer.partitions_for(topic)
+            return bool(info) and info[0].leader not in (-1, leader)
+
+        wait_until(moved, 30, message="a new leader")
+        result = producer.produce(topic, 0, build_batch([b"after-kill"]), acks=1)
+        assert result.error_code == Errors.NONE, result
+    wait_until(lambda: any(m.message == b"after-kill" for m in got.messages), 30,
+               message="read from the new leader")
+    assert sorted(o for _, o in got.keys()) == list(range(11))
+    assert connector.owned_partitions()[TopicPartition(topic, 0)] == 11

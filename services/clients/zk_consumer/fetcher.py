@@ -77,6 +77,11 @@ class ConsumerFetcherThread(threading.Thread):
                 self._partitions.pop(tp, None)
 
     @property
+    def partitions(self) -> list[TopicPartition]:
+        with self._lock:
+            return list(self._partitions)
+
+    @property
     def partition_count(self) -> int:
         with self._lock:
             return len(self._partitions)
@@ -237,8 +242,9 @@ class ConsumerFetcherManager:
             node = leaders[tp]
             key = (node.node_id, fetcher_id(tp, self.config.num_consumer_fetchers))
             fetcher = self._fetchers.get(key)
-            if fetcher is not None and fetcher.node.address != node.address:
+            if fetcher is not None and fetcher.node.address != node.address:  # the broker moved
                 fetcher.shutdown()
+                self.add_partitions_with_error(fetcher.partitions)
                 fetcher = None
             if fetcher is None:
                 fetcher = ConsumerFetcherThread(self, node, key[1])
