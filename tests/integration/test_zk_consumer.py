@@ -23,6 +23,7 @@ from kazoo.client import KazooClient
 from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
 from services.clients.zk_consumer import (
+    ConsumerRebalanceFailedError,
     ConsumerTimeoutError,
     MessageStreamsExistError,
     Whitelist,
@@ -195,6 +196,16 @@ def test_a_whitelist_stream_picks_up_a_topic_created_later(cluster, admin, write
                message="the topic created later is read")
     registration = owners(cluster, "wl", "zkc-wl-b", 2)
     assert set(registration.values()) == {f"{connector.consumer_id}-0"}
+
+
+def test_a_partition_held_by_another_thread_fails_the_rebalance_after_its_retries(cluster, admin, connectors):
+    topic = create_topic(admin, "zkc-held", partitions=1)
+    with zk_session(cluster.zk_connect) as squatter:
+        assert squatter.claim_partition("held", TopicPartition(topic, 0), "held_other-0")
+        connector = connectors("held", **{"rebalance.max.retries": 2, "rebalance.backoff.ms": 50})
+        with pytest.raises(ConsumerRebalanceFailedError):
+            connector.create_message_streams({topic: 1})
+        assert squatter.get_partition_owner("held", TopicPartition(topic, 0)) == "held_other-0"
 
 
 def expire_session(connect_string: str, client: KazooClient) -> None:

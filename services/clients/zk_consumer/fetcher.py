@@ -9,8 +9,9 @@ stops fetcher threads left with no partition, and sleeps `refresh.leader.backoff
 
 A `ConsumerFetcherThread` (`ConsumerFetcherThread-<consumer id>-<fetcher id>-<broker id>`) sends
 one Fetch for all its partitions to its broker (`fetch.wait.max.ms`, `fetch.min.bytes`, at most
-`fetch.message.max.bytes` per partition) and processes a partition only if its fetch offset is
-still the one requested: records go to the stream queue (`stream.enqueue`), OFFSET_OUT_OF_RANGE
+`fetch.message.max.bytes` per partition and 50 MiB in all, partitions that last returned data
+asked for last) and processes a partition only if its fetch offset is still the one requested:
+records go to the stream queue (`stream.enqueue`), OFFSET_OUT_OF_RANGE
 (and a partition without a valid committed offset) resets the offset to the log start or end per
 `auto.offset.reset`, and any other error, or a failed call, hands the partition back to the
 leader finder. `stop_connections()` stops every thread and forgets the partitions.
@@ -35,6 +36,7 @@ from services.common.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 THREAD_JOIN_TIMEOUT_S = 10.0
+FETCH_RESPONSE_MAX_BYTES = 50 * 1024 * 1024  # Kafka's fetch.max.bytes default: one answer stays well under gRPC's bound
 _INT32 = 2**32
 
 
@@ -121,6 +123,8 @@ class ConsumerFetcherThread(threading.Thread):
             if code == Errors.NONE:
                 records, next_offset = decode_chunk(result.records, positions[tp])
                 enqueue(info, records, positions[tp], next_offset, len(result.records), self.stop_event)
+                if records:
+                    self._move_to_end(tp)
             elif code == Errors.OFFSET_OUT_OF_RANGE:
                 self._reset_offset(tp, info)
             else:
@@ -128,10 +132,19 @@ class ConsumerFetcherThread(threading.Thread):
         if errored:
             self._back_to_leader_finder(errored)
 
+    def _move_to_end(self, tp: TopicPartition) -> None:
+        """A partition that returned data is asked for last next time, so that a response bounded by
+        FETCH_RESPONSE_MAX_BYTES does not always fill up with the same partitions."""
+        with self._lock:
+            info = self._partitions.pop(tp, None)
+            if info is not None:
+                self._partitions[tp] = info
+
     def _fetch(self, positions: dict[TopicPartition, int]):
         max_bytes = self.config.fetch_message_max_bytes
         request = fetch_request(positions, partition_max_bytes=max_bytes, max_wait_ms=self.config.fetch_wait_max_ms,
-                                min_bytes=self.config.fetch_min_bytes, max_bytes=max_bytes * len(positions))
+                                min_bytes=self.config.fetch_min_bytes,
+                                max_bytes=min(max_bytes * len(positions), FETCH_RESPONSE_MAX_BYTES))
         timeout_ms = self.config.socket_timeout_ms + self.config.fetch_wait_max_ms
         return self.manager.client.pool.call(self.node.address, BROKER, "Fetch", request, timeout_ms)
 
