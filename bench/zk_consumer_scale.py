@@ -4,8 +4,9 @@ Starts its own cluster (ZooKeeper, one controller, three brokers; the `LocalClus
 free ports, a temp dir), a topic of `--partitions` partitions with `--records` records each, and
 `--members` connectors of `--streams` streams each in this process (one thread per stream). It
 reports: how long until every partition is owned by exactly one thread (checked in ZooKeeper) and
-every record is consumed; then, after one member shuts down, how long until the others own
-everything again, read the records produced since, and how many records were delivered twice.
+every record is consumed; then, as more records are produced and one member shuts down while
+reading them, how long until the others own everything again and have read every record, and
+how many records were delivered twice.
 
     python bench/zk_consumer_scale.py [--partitions 60] [--members 5] [--streams 4] [--records 200]
 """
@@ -102,15 +103,15 @@ def main() -> int:
                   f"rebalances per member {[m.rebalance_count for m in members]}")
             wait_until(lambda: reader.distinct() >= total, 120)
             print(f"{total} records consumed after {time.monotonic() - start:.2f} s")
+            produce(writer, args.partitions, args.records)
             leaving = members.pop()
             start = time.monotonic()
-            leaving.shutdown()
+            leaving.shutdown()  # while the records just produced are being read
             print(f"one member shut down in {time.monotonic() - start:.2f} s")
             survivors = {t for t in threads if not t.startswith(leaving.consumer_id + "-")}
             wait_until(lambda: None not in owners(zk, args.partitions)
                        and set(owners(zk, args.partitions)) <= survivors, 120)
             print(f"survivors own everything after {time.monotonic() - start:.2f} s")
-            produce(writer, args.partitions, args.records)
             wait_until(lambda: reader.distinct() >= 2 * total, 120)
             print(f"{total} more records consumed after {time.monotonic() - start:.2f} s; "
                   f"delivered twice: {sum(1 for c in reader.seen.values() if c > 1)}")
