@@ -1,10 +1,11 @@
 """The legacy 0.8 ZooKeeper consumer against a real cluster (one controller, two brokers, shared
 by this module's tests): partition ownership in ZooKeeper across two members, rebalancing to the
 survivor from the committed offsets after a shutdown and after a SIGKILL (once the dead member's
-session expires), a whitelist stream picking up a topic created later, consumer.timeout.ms,
-streams created only once, its own session expiring (it registers again and takes its partitions
-back), out-of-range offsets reset per auto.offset.reset (beyond the log end, and below the log
-start after retention), and a partition leader killed with SIGKILL (the leader finder moves the
+session expires), a whitelist stream picking up a topic created later, partitions added to a
+topic, a rebalance failing while another thread holds a partition, consumer.timeout.ms, streams
+created only once, its own session expiring (it registers again and takes its partitions back),
+out-of-range offsets reset per auto.offset.reset (beyond the log end, and below the log start
+after retention), and a partition leader killed with SIGKILL (the leader finder moves the
 partition to the new leader's fetcher; last, as it leaves a broker down)."""
 
 from __future__ import annotations
@@ -196,6 +197,20 @@ def test_a_whitelist_stream_picks_up_a_topic_created_later(cluster, admin, write
                message="the topic created later is read")
     registration = owners(cluster, "wl", "zkc-wl-b", 2)
     assert set(registration.values()) == {f"{connector.consumer_id}-0"}
+
+
+def test_partitions_added_to_a_topic_are_assigned_and_read(cluster, admin, writer, connectors):
+    topic = create_topic(admin, "zkc-grow", partitions=1)
+    connector = connectors("grow")
+    got = Collector(connector.create_message_streams({topic: 2})[topic])
+    wait_until(lambda: set(owners(cluster, "grow", topic, 1).values()) == {f"{connector.consumer_id}-0"}, 20,
+               message="the first partition is owned")
+    admin.create_partitions({topic: 3})
+    admin.wait_for_topic(topic, 30, partitions=3)
+    produce_values(writer, topic, 2, [b"in-a-new-partition"])
+    wait_until(lambda: any(m.message == b"in-a-new-partition" for m in got.messages), 20,
+               message="the new partition is read")
+    assert set(owners(cluster, "grow", topic, 3).values()) == thread_ids(connector, 2)
 
 
 def test_a_partition_held_by_another_thread_fails_the_rebalance_after_its_retries(cluster, admin, connectors):
