@@ -131,7 +131,8 @@ def test_two_members_split_six_partitions_then_the_survivor_resumes_from_committ
         cluster, admin, writer, connectors):
     topic = create_topic(admin, "zkc-split", partitions=6)
     produced = produce_all(writer, topic, 6, 20)
-    first, second = connectors("split", **{"consumer.id": "a"}), connectors("split", **{"consumer.id": "b"})
+    first = connectors("split", **{"consumer.id": "a", "num.consumer.fetchers": 2})
+    second = connectors("split", **{"consumer.id": "b"})
     collected = Collector(first.create_message_streams({topic: 2})[topic])
     survivor = Collector(second.create_message_streams({topic: 3})[topic])
     everyone = thread_ids(first, 2) | thread_ids(second, 3)
