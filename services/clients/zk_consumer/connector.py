@@ -73,7 +73,11 @@ class ZookeeperConsumerConnector:
         self._zk_raw = KazooClient(hosts=self.config.zookeeper_connect,
                                    timeout=self.config.zookeeper_session_timeout_ms / 1000)
         self._zk_raw.add_listener(self._on_zk_state)
-        self._zk_raw.start(timeout=self.config.zookeeper_connection_timeout_ms / 1000)
+        try:
+            self._zk_raw.start(timeout=self.config.zookeeper_connection_timeout_ms / 1000)
+        except Exception:
+            close_session(self._zk_raw)  # kazoo would keep trying in the background
+            raise
         self.zk = OdradekZkClient(self._zk_raw)
         self.fetcher = ConsumerFetcherManager(self.consumer_id, self.config)
         self._client: LowLevelClient | None = None
@@ -126,7 +130,7 @@ class ZookeeperConsumerConnector:
         with self._rebalance_lock:
             if self._topic_count is not None:
                 raise MessageStreamsExistError(f"{self.consumer_id} already created its message streams")
-            threads = count.thread_ids_per_topic()  # validates stream counts before anything is kept
+            threads = count.thread_ids_per_topic()
             self._topic_count = count
             return threads
 

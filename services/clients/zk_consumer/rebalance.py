@@ -15,16 +15,15 @@ created are deleted again and the attempt fails, to be retried after `rebalance.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from services.clients.zk_consumer.assignment import group_threads_per_topic, range_assign
 from services.clients.zk_consumer.topic_count import ConsumerThreadId, TopicCount, topic_count_from_registration
 from services.common.topic_partition import TopicPartition
 from services.common.zk import OdradekZkClient
+from services.common.zk.access import Watch
 
 logger = logging.getLogger(__name__)
-Watch = Callable
 
 
 @dataclass(frozen=True)

@@ -114,6 +114,10 @@ class StaticTopicCount:
 
     pattern = STATIC_PATTERN
 
+    def __post_init__(self) -> None:
+        for n in self.streams_per_topic.values():
+            thread_ids(self.consumer_id, n)
+
     def thread_ids_per_topic(self, all_topics: Iterable[str] = ()) -> dict[str, list[ConsumerThreadId]]:
         return {t: thread_ids(self.consumer_id, n) for t, n in self.streams_per_topic.items()}
 
@@ -127,6 +131,9 @@ class WildcardTopicCount:
     topic_filter: TopicFilter
     streams: int
     exclude_internal_topics: bool = True
+
+    def __post_init__(self) -> None:
+        thread_ids(self.consumer_id, self.streams)
 
     @property
     def pattern(self) -> str:

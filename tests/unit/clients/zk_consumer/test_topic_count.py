@@ -50,7 +50,9 @@ def test_static_and_wildcard_counts_give_thread_ids_and_registrations():
     assert list(wildcard.thread_ids_per_topic(["t1", "x", "t2"])) == ["t1", "t2"]
     assert (wildcard.pattern, wildcard.subscription()) == ("white_list", {"t.*": 3})
     with pytest.raises(ValueError):
-        StaticTopicCount("g_a", {"t": 0}).thread_ids_per_topic()
+        StaticTopicCount("g_a", {"t": 0})
+    with pytest.raises(ValueError):
+        WildcardTopicCount("g_a", Whitelist("t.*"), 0)
 
 
 def test_registration_json_round_trips_into_a_topic_count():
