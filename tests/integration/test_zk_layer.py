@@ -490,3 +490,21 @@ def test_legacy_consumer_paths(zk: OdradekZkClient, new_session) -> None:
     other.commit_legacy_offset("g", TP0, 42)
     assert zk.get_legacy_offset("g", TP0) == 42
     assert zk.zk.get("/consumers/g/offsets/orders/0")[0] == b"42"
+
+
+def test_legacy_wildcard_members_and_pipelined_offsets(zk: OdradekZkClient) -> None:
+    zk.register_legacy_consumer("w", "w_c1", {"ord.*": 3}, pattern="white_list")
+    zk.register_legacy_consumer("w", "w_c2", {"orders": 1})
+    members = zk.get_legacy_consumers("w")
+    assert {cid: (r.subscription, r.pattern) for cid, r in members.items()} == {
+        "w_c1": ({"ord.*": 3}, "white_list"), "w_c2": ({"orders": 1}, "static")}
+    assert json.loads(zk.zk.get("/consumers/w/ids/w_c1")[0])["pattern"] == "white_list"
+
+    assert zk.get_legacy_offsets("w", [TP0, TP1]) == {}
+    zk.commit_legacy_offsets("w", {TP0: 5, TP1: 7})
+    zk.commit_legacy_offsets("w", {TP0: 6})
+    assert zk.get_legacy_offsets("w", [TP0, TP1]) == {TP0: 6, TP1: 7}
+
+    zk.delete_legacy_consumer("w", "w_c1")
+    zk.delete_legacy_consumer("w", "w_c1")  # already gone: nothing to do
+    assert zk.get_legacy_consumer_ids("w") == ["w_c2"]

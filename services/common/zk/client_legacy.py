@@ -12,16 +12,30 @@ from services.common.zk.consumers import ConsumerRegistration
 
 
 class LegacyConsumerOps(ZkAccess):
-    def register_legacy_consumer(self, group: str, consumer_id: str, subscription: dict[str, int]) -> int:
-        """Creates the member's ephemeral `/consumers/<group>/ids/<consumer id>` with a static
-        subscription ({topic: stream count}); returns its czxid."""
-        registration = ConsumerRegistration(
-            dict(subscription), consumers.STATIC_PATTERN, self.clock.time_ms()
-        )
+    def register_legacy_consumer(self, group: str, consumer_id: str, subscription: dict[str, int],
+                                 pattern: str = consumers.STATIC_PATTERN) -> int:
+        """Creates the member's ephemeral `/consumers/<group>/ids/<consumer id>` with its
+        subscription ({topic: stream count} when static, {filter regex: stream count} for the
+        `white_list`/`black_list` patterns); returns its czxid."""
+        registration = ConsumerRegistration(dict(subscription), pattern, self.clock.time_ms())
         path = consumers.consumer_path(group, consumer_id)
         return self._register_ephemeral(
             path, consumers.encode_consumer(registration), f"consumer {consumer_id}"
         ).czxid
+
+    def delete_legacy_consumer(self, group: str, consumer_id: str) -> None:
+        try:
+            self.zk.delete(consumers.consumer_path(group, consumer_id))
+        except NoNodeError:
+            pass
+
+    def get_legacy_consumers(self, group: str, watch: Watch | None = None) -> dict[str, ConsumerRegistration]:
+        """Every registered member's subscription, read pipelined (`watch` is set on the member
+        list); members that vanish meanwhile or do not decode are left out."""
+        ids = self.get_legacy_consumer_ids(group, watch)
+        found = self._get_many((i, consumers.consumer_path(group, i)) for i in ids)
+        decoded = self._decode_each(found, lambda i, data: consumers.decode_consumer(data, i))
+        return {i: v.value for i, v in decoded.items()}
 
     def get_legacy_consumer_ids(self, group: str, watch: Watch | None = None) -> list[str]:
         return self._children(consumers.consumer_ids_path(group), watch)
@@ -63,6 +77,22 @@ class LegacyConsumerOps(ZkAccess):
                 self.zk.create(path, consumers.encode_offset(offset), makepath=True)
             except NodeExistsError:
                 self.zk.set(path, consumers.encode_offset(offset))
+
+    def commit_legacy_offsets(self, group: str, offsets: dict[TopicPartition, int]) -> None:
+        """`commit_legacy_offset` for many partitions, the writes pipelined."""
+        pending = [(tp, self.zk.set_async(consumers.offset_path(group, tp), consumers.encode_offset(o)))
+                   for tp, o in offsets.items()]
+        for tp, result in pending:
+            try:
+                result.get()
+            except NoNodeError:
+                self.commit_legacy_offset(group, tp, offsets[tp])
+
+    def get_legacy_offsets(self, group: str, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """Committed offsets of these partitions, read pipelined; ones never committed are left out."""
+        found = self._get_many((tp, consumers.offset_path(group, tp)) for tp in partitions)
+        return {tp: consumers.decode_offset(data, consumers.offset_path(group, tp))
+                for tp, (data, _) in found.items()}
 
     def get_legacy_offset(self, group: str, tp: TopicPartition) -> int | None:
         path = consumers.offset_path(group, tp)

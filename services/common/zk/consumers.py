@@ -25,6 +25,8 @@ from services.common.zk.errors import ZnodeFormatError
 
 CONSUMERS_PATH = "/consumers"
 STATIC_PATTERN = "static"
+WHITE_LIST_PATTERN = "white_list"
+BLACK_LIST_PATTERN = "black_list"
 
 
 def group_path(group: str) -> str:

@@ -1,0 +1,24 @@
+"""The legacy (Kafka 0.8) high-level consumer: `ZookeeperConsumerConnector` with KafkaStreams,
+group membership, partition ownership and offsets in ZooKeeper under `/consumers/<group>`.
+
+Modules: `config` (0.8 keys), `topic_count` (consumer and thread ids, subscriptions, topic
+filters), `assignment` (range assignment), `rebalance` (planning and claiming in ZooKeeper),
+`fetcher` (leader finder and fetcher threads), `stream` (queues and iterators), `connector`.
+"""
+
+from services.clients.zk_consumer.config import ZkConsumerConfig
+from services.clients.zk_consumer.connector import ZookeeperConsumerConnector
+from services.clients.zk_consumer.errors import (
+    ConsumerRebalanceFailedError,
+    ConsumerTimeoutError,
+    MessageSizeTooLargeError,
+    MessageStreamsExistError,
+)
+from services.clients.zk_consumer.stream import KafkaStream, MessageAndMetadata
+from services.clients.zk_consumer.topic_count import Blacklist, Whitelist
+
+__all__ = [
+    "Blacklist", "ConsumerRebalanceFailedError", "ConsumerTimeoutError", "KafkaStream", "MessageAndMetadata",
+    "MessageSizeTooLargeError", "MessageStreamsExistError", "Whitelist", "ZkConsumerConfig",
+    "ZookeeperConsumerConnector",
+]

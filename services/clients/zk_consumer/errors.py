@@ -1,0 +1,25 @@
+"""Exceptions of the 0.8 ZooKeeper consumer, under Kafka 0.8's names. None of them is a broker
+error, so they carry no Kafka error code; a fetch size too small for a message is Kafka's
+MESSAGE_TOO_LARGE."""
+
+from __future__ import annotations
+
+from services.common.errors import KafkaError
+
+
+class ConsumerTimeoutError(TimeoutError):
+    """No message arrived within `consumer.timeout.ms`; the stream can be iterated again."""
+
+
+class ConsumerRebalanceFailedError(RuntimeError):
+    """Partition ownership could not be claimed within `rebalance.max.retries` attempts."""
+
+
+class MessageStreamsExistError(RuntimeError):
+    """`create_message_streams` may be called only once per connector."""
+
+
+class MessageSizeTooLargeError(KafkaError):
+    """A message is larger than `fetch.message.max.bytes`, so the fetch returned only part of it."""
+
+    error_name = "MESSAGE_TOO_LARGE"

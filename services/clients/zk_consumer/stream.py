@@ -1,0 +1,168 @@
+"""The consuming side of the 0.8 ZooKeeper consumer: what fetchers put in a stream's queue and
+how a stream hands it out, as Kafka 0.8's PartitionTopicInfo, FetchedDataChunk and
+KafkaStream/ConsumerIterator.
+
+- `PartitionTopicInfo` is one owned partition: the stream queue it feeds, its fetch offset (next
+  offset to fetch) and consumed offset (next offset the application has not taken yet, which is
+  what gets committed). A rebalance `revoke()`s the infos it replaces, so chunks still queued or
+  being iterated for them are dropped instead of moving offsets the group no longer owns.
+- `FetchedDataChunk` is the records of one fetch of one partition; `enqueue` advances the fetch
+  offset past them (past trailing control batches too, via `next_fetch_offset`).
+- `KafkaStream` is a blocking iterator of `MessageAndMetadata` over one bounded queue
+  (`queued.max.message.chunks` chunks). With `consumer.timeout.ms` >= 0, waiting longer raises
+  ConsumerTimeoutError and the stream stays usable; the shutdown sentinel ends the iteration.
+  Records below the consumed offset (the rest of a batch fetched again) are skipped; each one
+  taken moves the partition's consumed offset past it.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from services.clients.zk_consumer.errors import ConsumerTimeoutError, MessageSizeTooLargeError
+from services.common.records import Record
+from services.common.topic_partition import TopicPartition
+
+INVALID_OFFSET = -1
+
+
+class MessageAndMetadata(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    message: bytes | None
+    timestamp: int = -1
+
+
+@dataclass(eq=False)
+class PartitionTopicInfo:
+    tp: TopicPartition
+    chunk_queue: queue.Queue
+    consumed_offset: int
+    fetched_offset: int
+    fetch_size: int
+    revoked: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def reset_offsets(self, offset: int) -> None:
+        """Both offsets to `offset` (after a reset for auto.offset.reset)."""
+        with self._lock:
+            self.fetched_offset = offset
+            self.consumed_offset = offset
+
+    def consumed(self, next_offset: int) -> None:
+        with self._lock:
+            if not self.revoked:
+                self.consumed_offset = next_offset
+
+    def revoke(self) -> None:
+        with self._lock:
+            self.revoked = True
+
+
+class FetchedDataChunk(NamedTuple):
+    records: list[Record]
+    info: PartitionTopicInfo
+    fetch_offset: int
+    too_large: bool = False
+
+
+SHUTDOWN = FetchedDataChunk([], None, -1)  # type: ignore[arg-type]
+
+
+def enqueue(info: PartitionTopicInfo, records: list[Record], fetch_offset: int, next_fetch_offset: int,
+            partial_bytes: int, stop: threading.Event, put_wait_s: float = 0.1) -> bool:
+    """Puts one fetch's records on the partition's stream queue, blocking while it is full (but not
+    past `stop`), and moves the fetch offset to `next_fetch_offset`. A fetch that returned only
+    part of a message is queued as a `too_large` chunk, for the stream to report. Returns False
+    when stopped or revoked before the chunk was queued."""
+    too_large = not records and next_fetch_offset == fetch_offset and partial_bytes > 0
+    if not records and not too_large:
+        info.fetched_offset = max(info.fetched_offset, next_fetch_offset)
+        return True
+    chunk = FetchedDataChunk(records, info, fetch_offset, too_large)
+    while not stop.is_set() and not info.revoked:
+        try:
+            info.chunk_queue.put(chunk, timeout=put_wait_s)
+        except queue.Full:
+            continue
+        info.fetched_offset = next_fetch_offset
+        return True
+    return False
+
+
+class KafkaStream:
+    """A blocking iterator of MessageAndMetadata; see the module docstring."""
+
+    def __init__(self, chunk_queue: queue.Queue, consumer_timeout_ms: int, thread_id: str = ""):
+        self.chunk_queue = chunk_queue
+        self.consumer_timeout_ms = consumer_timeout_ms
+        self.thread_id = thread_id
+        self._lock = threading.Lock()
+        self._current: Iterator[Record] | None = None
+        self._current_info: PartitionTopicInfo | None = None
+        self._done = False
+
+    def __iter__(self) -> KafkaStream:
+        return self
+
+    def __next__(self) -> MessageAndMetadata:
+        while True:
+            with self._lock:
+                if self._done:
+                    raise StopIteration
+                message = self._next_from_current()
+            if message is not None:
+                return message
+            self._take_chunk()
+
+    def clear(self) -> None:
+        """Drops the chunk being iterated (a rebalance is handing its partition over)."""
+        with self._lock:
+            self._current = None
+            self._current_info = None
+
+    def _next_from_current(self) -> MessageAndMetadata | None:
+        info = self._current_info
+        if self._current is None or info is None:
+            return None
+        for record in self._current:
+            if info.revoked:
+                break
+            if record.offset < info.consumed_offset:
+                continue
+            info.consumed(record.offset + 1)
+            return MessageAndMetadata(info.tp.topic, info.tp.partition, record.offset, record.key,
+                                      record.value, record.timestamp)
+        self._current = None
+        self._current_info = None
+        return None
+
+    def _take_chunk(self) -> None:
+        chunk = self._get()
+        with self._lock:
+            if chunk is SHUTDOWN:
+                self._done = True
+                return
+            if chunk.info.revoked:
+                return
+            if chunk.too_large:
+                raise MessageSizeTooLargeError(
+                    f"a message of {chunk.info.tp} at offset {chunk.fetch_offset} is larger than the "
+                    f"fetch size {chunk.info.fetch_size}; increase fetch.message.max.bytes")
+            self._current = iter(chunk.records)
+            self._current_info = chunk.info
+
+    def _get(self) -> FetchedDataChunk:
+        if self.consumer_timeout_ms < 0:
+            return self.chunk_queue.get()
+        try:
+            return self.chunk_queue.get(timeout=self.consumer_timeout_ms / 1000)
+        except queue.Empty:
+            raise ConsumerTimeoutError(
+                f"no message within consumer.timeout.ms={self.consumer_timeout_ms}") from None
