@@ -176,6 +176,8 @@ def print_endpoints(cluster: LocalCluster, out: TextIO) -> None:
     print(f"\nBootstrap servers: {bootstrap}", file=out)
     for name in cluster.gateway_names:
         print(f"HTTP gateway ({name}): {cluster.gateway_url(name)}", file=out)
+    if cluster.gateway_names:
+        print(f"Web console: {cluster.gateway_url(cluster.gateway_names[0])}/ui/", file=out)
     print("\nTry:", file=out)
     print(f"  odradek topics --bootstrap-server {first} --create --topic my-topic --partitions 3 "
           f"--replication-factor {min(3, len(cluster.broker_names))}", file=out)

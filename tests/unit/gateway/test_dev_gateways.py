@@ -33,4 +33,5 @@ def test_the_endpoints_name_each_gateways_url_and_a_curl_to_try(tmp_path: Path):
     text = out.getvalue()
     assert "HTTP gateway (gateway-1): http://127.0.0.1:8080\n" in text
     assert "HTTP gateway (gateway-2): http://127.0.0.1:8180\n" in text
+    assert "Web console: http://127.0.0.1:8080/ui/\n" in text
     assert "curl http://127.0.0.1:8080/topics\n" in text
