@@ -54,6 +54,7 @@ CONNECTOR = {"auto.offset.reset": "smallest", "rebalance.backoff.ms": 200, "reba
              "auto.commit.interval.ms": 500, "consumer.timeout.ms": 200, "refresh.leader.backoff.ms": 100}
 PEER = {"auto_offset_reset": "earliest", "auto_commit_interval_ms": 500, **CLIENT}
 WAIT_S = 180
+BATCH_RECORDS = 5000  # about 0.55 MB a batch
 
 
 class Reader:
@@ -230,9 +231,11 @@ class PeerGroup:
 
 
 def produce(client: LowLevelClient, partitions: int, records: int) -> None:
-    batches = {(TOPIC, p): build_batch([b"x" * 100] * records) for p in range(partitions)}
-    for tp, result in client.produce_many(batches, acks=-1).items():
-        assert result.error_code == 0, (tp, result)
+    """`records` records of 100 B to every partition, in batches below message.max.bytes."""
+    for start in range(0, records, BATCH_RECORDS):
+        batch = build_batch([b"x" * 100] * min(BATCH_RECORDS, records - start))
+        for tp, result in client.produce_many({(TOPIC, p): batch for p in range(partitions)}, acks=-1).items():
+            assert result.error_code == 0, (tp, result)
 
 
 def owned_once(group, partitions: int) -> bool:
