@@ -258,7 +258,7 @@ def form(group, total: int, args) -> dict:
     print(f"{group.name}: members started in {started_s:.2f} s; every partition owned once after "
           f"{owned_s:.2f} s ({group.rebalances()}); {total} records read after {read_s:.2f} s "
           f"({rate:,.0f} records/s from first to last)", flush=True)
-    return {"owned_s": owned_s, "read_s": read_s, "rate": rate, "twice": reader.twice()}
+    return {"owned_s": owned_s, "read_s": read_s, "rate": rate}
 
 
 def take_over(group, writer: LowLevelClient, total: int, args) -> dict:
