@@ -154,6 +154,31 @@ def test_two_members_split_six_partitions_then_the_survivor_resumes_from_committ
     assert len(survivor.keys()) == before + len(more)
 
 
+def test_a_partition_taken_over_starts_from_what_its_last_owner_committed_on_release(
+        cluster, admin, writer, connectors):
+    topic = create_topic(admin, "zkc-handover", partitions=1)
+    produced = produce_all(writer, topic, 1, 10)
+    first = connectors("handover", **{"consumer.id": "b", "auto.commit.interval.ms": 600000})
+    got_first = Collector(first.create_message_streams({topic: 1})[topic])
+    wait_until(lambda: got_first.keys() >= produced, 20, message="the first member reads everything")
+    # "handover_a-0" sorts first, so the joiner takes partition 0; the first member commits 10 as it
+    # releases the partition, and the joiner claims it only after that release
+    joiner = connectors("handover", **{"consumer.id": "a"})
+    claim = joiner.zk.claim_partition
+
+    def claim_once_released(group, tp, thread_id):
+        wait_until(lambda: owners(cluster, "handover", topic, 1)[0] is None, 20,
+                   message="the first member to release the partition")
+        return claim(group, tp, thread_id)
+
+    joiner.zk.claim_partition = claim_once_released
+    got_joiner = Collector(joiner.create_message_streams({topic: 1})[topic])
+    assert committed(cluster, "handover", topic, 1) == {0: 10}
+    more = produce_all(writer, topic, 1, 5, start=10)
+    wait_until(lambda: got_joiner.keys() >= more, 20, message="the joiner reads the new messages")
+    assert got_joiner.keys() == more
+
+
 def test_a_killed_member_is_replaced_once_its_session_expires(cluster, admin, writer, connectors, tmp_path: Path):
     topic = create_topic(admin, "zkc-kill", partitions=4)
     produce_all(writer, topic, 4, 10)

@@ -13,7 +13,8 @@ rebalances. A rebalance (one at a time, `rebalance.max.retries` attempts `rebala
 apart, else ConsumerRebalanceFailedError) stops the fetchers, drops queued chunks, commits the
 consumed offsets when auto-commit is on, releases the partitions it owned, plans and claims the
 new assignment (`rebalance`), reads its committed offsets from
-`/consumers/<group>/offsets/<topic>/<partition>` and restarts the fetchers (`fetcher`).
+`/consumers/<group>/offsets/<topic>/<partition>` once claimed (a previous owner commits before it
+releases, so that commit is seen) and restarts the fetchers (`fetcher`).
 
 Rebalances after the first run on the `<consumer id>-rebalance` thread, driven by ZooKeeper
 watches that only enqueue an event: the member list changed, a subscribed topic's partitions
@@ -220,11 +221,16 @@ class ZookeeperConsumerConnector:
         self._release_ownership()
         plan = plan_assignment(self.zk, self.group, self._topic_count, self._watches,
                                self.config.exclude_internal_topics)
-        offsets = self.zk.get_legacy_offsets(self.group, list(plan.mine))
-        infos = {tp: self._partition_info(tp, thread, offsets.get(tp, INVALID_OFFSET))
-                 for tp, thread in plan.mine.items()}
         if self._shutting_down.is_set() or not claim_ownership(self.zk, self.group, plan.mine):
             return False
+        try:  # read once owned: a previous owner commits before it releases, so this is its last commit
+            offsets = self.zk.get_legacy_offsets(self.group, list(plan.mine))
+        except Exception:
+            for tp in plan.mine:
+                self.zk.release_partition(self.group, tp)
+            raise
+        infos = {tp: self._partition_info(tp, thread, offsets.get(tp, INVALID_OFFSET))
+                 for tp, thread in plan.mine.items()}
         logger.info("%s: owns %d partitions: %s", self.consumer_id, len(infos),
                     {str(tp): str(t) for tp, t in sorted(plan.mine.items())})
         with self._commit_lock:
