@@ -19,7 +19,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kazoo.client import KazooClient
 
 from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
@@ -42,6 +41,7 @@ from tests.integration.conftest import (
     produce_values,
     zk_session,
 )
+from tests.integration.zk_session_expiry import expire_session
 
 KILLED_SESSION_TIMEOUT_MS = 4000
 LOGGED = 30  # records written before a reset test
@@ -247,15 +247,6 @@ def test_a_partition_held_by_another_thread_fails_the_rebalance_after_its_retrie
         with pytest.raises(ConsumerRebalanceFailedError):
             connector.create_message_streams({topic: 1})
         assert squatter.get_partition_owner("held", TopicPartition(topic, 0)) == "held_other-0"
-
-
-def expire_session(connect_string: str, client: KazooClient) -> None:
-    """Expires `client`'s session: another connection takes the session over and closes it."""
-    session_id, password = client.client_id
-    thief = KazooClient(hosts=connect_string, client_id=(session_id, password))
-    thief.start()
-    thief.stop()
-    thief.close()
 
 
 def test_an_expired_session_registers_again_and_takes_its_partitions_back(cluster, admin, writer, connectors):

@@ -36,6 +36,7 @@ from services.common.zk import (
     new_topic_id,
 )
 from tests.conftest import ZK_SESSION_TIMEOUT_S
+from tests.integration.zk_session_expiry import expire_session
 
 WAIT_S = 10.0
 TP0 = TopicPartition("orders", 0)
@@ -105,10 +106,7 @@ def session_expired(zookeeper, zk_chroot: str, victim: KazooClient) -> Iterator[
     states: queue.Queue[KazooState] = queue.Queue()
     victim.add_listener(states.put_nowait)
     old_session = victim.client_id[0]
-    twin = KazooClient(hosts=zookeeper.connect_string + zk_chroot, client_id=victim.client_id)
-    twin.start(timeout=WAIT_S)
-    twin.stop()
-    twin.close()
+    expire_session(zookeeper.connect_string, victim, WAIT_S)
     try:
         yield
     finally:
