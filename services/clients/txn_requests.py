@@ -111,9 +111,11 @@ def txn_offset_commit_code(response: pb.TxnOffsetCommitResponse) -> int:
 
 
 def end_txn_request(transactional_id: str, producer_id: int, producer_epoch: int,
-                    commit: bool) -> pb.EndTxnRequest:
+                    commit: bool, bump_epoch: bool = False) -> pb.EndTxnRequest:
+    """EndTxn; `bump_epoch` (aborts only) asks the coordinator to end the transaction with the next
+    epoch, which its answer's `producer_epoch` gives."""
     return pb.EndTxnRequest(transactional_id=transactional_id, producer_id=producer_id,
-                            producer_epoch=producer_epoch, committed=commit)
+                            producer_epoch=producer_epoch, committed=commit, bump_epoch=bump_epoch)
 
 
 # --------------------------------------------------------------------------------------------- admin

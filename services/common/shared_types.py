@@ -120,6 +120,14 @@ class InitProducerIdResult(NamedTuple):
     error_message: str = ""
 
 
+class EndTxnResult(NamedTuple):
+    """EndTxn's answer: the epoch the producer continues with (bumped by an abort with bump_epoch),
+    -1 on an error."""
+
+    error_code: int
+    producer_epoch: int = -1
+
+
 @dataclass(frozen=True, slots=True)
 class ReplicaAssignment:
     """A partition's replicas in preference order (the first is the preferred leader).

@@ -11,7 +11,8 @@ FindCoordinator is answered from the coordinator directory, as brokers answer it
 
 Transactions: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn wait (as above) until
 the transaction coordinator has written their record to `__transaction_state`; EndTxn answers once
-PrepareCommit / PrepareAbort is written, before the markers. AddPartitionsToTxn naming a partition
+PrepareCommit / PrepareAbort is written, before the markers, with the epoch the producer continues
+with (bumped by an abort with `bump_epoch`). AddPartitionsToTxn naming a partition
 the cluster does not have adds none: UNKNOWN_TOPIC_OR_PARTITION for it, OPERATION_NOT_ATTEMPTED for
 the others. ListTransactions and
 DescribeTransactions answer at once. Without a transaction coordinator they answer
@@ -335,10 +336,12 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
         return pb.AddOffsetsToTxnResponse(error_code=error if code is None else code)
 
     async def EndTxn(self, request, context):
-        code, error = await self._transaction_call(lambda reply: self.transactions.handle_end_txn(
-            request.transactional_id, request.producer_id, request.producer_epoch, request.committed, reply),
-            context)
-        return pb.EndTxnResponse(error_code=error if code is None else code)
+        result, error = await self._transaction_call(lambda reply: self.transactions.handle_end_txn(
+            request.transactional_id, request.producer_id, request.producer_epoch, request.committed, reply,
+            request.bump_epoch), context)
+        if result is None:
+            return pb.EndTxnResponse(error_code=error, producer_epoch=-1)
+        return pb.EndTxnResponse(error_code=result.error_code, producer_epoch=result.producer_epoch)
 
     def ListTransactions(self, request, context):
         if self.transactions is None:

@@ -2,7 +2,8 @@
 shared by the tests of this module): aborted records hidden from read_committed consumers and
 seen by read_uncommitted ones (transactions written straight to the leaders, and by producers), a
 hanging transaction found and aborted by `odradek transactions`, a failed send making its
-transaction abortable, a zombie producer fenced by a newer one with its transactional id,
+transaction abortable, a batch reaching its leader after the abort fenced by the bumped epoch of the
+abort's markers, a zombie producer fenced by a newer one with its transactional id,
 a consume-transform-produce worker killed with SIGKILL again and again that still produces the
 transformed input exactly once, and commits that survive SIGKILLs of their coordinator (after and
 before EndTxn).
@@ -155,8 +156,8 @@ def test_a_failed_send_aborts_the_transaction_and_the_next_one_commits(cluster, 
 
 
 def test_an_abort_after_a_sequence_gap_bumps_the_epoch(cluster, admin):
-    """KIP-360: the abort asks InitProducerId for the next epoch of the same producer id, and the
-    next transaction's batches start their sequences again at 0."""
+    """The abort itself (EndTxn with bump_epoch) gives the next epoch of the same producer id, and
+    the next transaction's batches start their sequences again at 0."""
     topic = create_topic(admin, "txn-bump", 1, REPLICATION)
     with transactional_producer(cluster, "bump") as producer:
         producer.begin_transaction()
@@ -170,6 +171,32 @@ def test_an_abort_after_a_sequence_gap_bumps_the_epoch(cluster, admin):
         producer.send(topic, b"kept")
         producer.commit_transaction()
     assert read_to_end(cluster, topic, 1, "read_committed") == {0: [b"kept"]}
+
+
+def test_a_batch_reaching_its_leader_after_the_abort_is_fenced_not_committed_later(cluster, admin, writer):
+    """A send that timed out on the producer may still reach the leader after the abort's markers.
+    Replayed here without timing: once the abort completed, the late batch (the producer's id, its
+    old epoch, the next sequence) is written straight to the leader. The ABORT marker carried the
+    bumped epoch, so the leader refuses it; otherwise it would open a transaction that the next
+    commit would take in."""
+    topic = create_topic(admin, "txn-late-batch", 1, REPLICATION)
+    with transactional_producer(cluster, "late") as producer:
+        producer.begin_transaction()
+        producer.send(topic, b"aborted").get(timeout=30)
+        manager = producer._txn.manager
+        producer_id, epoch = manager.producer_id, manager.producer_epoch
+        manager.require_epoch_bump()  # as a send that timed out (maybe written) leaves it
+        producer.abort_transaction()
+        wait_until(lambda: admin.describe_transactions(["late"])["late"].state in ("CompleteAbort", "Empty"), 30,
+                   message="the abort's markers to be written")
+        late = build_batch([b"late"], producer_id=producer_id, producer_epoch=epoch, base_sequence=1,
+                           is_transactional=True)
+        late_code = writer.produce(topic, 0, late, acks=-1, transactional_id="late").error_code
+        producer.begin_transaction()
+        producer.send(topic, b"kept")
+        producer.commit_transaction()
+    assert read_to_end(cluster, topic, 1, "read_committed") == {0: [b"kept"]}
+    assert late_code == Errors.INVALID_PRODUCER_EPOCH
 
 
 def test_a_zombie_with_the_same_transactional_id_is_fenced(cluster, admin):

@@ -2,7 +2,9 @@
 coordinators, shared by the module), driven with raw CoordinatorService requests: epoch bumps
 fencing the older producer, a commit completing through its markers (its data readable with
 read_committed only then), a deleted topic not holding a commit, a coordinator killed while a
-commit is prepared (the next owner completes it), and a transaction aborted on its timeout.
+commit is prepared (the next owner completes it), a transaction aborted on its timeout, and an
+abort that bumps the epoch (its markers fence a late batch of the old epoch; its retry is
+recognised by the next owner).
 
 Markers to a partition whose leader broker is stopped wait for it; that is how a commit is held
 in PrepareCommit. A coordinator without WriteTxnMarkers (for the `__consumer_offsets` partition
@@ -100,9 +102,13 @@ class Txn:
         return self.call("AddPartitionsToTxn", request).error_code
 
     def end(self, commit: bool) -> int:
+        return self.end_answer(commit).error_code
+
+    def end_answer(self, commit: bool, bump_epoch: bool = False, epoch: int | None = None) -> pb.EndTxnResponse:
         return self.call("EndTxn", pb.EndTxnRequest(transactional_id=self.transactional_id,
-                                                    producer_id=self.producer_id, producer_epoch=self.epoch,
-                                                    committed=commit)).error_code
+                                                    producer_id=self.producer_id,
+                                                    producer_epoch=self.epoch if epoch is None else epoch,
+                                                    committed=commit, bump_epoch=bump_epoch))
 
     def describe(self):
         response = self.call("DescribeTransactions",
@@ -178,6 +184,42 @@ def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced(cluster, poo
     assert aborted.producer_epoch == txn.epoch + 1
     assert txn.add(TopicPartition(topic, 0)) == Errors.PRODUCER_FENCED
     assert txn.end(commit=True) == Errors.PRODUCER_FENCED
+
+
+def test_an_abort_with_bump_marks_the_next_epoch_and_its_retry_survives_a_failover(cluster, pool, admin, writer,
+                                                                                  _zk_root_client):
+    topic = create_topic(admin, "bumped-abort", partitions=1, replication=2)
+    txn = Txn(cluster, pool, "bump-on-abort")
+    txn.init()
+    old_epoch = txn.epoch
+    assert txn.add(TopicPartition(topic, 0)) == Errors.NONE
+    batch = build_batch([b"aborted"], producer_id=txn.producer_id, producer_epoch=old_epoch, base_sequence=0,
+                        is_transactional=True)
+    assert writer.produce(topic, 0, batch, acks=-1).error_code == Errors.NONE
+    answer = txn.end_answer(commit=False, bump_epoch=True)
+    assert (answer.error_code, answer.producer_epoch) == (Errors.NONE, old_epoch + 1)
+    assert txn.wait_state("CompleteAbort").producer_epoch == old_epoch + 1
+    markers = [h for h, _ in iter_batches(writer.fetch(topic, 0, 0).records) if h.is_control]
+    assert [(h.producer_id, h.producer_epoch) for h in markers] == [(txn.producer_id, old_epoch + 1)]
+    late = build_batch([b"late"], producer_id=txn.producer_id, producer_epoch=old_epoch, base_sequence=1,
+                       is_transactional=True)
+    assert writer.produce(topic, 0, late, acks=-1).error_code == Errors.INVALID_PRODUCER_EPOCH
+    owned = TopicPartition(TXN_STATE, coordinator_partition(txn.transactional_id))
+
+    def owner():
+        data, _ = _zk_root_client.get(f"{cluster.chroot}/coordinators/ownership")
+        return decode_ownership(data).partitions[owned]
+
+    before = owner()
+    victim = f"coordinator-{before.owner_id}"
+    cluster.kill_service(victim)
+    try:
+        wait_until(lambda: owner().owner_id != before.owner_id, 30, 0.1, message="the partition to move")
+        retried = txn.end_answer(commit=False, bump_epoch=True, epoch=old_epoch)  # loaded from the log
+        assert (retried.error_code, retried.producer_epoch) == (Errors.NONE, old_epoch + 1)
+        assert txn.end_answer(commit=False, epoch=old_epoch).error_code == Errors.PRODUCER_FENCED
+    finally:
+        cluster.start_service(victim)
 
 
 def test_a_prepared_commit_survives_its_coordinator(cluster, pool, admin, _zk_root_client):

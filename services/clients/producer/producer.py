@@ -368,17 +368,26 @@ class Producer:
 
     def abort_transaction(self) -> None:
         """Aborts the transaction: records not sent yet fail with TransactionAbortedError, the
-        coordinator writes ABORT markers, and the epoch is bumped when a failed send requires it."""
+        coordinator writes ABORT markers, and the epoch is bumped when a failed send requires it.
+
+        The bump of a transaction the coordinator knows goes with the abort (EndTxn with
+        bump_epoch): the markers carry the new epoch, so a batch of the old one that reaches its
+        partition late is fenced there instead of joining the next transaction. Without one (nothing
+        was added, or the epoch is exhausted and the answer keeps it) InitProducerId bumps it."""
         txn = self._transactions("abort_transaction")
-        txn.manager.begin_abort()
+        manager = txn.manager
+        manager.begin_abort()
         self._wake_sender()
         deadline = Deadline(self._max_block_ms, self._clock)
         self._flush_by(deadline, "abort_transaction")
-        if txn.manager.transaction_started:
-            txn.end_txn(False, deadline)
-        if txn.manager.epoch_bump_required:
-            txn.manager.initialized(*txn.init_producer_id(deadline, bump=True))
-        txn.manager.complete_transaction()
+        if manager.transaction_started:
+            bump = manager.epoch_bump_required
+            epoch = txn.end_txn(False, deadline, bump_epoch=bump)
+            if bump and epoch > manager.producer_epoch:
+                manager.initialized(manager.producer_id, epoch)
+        if manager.epoch_bump_required:
+            manager.initialized(*txn.init_producer_id(deadline, bump=True))
+        manager.complete_transaction()
 
     def _transactions(self, operation: str) -> TransactionCalls:
         if self._txn is None:

@@ -14,7 +14,8 @@ Errors are sorted by `action_for` into retry (after a back-off), find the coordi
 abortable (the transaction can only be aborted; then a new one may begin) and fatal (the
 producer can only be closed). A failed send inside a transaction is abortable, except a fenced or
 unauthorized producer (fatal). A failure that may have left a gap in a partition's sequence numbers
-asks for an epoch bump, done by `abort_transaction` (InitProducerId with the current id and epoch).
+asks for an epoch bump, done by `abort_transaction`: with the abort itself (EndTxn with bump_epoch)
+when the transaction was started, else by InitProducerId with the current id and epoch.
 
 Every method is safe to call from the user's threads and the sender thread.
 """

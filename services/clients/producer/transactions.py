@@ -167,7 +167,10 @@ class TransactionCalls:
         self.call("TxnOffsetCommit", request, lambda answer: (txn_offset_commit_code(answer), answer.error_message),
                   deadline, key_type=GROUP_KEY, key=group.group_id)
 
-    def end_txn(self, commit: bool, deadline: Deadline) -> None:
+    def end_txn(self, commit: bool, deadline: Deadline, bump_epoch: bool = False) -> int:
+        """Commits or aborts; returns the epoch the coordinator answered (the next one after an
+        abort with `bump_epoch`, unless the coordinator could not bump it)."""
         manager = self.manager
-        request = end_txn_request(manager.transactional_id, manager.producer_id, manager.producer_epoch, commit)
-        self.call("EndTxn", request, answer_code, deadline)
+        request = end_txn_request(manager.transactional_id, manager.producer_id, manager.producer_epoch, commit,
+                                  bump_epoch)
+        return self.call("EndTxn", request, answer_code, deadline).producer_epoch

@@ -19,6 +19,15 @@ coordinator runs and owns the id's partition (NOT_COORDINATOR) and whether it is
 (COORDINATOR_LOAD_IN_PROGRESS). Fencing errors: an unknown or other producer id is
 INVALID_PRODUCER_ID_MAPPING, another epoch PRODUCER_FENCED (Kafka 2.8's answer; the Kafka-protocol
 listener answers INVALID_PRODUCER_EPOCH to request versions older than KIP-588's).
+
+EndTxn's abort may bump the epoch (`bump_epoch`, as KIP-890 does at the end of every transaction):
+PrepareAbort and CompleteAbort are written with epoch e + 1, so the ABORT markers carry it and
+every partition fences a late batch of epoch e instead of letting it open a transaction that the
+producer's next commit would take in. The answer gives e + 1; a retry of that EndTxn at e is
+answered as a retry (CONCURRENT_TRANSACTIONS until CompleteAbort is written, then NONE) with e + 1,
+also after a reload (the log keeps the epoch the abort bumped from). An exhausted epoch is not
+bumped: the abort is a plain one answered with e, and the producer bumps with InitProducerId, which
+gives it a new producer id.
 """
 
 from __future__ import annotations
@@ -32,7 +41,7 @@ from services.common.clock import Clock
 from services.common.errors import Errors
 from services.common.hashing import coordinator_partition
 from services.common.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
-from services.common.shared_types import InitProducerIdResult
+from services.common.shared_types import EndTxnResult, InitProducerIdResult
 from services.common.topic_partition import TopicPartition
 from services.coordinator.txn import records
 from services.coordinator.txn.admin import COMPLETED, TxnAdmin
@@ -287,20 +296,44 @@ class TransactionCoordinatorCore(TxnAdmin):
     # ------------------------------------------------------------------ EndTxn
 
     def handle_end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
-                       reply: Any) -> TxnOutcome:
+                       reply: Any, bump_epoch: bool = False) -> TxnOutcome:
+        """Commits or aborts; answers an `EndTxnResult` (see the module docstring for `bump_epoch`)."""
         fx = TxnOutcome()
+        if bump_epoch and commit:
+            fx.respond(reply, EndTxnResult(Errors.INVALID_REQUEST))
+            return fx
+        retried = self._retried_bumped_abort(transactional_id, producer_id, producer_epoch) if bump_epoch else None
+        if retried is not None:
+            fx.respond(reply, retried)
+            return fx
         error, partition, owned, txn = self._fenced(transactional_id, producer_id, producer_epoch)
         if txn is not None:
             if txn.pending is not None:
                 error = Errors.CONCURRENT_TRANSACTIONS
             elif txn.state == S.ONGOING:
-                transit = txn.prepare_abort_or_commit(commit, self._clock.time_ms())
+                now_ms = self._clock.time_ms()
+                transit = (txn.prepare_bumped_abort(now_ms) if bump_epoch and not txn.is_epoch_exhausted
+                           else txn.prepare_abort_or_commit(commit, now_ms))
                 self._append(partition, owned, txn, transit, "end", reply, fx)
                 return fx
             else:
                 error = _end_txn_answer(txn.state, commit)
-        fx.respond(reply, error)
+            if error == Errors.NONE:
+                fx.respond(reply, EndTxnResult(error, txn.producer_epoch))
+                return fx
+        fx.respond(reply, EndTxnResult(error))
         return fx
+
+    def _retried_bumped_abort(self, transactional_id: str, producer_id: int,
+                              producer_epoch: int) -> EndTxnResult | None:
+        """The answer to a retry of an EndTxn abort that bumped `producer_epoch`, or None when the
+        request is not one."""
+        owned = self._owner(transactional_id)[2] if transactional_id else None
+        txn = owned.transactions.get(transactional_id) if owned is not None else None
+        if (txn is None or txn.producer_id != producer_id or producer_epoch == NO_PRODUCER_EPOCH
+                or txn.bumped_from_epoch != producer_epoch or txn.state not in (S.PREPARE_ABORT, S.COMPLETE_ABORT)):
+            return None
+        return EndTxnResult(_end_txn_answer(txn.state, commit=False), txn.producer_epoch)
 
     def on_markers_done(self, markers: TxnMarkers) -> TxnOutcome:
         """Every partition has the transaction's marker: write CompleteCommit / CompleteAbort."""
@@ -353,15 +386,19 @@ class TransactionCoordinatorCore(TxnAdmin):
             fx.respond(written.reply, InitProducerIdResult(Errors.NONE, txn.producer_id, txn.producer_epoch))
         elif written.kind == "fence":
             fx.respond(written.reply, InitProducerIdResult(Errors.CONCURRENT_TRANSACTIONS))
-        elif written.kind in ("add", "end"):
+        elif written.kind == "add":
             fx.respond(written.reply, Errors.NONE)
+        elif written.kind == "end":
+            fx.respond(written.reply, EndTxnResult(Errors.NONE, txn.producer_epoch))
         if txn.state in _PREPARED:
             fx.markers.append(self._markers(written.partition, owned, txn))
         return fx
 
     @staticmethod
     def _error_result(kind: str, error_code: int) -> Any:
-        return InitProducerIdResult(error_code) if kind in ("init", "fence") else error_code
+        if kind in ("init", "fence"):
+            return InitProducerIdResult(error_code)
+        return EndTxnResult(error_code) if kind == "end" else error_code
 
     @staticmethod
     def _markers(partition: int, owned: TxnPartition, txn: TransactionMetadata) -> TxnMarkers:

@@ -4,7 +4,9 @@ TransactionMetadata), changed only by applying a `TxnTransit`.
 A command first computes the transition (`prepare_*`, pure, nothing changes) and marks it
 `pending` while its record is written to `__transaction_state`; once written, `apply` makes it
 the state. Replaying a record applies it the same way, without the checks of a live transition
-and without the previous producer id and epoch, which the log does not hold.
+and without the previous producer id and epoch, which the log does not hold; only an abort that
+bumped the epoch (`prepare_bumped_abort`) logs the epoch it bumped from (`bumped_from_epoch`, kept
+through its CompleteAbort), so that a retry of its EndTxn is recognised after a reload too.
 
     target state        allowed from
     Empty               Empty, CompleteCommit, CompleteAbort
@@ -74,6 +76,7 @@ class TransactionMetadata:
     last_update_timestamp_ms: int = NO_TIMESTAMP
     last_producer_id: int = NO_PRODUCER_ID
     last_producer_epoch: int = NO_PRODUCER_EPOCH
+    bumped_from_epoch: int = NO_PRODUCER_EPOCH  # the epoch an EndTxn abort with bump ended
     pending: TxnTransit | None = None
 
     # ------------------------------------------------------------------ applying
@@ -95,6 +98,7 @@ class TransactionMetadata:
         self.start_timestamp_ms = value.start_timestamp_ms
         self.last_update_timestamp_ms = value.last_update_timestamp_ms
         self.last_producer_id, self.last_producer_epoch = transit.last_producer_id, transit.last_producer_epoch
+        self.bumped_from_epoch = value.bumped_from_epoch
         if self.pending == transit:
             self.pending = None
 
@@ -106,7 +110,8 @@ class TransactionMetadata:
 
     def _transit(self, state: TransactionState, now_ms: int, *, producer_id: int | None = None,
                  epoch: int | None = None, last_epoch: int | None = None, timeout_ms: int | None = None,
-                 partitions: frozenset[TopicPartition] | None = None, start_ms: int | None = None) -> TxnTransit:
+                 partitions: frozenset[TopicPartition] | None = None, start_ms: int | None = None,
+                 bumped_from: int = NO_PRODUCER_EPOCH) -> TxnTransit:
         if self.state not in VALID_PREVIOUS_STATES[state]:
             raise IllegalTransition(f"transactional id {self.transactional_id}: {self.state.display_name} "
                                     f"cannot become {state.display_name}")
@@ -115,7 +120,7 @@ class TransactionMetadata:
             self.producer_epoch if epoch is None else epoch,
             self.timeout_ms if timeout_ms is None else timeout_ms, state,
             self.partitions if partitions is None else partitions, now_ms,
-            self.start_timestamp_ms if start_ms is None else start_ms)
+            self.start_timestamp_ms if start_ms is None else start_ms, bumped_from)
         return TxnTransit(value, self.producer_id, self.last_producer_epoch if last_epoch is None else last_epoch)
 
     def prepare_epoch_bump(self, epoch: int, last_epoch: int, timeout_ms: int, now_ms: int) -> TxnTransit:
@@ -138,6 +143,16 @@ class TransactionMetadata:
     def prepare_abort_or_commit(self, commit: bool, now_ms: int) -> TxnTransit:
         return self._transit(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, now_ms)
 
+    def prepare_bumped_abort(self, now_ms: int) -> TxnTransit:
+        """PrepareAbort with the epoch bumped, asked by the producer itself (EndTxn with bump_epoch):
+        the ABORT markers carry the new epoch, so the partitions fence late batches of the old one.
+        The caller checks the epoch is not exhausted."""
+        if self.state != S.ONGOING or self.is_epoch_exhausted:
+            raise IllegalTransition(f"transactional id {self.transactional_id}: cannot bump epoch "
+                                    f"{self.producer_epoch} aborting from {self.state.display_name}")
+        epoch = self.producer_epoch
+        return self._transit(S.PREPARE_ABORT, now_ms, epoch=epoch + 1, last_epoch=epoch, bumped_from=epoch)
+
     def prepare_fenced_abort(self, now_ms: int) -> TxnTransit:
         """PrepareAbort with the epoch bumped (Kafka's PrepareEpochFence, then PrepareAbort), so the
         producer of the ongoing transaction is fenced; an exhausted epoch stays as it is."""
@@ -149,7 +164,7 @@ class TransactionMetadata:
 
     def prepare_complete(self, now_ms: int) -> TxnTransit:
         state = S.COMPLETE_COMMIT if self.state == S.PREPARE_COMMIT else S.COMPLETE_ABORT
-        return self._transit(state, now_ms, partitions=frozenset())
+        return self._transit(state, now_ms, partitions=frozenset(), bumped_from=self.bumped_from_epoch)
 
     def prepare_dead(self) -> TxnTransit:
         return self._transit(S.DEAD, self.last_update_timestamp_ms, partitions=frozenset())

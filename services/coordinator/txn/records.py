@@ -1,4 +1,5 @@
-"""The records of `__transaction_state`, byte for byte as Kafka 2.8's TransactionLog writes them.
+"""The records of `__transaction_state`, byte for byte as Kafka 2.8's TransactionLog writes them,
+plus one value version of Odradek's own.
 
 All integers are big-endian; a STRING is an int16 length and that many UTF-8 bytes; an ARRAY is
 an int32 element count and the elements. The key is the transactional id; a null value is a
@@ -10,6 +11,12 @@ tombstone (the transactional id expired and was removed).
            state int8 (TransactionState below),
            partitions ARRAY of (topic STRING, partition_ids ARRAY of int32),
            last_update_timestamp_ms int64, start_timestamp_ms int64 (-1 = none)
+    value  version int16 = 1: version 0's fields, then bumped_from_epoch int16
+
+Version 1 is written only for the PrepareAbort of an EndTxn that bumped the producer epoch and the
+CompleteAbort after it: `bumped_from_epoch` is the epoch the abort ended (the previous one), so
+that a retry of that EndTxn at the old epoch is still recognised after the log is replayed. Every
+other value is version 0 (`bumped_from_epoch` -1).
 
 States: Empty 0, Ongoing 1, PrepareCommit 2, PrepareAbort 3, CompleteCommit 4, CompleteAbort 5,
 Dead 6, PrepareEpochFence 7 (the last two are never written). Partitions are written sorted, by
@@ -23,10 +30,12 @@ import enum
 import struct
 from dataclasses import dataclass
 
+from services.common.records.batch import NO_PRODUCER_EPOCH
 from services.common.topic_partition import TopicPartition
 
 KEY_VERSION = 0
 VALUE_VERSION = 0
+BUMPED_VALUE_VERSION = 1
 NO_TIMESTAMP = -1
 
 _HEAD = struct.Struct(">hqhib")  # version, producer id, epoch, timeout, state
@@ -70,6 +79,7 @@ class TxnLogValue:
     partitions: frozenset[TopicPartition]
     last_update_timestamp_ms: int
     start_timestamp_ms: int = NO_TIMESTAMP
+    bumped_from_epoch: int = NO_PRODUCER_EPOCH  # the epoch an EndTxn abort with bump ended
 
 
 def _string(value: str) -> bytes:
@@ -84,7 +94,9 @@ def encode_key(transactional_id: str) -> bytes:
 
 
 def encode_value(value: TxnLogValue) -> bytes:
-    parts = [_HEAD.pack(VALUE_VERSION, value.producer_id, value.producer_epoch, value.timeout_ms,
+    bumped = value.bumped_from_epoch != NO_PRODUCER_EPOCH
+    version = BUMPED_VALUE_VERSION if bumped else VALUE_VERSION
+    parts = [_HEAD.pack(version, value.producer_id, value.producer_epoch, value.timeout_ms,
                         int(value.state))]
     by_topic: dict[str, list[int]] = {}
     for tp in sorted(value.partitions):
@@ -94,6 +106,8 @@ def encode_value(value: TxnLogValue) -> bytes:
         parts.append(_string(topic))
         parts.append(struct.pack(f">i{len(partitions)}i", len(partitions), *partitions))
     parts.append(_TIMES.pack(value.last_update_timestamp_ms, value.start_timestamp_ms))
+    if bumped:
+        parts.append(_INT16.pack(value.bumped_from_epoch))
     return b"".join(parts)
 
 
@@ -142,7 +156,7 @@ def decode_value(data: bytes | None) -> TxnLogValue | None:
         return None
     reader = _Reader(data, "__transaction_state value")
     version, producer_id, epoch, timeout_ms, state = reader.take(_HEAD)
-    if version != VALUE_VERSION:
+    if version not in (VALUE_VERSION, BUMPED_VALUE_VERSION):
         raise TxnRecordFormatError(f"unknown __transaction_state value version {version}")
     try:
         state = TransactionState(state)
@@ -154,4 +168,6 @@ def decode_value(data: bytes | None) -> TxnLogValue | None:
         for _ in range(reader.count()):
             partitions.add(TopicPartition(topic, reader.take(_INT32)[0]))
     last_update_ms, start_ms = reader.take(_TIMES)
-    return TxnLogValue(producer_id, epoch, timeout_ms, state, frozenset(partitions), last_update_ms, start_ms)
+    bumped_from = reader.take(_INT16)[0] if version == BUMPED_VALUE_VERSION else NO_PRODUCER_EPOCH
+    return TxnLogValue(producer_id, epoch, timeout_ms, state, frozenset(partitions), last_update_ms, start_ms,
+                       bumped_from)

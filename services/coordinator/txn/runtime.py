@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from services.common.clock import Clock
 from services.common.scheduler import Scheduler
+from services.common.shared_types import EndTxnResult
 from services.common.topic_partition import TopicPartition
 from services.coordinator.append_queue import AppendQueue, Once
 from services.coordinator.group.api import GroupStore
@@ -118,8 +119,9 @@ class TransactionCoordinator:
                   list(partitions), Once(callback))
 
     def handle_end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
-                       callback: Callable[[int], None]) -> None:
-        self._run(self.core.handle_end_txn, transactional_id, producer_id, producer_epoch, commit, Once(callback))
+                       callback: Callable[[EndTxnResult], None], bump_epoch: bool = False) -> None:
+        self._run(self.core.handle_end_txn, transactional_id, producer_id, producer_epoch, commit, Once(callback),
+                  bump_epoch)
 
     def handle_list_transactions(self, states: set[str], producer_ids: set[int]):
         with self._lock:

@@ -9,7 +9,7 @@ from services.common.hashing import coordinator_partition
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2_grpc
-from services.common.shared_types import InitProducerIdResult
+from services.common.shared_types import EndTxnResult, InitProducerIdResult
 from services.common.topic_partition import TopicPartition
 from services.common.zk.coordinator_directory import DirectorySnapshot
 from services.coordinator.servicer import CoordinatorServicer
@@ -36,9 +36,10 @@ class Transactions:
         self.asked.append(("add", transactional_id, producer_id, producer_epoch, list(partitions)))
         callback(Errors.PRODUCER_FENCED)
 
-    def handle_end_txn(self, transactional_id, producer_id, producer_epoch, commit, callback):
-        self.asked.append(("end", transactional_id, producer_id, producer_epoch, commit))
-        callback(Errors.CONCURRENT_TRANSACTIONS)
+    def handle_end_txn(self, transactional_id, producer_id, producer_epoch, commit, callback, bump_epoch):
+        self.asked.append(("end", transactional_id, producer_id, producer_epoch, commit, bump_epoch))
+        callback(EndTxnResult(Errors.NONE, producer_epoch + 1) if bump_epoch
+                 else EndTxnResult(Errors.CONCURRENT_TRANSACTIONS))
 
     def handle_list_transactions(self, states, producer_ids):
         return Errors.NONE, ["Bogus"], [("t", 42, "Ongoing")]
@@ -66,7 +67,10 @@ def test_transaction_rpcs_reach_the_transaction_coordinator():
         assert offsets.error_code == Errors.PRODUCER_FENCED
         ended = stub.EndTxn(pb.EndTxnRequest(transactional_id="t", producer_id=42, producer_epoch=3,
                                              committed=True))
-        assert ended.error_code == Errors.CONCURRENT_TRANSACTIONS
+        assert (ended.error_code, ended.producer_epoch) == (Errors.CONCURRENT_TRANSACTIONS, -1)
+        bumped = stub.EndTxn(pb.EndTxnRequest(transactional_id="t", producer_id=42, producer_epoch=3,
+                                              committed=False, bump_epoch=True))
+        assert (bumped.error_code, bumped.producer_epoch) == (Errors.NONE, 4)
         listed = stub.ListTransactions(pb.ListTransactionsRequest(state_filters=["Ongoing", "Bogus"]))
         assert list(listed.unknown_state_filters) == ["Bogus"]
         assert [(s.transactional_id, s.producer_id, s.transaction_state) for s in listed.transaction_states] == [
@@ -80,7 +84,8 @@ def test_transaction_rpcs_reach_the_transaction_coordinator():
         ("init", "t", 1000, -1, -1),
         ("add", "t", 42, 3, [TopicPartition("a", 0), TopicPartition("a", 1)]),
         ("add", "t", 42, 3, [TopicPartition("__consumer_offsets", coordinator_partition("g"))]),
-        ("end", "t", 42, 3, True),
+        ("end", "t", 42, 3, True, False),
+        ("end", "t", 42, 3, False, True),
     ]
 
 

@@ -100,6 +100,23 @@ def test_marker_fencing_by_coordinator_and_producer_epoch(tmp_path):
     log.append_as_leader(marker(7, False, epoch=4, coordinator_epoch=5), 0, TXN_MARKER)  # a bumped epoch
 
 
+def test_an_abort_marker_with_a_bumped_epoch_fences_a_late_batch_of_the_old_one(tmp_path):
+    """A batch of epoch 3 that arrives after the ABORT marker of epoch 4 (an abort that bumped the
+    epoch) is refused, so it cannot open a transaction the next commit would take in."""
+    log = caught_up(open_log(tmp_path / "t-0"))
+    log.append_as_leader(txn_batch(7, 0, epoch=3), 0)
+    log.append_as_leader(marker(7, False, epoch=4, coordinator_epoch=1), 0, TXN_MARKER)
+    assert caught_up(log).first_unstable_offset is None
+    end = log.log_end_offset
+    with pytest.raises(KafkaError) as late:
+        log.append_as_leader(txn_batch(7, 1, epoch=3), 0)
+    assert late.value.code == Errors.INVALID_PRODUCER_EPOCH
+    assert (log.log_end_offset, log.first_unstable_offset) == (end, None)
+    log.append_as_leader(txn_batch(7, 0, epoch=4), 0)  # the next transaction starts at sequence 0
+    log.append_as_leader(marker(7, True, epoch=4, coordinator_epoch=1), 0, TXN_MARKER)
+    assert caught_up(log).last_stable_offset == log.log_end_offset
+
+
 def test_coordinator_appends_carry_no_sequence_but_are_fenced_by_epoch(tmp_path):
     log = open_log(tmp_path / "__consumer_offsets-0")
     offsets = txn_batch(7, -1, epoch=2)

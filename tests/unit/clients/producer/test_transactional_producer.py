@@ -37,9 +37,10 @@ class FakeCoordinator:
             error_code=code, producer_id=self.producer_id, producer_epoch=EPOCH)))
         for method, response in (("AddPartitionsToTxn", pb.AddPartitionsToTxnResponse),
                                  ("AddOffsetsToTxn", pb.AddOffsetsToTxnResponse),
-                                 ("TxnOffsetCommit", pb.TxnOffsetCommitResponse),
-                                 ("EndTxn", pb.EndTxnResponse)):
+                                 ("TxnOffsetCommit", pb.TxnOffsetCommitResponse)):
             node.on(method, self._answer(method, lambda code, response=response: response(error_code=code)))
+        self.bumps_on_abort = True  # as the coordinator does unless the epoch is exhausted
+        node.on("EndTxn", self._end_txn)
         produce = node._handlers["Produce"]
         node.on("Produce", lambda request, context: (self.calls.append("Produce"), produce(request, context))[1])
 
@@ -50,6 +51,14 @@ class FakeCoordinator:
             return build(codes.pop(0) if codes else Errors.NONE)
 
         return handle
+
+    def _end_txn(self, request, context):
+        self.calls.append("EndTxn")
+        codes = self.answers.get("EndTxn")
+        code = codes.pop(0) if codes else Errors.NONE
+        bumped = request.bump_epoch and self.bumps_on_abort
+        epoch = -1 if code else request.producer_epoch + 1 if bumped else request.producer_epoch
+        return pb.EndTxnResponse(error_code=code, producer_epoch=epoch)
 
 
 @pytest.fixture
@@ -155,20 +164,62 @@ def test_a_fenced_producer_can_only_be_closed(producer, coordinator):
         producer.begin_transaction()
 
 
-def test_an_abort_after_a_sequence_gap_bumps_the_epoch(producer, broker, coordinator):
+def test_an_abort_after_a_sequence_gap_bumps_the_epoch_with_init_when_end_txn_cannot(producer, broker,
+                                                                                      coordinator):
+    """The coordinator answers the abort with the unchanged epoch (an exhausted one): InitProducerId."""
     producer.init_transactions()
     producer.begin_transaction()
     broker.faults.append(once(Errors.OUT_OF_ORDER_SEQUENCE_NUMBER))
     with pytest.raises(KafkaError):
         producer.send("t", b"lost", partition=0).get(timeout=2)
     coordinator.producer_id = 556  # the fake log knows no epochs: the bump comes back as a new id
+    coordinator.bumps_on_abort = False
     producer.abort_transaction()
+    end = broker.node.requests("EndTxn")[-1]
+    assert (end.committed, end.bump_epoch, end.producer_epoch) == (False, True, EPOCH)
     bump = broker.node.requests("InitProducerId")[-1]
     assert (bump.transactional_id, bump.producer_id, bump.producer_epoch) == ("tx", 555, EPOCH)
     producer.begin_transaction()
     producer.send("t", b"again", partition=0)
     producer.commit_transaction()
     assert broker.logs[0] == [b"again"] and broker.appends[-1] == (556, 0, 1)
+
+
+def test_an_abort_after_a_maybe_written_batch_bumps_the_epoch_with_end_txn(broker, coordinator):
+    """A produce that timed out may still be appended later: the abort itself bumps the epoch (its
+    markers fence the late batch) and the producer goes on with the answered epoch, from sequence 0."""
+    with Producer(bootstrap_servers=broker.node.address, transactional_id="tx", retries=1, **FAST) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        broker.faults.append(lambda pid, sequence, values: Errors.REQUEST_TIMED_OUT if values == [b"late"] else None)
+        with pytest.raises(KafkaError):
+            producer.send("t", b"late", partition=0).get(timeout=2)
+        producer.abort_transaction()
+        end = broker.node.requests("EndTxn")[-1]
+        assert (end.committed, end.bump_epoch, end.producer_id, end.producer_epoch) == (False, True, 555, EPOCH)
+        producer.begin_transaction()
+        producer.send("t", b"next", partition=0)
+        producer.commit_transaction()
+    assert coordinator.calls.count("InitProducerId") == 1  # only init_transactions'
+    header = parse_header(broker.node.requests("Produce")[-1].topic_data[0].partition_data[0].records)
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (555, EPOCH + 1, 0)
+    added = broker.node.requests("AddPartitionsToTxn")[-1]
+    commit = broker.node.requests("EndTxn")[-1]
+    assert (added.producer_epoch, commit.producer_epoch, commit.committed, commit.bump_epoch) == (
+        EPOCH + 1, EPOCH + 1, True, False)
+    assert broker.logs[0] == [b"next"]
+
+
+def test_an_abort_without_a_bump_keeps_the_epoch(producer, broker, coordinator):
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("t", b"v", partition=0).get(timeout=2)
+    producer.abort_transaction()
+    assert not broker.node.requests("EndTxn")[-1].bump_epoch
+    producer.begin_transaction()
+    producer.send("t", b"w", partition=0)
+    producer.commit_transaction()
+    assert broker.node.requests("EndTxn")[-1].producer_epoch == EPOCH
 
 
 def test_a_prepared_transaction_is_sent_and_left_open_for_another_process(producer, broker, coordinator):

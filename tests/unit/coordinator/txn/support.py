@@ -8,6 +8,7 @@ from typing import Any
 
 from services.common.clock import ManualClock
 from services.common.errors import Errors
+from services.common.shared_types import EndTxnResult
 from services.common.topic_partition import TopicPartition
 from services.coordinator.txn.config import TransactionConfig
 from services.coordinator.txn.coordinator import TransactionCoordinatorCore
@@ -62,8 +63,13 @@ class Driver:
 
     def end(self, producer_id: int, epoch: int, commit: bool = True, transactional_id: str = TXN,
             error_code: int = Errors.NONE) -> int:
-        return self.answer(self.core.handle_end_txn(transactional_id, producer_id, epoch, commit, object()),
-                           error_code)
+        """EndTxn's error code."""
+        return self.end_result(producer_id, epoch, commit, transactional_id, error_code).error_code
+
+    def end_result(self, producer_id: int, epoch: int, commit: bool = True, transactional_id: str = TXN,
+                   error_code: int = Errors.NONE, bump_epoch: bool = False) -> EndTxnResult:
+        return self.answer(self.core.handle_end_txn(transactional_id, producer_id, epoch, commit, object(),
+                                                    bump_epoch), error_code)
 
     def finish_markers(self) -> None:
         pending, self.markers = self.markers, []

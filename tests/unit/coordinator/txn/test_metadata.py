@@ -43,6 +43,23 @@ def test_preparing_changes_nothing_and_applying_does():
     assert done.state == S.COMPLETE_ABORT and done.value.partitions == frozenset()
 
 
+def test_a_bumped_abort_keeps_the_epoch_it_bumped_from_until_the_next_transaction():
+    txn = TransactionMetadata("t", 7, 4, 1000, S.EMPTY)
+    with pytest.raises(IllegalTransition):
+        txn.prepare_bumped_abort(10)
+    txn.apply(txn.prepare_add_partitions(frozenset({TopicPartition("a", 0)}), 20))
+    bumped = txn.prepare_bumped_abort(30)
+    assert (bumped.value.producer_epoch, bumped.value.bumped_from_epoch, bumped.last_producer_epoch) == (5, 4, 4)
+    txn.apply(bumped)
+    txn.apply(txn.prepare_complete(40))
+    assert (txn.state, txn.producer_epoch, txn.bumped_from_epoch) == (S.COMPLETE_ABORT, 5, 4)
+    txn.apply(txn.prepare_add_partitions(frozenset({TopicPartition("a", 0)}), 50))
+    assert txn.bumped_from_epoch == -1
+    txn.producer_epoch = 0x7FFF - 1  # exhausted: InitProducerId gives a new producer id instead
+    with pytest.raises(IllegalTransition):
+        txn.prepare_bumped_abort(60)
+
+
 def test_a_live_transition_is_checked_but_replay_is_not():
     txn = TransactionMetadata("t", 7, 0, 1000, S.EMPTY)
     commit = TransactionMetadata("t", 7, 0, 1000, S.ONGOING).prepare_abort_or_commit(True, 5)

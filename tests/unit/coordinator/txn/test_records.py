@@ -26,6 +26,18 @@ def test_value_layout_matches_kafkas_transaction_log():
     assert records.decode_value(expected) == value
 
 
+def test_a_bumped_abort_is_version_one_with_the_epoch_it_bumped_from():
+    value = TxnLogValue(1000, 4, 60000, TransactionState.PREPARE_ABORT, frozenset(), 9, 8, bumped_from_epoch=3)
+    expected = (struct.pack(">hqhib", 1, 1000, 4, 60000, 3) + struct.pack(">i", 0) + struct.pack(">qq", 9, 8)
+                + struct.pack(">h", 3))
+    assert records.encode_value(value) == expected
+    assert records.decode_value(expected) == value
+    assert records.encode_value(TxnLogValue(1000, 4, 60000, TransactionState.PREPARE_ABORT, frozenset(), 9, 8))[:2] \
+        == b"\x00\x00"
+    with pytest.raises(TxnRecordFormatError):
+        records.decode_value(expected[:-1])
+
+
 @pytest.mark.parametrize("state", list(TransactionState))
 def test_every_state_round_trips(state):
     value = TxnLogValue(7, 0, 1, state, frozenset(), 5, -1)

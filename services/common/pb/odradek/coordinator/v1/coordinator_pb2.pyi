@@ -505,26 +505,30 @@ class TxnOffsetCommitResponse(_message.Message):
     def __init__(self, throttle_time_ms: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic, _Mapping]]] = ...) -> None: ...
 
 class EndTxnRequest(_message.Message):
-    __slots__ = ("transactional_id", "producer_id", "producer_epoch", "committed")
+    __slots__ = ("transactional_id", "producer_id", "producer_epoch", "committed", "bump_epoch")
     TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    BUMP_EPOCH_FIELD_NUMBER: _ClassVar[int]
     transactional_id: str
     producer_id: int
     producer_epoch: int
     committed: bool
-    def __init__(self, transactional_id: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., committed: _Optional[bool] = ...) -> None: ...
+    bump_epoch: bool
+    def __init__(self, transactional_id: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., committed: _Optional[bool] = ..., bump_epoch: _Optional[bool] = ...) -> None: ...
 
 class EndTxnResponse(_message.Message):
-    __slots__ = ("throttle_time_ms", "error_code", "error_message")
+    __slots__ = ("throttle_time_ms", "error_code", "error_message", "producer_epoch")
     THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     throttle_time_ms: int
     error_code: int
     error_message: str
-    def __init__(self, throttle_time_ms: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ...) -> None: ...
+    producer_epoch: int
+    def __init__(self, throttle_time_ms: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., producer_epoch: _Optional[int] = ...) -> None: ...
 
 class ListTransactionsRequest(_message.Message):
     __slots__ = ("state_filters", "producer_id_filters")
