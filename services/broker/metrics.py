@@ -62,6 +62,8 @@ class BrokerMetrics(ServiceCollector):
             ("bytes_in", "Record bytes appended by clients to partitions this broker leads."),
             ("messages_in", "Records appended by clients to partitions this broker leads."),
             ("bytes_out", "Record bytes served to consumers' fetches (followers' are replication bytes out)."),
+            ("messages_out", "Records served to consumers' fetches, from the fetch offset to the end of the "
+                             "last batch served."),
         )
         for field, doc in per_topic:
             yield self.labelled(CounterMetricFamily, f"odradek_broker_topic_{field}", doc, "topic",

@@ -519,6 +519,7 @@ class ReplicaManager:
         from_follower = params.replica_id >= 0
         read_committed = params.read_committed and not from_follower
         served: dict[str, int] = {}  # record bytes by topic, for the traffic counters
+        served_messages: dict[str, int] = {}  # records served by topic (offsets from the fetch offset)
         for request in params.partitions:
             # a plain tuple equals (and hashes as) the TopicPartition and costs a tenth as much to
             # build: a follower's fetch carries every partition it follows from this leader
@@ -545,9 +546,12 @@ class ReplicaManager:
                     min_one_message = False
                     remaining -= len(records)
                     served[request.topic] = served.get(request.topic, 0) + len(records)
+                    after = next_offset_after(records)
+                    if after is not None:
+                        served_messages[request.topic] = (served_messages.get(request.topic, 0)
+                                                          + max(0, after - request.fetch_offset))
                     if read_committed:
-                        aborted = tuple(log.collect_aborted_transactions(
-                            request.fetch_offset, next_offset_after(records) or end_offset))
+                        aborted = tuple(log.collect_aborted_transactions(request.fetch_offset, after or end_offset))
                 results[key] = FetchResult(Errors.NONE, high_watermark, log.log_start_offset, records, "",
                                            last_stable, aborted)
             except KafkaError as exc:
@@ -559,7 +563,7 @@ class ReplicaManager:
                 logger.exception("fetch from %s-%d failed", *key)
                 results[key] = FetchResult(Errors.UNKNOWN_SERVER_ERROR, error_message=str(exc))
         if served:
-            self.topic_stats.fetched(served, from_follower)
+            self.topic_stats.fetched(served, served_messages, from_follower)
         return results
 
     # ------------------------------------------------------------------ follower side

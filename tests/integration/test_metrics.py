@@ -90,6 +90,7 @@ def test_every_service_serves_its_families(cluster, admin, writer):
     assert values(on_leader, "odradek_broker_topic_messages_in_total", topic=topic) == [50]
     assert values(on_leader, "odradek_broker_topic_bytes_in_total", topic=topic)[0] > 0
     assert values(on_leader, "odradek_broker_topic_bytes_out_total", topic=topic)[0] >= len(fetched.records)
+    assert values(on_leader, "odradek_broker_topic_messages_out_total", topic=topic)[0] >= 50
     assert values(on_leader, "odradek_replica_manager_leader_count")[0] >= 1
     assert len(values(on_leader, "odradek_delayed_operation_purgatory_purgatory_size")) == 2
     for broker_id in (1, 2, 3):

@@ -65,14 +65,16 @@ def test_topic_traffic_per_topic_and_for_all_topics():
     stats.appended("a", 100, 3)
     stats.appended("b", 50, 1)
     stats.appended("a", 10, 1)
-    stats.fetched({"a": 70, "b": 5}, from_follower=False)
-    stats.fetched({"a": 110}, from_follower=True)
+    stats.fetched({"a": 70, "b": 5}, {"a": 7, "b": 1}, from_follower=False)
+    stats.fetched({"a": 110}, {"a": 11}, from_follower=True)
     stats.replicated(40)
     stats.remove("b")  # deleted: gone from the per-topic families, kept in the totals
     text, metrics = scrape(fake_manager(stats, []))
     for line in ('odradek_broker_topic_bytes_in_total{broker="1",topic="a"} 110.0',
                  'odradek_broker_topic_messages_in_total{broker="1",topic="a"} 4.0',
                  'odradek_broker_topic_bytes_out_total{broker="1",topic="a"} 70.0',
+                 'odradek_broker_topic_messages_out_total{broker="1",topic="a"} 7.0',
+                 'odradek_broker_topic_all_topics_messages_out_total{broker="1"} 8.0',
                  'odradek_broker_topic_all_topics_bytes_in_total{broker="1"} 160.0',
                  'odradek_broker_topic_all_topics_messages_in_total{broker="1"} 5.0',
                  'odradek_broker_topic_all_topics_bytes_out_total{broker="1"} 75.0',
