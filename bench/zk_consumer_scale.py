@@ -5,7 +5,10 @@ Starts its own cluster (ZooKeeper, one controller, three brokers, one coordinato
 `--records` records of 100 bytes each. Two groups read it, each with the same number of consumer
 threads, all in this process: the ZooKeeper consumer (`--members` connectors of `--streams`
 streams, one thread per stream) and its peer, the Kafka 3.x-style `Consumer` with the group
-coordinator (members x streams consumers, one thread each, subscribed in one group). For each:
+coordinator (members x streams consumers, one thread each, subscribed in one group). First, the
+read path alone: one stream of a one-member ZooKeeper group and one Consumer of a one-member
+group each iterate the whole topic from the beginning (records/s, first record to last). Then,
+for each group:
 
 1. formation: members start one after another; the time until every partition is owned by
    exactly one thread (ZK: the owner znodes; peer: the rebalance listeners' assignments) and
@@ -281,24 +284,52 @@ def take_over(group, writer: LowLevelClient, total: int, args) -> dict:
     return {"t_owned_s": owned_s, "t_read_s": read_s, "t_twice": twice}
 
 
+def read_alone(cluster: LocalCluster, total: int) -> tuple[float, float]:
+    """Records/s of one ZooKeeper consumer stream, then of one Consumer, each the only member of its
+    group, iterating every record of the topic from the beginning (the read path without rebalances),
+    timed from the first record handed out to the last."""
+    connector = ZookeeperConsumerConnector({"zookeeper.connect": cluster.zookeeper_connect,
+                                            "group.id": "zk-scale-alone", **CONNECTOR, "consumer.timeout.ms": 10000})
+    try:
+        started, read = None, 0
+        for _message in connector.create_message_streams({TOPIC: 1})[TOPIC][0]:
+            started = started or time.perf_counter()
+            read += 1
+            if read == total:
+                break
+        zk_rate = total / (time.perf_counter() - started)
+    finally:
+        connector.shutdown()
+    with Consumer(bootstrap_servers=cluster.bootstrap_servers, group_id="peer-alone", **PEER) as consumer:
+        consumer.subscribe([TOPIC])
+        started, read = None, 0
+        while read < total:
+            for _record in consumer.poll(1.0):
+                started = started or time.perf_counter()
+                read += 1
+        peer_rate = total / (time.perf_counter() - started)
+    return zk_rate, peer_rate
+
+
 def ratio(zk: float, peer: float) -> str:
     return f"{zk / peer:.2f}x" if peer else "-"
 
 
 def summary(zk: dict, peer: dict, args) -> None:
     threads = args.members * args.streams
-    print(f"\n{args.partitions} partitions x {args.records} records of 100 B; {threads} consumer threads "
+    print(f"\n{args.partitions} partitions x {args.records} records of 100 B; {threads} consumer threads in the groups "
           f"(ZK: {args.members} members x {args.streams} streams; peer: {threads} Consumers)")
-    rows = [("read rate, first to last record (records/s)", "rate", "{:,.0f}"),
+    rows = [("one stream / one Consumer alone (records/s)", "alone_rate", "{:,.0f}"),
+            ("group read rate, first to last record (records/s)", "rate", "{:,.0f}"),
             ("formation: every partition owned once (s)", "owned_s", "{:.2f}"),
             ("formation: every record read (s)", "read_s", "{:.2f}"),
             ("takeover: survivors own everything (s)", "t_owned_s", "{:.2f}"),
             ("takeover: every new record read (s)", "t_read_s", "{:.2f}"),
             ("takeover: records delivered twice", "t_twice", "{:,}")]
-    print(f"| {'figure':<46} | {'ZK consumer':>12} | {'peer':>12} | {'ZK / peer':>9} |")
-    print(f"|{'-' * 48}|{'-' * 13}:|{'-' * 13}:|{'-' * 10}:|")
+    print(f"| {'figure':<50} | {'ZK consumer':>12} | {'peer':>12} | {'ZK / peer':>9} |")
+    print(f"|{'-' * 52}|{'-' * 13}:|{'-' * 13}:|{'-' * 10}:|")
     for label, key, fmt in rows:
-        print(f"| {label:<46} | {fmt.format(zk[key]):>12} | {fmt.format(peer[key]):>12} | "
+        print(f"| {label:<50} | {fmt.format(zk[key]):>12} | {fmt.format(peer[key]):>12} | "
               f"{ratio(zk[key], peer[key]):>9} |")
 
 
@@ -324,6 +355,7 @@ def main() -> int:
             peer, zk = PeerGroup(cluster, args), ZkGroup(cluster, args)
             per_round = args.partitions * args.records  # records in each round of produce
             try:
+                zk_alone, peer_alone = read_alone(cluster, per_round)
                 peer_figures = form(peer, per_round, args)
                 peer.held.set()  # the peer's consumers pause while the ZooKeeper group is measured
                 zk_figures = form(zk, per_round, args)
@@ -336,6 +368,7 @@ def main() -> int:
             finally:
                 zk.close()
                 peer.close()
+    zk_figures["alone_rate"], peer_figures["alone_rate"] = zk_alone, peer_alone
     summary(zk_figures, peer_figures, args)
     return 0
 

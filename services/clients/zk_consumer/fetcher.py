@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from bisect import bisect_left
 from collections.abc import Iterable
 
 from services.clients.cluster import Node
@@ -31,7 +32,8 @@ from services.clients.zk_consumer.config import SMALLEST, ZkConsumerConfig
 from services.clients.zk_consumer.stream import PartitionTopicInfo, enqueue
 from services.common.errors import Errors, KafkaError
 from services.common.hashing import java_string_hashcode, kafka_abs
-from services.common.records import iter_batches
+from services.common.records.batch import next_offset_after
+from services.common.records.reader import decode_columns
 from services.common.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -46,16 +48,14 @@ def fetcher_id(tp: TopicPartition, num_fetchers: int) -> int:
     return kafka_abs(signed) % num_fetchers
 
 
-def decode_chunk(data: bytes, fetch_offset: int) -> tuple[list, int]:
-    """(records at or after `fetch_offset`, control records left out; the next offset to fetch)."""
-    records = []
-    next_offset = fetch_offset
-    for header, batch in iter_batches(data):
-        next_offset = max(next_offset, header.last_offset + 1)
-        if header.is_control:
-            continue
-        records.extend(r for r in batch if r.offset >= fetch_offset)
-    return records, next_offset
+def decode_chunk(data: bytes, fetch_offset: int) -> tuple[list[tuple], int]:
+    """(records at or after `fetch_offset` as `(offset, key, value, timestamp)` tuples, control
+    records left out; the next offset to fetch). Decoded column by column by the record reader."""
+    columns = decode_columns(data)
+    start = bisect_left(columns.offsets, fetch_offset)
+    records = list(zip(columns.offsets[start:], columns.keys[start:], columns.values[start:],
+                       columns.timestamps[start:], strict=True))
+    return records, max(fetch_offset, next_offset_after(data) or fetch_offset)
 
 
 class ConsumerFetcherThread(threading.Thread):

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from services.clients.zk_consumer.errors import ConsumerTimeoutError, MessageSizeTooLargeError
-from services.common.records import Record
 from services.common.topic_partition import TopicPartition
 
 INVALID_OFFSET = -1
@@ -37,6 +36,11 @@ class MessageAndMetadata(NamedTuple):
     key: bytes | None
     message: bytes | None
     timestamp: int = -1
+
+
+def _new_message(fields: tuple) -> MessageAndMetadata:
+    """A MessageAndMetadata from its six fields, without the keyword handling of its __new__."""
+    return tuple.__new__(MessageAndMetadata, fields)
 
 
 @dataclass(eq=False)
@@ -55,18 +59,13 @@ class PartitionTopicInfo:
             self.fetched_offset = offset
             self.consumed_offset = offset
 
-    def consumed(self, next_offset: int) -> None:
-        with self._lock:
-            if not self.revoked:
-                self.consumed_offset = next_offset
-
     def revoke(self) -> None:
         with self._lock:
             self.revoked = True
 
 
 class FetchedDataChunk(NamedTuple):
-    records: list[Record]
+    records: list[tuple]  # (offset, key, value, timestamp), as `fetcher.decode_chunk` makes them
     info: PartitionTopicInfo
     fetch_offset: int
     too_large: bool = False
@@ -75,7 +74,7 @@ class FetchedDataChunk(NamedTuple):
 SHUTDOWN = FetchedDataChunk([], None, -1)  # type: ignore[arg-type]
 
 
-def enqueue(info: PartitionTopicInfo, records: list[Record], fetch_offset: int, next_fetch_offset: int,
+def enqueue(info: PartitionTopicInfo, records: list[tuple], fetch_offset: int, next_fetch_offset: int,
             partial_bytes: int, stop: threading.Event, put_wait_s: float = 0.1) -> bool:
     """Puts one fetch's records on the partition's stream queue, blocking while it is full (but not
     past `stop`), and moves the fetch offset to `next_fetch_offset`. A fetch that returned only
@@ -104,7 +103,7 @@ class KafkaStream:
         self.consumer_timeout_ms = consumer_timeout_ms
         self.thread_id = thread_id
         self._lock = threading.Lock()
-        self._current: Iterator[Record] | None = None
+        self._current: Iterator[tuple] | None = None
         self._current_info: PartitionTopicInfo | None = None
         self._done = False
 
@@ -116,9 +115,10 @@ class KafkaStream:
             with self._lock:
                 if self._done:
                     raise StopIteration
-                message = self._next_from_current()
-            if message is not None:
-                return message
+                if self._current is not None:
+                    message = self._next_from_current()
+                    if message is not None:
+                        return message
             self._take_chunk()
 
     def clear(self) -> None:
@@ -128,17 +128,18 @@ class KafkaStream:
             self._current_info = None
 
     def _next_from_current(self) -> MessageAndMetadata | None:
+        """The next record of the chunk being iterated (the stream's lock held), or None at its end.
+        The consumed offset is a plain assignment: the GIL makes it atomic, and a record handed out
+        while a rebalance revokes the partition is delivered again by the next owner (at least once)."""
         info = self._current_info
-        if self._current is None or info is None:
-            return None
-        for record in self._current:
+        topic, partition = info.tp.topic, info.tp.partition
+        for offset, key, value, timestamp in self._current:
             if info.revoked:
                 break
-            if record.offset < info.consumed_offset:
+            if offset < info.consumed_offset:
                 continue
-            info.consumed(record.offset + 1)
-            return MessageAndMetadata(info.tp.topic, info.tp.partition, record.offset, record.key,
-                                      record.value, record.timestamp)
+            info.consumed_offset = offset + 1
+            return _new_message((topic, partition, offset, key, value, timestamp))
         self._current = None
         self._current_info = None
         return None

@@ -26,7 +26,7 @@ def test_decode_chunk_skips_earlier_records_and_control_batches_but_moves_past_t
     data = _batch([b"a", b"b", b"c"], 10) + build_control_batch(True, producer_id=1, producer_epoch=0,
                                                                   base_offset=13)
     records, next_offset = decode_chunk(data, 11)
-    assert [r.value for r in records] == [b"b", b"c"]
+    assert [(offset, value) for offset, _key, value, _timestamp in records] == [(11, b"b"), (12, b"c")]
     assert next_offset == 14
     assert decode_chunk(b"", 5) == ([], 5)
 
