@@ -352,11 +352,10 @@ class Log(LogMaintenance):
 
     def _update_producer_state(self, producers) -> None:
         """Applies a written append's producer updates; its ABORT markers (all in the active
-        segment) go to that segment's transaction index."""
-        completed = self._producer_state.update(producers)
-        if completed:
-            active = self._view[1][-1]
-            self._index_aborted(completed, lambda _offset: active)
+        segment) go to that segment's transaction index before the last stable offset moves past
+        their transactions."""
+        active = self._view[1][-1]
+        self._producer_state.update(producers, lambda completed: self._index_aborted(completed, lambda _o: active))
 
     def _index_aborted(self, completed: list[CompletedTxn], segment_of, from_offset: int = 0) -> None:
         """Adds the aborted ones of an append's completed transactions (markers at or after

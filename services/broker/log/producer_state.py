@@ -64,6 +64,7 @@ import logging
 import os
 import struct
 from collections import deque
+from collections.abc import Callable
 from typing import NamedTuple
 
 from crc32c import crc32c
@@ -350,9 +351,13 @@ class ProducerStateManager:
         if not self._snapshots:
             self.take_snapshot(offset, force=True)
 
-    def update(self, pending: PendingProducers) -> list[CompletedTxn]:
+    def update(self, pending: PendingProducers,
+               before_visible: Callable[[list[CompletedTxn]], None] | None = None) -> list[CompletedTxn]:
         """Applies checked updates once their batches were written; returns the transactions
-        their markers completed, in marker order."""
+        their markers completed, in marker order. `before_visible(completed)` runs before the first
+        unstable offset moves past them (readers take it without the Log's lock): the Log indexes
+        the aborted ones there, so a read_committed fetch that reads past an aborted transaction
+        always finds it in the transaction index (Kafka updates the index before `completeTxn`)."""
         producers = self._producers
         ongoing = self._ongoing
         completed: list[CompletedTxn] = []
@@ -372,9 +377,11 @@ class ProducerStateManager:
             else:
                 ongoing[producer_id] = info.current_txn_first_offset
             completed.extend(info.completed_txns)
-        self._update_first_unstable_offset()
         if len(completed) > 1:
             completed.sort(key=_marker_offset)
+        if completed and before_visible is not None:
+            before_visible(completed)
+        self._update_first_unstable_offset()
         return completed
 
     def replay(self, view, pos: int, header) -> list[CompletedTxn]:

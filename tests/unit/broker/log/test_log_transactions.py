@@ -72,6 +72,35 @@ def test_an_abort_marker_is_indexed_with_the_last_stable_offset_after_it(tmp_pat
     assert log.collect_aborted_transactions(3, 4) == [AbortedTxn(8, 1, 3, 4)]
 
 
+@pytest.mark.parametrize("as_follower", [False, True])
+def test_an_abort_is_indexed_before_the_stable_offset_moves_past_its_transaction(tmp_path, as_follower):
+    """A read_committed fetch reads up to the last stable offset and then asks the index for the
+    aborted transactions, without the log's lock: the entry must exist before the offset moves."""
+    log = caught_up(open_log(tmp_path / "t-0"))
+    log.append_as_leader(txn_batch(7, 0, 3), 0)  # 0-2, open
+    caught_up(log)
+    seen = []
+    index = log.active_segment.txn_index
+    original = index.append
+
+    def append(txn):
+        seen.append((txn, log.first_unstable_offset, log.last_stable_offset))
+        original(txn)
+
+    index.append = append
+    abort = marker(7, False)
+    if as_follower:
+        from services.common.records.batch import set_base_offset
+        abort = bytearray(abort)
+        set_base_offset(abort, 3)
+        log.append_as_follower(bytes(abort))
+    else:
+        log.append_as_leader(abort, 0, TXN_MARKER)  # 3
+    assert seen == [(AbortedTxn(7, 0, 3, 4), 0, 0)]  # indexed while the transaction still held it at 0
+    caught_up(log)
+    assert log.last_stable_offset == 4 and log.collect_aborted_transactions(0, 4) == [AbortedTxn(7, 0, 3, 4)]
+
+
 def test_aborted_transactions_are_found_from_the_fetch_offset_s_segment_on(tmp_path):
     log = open_log(tmp_path / "t-0", config(segment_bytes=300))
     log.append_as_leader(txn_batch(7, 0, value_size=100), 0)  # 0, first segment
