@@ -180,6 +180,22 @@ def test_a_topic_is_created_described_configured_and_deleted(http: httpx.Client,
         assert answer.status_code == 404 and answer.json()["error_code"] == 40403, answer.text
 
 
+def test_a_topic_created_is_usable_the_moment_it_is_answered(http: httpx.Client, cluster_id: str, admin: Admin):
+    """Each of 30 topics takes a record, by v3 and by v2, and is described, right after its 201."""
+    topics = f"/v3/clusters/{cluster_id}/topics"
+    for index in range(30):
+        name = f"v3-at-once-{index}"
+        created = http.post(topics, json={"topic_name": name, "partitions_count": 2})
+        assert created.status_code == 201, created.text
+        produced = http.post(records_path(cluster_id, name), json={"value": {"type": "STRING", "data": "x"}})
+        assert produced.status_code == 200 and produced.json()["error_code"] == 200, (name, produced.text)
+        v2 = http.post(f"/topics/{name}", headers={"Content-Type": "application/vnd.kafka.json.v2+json"},
+                       json={"records": [{"value": {"n": index}}]})
+        assert v2.status_code == 200 and v2.json()["offsets"][0]["error_code"] is None, (name, v2.text)
+        assert http.get(f"{topics}/{name}").json()["partitions_count"] == 2
+    admin.delete_topics([f"v3-at-once-{index}" for index in range(30)])
+
+
 # --------------------------------------------------------------------------------------------- one record
 
 def test_single_records_of_every_type_are_read_back_byte_for_byte(http: httpx.Client, cluster: LocalCluster,

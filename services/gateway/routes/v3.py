@@ -5,7 +5,8 @@ that also carries the records (`v3_records`) and consumer-group (`v3_groups`) ro
     GET    /v3/clusters/{cluster_id}                      KafkaCluster
     GET    /v3/clusters/{cluster_id}/brokers[/{b}]        KafkaBrokerList, KafkaBroker
     GET    /v3/clusters/{cluster_id}/topics               KafkaTopicList (internal topics left out)
-    POST   /v3/clusters/{cluster_id}/topics               201 KafkaTopic (200 with validate_only)
+    POST   /v3/clusters/{cluster_id}/topics               201 KafkaTopic once every broker knows it
+                                                          (200 with validate_only)
     GET    /v3/clusters/{cluster_id}/topics/{t}           KafkaTopic
     DELETE /v3/clusters/{cluster_id}/topics/{t}           204
     GET    /v3/clusters/{cluster_id}/topics/{t}/partitions[/{p}]
@@ -18,6 +19,7 @@ topic, a replication factor larger than the brokers, a bad config) are 400/40002
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -26,6 +28,7 @@ from fastapi.responses import JSONResponse, Response
 from services.clients.admin_types import CONFIG_SOURCES, ClusterDescription, ConfigEntry, NewTopic, TopicDescription
 from services.clients.cluster import Node, PartitionInfo
 from services.common.config import INT_MAX, SHORT_MAX
+from services.common.errors import KafkaError
 from services.gateway.routes import v3_groups, v3_records
 from services.gateway.routes.v3_resources import (
     CLUSTER_ID_KEY,
@@ -39,6 +42,8 @@ from services.gateway.routes.v3_resources import (
     not_found,
 )
 from services.gateway.state import State
+
+logger = logging.getLogger(__name__)
 
 router = APIRouter(tags=["v3"])
 
@@ -209,9 +214,23 @@ def _assignment(value: Any) -> dict[int, list[int]]:
 async def create_topic(request: Request, state: State, at: ClusterLinks) -> JSONResponse:
     topic, validate_only = new_topic(await json_body(request))
     created = (await cluster_call(state, state.admin.create_topics, [topic], validate_only))[topic.name]
+    if not validate_only:
+        await _until_every_broker_knows(state, topic.name, created.num_partitions)
     data = topic_data(at, topic.name, internal=False, replication_factor=created.replication_factor,
                       partitions_count=created.num_partitions)
     return JSONResponse(data, status_code=200 if validate_only else 201, headers={"Location": data["metadata"]["self"]})
+
+
+async def _until_every_broker_knows(state: State, topic: str, partitions: int) -> None:
+    """Waits, within `request.timeout.ms`, until every live broker answers metadata with the new topic
+    led: the controller answers a creation before the brokers hear of it, and a produce, fetch or
+    describe sent right after the 201 must find the topic. A topic still spreading when the time is
+    up is answered 201 all the same: it exists, and the brokers learn of it."""
+    try:
+        await state.blocking(state.admin.wait_for_topic, topic, state.request_timeout_s, partitions=partitions,
+                             timeout_s=state.request_timeout_s + 1)
+    except (TimeoutError, KafkaError) as error:
+        logger.warning("Created topic %s is not yet known to every broker: %s", topic, error)
 
 
 @router.get("/v3/clusters/{cluster_id}/topics/{topic_name}", summary="Get a topic")
