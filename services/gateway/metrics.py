@@ -14,7 +14,9 @@ worker's counts outlive it); the consumer-instances gauge sums the live workers 
 the supervisor deletes a dead worker's gauge file, `mark_worker_dead`). These six families are the
 registry's only content (no custom collectors, no process or platform collectors). Kept as they
 are: names, labels and types; lost: the `_created` samples, which multiprocess mode does not keep.
-A single-process gateway (no directory) answers from its own registry, `_created` included.
+A single-process gateway (no directory) answers from its own registry, `_created` included. A
+request one worker sends another on a client's behalf carries `WORKER_HOP_HEADER` and is not
+counted again (the client's request is counted where it arrived).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from prometheus_client.multiprocess import MultiProcessCollector, mark_process_d
 from services.common.metrics import LATENCY_BUCKETS_S
 
 MULTIPROCESS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"  # read by prometheus_client when it is imported
+WORKER_HOP_HEADER = "x-odradek-gateway-worker"  # its value: the index of the worker that sent the request
+HOP_HEADER_BYTES = WORKER_HOP_HEADER.encode()  # as ASGI scopes carry header names: lower case bytes
 
 
 class GatewayMetrics:
@@ -73,7 +77,7 @@ class MetricsMiddleware:
         self.metrics = metrics
 
     async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or any(name == HOP_HEADER_BYTES for name, _ in scope.get("headers", ())):
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()

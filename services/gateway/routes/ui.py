@@ -16,7 +16,8 @@ offsets, records). `startup` starts the `Sampler` (every `ui.sample.interval.ms`
 
 Several workers (`num.workers` > 1) keep one history: only worker 0 samples, and another worker
 answers `/ui/api/series` with worker 0's answer to the same query, fetched from worker 0's own
-port within `request.timeout.ms` (503 when worker 0 does not answer it).
+port within `request.timeout.ms` (503 when worker 0 does not answer it; worker 0 does not count
+that request in the metrics, see `metrics.WORKER_HOP_HEADER`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from services.clients.cli_groups import describe_partition_offsets
 from services.gateway.config import GatewayConfig
 from services.gateway.consumer_instances import worker_port
 from services.gateway.errors import RestError
+from services.gateway.metrics import WORKER_HOP_HEADER
 from services.gateway.routes.v3_resources import cluster_call, describe_topic, not_found
 from services.gateway.state import GatewayState, State
 from services.gateway.ui import series, views
@@ -49,8 +51,9 @@ PAGE_LIMIT_MAX = 500
 
 async def startup(state: GatewayState) -> None:
     if state.worker_index != SAMPLING_WORKER:
-        state.extensions[SAMPLING_WORKER_KEY] = httpx.AsyncClient(base_url=sampling_worker_url(state.config),
-                                                                  timeout=state.request_timeout_s)
+        state.extensions[SAMPLING_WORKER_KEY] = httpx.AsyncClient(
+            base_url=sampling_worker_url(state.config), timeout=state.request_timeout_s,
+            headers={WORKER_HOP_HEADER: str(state.worker_index)})
         return
     ring = series.SampleRing(state.config.ui_sample_window_ms, state.config.ui_sample_interval_ms)
     sampler = Sampler(state.admin, ring)

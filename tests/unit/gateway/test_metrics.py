@@ -1,5 +1,6 @@
 """The gateway's HTTP metrics label a request by its route template, method and status, never by
-its raw path; worker processes sharing a metrics directory answer with their sum."""
+its raw path, and not again when another worker asks on a client's behalf; worker processes sharing
+a metrics directory answer with their sum."""
 
 from __future__ import annotations
 
@@ -12,7 +13,13 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.gateway.metrics import MULTIPROCESS_DIR_ENV, GatewayMetrics, MetricsMiddleware, mark_worker_dead
+from services.gateway.metrics import (
+    MULTIPROCESS_DIR_ENV,
+    WORKER_HOP_HEADER,
+    GatewayMetrics,
+    MetricsMiddleware,
+    mark_worker_dead,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -30,6 +37,8 @@ def test_requests_are_labelled_by_route_template_method_and_status():
         for name in ("a", "b"):
             assert client.get(f"/topics/{name}").status_code == 200
         assert client.get("/nowhere/x").status_code == 404
+        # another worker asking on a client's behalf: the client's request was counted where it arrived
+        assert client.get("/topics/a", headers={WORKER_HOP_HEADER: "1"}).status_code == 200
     value = metrics.registry.get_sample_value
     assert value("odradek_gateway_requests_total",
                  {"method": "GET", "route": "/topics/{topic}", "status": "200"}) == 2

@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from services.common.proc import free_port
 from services.gateway.config import GatewayConfig
 from services.gateway.errors import install_error_handlers
-from services.gateway.metrics import GatewayMetrics
+from services.gateway.metrics import WORKER_HOP_HEADER, GatewayMetrics
 from services.gateway.routes import ui
 from services.gateway.state import GatewayState
 from services.gateway.ui.sampler import Sampler
@@ -56,6 +56,17 @@ def test_another_worker_answers_with_worker_zeros_series_for_the_same_query():
         assert mine.headers["content-type"] == "application/json"
     assert len(get(other, "/ui/api/series?top_topics=1").json()["topics"]) <= 1
     assert get(other, "/ui/api/series?top_topics=99").status_code == 422  # checked here, as worker 0 would
+
+
+def test_the_other_workers_ask_worker_zero_as_a_worker_hop():
+    state = worker_app(1).state.gateway
+    asyncio.run(ui.startup(state))
+    client = state.extensions[ui.SAMPLING_WORKER_KEY]
+    assert (str(client.base_url), client.headers[WORKER_HOP_HEADER]) == ("http://127.0.0.1:8081", "1")
+    assert client.timeout.read == CONFIG.request_timeout_ms / 1000
+    assert ui.SAMPLER_KEY not in state.extensions
+    asyncio.run(ui.shutdown(state))
+    assert client.is_closed
 
 
 def test_a_worker_zero_that_does_not_answer_is_a_503():
