@@ -78,7 +78,8 @@ def test_every_worker_answers_with_worker_zeros_series(gateway: dict):
         return len(answers[0]["points"]) >= 2 and all(answer == answers[0] for answer in answers)
 
     # a sample may land between two of the answers: ask again until all were asked between samples
-    wait_until(one_history, 30, interval_s=0.05, message=lambda: f"one history in {answers}")
+    wait_until(one_history, 30, interval_s=0.05, message=lambda: "one history; the last sample times asked: "
+               f"{[[point['time_ms'] for point in answer['points'][-3:]] for answer in answers]}")
     times = [point["time_ms"] for point in answers[0]["points"]]
     assert times == sorted(times) and len(set(times)) == len(times)
     assert answers[0]["interval_ms"] == SAMPLE_INTERVAL_MS
