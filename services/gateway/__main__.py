@@ -9,6 +9,10 @@ instances names (see `routes.consumers_v2`). SIGTERM or SIGINT to this process s
 (SIGTERM, SIGKILL after `WORKER_STOP_TIMEOUT_S`); a worker that exits on its own stops the others
 and this process (exit status 1); a worker whose supervisor dies is sent SIGTERM by the kernel
 (PR_SET_PDEATHSIG), so no worker outlives it.
+
+The workers' metrics are summed (see `metrics`): the supervisor makes a private directory for
+them, names it in the environment the workers inherit, marks a worker that exits as dead there, and
+removes the directory when it stops.
 """
 
 from __future__ import annotations
@@ -19,9 +23,11 @@ import logging
 import multiprocessing
 import multiprocessing.connection
 import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 from collections.abc import Mapping
 
 import uvicorn
@@ -31,6 +37,7 @@ from services.common.service import load_service_config
 from services.gateway.app import advertised_url, create_app, listener_address
 from services.gateway.config import GatewayConfig
 from services.gateway.consumer_instances import worker_port
+from services.gateway.metrics import MULTIPROCESS_DIR_ENV, mark_worker_dead
 
 logger = logging.getLogger("services.gateway")
 
@@ -59,6 +66,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def supervise_workers(config: GatewayConfig, sources: list[str], overrides: Mapping[str, str]) -> int:
     """Runs `num.workers` worker processes until a signal (exit 0) or until one of them exits (exit 1)."""
+    metrics_dir = tempfile.mkdtemp(prefix=f"odradek-gateway-{config.gateway_id}-metrics-")
+    os.environ[MULTIPROCESS_DIR_ENV] = metrics_dir  # spawned workers inherit it before importing anything
+    try:
+        return run_workers(config, sources, overrides, metrics_dir)
+    finally:
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def run_workers(config: GatewayConfig, sources: list[str], overrides: Mapping[str, str], metrics_dir: str) -> int:
     stop_requested = []
 
     def request_stop(signum: int, _frame) -> None:
@@ -82,6 +98,7 @@ def supervise_workers(config: GatewayConfig, sources: list[str], overrides: Mapp
             gone = [worker for worker in workers if worker.sentinel in ended]
             for worker in gone:
                 worker.join(1)
+                mark_worker_dead(worker.pid, metrics_dir)
                 logger.error("%s exited with status %s; stopping the gateway", worker.name, worker.exitcode)
             failed = True
             break
@@ -112,7 +129,8 @@ def serve_worker(sources: list[str], overrides: dict[str, str], index: int, supe
     host, front_port = listener_address(config.listeners)
     own_port = worker_port(config, front_port, index)
     sockets = [listening_socket(host, front_port, reuse_port=True), listening_socket(host, own_port)]
-    app = create_app(config, worker_index=index, base_url=advertised_url(config, own_port))
+    app = create_app(config, worker_index=index, base_url=advertised_url(config, own_port),
+                     metrics_dir=os.environ.get(MULTIPROCESS_DIR_ENV))
     server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False,
                                            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S))
     server.run(sockets=sockets)

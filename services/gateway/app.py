@@ -37,13 +37,25 @@ def listener_address(url: str) -> tuple[str, int]:
     return parts.hostname or "0.0.0.0", parts.port
 
 
+ALL_INTERFACES = ("0.0.0.0", "::", "")
+
+
 def advertised_url(config: GatewayConfig, port: int | None = None) -> str:
     """The base URL clients reach this process at: `advertised.listeners`, else `listeners` with
     127.0.0.1 for an all-interfaces host; `port` replaces the port (a worker's own listener)."""
     host, listen_port = listener_address(config.advertised_listeners or config.listeners)
-    if host in ("0.0.0.0", "::", ""):
+    if host in ALL_INTERFACES:
         host = "127.0.0.1"
     return f"http://{host}:{port or listen_port}"
+
+
+def local_url(config: GatewayConfig, port: int) -> str:
+    """The base URL another process of this gateway reaches port `port` of `listeners` at: the
+    listener's own host (loopback for all interfaces), whatever `advertised.listeners` says."""
+    host = listener_address(config.listeners)[0]
+    if host in ALL_INTERFACES:
+        host = "::1" if host == "::" else "127.0.0.1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 class BodyLimitMiddleware:
@@ -87,8 +99,11 @@ class BodyTooLarge(Exception):
     pass
 
 
-def create_app(config: GatewayConfig, *, worker_index: int = 0, base_url: str | None = None) -> FastAPI:
-    metrics = GatewayMetrics()
+def create_app(config: GatewayConfig, *, worker_index: int = 0, base_url: str | None = None,
+               metrics_dir: str | None = None) -> FastAPI:
+    """The app of worker `worker_index` (0 alone), reached at `base_url`; `metrics_dir`: the
+    workers' shared metrics directory (see `metrics`)."""
+    metrics = GatewayMetrics(metrics_dir)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -132,7 +147,7 @@ def create_app(config: GatewayConfig, *, worker_index: int = 0, base_url: str | 
                                 status_code=503)
         return JSONResponse({"status": "ready", "cluster_id": cluster.cluster_id, "brokers": len(cluster.nodes)})
 
-    @app.get("/metrics", tags=["gateway"], summary="Prometheus metrics of this process")
+    @app.get("/metrics", tags=["gateway"], summary="Prometheus metrics of the gateway")
     async def prometheus_metrics() -> Response:
         return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 

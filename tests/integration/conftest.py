@@ -6,16 +6,21 @@ every service log is printed."""
 from __future__ import annotations
 
 import contextlib
+import socket
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
 
 from services.clients.admin import Admin
 from services.clients.admin_types import NewTopic
-from services.clients.launcher import LocalCluster
+from services.clients.launcher import LocalCluster, http_ready
 from services.clients.lowlevel import LowLevelClient
 from services.common.errors import Errors
+from services.common.proc import free_port, stop_process, wait_until
 from services.common.records import build_batch
 from services.common.zk import OdradekZkClient
 
@@ -168,3 +173,37 @@ def gateway_module_cluster(request: pytest.FixtureRequest, zookeeper, zk_root_cl
               **layout, "gateway_config": {**TEST_GATEWAY_CONFIG, **layout.get("gateway_config", {})}}
     with module_cluster(request, zookeeper, zk_root_client, tmp_path_factory, name, **layout) as cluster:
         yield cluster
+
+
+@contextlib.contextmanager
+def worker_gateway(cluster: LocalCluster, log: Path, workers: int, **settings) -> Iterator[dict]:
+    """`python -m services.gateway` with `workers` worker processes against the cluster, serving on
+    the front port and every worker's own port: {"front": url, "workers": [url of worker i],
+    "process": the supervisor}; stopped by SIGTERM to its pid."""
+    front = free_port()
+    worker_base = free_port()
+    while not all(port != front and _port_free(port) for port in range(worker_base, worker_base + workers)):
+        worker_base = free_port()
+    overrides = {"bootstrap.servers": cluster.bootstrap_servers, "listeners": f"http://127.0.0.1:{front}",
+                 "num.workers": workers, "worker.base.port": worker_base, **settings}
+    command = [sys.executable, "-m", "services.gateway"]
+    for key, value in overrides.items():
+        command += ["--override", f"{key}={value}"]
+    with open(log, "wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    urls = [f"http://127.0.0.1:{port}" for port in (front, *range(worker_base, worker_base + workers))]
+    try:
+        wait_until(lambda: all(http_ready(f"{url}/health") for url in urls), 60,
+                   message=lambda: f"the {workers}-worker gateway to serve:\n{log.read_text()[-3000:]}")
+        yield {"front": urls[0], "workers": urls[1:], "process": process}
+    finally:
+        stop_process(process, timeout_s=20)
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True

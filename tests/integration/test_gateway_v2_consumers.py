@@ -13,9 +13,6 @@ import asyncio
 import base64
 import contextlib
 import json
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,12 +24,13 @@ from services.clients.admin import Admin
 from services.clients.launcher import LocalCluster, http_ready
 from services.clients.lowlevel import LowLevelClient
 from services.common.errors import Errors
-from services.common.proc import free_port, stop_process, wait_until
+from services.common.proc import wait_until
 from services.common.records import build_batch
 from services.common.shared_types import TxnMarker
 from services.common.topic_partition import TopicPartition
 from services.gateway.consumer_instances import owner_of
-from tests.integration.conftest import create_topic, gateway_module_cluster, produce_values
+from services.gateway.metrics import MULTIPROCESS_DIR_ENV
+from tests.integration.conftest import create_topic, gateway_module_cluster, produce_values, worker_gateway
 
 V2 = "application/vnd.kafka.v2+json"
 BINARY = "application/vnd.kafka.binary.v2+json"
@@ -54,45 +52,13 @@ def http(cluster: LocalCluster) -> Iterator[httpx.Client]:
         yield client
 
 
-@contextlib.contextmanager
-def two_worker_gateway(cluster: LocalCluster, log: Path, **settings) -> Iterator[dict]:
-    """`python -m services.gateway` with num.workers=2 against the cluster, serving on the front port
-    and both workers' own ports; stopped by SIGTERM to its pid."""
-    front, worker_base = free_port(), free_port()
-    while worker_base + 1 == front or not _port_free(worker_base + 1):
-        worker_base = free_port()
-    overrides = {"bootstrap.servers": cluster.bootstrap_servers, "listeners": f"http://127.0.0.1:{front}",
-                 "num.workers": 2, "worker.base.port": worker_base, **settings}
-    command = [sys.executable, "-m", "services.gateway"]
-    for key, value in overrides.items():
-        command += ["--override", f"{key}={value}"]
-    with open(log, "wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    urls = [f"http://127.0.0.1:{port}" for port in (front, worker_base, worker_base + 1)]
-    try:
-        wait_until(lambda: all(http_ready(f"{url}/health") for url in urls), 60,
-                   message=lambda: f"the two-worker gateway to serve:\n{log.read_text()[-3000:]}")
-        yield {"front": urls[0], "workers": urls[1:], "process": process}
-    finally:
-        stop_process(process, timeout_s=20)
-
-
 @pytest.fixture(scope="module")
 def two_workers(cluster: LocalCluster, tmp_path_factory) -> Iterator[dict]:
     """A second gateway of two worker processes, with a short consumer.instance.timeout.ms."""
     log = tmp_path_factory.mktemp("two-workers") / "gateway.log"
-    with two_worker_gateway(cluster, log, **{"gateway.id": 2, "consumer.instance.timeout.ms": EXPIRY_MS,
-                                             "consumer.request.timeout.ms": 500, "request.timeout.ms": 10000}) as gw:
+    with worker_gateway(cluster, log, 2, **{"gateway.id": 2, "consumer.instance.timeout.ms": EXPIRY_MS,
+                                            "consumer.request.timeout.ms": 500, "request.timeout.ms": 10000}) as gw:
         yield gw
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def b64(data: bytes) -> str:
@@ -417,15 +383,25 @@ def test_idle_instances_are_closed_and_leave_their_group(two_workers: dict, admi
 
 
 def test_a_worker_process_stops_with_the_gateway(cluster: LocalCluster, tmp_path: Path):
-    """SIGTERM to the supervisor stops both workers: nothing serves on their ports afterwards."""
-    with two_worker_gateway(cluster, tmp_path / "gateway.log") as gateway:
+    """SIGTERM to the supervisor stops both workers: nothing serves on their ports afterwards, and
+    the workers' metrics directory is gone."""
+    with worker_gateway(cluster, tmp_path / "gateway.log", 2) as gateway:
         process = gateway["process"]
         urls = [f"{url}/health" for url in (gateway["front"], *gateway["workers"])]
         workers = _children(process.pid)
         assert len(workers) >= 2
+        metrics_dirs = {_environment(pid).get(MULTIPROCESS_DIR_ENV) for pid in workers}
+        assert len(metrics_dirs) == 1 and Path(next(iter(metrics_dirs))).is_dir(), metrics_dirs
     assert process.returncode == 0
     wait_until(lambda: not any(_alive(pid) for pid in workers), 10, message="the workers to exit")
     assert not any(http_ready(url, timeout_s=0.5) for url in urls)
+    assert not Path(next(iter(metrics_dirs))).exists()
+
+
+def _environment(pid: int) -> dict[str, str]:
+    with open(f"/proc/{pid}/environ", "rb") as environ:
+        pairs = (entry.decode().partition("=") for entry in environ.read().split(b"\0") if entry)
+        return {name: value for name, _, value in pairs}
 
 
 def _children(pid: int) -> list[int]:

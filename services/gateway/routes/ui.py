@@ -13,6 +13,11 @@
 Everything else the pages show comes from the v3 routes (cluster id, live brokers, a topic's
 offsets, records). `startup` starts the `Sampler` (every `ui.sample.interval.ms`, a window of
 `ui.sample.window.ms`), `shutdown` stops it. The routes are left out of the OpenAPI document.
+
+Several workers (`num.workers` > 1) keep one history: only worker 0 samples, and another worker
+answers `/ui/api/series` with worker 0's answer to the same query, fetched from worker 0's own
+port within `request.timeout.ms` (503 when worker 0 does not answer it; worker 0 does not count
+that request in the metrics, see `metrics.WORKER_HOP_HEADER`).
 """
 
 from __future__ import annotations
@@ -20,11 +25,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, Query
-from fastapi.responses import FileResponse, RedirectResponse
+import httpx
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import FileResponse, RedirectResponse, Response
 
 from services.clients.admin_types import TopicDescription
 from services.clients.cli_groups import describe_partition_offsets
+from services.gateway.config import GatewayConfig
+from services.gateway.consumer_instances import worker_port
+from services.gateway.errors import RestError
+from services.gateway.metrics import WORKER_HOP_HEADER
 from services.gateway.routes.v3_resources import cluster_call, describe_topic, not_found
 from services.gateway.state import GatewayState, State
 from services.gateway.ui import series, views
@@ -34,10 +44,17 @@ router = APIRouter(tags=["console"], include_in_schema=False)
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "ui" / "static"
 SAMPLER_KEY = "ui.sampler"
+SAMPLING_WORKER_KEY = "ui.sampling_worker"  # an httpx.AsyncClient of worker 0's own port
+SAMPLING_WORKER = 0
 PAGE_LIMIT_MAX = 500
 
 
 async def startup(state: GatewayState) -> None:
+    if state.worker_index != SAMPLING_WORKER:
+        state.extensions[SAMPLING_WORKER_KEY] = httpx.AsyncClient(
+            base_url=sampling_worker_url(state.config), timeout=state.request_timeout_s,
+            headers={WORKER_HOP_HEADER: str(state.worker_index)})
+        return
     ring = series.SampleRing(state.config.ui_sample_window_ms, state.config.ui_sample_interval_ms)
     sampler = Sampler(state.admin, ring)
     sampler.start(lambda call: state.blocking(call))
@@ -48,6 +65,16 @@ async def shutdown(state: GatewayState) -> None:
     sampler = state.extensions.pop(SAMPLER_KEY, None)
     if sampler is not None:
         await sampler.stop()
+    client: httpx.AsyncClient | None = state.extensions.pop(SAMPLING_WORKER_KEY, None)
+    if client is not None:
+        await client.aclose()
+
+
+def sampling_worker_url(config: GatewayConfig) -> str:
+    """Where this host reaches the own port of the worker that samples."""
+    from services.gateway.app import listener_address, local_url  # the app imports the routes
+
+    return local_url(config, worker_port(config, listener_address(config.listeners)[1], SAMPLING_WORKER))
 
 
 # ------------------------------------------------------------------ pages
@@ -123,9 +150,27 @@ async def groups(state: State, q: str = "", offset: int = Offset, limit: int = L
 
 
 @router.get("/ui/api/series")
-async def sampled_series(state: State, top_topics: int = Query(8, ge=0, le=50),
-                         top_groups: int = Query(8, ge=0, le=50)) -> dict[str, Any]:
+async def sampled_series(request: Request, state: State, top_topics: int = Query(8, ge=0, le=50),
+                         top_groups: int = Query(8, ge=0, le=50)) -> Any:
+    sampling_worker: httpx.AsyncClient | None = state.extensions.get(SAMPLING_WORKER_KEY)
+    if sampling_worker is not None:
+        return await series_of_sampling_worker(sampling_worker, request.url.query)
     sampler: Sampler | None = state.extensions.get(SAMPLER_KEY)
     samples = sampler.ring.samples() if sampler else []
     return {"interval_ms": state.config.ui_sample_interval_ms, "window_ms": state.config.ui_sample_window_ms,
             **series.series(samples, top_topics=top_topics, top_groups=top_groups)}
+
+
+async def series_of_sampling_worker(client: httpx.AsyncClient, query: str) -> Response:
+    """Worker 0's answer to `/ui/api/series?<query>`, as it sent it; 503 when it gives none."""
+    try:
+        answer = await client.get("/ui/api/series", params=httpx.QueryParams(query))
+    except httpx.HTTPError as exc:
+        raise sampler_unavailable(f"{type(exc).__name__}: {exc}") from None
+    if answer.status_code != 200:
+        raise sampler_unavailable(f"HTTP {answer.status_code}")
+    return Response(answer.content, media_type=answer.headers.get("content-type", "application/json"))
+
+
+def sampler_unavailable(reason: str) -> RestError:
+    return RestError(503, 503, f"The console's sampling worker ({SAMPLING_WORKER}) did not answer: {reason}")
