@@ -2,8 +2,9 @@
 group membership, partition ownership and offsets in ZooKeeper under `/consumers/<group>`.
 
 Modules: `config` (0.8 keys), `topic_count` (consumer and thread ids, subscriptions, topic
-filters), `assignment` (range assignment), `rebalance` (planning and claiming in ZooKeeper),
-`fetcher` (leader finder and fetcher threads), `stream` (queues and iterators), `connector`.
+filters), `assignment` (range and round-robin assignment), `rebalance` (planning and claiming in
+ZooKeeper), `listener` (the rebalance listener), `fetcher` (leader finder and fetcher threads),
+`stream` (queues and iterators), `connector`.
 """
 
 from services.clients.zk_consumer.config import ZkConsumerConfig
@@ -13,12 +14,14 @@ from services.clients.zk_consumer.errors import (
     ConsumerTimeoutError,
     MessageSizeTooLargeError,
     MessageStreamsExistError,
+    SubscriptionMismatchError,
 )
+from services.clients.zk_consumer.listener import ConsumerRebalanceListener
 from services.clients.zk_consumer.stream import KafkaStream, MessageAndMetadata
 from services.clients.zk_consumer.topic_count import Blacklist, Whitelist
 
 __all__ = [
-    "Blacklist", "ConsumerRebalanceFailedError", "ConsumerTimeoutError", "KafkaStream", "MessageAndMetadata",
-    "MessageSizeTooLargeError", "MessageStreamsExistError", "Whitelist", "ZkConsumerConfig",
-    "ZookeeperConsumerConnector",
+    "Blacklist", "ConsumerRebalanceFailedError", "ConsumerRebalanceListener", "ConsumerTimeoutError",
+    "KafkaStream", "MessageAndMetadata", "MessageSizeTooLargeError", "MessageStreamsExistError",
+    "SubscriptionMismatchError", "Whitelist", "ZkConsumerConfig", "ZookeeperConsumerConnector",
 ]

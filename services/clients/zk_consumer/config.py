@@ -9,6 +9,7 @@ Given as a mapping of dotted keys or as snake_case keywords, as every Odradek cl
 
 from __future__ import annotations
 
+from services.clients.zk_consumer.assignment import RANGE, STRATEGIES
 from services.common.config import REQUIRED, Config, ConfigType, at_least, non_empty, one_of, setting
 
 SMALLEST = "smallest"
@@ -30,6 +31,9 @@ class ZkConsumerConfig(Config):
     consumer_timeout_ms: int = setting(ConfigType.INT, -1,
                                        doc="A stream raises ConsumerTimeoutError after this long "
                                            "without a message; -1 blocks forever.")
+    partition_assignment_strategy: str = setting(ConfigType.STRING, RANGE, one_of(*STRATEGIES),
+                                                 doc="How partitions are spread over the group's threads: "
+                                                     "per topic in ranges, or all topics dealt round-robin.")
     rebalance_max_retries: int = setting(ConfigType.INT, 4, at_least(1))
     rebalance_backoff_ms: int = setting(ConfigType.INT, 2000, at_least(0))
     fetch_message_max_bytes: int = setting(ConfigType.INT, 1024 * 1024, at_least(1),

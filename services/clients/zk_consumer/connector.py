@@ -11,10 +11,12 @@ Streams are created once per connector (`create_message_streams` with {topic: st
 gets one bounded queue. The member registers `/consumers/<group>/ids/<consumer id>` and then
 rebalances. A rebalance (one at a time, `rebalance.max.retries` attempts `rebalance.backoff.ms`
 apart, else ConsumerRebalanceFailedError) stops the fetchers, drops queued chunks, commits the
-consumed offsets when auto-commit is on, releases the partitions it owned, plans and claims the
-new assignment (`rebalance`), reads its committed offsets from
-`/consumers/<group>/offsets/<topic>/<partition>` once claimed (a previous owner commits before it
-releases, so that commit is seen) and restarts the fetchers (`fetcher`).
+consumed offsets when auto-commit is on, releases the partitions it owned, plans (with
+`partition.assignment.strategy`) and claims the new assignment (`rebalance`), reads its committed
+offsets from `/consumers/<group>/offsets/<topic>/<partition>` once claimed (a previous owner
+commits before it releases, so that commit is seen) and restarts the fetchers (`fetcher`). A
+listener set with `set_consumer_rebalance_listener` before the streams are created is called
+before the release and before the fetchers restart (`listener`).
 
 Rebalances after the first run on the `<consumer id>-rebalance` thread, driven by ZooKeeper
 watches that only enqueue an event: the member list changed, a subscribed topic's partitions
@@ -42,6 +44,7 @@ from services.clients.lowlevel import LowLevelClient
 from services.clients.zk_consumer.config import ZkConsumerConfig
 from services.clients.zk_consumer.errors import ConsumerRebalanceFailedError, MessageStreamsExistError
 from services.clients.zk_consumer.fetcher import ConsumerFetcherManager
+from services.clients.zk_consumer.listener import ConsumerRebalanceListener, assignment_by_topic, ownership_by_topic
 from services.clients.zk_consumer.rebalance import RebalanceWatches, claim_ownership, plan_assignment
 from services.clients.zk_consumer.stream import INVALID_OFFSET, SHUTDOWN, KafkaStream, PartitionTopicInfo
 from services.clients.zk_consumer.topic_count import (
@@ -90,6 +93,7 @@ class ZookeeperConsumerConnector:
         self._commit_lock = threading.Lock()
         self._shutting_down = threading.Event()
         self._topic_count: TopicCount | None = None
+        self._listener: ConsumerRebalanceListener | None = None
         self._queues: dict[tuple[str | None, int], queue.Queue] = {}
         self._streams: list[KafkaStream] = []
         self._topic_registry: dict[TopicPartition, PartitionTopicInfo] = {}
@@ -126,6 +130,14 @@ class ZookeeperConsumerConnector:
         streams = [self._new_stream((None, n), ConsumerThreadId(self.consumer_id, n)) for n in range(num_streams)]
         self._start()
         return streams
+
+    def set_consumer_rebalance_listener(self, listener: ConsumerRebalanceListener | None) -> None:
+        """Called in every rebalance from now on; allowed only before the streams are created."""
+        with self._rebalance_lock:
+            if self._topic_count is not None:
+                raise MessageStreamsExistError(
+                    f"{self.consumer_id} can set a rebalance listener only before creating its message streams")
+            self._listener = listener
 
     def _claim_topic_count(self, count: TopicCount) -> dict[str, list[ConsumerThreadId]]:
         with self._rebalance_lock:
@@ -195,6 +207,7 @@ class ZookeeperConsumerConnector:
 
     def _synced_rebalance(self) -> None:
         with self._rebalance_lock:
+            last_error: Exception | None = None
             for attempt in range(self.config.rebalance_max_retries):
                 if self._shutting_down.is_set():
                     return
@@ -202,13 +215,17 @@ class ZookeeperConsumerConnector:
                     if self._rebalance():
                         self.rebalance_count += 1
                         return
-                except Exception:  # noqa: BLE001 - ZooKeeper or broker trouble: retried
+                    last_error = None
+                except Exception as exc:  # noqa: BLE001 - ZooKeeper, broker or listener trouble: retried
                     logger.exception("%s: rebalance attempt %d failed", self.consumer_id, attempt + 1)
+                    last_error = exc
                 self._close_fetchers()
                 self._release_ownership()
                 self._shutting_down.wait(self.config.rebalance_backoff_ms / 1000)
+            cause = f": {last_error}" if last_error is not None else " (partitions still owned by other threads)"
             raise ConsumerRebalanceFailedError(
-                f"{self.consumer_id} can't rebalance after {self.config.rebalance_max_retries} retries")
+                f"{self.consumer_id} can't rebalance after {self.config.rebalance_max_retries} retries{cause}",
+            ) from last_error
 
     def _rebalance(self) -> bool:
         brokers = self.zk.get_all_brokers()
@@ -218,9 +235,11 @@ class ZookeeperConsumerConnector:
             return True
         client = self._broker_client(brokers)
         self._close_fetchers()
+        if self._listener is not None:
+            self._listener.before_releasing_partitions(ownership_by_topic(self._topic_registry))
         self._release_ownership()
         plan = plan_assignment(self.zk, self.group, self._topic_count, self._watches,
-                               self.config.exclude_internal_topics)
+                               self.config.exclude_internal_topics, self.config.partition_assignment_strategy)
         if self._shutting_down.is_set() or not claim_ownership(self.zk, self.group, plan.mine):
             return False
         try:  # read once owned: a previous owner commits before it releases, so this is its last commit
@@ -234,8 +253,10 @@ class ZookeeperConsumerConnector:
         logger.info("%s: owns %d partitions: %s", self.consumer_id, len(infos),
                     {str(tp): str(t) for tp, t in sorted(plan.mine.items())})
         with self._commit_lock:
-            self._topic_registry = infos
+            self._topic_registry = infos  # owned from here: a failure below releases these
             self._checkpointed = dict(offsets)
+        if self._listener is not None:
+            self._listener.before_starting_fetchers(self.consumer_id, assignment_by_topic(plan.group))
         self.fetcher.start_connections(infos.values(), client)
         return True
 

@@ -15,6 +15,11 @@ class ConsumerRebalanceFailedError(RuntimeError):
     """Partition ownership could not be claimed within `rebalance.max.retries` attempts."""
 
 
+class SubscriptionMismatchError(ValueError):
+    """`roundrobin` assignment met members whose topics or stream counts differ; the rebalance
+    attempt fails, as any failed attempt, and ends in ConsumerRebalanceFailedError if it persists."""
+
+
 class MessageStreamsExistError(RuntimeError):
     """`create_message_streams` may be called only once per connector."""
 

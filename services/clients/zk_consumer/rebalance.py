@@ -3,9 +3,10 @@ partitions this member's threads own, and claiming them.
 
 `plan_assignment` reads every member's registration under `/consumers/<group>/ids`, the topics
 under `/brokers/topics` (for wildcard subscriptions) and the subscribed topics' partitions from
-`/brokers/topics/<topic>`, range-assigns each topic's partitions over the group's sorted thread
-ids, and returns this member's share. The reads set the connector's watches (members, topic
-list, each subscribed topic's assignment), so any change to them triggers the next rebalance.
+`/brokers/topics/<topic>`, assigns them over the group's sorted thread ids with the configured
+strategy (`assignment`), and returns the group's assignment and this member's share. The reads
+set the connector's watches (members, topic list, each subscribed topic's assignment), so any
+change to them triggers the next rebalance.
 
 `claim_ownership` creates `/consumers/<group>/owners/<topic>/<partition>` for each partition
 (ephemeral, the thread id as value). If any is still owned by another thread, the ones just
@@ -17,7 +18,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from services.clients.zk_consumer.assignment import group_threads_per_topic, range_assign
+from services.clients.zk_consumer.assignment import RANGE, assign, group_threads_per_topic
 from services.clients.zk_consumer.topic_count import ConsumerThreadId, TopicCount, topic_count_from_registration
 from services.common.topic_partition import TopicPartition
 from services.common.zk import OdradekZkClient
@@ -36,11 +37,12 @@ class RebalanceWatches:
 @dataclass(frozen=True)
 class AssignmentPlan:
     mine: dict[TopicPartition, ConsumerThreadId]
+    group: dict[TopicPartition, ConsumerThreadId]
     partition_counts: dict[str, int]
 
 
 def plan_assignment(zk: OdradekZkClient, group: str, own: TopicCount, watches: RebalanceWatches,
-                    exclude_internal_topics: bool = True) -> AssignmentPlan:
+                    exclude_internal_topics: bool = True, strategy: str = RANGE) -> AssignmentPlan:
     all_topics = zk.get_all_topics(watches.topic_list)
     my_threads = own.thread_ids_per_topic(all_topics)
     members = zk.get_legacy_consumers(group, watches.members)
@@ -60,9 +62,9 @@ def plan_assignment(zk: OdradekZkClient, group: str, own: TopicCount, watches: R
     for topic in my_threads:
         found = zk.get_topic_assignment(topic, watches.topic_data)
         partitions[topic] = sorted(found.value.partitions) if found is not None else []
-    owners = range_assign({t: group_threads.get(t, []) for t in my_threads}, partitions)
+    owners = assign(strategy, group_threads, partitions)
     mine = {tp: thread for tp, thread in owners.items() if thread.consumer_id == own.consumer_id}
-    return AssignmentPlan(mine, {t: len(p) for t, p in partitions.items()})
+    return AssignmentPlan(mine, owners, {t: len(p) for t, p in partitions.items()})
 
 
 def claim_ownership(zk: OdradekZkClient, group: str, mine: dict[TopicPartition, ConsumerThreadId]) -> bool:

@@ -15,6 +15,7 @@ def test_defaults_are_kafka_0_8s():
         1048576, 2, 1)
     assert (config.refresh_leader_backoff_ms, config.zookeeper_session_timeout_ms) == (200, 6000)
     assert (config.fetch_wait_max_ms, config.fetch_min_bytes, config.consumer_id) == (100, 1, None)
+    assert config.partition_assignment_strategy == "range"
 
 
 def test_bad_values_name_their_key():
@@ -23,3 +24,11 @@ def test_bad_values_name_their_key():
                               env={})
     with pytest.raises(ConfigError, match="group.id"):
         ZkConsumerConfig.load({"zookeeper.connect": "zk:2181"}, env={})
+
+
+def test_an_unknown_assignment_strategy_names_the_allowed_ones():
+    base = {"zookeeper.connect": "zk:2181", "group.id": "g"}
+    config = ZkConsumerConfig.load({**base, "partition.assignment.strategy": "roundrobin"}, env={})
+    assert config.partition_assignment_strategy == "roundrobin"
+    with pytest.raises(ConfigError, match="partition.assignment.strategy.*range, roundrobin"):
+        ZkConsumerConfig.load({**base, "partition.assignment.strategy": "sticky"}, env={})

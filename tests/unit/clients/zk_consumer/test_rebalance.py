@@ -3,46 +3,10 @@
 from services.clients.zk_consumer.rebalance import RebalanceWatches, claim_ownership, plan_assignment
 from services.clients.zk_consumer.topic_count import ConsumerThreadId, StaticTopicCount, Whitelist, WildcardTopicCount
 from services.common.topic_partition import TopicPartition
-from services.common.zk.codec import Versioned
 from services.common.zk.consumers import ConsumerRegistration
-from services.common.zk.topics import TopicAssignment
+from tests.unit.clients.zk_consumer.fake_zk import FakeZk
 
 WATCHES = RebalanceWatches(members=lambda e: None, topic_data=lambda e: None, topic_list=lambda e: None)
-
-
-class FakeZk:
-    def __init__(self, topics: dict[str, int], members: dict[str, ConsumerRegistration]):
-        self.topics = topics
-        self.members = members
-        self.owners: dict[TopicPartition, str] = {}
-        self.watched: list[str] = []
-
-    def get_all_topics(self, watch=None):
-        if watch is not None:
-            self.watched.append("topics")
-        return sorted(self.topics)
-
-    def get_legacy_consumers(self, group, watch=None):
-        self.watched.append("members")
-        return dict(self.members)
-
-    def get_topic_assignment(self, topic, watch=None):
-        self.watched.append(topic)
-        if topic not in self.topics:
-            return None
-        return Versioned(TopicAssignment.of(topic, {p: [1] for p in range(self.topics[topic])}), 0)
-
-    def claim_partition(self, group, tp, thread_id):
-        if tp in self.owners:
-            return False
-        self.owners[tp] = thread_id
-        return True
-
-    def get_partition_owner(self, group, tp):
-        return self.owners.get(tp)
-
-    def release_partition(self, group, tp):
-        self.owners.pop(tp, None)
 
 
 def test_the_plan_takes_this_members_range_and_watches_what_it_read():
