@@ -10,7 +10,6 @@ from services.clients.zk_consumer.connector import ZookeeperConsumerConnector
 from services.clients.zk_consumer.errors import ConsumerRebalanceFailedError, MessageStreamsExistError
 from services.clients.zk_consumer.listener import ConsumerRebalanceListener
 from services.clients.zk_consumer.topic_count import ConsumerThreadId
-from services.common.topic_partition import TopicPartition
 from services.common.zk.consumers import ConsumerRegistration
 from tests.unit.clients.zk_consumer.fake_zk import FakeZk
 
