@@ -1,12 +1,13 @@
-"""The legacy 0.8 ZooKeeper consumer against a real cluster (one controller, two brokers, shared
-by this module's tests): partition ownership in ZooKeeper across two members, rebalancing to the
+"""The legacy 0.8 ZooKeeper consumer against a real cluster (one controller, two brokers, shared by
+this module's tests): partition ownership in ZooKeeper across two members, rebalancing to the
 survivor from the committed offsets after a shutdown and after a SIGKILL (once the dead member's
-session expires), a whitelist stream picking up a topic created later, partitions added to a
-topic, a rebalance failing while another thread holds a partition, consumer.timeout.ms, streams
-created only once, its own session expiring (it registers again and takes its partitions back),
-out-of-range offsets reset per auto.offset.reset (beyond the log end, and below the log start
-after retention), and a partition leader killed with SIGKILL (the leader finder moves the
-partition to the new leader's fetcher; last, as it leaves a broker down)."""
+session expires), round-robin assignment over two topics with a rebalance listener, a whitelist
+stream picking up a topic created later, partitions added to a topic, a rebalance failing while
+another thread holds a partition, consumer.timeout.ms, streams created only once, its own session
+expiring (it registers again and takes its partitions back), out-of-range offsets reset per
+auto.offset.reset (beyond the log end, and below the log start after retention), and a partition
+leader killed with SIGKILL (the leader finder moves the partition to the new leader's fetcher; last,
+as it leaves a broker down)."""
 
 from __future__ import annotations
 
@@ -24,12 +25,14 @@ from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
 from services.clients.zk_consumer import (
     ConsumerRebalanceFailedError,
+    ConsumerRebalanceListener,
     ConsumerTimeoutError,
     MessageStreamsExistError,
     Whitelist,
     ZookeeperConsumerConnector,
 )
 from services.common.errors import Errors
+from services.common.hashing import java_string_hashcode
 from services.common.proc import start_python_module, stop_pid, wait_until
 from services.common.records import build_batch
 from services.common.topic_partition import TopicPartition
@@ -152,6 +155,59 @@ def test_two_members_split_six_partitions_then_the_survivor_resumes_from_committ
     wait_until(lambda: survivor.keys() >= more, 20, message="survivor reads the new messages")
     assert not {k for k in survivor.keys() if k[0] in first_parts} - more  # nothing before the commit
     assert len(survivor.keys()) == before + len(more)
+
+
+class RecordingListener(ConsumerRebalanceListener):
+    def __init__(self):
+        self.calls: list[tuple] = []
+
+    def before_releasing_partitions(self, partition_ownership):
+        self.calls.append(("releasing", partition_ownership))
+
+    def before_starting_fetchers(self, consumer_id, global_partition_assignment):
+        self.calls.append(("starting", consumer_id, {topic: {p: str(thread) for p, thread in owners.items()}
+                                                     for topic, owners in global_partition_assignment.items()}))
+
+
+def test_round_robin_deals_two_topics_over_the_groups_threads_and_the_listener_sees_the_change(
+        cluster, admin, writer, connectors):
+    sizes = {create_topic(admin, "zkc-rr-five", partitions=5): 5, create_topic(admin, "zkc-rr-three", partitions=3): 3}
+    produced = {(t, p, o) for t, n in sizes.items() for p, o in produce_all(writer, t, n, 10)}
+    rr = {"partition.assignment.strategy": "roundrobin"}
+    first = connectors("rr", **{"consumer.id": "a", **rr})
+    listener = RecordingListener()
+    first.set_consumer_rebalance_listener(listener)
+    got_first = Collector([s for streams in first.create_message_streams(dict.fromkeys(sizes, 2)).values()
+                           for s in streams])
+    alone = {t: set(range(n)) for t, n in sizes.items()}
+    assert [call[0] for call in listener.calls] == ["releasing", "starting"] and listener.calls[0][1] == {}
+    assert {o for owners_of_topic in listener.calls[1][2].values() for o in owners_of_topic.values()} == thread_ids(
+        first, 2)
+
+    second = connectors("rr", **{"consumer.id": "b", **rr})
+    got_second = Collector([s for streams in second.create_message_streams(dict.fromkeys(sizes, 2)).values()
+                            for s in streams])
+    # Kafka 0.8.2's rule: every partition sorted by Java hashCode of "[topic,partition]", dealt in turn
+    dealt = sorted(((t, p) for t, n in sizes.items() for p in range(n)), key=lambda tp: java_string_hashcode(
+        "[%s,%d]" % tp))
+    threads = sorted(thread_ids(first, 2) | thread_ids(second, 2))
+    expected = {tp: threads[i % 4] for i, tp in enumerate(dealt)}
+
+    def in_zookeeper() -> dict:
+        return {(t, p): o for t, n in sizes.items() for p, o in owners(cluster, "rr", t, n).items()}
+
+    wait_until(lambda: in_zookeeper() == expected, 20, message=lambda: f"round-robin owners: {in_zookeeper()}")
+    assert sorted(list(expected.values()).count(t) for t in threads) == [2, 2, 2, 2]
+
+    def consumed() -> set:
+        return {(m.topic, m.partition, m.offset) for c in (got_first, got_second) for m in list(c.messages)}
+
+    wait_until(lambda: consumed() >= produced, 20, message="every message consumed")
+    wait_until(lambda: listener.calls[-1][0] == "starting" and first.rebalance_count >= 2, 20,
+               message="the first member rebalanced")
+    assert ("releasing", alone) in listener.calls  # what it owned before the second member joined
+    by_topic = {t: {p: o for (topic, p), o in expected.items() if topic == t} for t in sizes}
+    assert listener.calls[-1] == ("starting", first.consumer_id, by_topic)
 
 
 def test_a_partition_taken_over_starts_from_what_its_last_owner_committed_on_release(
