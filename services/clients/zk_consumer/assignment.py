@@ -12,9 +12,10 @@ one more. Threads beyond the partition count get none.
 dealt in turn to the group's sorted thread ids, so thread counts differ by at most one. The order
 is Kafka 0.8.2's: by Java `String.hashCode` of `[<topic>,<partition>]` (signed 32-bit, which
 spreads a topic's partitions over the threads), ties by topic, then partition. It is valid only
-when every topic the group consumes has the same thread ids, that is every member subscribes to
-the same topics with the same number of streams for each (a wildcard subscription qualifies when
-it resolves to the same topics and stream count); otherwise it raises SubscriptionMismatchError.
+when every topic the group consumes has the same thread ids: every member subscribes to the same
+topics, each member with one stream count for all of them (counts may differ between members; a
+wildcard subscription qualifies when it resolves to those topics); otherwise it raises
+SubscriptionMismatchError.
 """
 
 from __future__ import annotations
@@ -79,8 +80,8 @@ def check_identical_subscriptions(threads_per_topic: Mapping[str, Sequence[Consu
         found = set(threads_per_topic[topic])
         if found != expected:
             raise SubscriptionMismatchError(
-                "roundrobin assignment needs every member of the group to subscribe to the same topics "
-                "with the same number of streams per topic: "
+                "roundrobin assignment needs every member of the group to subscribe to the same topics, "
+                "each member with one stream count for all of them: "
                 f"threads consuming {first_topic!r} but not {topic!r}: {_names(expected - found)}; "
                 f"threads consuming {topic!r} but not {first_topic!r}: {_names(found - expected)}")
     return sorted(expected)
@@ -94,8 +95,14 @@ def assign(strategy: str, group_threads: Mapping[str, Sequence[ConsumerThreadId]
     return range_assign({t: group_threads.get(t, []) for t in partitions_per_topic}, partitions_per_topic)
 
 
-def _names(threads: set[ConsumerThreadId]) -> str:
-    return ", ".join(str(t) for t in sorted(threads)) or "none"
+def _names(threads: set[ConsumerThreadId], most: int = 10) -> str:
+    """`<consumer id>-<n>,<n>...` per member, the first `most` members."""
+    numbers: dict[str, list[str]] = {}
+    for thread in sorted(threads):
+        numbers.setdefault(thread.consumer_id, []).append(str(thread.thread_number))
+    named = [f"{member}-{','.join(n)}" for member, n in list(numbers.items())[:most]]
+    more = f" and {len(numbers) - most} more members" if len(numbers) > most else ""
+    return ", ".join(named) + more or "none"
 
 
 def group_threads_per_topic(counts: Sequence, all_topics: Sequence[str]) -> dict[str, list[ConsumerThreadId]]:

@@ -57,11 +57,14 @@ def test_round_robin_spreads_a_topics_partitions_over_threads_of_one_member():
 
 def test_round_robin_needs_identical_subscriptions():
     threads = group({"g_a": 2, "g_b": 2}, ["x"]) | group({"g_a": 2}, ["y"])
-    with pytest.raises(SubscriptionMismatchError, match=r"same topics.*'x' but not 'y': g_b-0, g_b-1"):
+    with pytest.raises(SubscriptionMismatchError, match=r"same topics.*'x' but not 'y': g_b-0,1;"):
         round_robin_assign(threads, {"x": range(2), "y": range(2)})
     streams_differ = {"x": thread_ids("g_a", 2), "y": thread_ids("g_a", 1)}
     with pytest.raises(SubscriptionMismatchError, match="'x' but not 'y': g_a-1; .* 'y' but not 'x': none"):
         check_identical_subscriptions(streams_differ)
+    many = {"x": thread_ids("g_a", 1), "y": [t for m in range(12) for t in thread_ids(f"g_{m:02d}", 1)]}
+    with pytest.raises(SubscriptionMismatchError, match=r"'y' but not 'x': g_00-0, .* g_09-0 and 2 more members$"):
+        check_identical_subscriptions(many)
     assert check_identical_subscriptions({}) == []
     assert round_robin_assign({}, {}) == {}
 
