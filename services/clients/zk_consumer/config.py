@@ -10,6 +10,7 @@ Given as a mapping of dotted keys or as snake_case keywords, as every Odradek cl
 from __future__ import annotations
 
 from services.clients.zk_consumer.assignment import RANGE, STRATEGIES
+from services.clients.zk_consumer.offset_storage import STORAGES, ZOOKEEPER
 from services.common.config import REQUIRED, Config, ConfigType, at_least, non_empty, one_of, setting
 
 SMALLEST = "smallest"
@@ -24,7 +25,7 @@ class ZkConsumerConfig(Config):
                                       doc="Fixed member id; generated from host, time and a UUID if unset.")
     client_id: str = setting(ConfigType.STRING, "", doc="Name sent to brokers; the group id if empty.")
     auto_commit_enable: bool = setting(ConfigType.BOOLEAN, True,
-                                       doc="Commit consumed offsets to ZooKeeper periodically and on shutdown.")
+                                       doc="Commit consumed offsets periodically, in rebalances and on shutdown.")
     auto_commit_interval_ms: int = setting(ConfigType.INT, 60000, at_least(1))
     auto_offset_reset: str = setting(ConfigType.STRING, LARGEST, one_of(SMALLEST, LARGEST),
                                      doc="Where to start without a valid committed offset.")
@@ -50,3 +51,14 @@ class ZkConsumerConfig(Config):
     exclude_internal_topics: bool = setting(ConfigType.BOOLEAN, True)
     zookeeper_session_timeout_ms: int = setting(ConfigType.INT, 6000, at_least(1))
     zookeeper_connection_timeout_ms: int = setting(ConfigType.INT, 6000, at_least(1))
+    offsets_storage: str = setting(ConfigType.STRING, ZOOKEEPER, one_of(*STORAGES),
+                                   doc="Where offsets are committed and read: ZooKeeper, or the group coordinator.")
+    dual_commit_enabled: bool = setting(ConfigType.BOOLEAN, True,
+                                        doc="With kafka storage, also commit to ZooKeeper, and resume from the "
+                                            "larger of the two offsets (for migrating a group).")
+    offsets_channel_backoff_ms: int = setting(ConfigType.INT, 1000, at_least(0),
+                                              doc="Wait before asking the coordinator again.")
+    offsets_channel_socket_timeout_ms: int = setting(ConfigType.INT, 10000, at_least(1),
+                                                     doc="Deadline of one offset request to the coordinator.")
+    offsets_commit_max_retries: int = setting(ConfigType.INT, 5, at_least(0),
+                                              doc="Retries of a failed commit to Kafka; auto-commit ticks never retry.")

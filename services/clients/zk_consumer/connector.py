@@ -13,8 +13,11 @@ rebalances. A rebalance (one at a time, `rebalance.max.retries` attempts `rebala
 apart, else ConsumerRebalanceFailedError) stops the fetchers, drops queued chunks, commits the
 consumed offsets when auto-commit is on, releases the partitions it owned, plans (with
 `partition.assignment.strategy`) and claims the new assignment (`rebalance`), reads its committed
-offsets from `/consumers/<group>/offsets/<topic>/<partition>` once claimed (a previous owner
-commits before it releases, so that commit is seen) and restarts the fetchers (`fetcher`). A
+offsets once claimed (a previous owner commits before it releases, so that commit is seen) and
+restarts the fetchers (`fetcher`). Offsets live where `offsets.storage` says: ZooKeeper's
+`/consumers/<group>/offsets/<topic>/<partition>`, or the group coordinator, with
+`dual.commit.enabled` in both (`offset_storage`); the coordinator is reached with an admin client
+made from the brokers in `/brokers/ids` when first needed. A
 listener set with `set_consumer_rebalance_listener` before the streams are created is called
 before the release and before the fetchers restart (`listener`).
 
@@ -24,10 +27,11 @@ changed, a topic appeared (wildcard subscriptions), brokers appeared (when there
 the session expired (the member re-registers first; its ephemeral ownership went with the old
 session). Brokers are found in `/brokers/ids`; leaders come from their metadata.
 
-`commit_offsets()` writes each owned partition's consumed offset (the next offset not yet handed
-out) when it changed; with `auto.commit.enable` it also runs every `auto.commit.interval.ms`.
-`shutdown()` stops fetching, commits (with auto-commit), releases ownership, deletes the
-registration, ends every stream's iteration and closes the ZooKeeper session.
+`commit_offsets()` commits each owned partition's consumed offset (the next offset not yet handed
+out); with `auto.commit.enable` it also runs every `auto.commit.interval.ms`. Streams may decode
+keys and values (`key_decoder`, `value_decoder`; see `stream`). `shutdown()` stops fetching,
+commits (with auto-commit; a commit Kafka refused is logged as lost to this shutdown), releases
+ownership, deletes the registration, ends every stream's iteration and closes the ZooKeeper session.
 """
 
 from __future__ import annotations
@@ -35,18 +39,20 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 
+from services.clients.admin import Admin
 from services.clients.lowlevel import LowLevelClient
 from services.clients.zk_consumer.config import ZkConsumerConfig
 from services.clients.zk_consumer.errors import ConsumerRebalanceFailedError, MessageStreamsExistError
 from services.clients.zk_consumer.fetcher import ConsumerFetcherManager
 from services.clients.zk_consumer.listener import ConsumerRebalanceListener, assignment_by_topic, ownership_by_topic
+from services.clients.zk_consumer.offset_storage import KAFKA, KafkaOffsets, OffsetStorage, ZooKeeperOffsets
 from services.clients.zk_consumer.rebalance import RebalanceWatches, claim_ownership, plan_assignment
-from services.clients.zk_consumer.stream import INVALID_OFFSET, SHUTDOWN, KafkaStream, PartitionTopicInfo
+from services.clients.zk_consumer.stream import INVALID_OFFSET, SHUTDOWN, Decoder, KafkaStream, PartitionTopicInfo
 from services.clients.zk_consumer.topic_count import (
     ConsumerThreadId,
     StaticTopicCount,
@@ -85,6 +91,8 @@ class ZookeeperConsumerConnector:
         self.zk = OdradekZkClient(self._zk_raw)
         self.fetcher = ConsumerFetcherManager(self.consumer_id, self.config)
         self._client: LowLevelClient | None = None
+        self._offsets_client: Admin | None = None
+        self._offsets_client_lock = threading.Lock()
         self._events: queue.Queue[ZkEvent] = queue.Queue()
         self._watches = RebalanceWatches(enqueue_watch(self._events, "members"),
                                          enqueue_watch(self._events, "topic_data"), None)
@@ -97,7 +105,7 @@ class ZookeeperConsumerConnector:
         self._queues: dict[tuple[str | None, int], queue.Queue] = {}
         self._streams: list[KafkaStream] = []
         self._topic_registry: dict[TopicPartition, PartitionTopicInfo] = {}
-        self._checkpointed: dict[TopicPartition, int] = {}
+        self._offsets = self._offset_storage()
         self._rebalance_thread: threading.Thread | None = None
         self.rebalance_error: Exception | None = None
         self.rebalance_count = 0
@@ -111,23 +119,30 @@ class ZookeeperConsumerConnector:
 
     # ------------------------------------------------------------------------------ streams
 
-    def create_message_streams(self, streams_per_topic: Mapping[str, int]) -> dict[str, list[KafkaStream]]:
-        """{topic: [KafkaStream] * n} for {topic: n}; allowed once per connector."""
+    def create_message_streams(self, streams_per_topic: Mapping[str, int], key_decoder: Decoder | None = None,
+                               value_decoder: Decoder | None = None) -> dict[str, list[KafkaStream]]:
+        """{topic: [KafkaStream] * n} for {topic: n}; allowed once per connector. The decoders
+        (bytes -> object) turn keys and values as they are handed out; bytes by default."""
         if streams_per_topic is None:
             raise ValueError("create_message_streams needs a {topic: number of streams} map")
         count = StaticTopicCount(self.consumer_id, dict(streams_per_topic))
-        by_topic = {topic: [self._new_stream((topic, thread.thread_number), thread) for thread in threads]
+        decoders = (key_decoder, value_decoder)
+        by_topic = {topic: [self._new_stream((topic, thread.thread_number), thread, *decoders) for thread in threads]
                     for topic, threads in self._claim_topic_count(count).items()}
         self._start()
         return by_topic
 
-    def create_message_streams_by_filter(self, topic_filter: TopicFilter, num_streams: int = 1) -> list[KafkaStream]:
-        """`num_streams` streams shared by every topic the filter allows, now or later."""
+    def create_message_streams_by_filter(self, topic_filter: TopicFilter, num_streams: int = 1,
+                                         key_decoder: Decoder | None = None,
+                                         value_decoder: Decoder | None = None) -> list[KafkaStream]:
+        """`num_streams` streams shared by every topic the filter allows, now or later (decoders as
+        `create_message_streams`)."""
         count = WildcardTopicCount(self.consumer_id, topic_filter, num_streams, self.config.exclude_internal_topics)
         self._claim_topic_count(count)
         self._watches = RebalanceWatches(self._watches.members, self._watches.topic_data,
                                          enqueue_watch(self._events, "topic_list"))
-        streams = [self._new_stream((None, n), ConsumerThreadId(self.consumer_id, n)) for n in range(num_streams)]
+        streams = [self._new_stream((None, n), ConsumerThreadId(self.consumer_id, n), key_decoder, value_decoder)
+                   for n in range(num_streams)]
         self._start()
         return streams
 
@@ -147,10 +162,11 @@ class ZookeeperConsumerConnector:
             self._topic_count = count
             return threads
 
-    def _new_stream(self, key: tuple[str | None, int], thread: ConsumerThreadId) -> KafkaStream:
+    def _new_stream(self, key: tuple[str | None, int], thread: ConsumerThreadId, key_decoder: Decoder | None,
+                    value_decoder: Decoder | None) -> KafkaStream:
         chunk_queue: queue.Queue = queue.Queue(self.config.queued_max_message_chunks)
         self._queues[key] = chunk_queue
-        stream = KafkaStream(chunk_queue, self.config.consumer_timeout_ms, str(thread))
+        stream = KafkaStream(chunk_queue, self.config.consumer_timeout_ms, str(thread), key_decoder, value_decoder)
         self._streams.append(stream)
         return stream
 
@@ -243,18 +259,19 @@ class ZookeeperConsumerConnector:
         if self._shutting_down.is_set() or not claim_ownership(self.zk, self.group, plan.mine):
             return False
         try:  # read once owned: a previous owner commits before it releases, so this is its last commit
-            offsets = self.zk.get_legacy_offsets(self.group, list(plan.mine))
+            offsets = self._offsets.fetch(list(plan.mine))
         except Exception:
-            for tp in plan.mine:
-                self.zk.release_partition(self.group, tp)
+            self._release(plan.mine)
             raise
+        if offsets is None:  # shutting down while the coordinator did not answer
+            self._release(plan.mine)
+            return False
         infos = {tp: self._partition_info(tp, thread, offsets.get(tp, INVALID_OFFSET))
                  for tp, thread in plan.mine.items()}
         logger.info("%s: owns %d partitions: %s", self.consumer_id, len(infos),
                     {str(tp): str(t) for tp, t in sorted(plan.mine.items())})
         with self._commit_lock:
             self._topic_registry = infos  # owned from here: a failure below releases these
-            self._checkpointed = dict(offsets)
         if self._listener is not None:
             self._listener.before_starting_fetchers(self.consumer_id, assignment_by_topic(plan.group))
         self.fetcher.start_connections(infos.values(), client)
@@ -266,17 +283,36 @@ class ZookeeperConsumerConnector:
 
     def _broker_client(self, brokers: Mapping) -> LowLevelClient:
         if self._client is None:
-            addresses = [f"{e.host or '127.0.0.1'}:{e.port}" for b in brokers.values() for e in b.endpoints[:1]]
             self._client = LowLevelClient(
-                bootstrap_servers=addresses, client_id=self.config.client_id or self.group,
+                bootstrap_servers=_addresses(brokers), client_id=self.config.client_id or self.group,
                 request_timeout_ms=self.config.socket_timeout_ms,
                 retry_backoff_ms=self.config.refresh_leader_backoff_ms,
                 default_api_timeout_ms=self.config.socket_timeout_ms)
         return self._client
 
-    def _close_fetchers(self) -> None:
+    def _offset_storage(self) -> OffsetStorage:
+        config = self.config
+        kafka = None
+        if config.offsets_storage == KAFKA:
+            kafka = KafkaOffsets(self._group_offsets_client, self.group, config.offsets_channel_socket_timeout_ms)
+        return OffsetStorage(ZooKeeperOffsets(self.zk, self.group), kafka, dual_commit=config.dual_commit_enabled,
+                             commit_max_retries=config.offsets_commit_max_retries,
+                             backoff_ms=config.offsets_channel_backoff_ms, stopped=self._shutting_down.is_set)
+
+    def _group_offsets_client(self) -> Admin:
+        """The admin client that reaches the group coordinator, made from the live brokers."""
+        with self._offsets_client_lock:
+            if self._offsets_client is None:
+                timeout_ms = self.config.offsets_channel_socket_timeout_ms
+                self._offsets_client = Admin(
+                    bootstrap_servers=_addresses(self.zk.get_all_brokers()),
+                    client_id=self.config.client_id or self.group, request_timeout_ms=timeout_ms,
+                    default_api_timeout_ms=timeout_ms, retry_backoff_ms=self.config.offsets_channel_backoff_ms)
+            return self._offsets_client
+
+    def _close_fetchers(self) -> bool:
         """Stops fetching and drops what is queued, so released partitions are not consumed twice;
-        then commits (with auto-commit) the offsets consumed so far."""
+        then commits (with auto-commit) the offsets consumed so far. False if that commit failed."""
         self.fetcher.stop_connections()
         for info in self._topic_registry.values():
             info.revoke()
@@ -284,34 +320,37 @@ class ZookeeperConsumerConnector:
             _drain(chunk_queue)
         for stream in self._streams:
             stream.clear()
-        if self.config.auto_commit_enable:
-            try:
-                self.commit_offsets()
-            except Exception:  # noqa: BLE001 - the offsets stay uncommitted: consumed again, never lost
-                logger.exception("%s: committing offsets failed", self.consumer_id)
+        if not self.config.auto_commit_enable:
+            return True
+        try:
+            return self.commit_offsets()
+        except Exception:  # noqa: BLE001 - the offsets stay uncommitted: consumed again, never lost
+            logger.exception("%s: committing offsets failed", self.consumer_id)
+            return False
 
     def _release_ownership(self) -> None:
-        for tp in self._topic_registry:
-            self.zk.release_partition(self.group, tp)
+        self._release(self._topic_registry)
         with self._commit_lock:
             self._topic_registry = {}
 
+    def _release(self, partitions: Iterable[TopicPartition]) -> None:
+        for tp in partitions:
+            self.zk.release_partition(self.group, tp)
+
     # ------------------------------------------------------------------------------ offsets
 
-    def commit_offsets(self) -> None:
-        """Writes each owned partition's consumed offset to ZooKeeper if it moved since the last commit."""
+    def commit_offsets(self, retry_on_failure: bool = True) -> bool:
+        """Commits each owned partition's consumed offset per `offsets.storage`; False when Kafka
+        refused it on every attempt (`offsets.commit.max.retries` retries unless `retry_on_failure`
+        is False). ZooKeeper errors raise."""
         with self._commit_lock:
-            changed = {tp: info.consumed_offset for tp, info in self._topic_registry.items()
-                       if info.consumed_offset >= 0 and self._checkpointed.get(tp) != info.consumed_offset}
-            if not changed:
-                return
-            self.zk.commit_legacy_offsets(self.group, changed)
-            self._checkpointed.update(changed)
-        logger.debug("%s: committed %s", self.consumer_id, changed)
+            consumed = {tp: info.consumed_offset for tp, info in self._topic_registry.items()
+                        if info.consumed_offset >= 0}
+            return self._offsets.commit(consumed, retry_on_failure)
 
     def _auto_commit(self) -> None:
         if not self._shutting_down.is_set():
-            self.commit_offsets()
+            self.commit_offsets(retry_on_failure=False)
 
     def owned_partitions(self) -> dict[TopicPartition, int]:
         """{partition: consumed offset} of what this member owns now."""
@@ -331,7 +370,9 @@ class ZookeeperConsumerConnector:
             self._rebalance_thread.join(THREAD_JOIN_TIMEOUT_S)
         with self._rebalance_lock:
             try:
-                self._close_fetchers()
+                if not self._close_fetchers():
+                    logger.error("%s: shutting down without committing the offsets consumed since the last "
+                                 "commit; they will be consumed again", self.consumer_id)
                 self._release_ownership()
                 if self._topic_count is not None:
                     self.zk.delete_legacy_consumer(self.group, self.consumer_id)
@@ -341,14 +382,19 @@ class ZookeeperConsumerConnector:
                 _drain(chunk_queue)
                 chunk_queue.put_nowait(SHUTDOWN)
         close_session(self._zk_raw)
-        if self._client is not None:
-            self._client.close()
+        for client in (self._client, self._offsets_client):
+            if client is not None:
+                client.close()
 
     def __enter__(self) -> ZookeeperConsumerConnector:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.shutdown()
+
+
+def _addresses(brokers: Mapping) -> list[str]:
+    return [f"{e.host or '127.0.0.1'}:{e.port}" for b in brokers.values() for e in b.endpoints[:1]]
 
 
 def _drain(chunk_queue: queue.Queue) -> None:

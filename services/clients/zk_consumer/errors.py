@@ -20,6 +20,16 @@ class SubscriptionMismatchError(ValueError):
     attempt fails, as any failed attempt, and ends in ConsumerRebalanceFailedError if it persists."""
 
 
+class MessageDecodeError(ValueError):
+    """A stream's key or value decoder raised; `raw` is the undecoded MessageAndMetadata and the
+    decoder's exception is the cause. The partition's consumed offset stays at this message until
+    the stream is iterated again (see `stream`)."""
+
+    def __init__(self, message: str, raw: object):
+        super().__init__(message)
+        self.raw = raw
+
+
 class MessageStreamsExistError(RuntimeError):
     """`create_message_streams` may be called only once per connector."""
 

@@ -13,17 +13,23 @@ KafkaStream/ConsumerIterator.
   ConsumerTimeoutError and the stream stays usable; the shutdown sentinel ends the iteration.
   Records below the consumed offset (the rest of a batch fetched again) are skipped; each one
   taken moves the partition's consumed offset past it.
+- Decoders (`key_decoder`, `value_decoder`: bytes -> object, as 0.8's Decoder) are applied as a
+  message is handed out; a null key or value stays None. When one raises, the iteration raises
+  MessageDecodeError naming topic, partition and offset, carrying the raw message, with the
+  consumed offset left AT that message: a commit before the stream is iterated again records it,
+  so a restarted consumer reads it again. Iterating again goes on with the next message (the
+  failed one counts as handed out, in the error) and moves the consumed offset past it.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from services.clients.zk_consumer.errors import ConsumerTimeoutError, MessageSizeTooLargeError
+from services.clients.zk_consumer.errors import ConsumerTimeoutError, MessageDecodeError, MessageSizeTooLargeError
 from services.common.topic_partition import TopicPartition
 
 INVALID_OFFSET = -1
@@ -33,9 +39,12 @@ class MessageAndMetadata(NamedTuple):
     topic: str
     partition: int
     offset: int
-    key: bytes | None
-    message: bytes | None
+    key: Any
+    message: Any
     timestamp: int = -1
+
+
+Decoder = Callable[[bytes], Any]
 
 
 def _new_message(fields: tuple) -> MessageAndMetadata:
@@ -98,8 +107,12 @@ def enqueue(info: PartitionTopicInfo, records: list[tuple], fetch_offset: int, n
 class KafkaStream:
     """A blocking iterator of MessageAndMetadata; see the module docstring."""
 
-    def __init__(self, chunk_queue: queue.Queue, consumer_timeout_ms: int, thread_id: str = ""):
+    def __init__(self, chunk_queue: queue.Queue, consumer_timeout_ms: int, thread_id: str = "",
+                 key_decoder: Decoder | None = None, value_decoder: Decoder | None = None):
         self.chunk_queue = chunk_queue
+        self.key_decoder = key_decoder
+        self.value_decoder = value_decoder
+        self._decoding = key_decoder is not None or value_decoder is not None
         self.consumer_timeout_ms = consumer_timeout_ms
         self.thread_id = thread_id
         self._lock = threading.Lock()
@@ -138,11 +151,24 @@ class KafkaStream:
                 break
             if offset < info.consumed_offset:
                 continue
+            if self._decoding:
+                key, value = self._decoded(info, offset, key, value, timestamp)
             info.consumed_offset = offset + 1
             return _new_message((topic, partition, offset, key, value, timestamp))
         self._current = None
         self._current_info = None
         return None
+
+    def _decoded(self, info: PartitionTopicInfo, offset: int, key: bytes | None, value: bytes | None,
+                 timestamp: int) -> tuple[Any, Any]:
+        try:
+            return (key if key is None or self.key_decoder is None else self.key_decoder(key),
+                    value if value is None or self.value_decoder is None else self.value_decoder(value))
+        except Exception as exc:
+            info.consumed_offset = offset
+            raw = _new_message((info.tp.topic, info.tp.partition, offset, key, value, timestamp))
+            raise MessageDecodeError(f"decoding the message of {info.tp} at offset {offset} failed: {exc!r}",
+                                     raw) from exc
 
     def _take_chunk(self) -> None:
         chunk = self._get()

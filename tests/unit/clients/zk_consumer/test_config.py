@@ -32,3 +32,17 @@ def test_an_unknown_assignment_strategy_names_the_allowed_ones():
     assert config.partition_assignment_strategy == "roundrobin"
     with pytest.raises(ConfigError, match="partition.assignment.strategy.*range, roundrobin"):
         ZkConsumerConfig.load({**base, "partition.assignment.strategy": "sticky"}, env={})
+
+
+def test_offsets_storage_keys_have_0_8_2s_defaults_and_an_unknown_storage_names_the_allowed_ones():
+    base = {"zookeeper.connect": "zk:2181", "group.id": "g"}
+    config = ZkConsumerConfig.load(base, env={})
+    assert (config.offsets_storage, config.dual_commit_enabled) == ("zookeeper", True)
+    assert (config.offsets_channel_backoff_ms, config.offsets_channel_socket_timeout_ms,
+            config.offsets_commit_max_retries) == (1000, 10000, 5)
+    config = ZkConsumerConfig.load({**base, "offsets.storage": "kafka", "dual.commit.enabled": "false"}, env={})
+    assert (config.offsets_storage, config.dual_commit_enabled) == ("kafka", False)
+    with pytest.raises(ConfigError, match="offsets.storage.*zookeeper, kafka"):
+        ZkConsumerConfig.load({**base, "offsets.storage": "redis"}, env={})
+    with pytest.raises(ConfigError, match="offsets.commit.max.retries"):
+        ZkConsumerConfig.load({**base, "offsets.commit.max.retries": -1}, env={})

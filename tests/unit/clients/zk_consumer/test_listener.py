@@ -66,6 +66,7 @@ def make(monkeypatch):
             "zookeeper.connect": "zk:2181", "group.id": "g", "consumer.id": "b", "auto.commit.enable": False,
             "rebalance.backoff.ms": 0, **config})
         connector.zk = zk
+        connector._offsets = connector._offset_storage()
         connector.fetcher = FakeFetchers(log)
         connector._broker_client = lambda brokers: None
         made.append(connector)

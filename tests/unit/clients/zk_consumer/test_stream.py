@@ -1,11 +1,12 @@
 """KafkaStream iteration over chunk queues, chunk decoding and fetcher ids, without threads."""
 
+import json
 import queue
 import threading
 
 import pytest
 
-from services.clients.zk_consumer.errors import ConsumerTimeoutError, MessageSizeTooLargeError
+from services.clients.zk_consumer.errors import ConsumerTimeoutError, MessageDecodeError, MessageSizeTooLargeError
 from services.clients.zk_consumer.fetcher import decode_chunk, fetcher_id
 from services.clients.zk_consumer.stream import SHUTDOWN, KafkaStream, PartitionTopicInfo, enqueue
 from services.common.records import build_batch, build_control_batch
@@ -82,3 +83,26 @@ def test_fetcher_id_spreads_partitions_like_kafka():
     assert fetcher_id(TopicPartition("t", 0), 1) == 0
     ids = {fetcher_id(TopicPartition("t", p), 3) for p in range(9)}
     assert ids == {0, 1, 2}
+
+
+def test_decoders_turn_keys_and_values_and_leave_nulls_alone():
+    info = _info(0)
+    records = [(0, b"1", b'{"a": 1}', 5), (1, None, None, 6)]
+    enqueue(info, records, 0, 2, 1, threading.Event())
+    stream = KafkaStream(info.chunk_queue, 0, key_decoder=int, value_decoder=json.loads)
+    assert next(stream)[3:] == (1, {"a": 1}, 5)
+    assert next(stream)[3:] == (None, None, 6)
+
+
+def test_a_failing_decoder_names_the_message_keeps_its_position_then_moves_on():
+    info = _info(0)
+    records = [(0, None, b"1", -1), (1, None, b"not json", -1), (2, None, b"3", -1)]
+    enqueue(info, records, 0, 3, 1, threading.Event())
+    stream = KafkaStream(info.chunk_queue, 0, value_decoder=json.loads)
+    assert next(stream).message == 1
+    with pytest.raises(MessageDecodeError, match="t-0 at offset 1") as caught:
+        next(stream)
+    assert caught.value.raw.message == b"not json" and caught.value.raw.offset == 1
+    assert isinstance(caught.value.__cause__, ValueError)
+    assert info.consumed_offset == 1  # a commit now resumes at the message that failed
+    assert (next(stream).message, info.consumed_offset) == (3, 3)
