@@ -1,17 +1,20 @@
-"""The legacy 0.8 ZooKeeper consumer against a real cluster (one controller, two brokers, shared by
-this module's tests): partition ownership in ZooKeeper across two members, rebalancing to the
-survivor from the committed offsets after a shutdown and after a SIGKILL (once the dead member's
-session expires), round-robin assignment over two topics with a rebalance listener, a whitelist
-stream picking up a topic created later, partitions added to a topic, a rebalance failing while
-another thread holds a partition, consumer.timeout.ms, streams created only once, its own session
-expiring (it registers again and takes its partitions back), out-of-range offsets reset per
-auto.offset.reset (beyond the log end, and below the log start after retention), and a partition
-leader killed with SIGKILL (the leader finder moves the partition to the new leader's fetcher; last,
-as it leaves a broker down)."""
+"""The legacy 0.8 ZooKeeper consumer against a real cluster (one controller, two brokers and a
+coordinator, shared by this module's tests): partition ownership in ZooKeeper across two members,
+rebalancing to the survivor from the committed offsets after a shutdown and after a SIGKILL (once
+the dead member's session expires), round-robin assignment over two topics with a rebalance
+listener, a whitelist stream picking up a topic created later, partitions added to a topic, a
+rebalance failing while another thread holds a partition, consumer.timeout.ms, streams created
+only once, its own session expiring (it registers again and takes its partitions back),
+out-of-range offsets reset per auto.offset.reset (beyond the log end, and below the log start
+after retention), offsets kept in Kafka (offsets.storage=kafka) with dual commit, a group
+migrating from ZooKeeper offsets to Kafka offsets and then dropping dual commit, a value decoder,
+and a partition leader killed with SIGKILL (the leader finder moves the partition to the new
+leader's fetcher; last, as it leaves a broker down)."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import threading
@@ -44,6 +47,7 @@ from tests.integration.conftest import (
     produce_values,
     zk_session,
 )
+from tests.integration.test_consumer_groups import describe_rows
 from tests.integration.zk_session_expiry import expire_session
 
 KILLED_SESSION_TIMEOUT_MS = 4000
@@ -56,7 +60,7 @@ FAST = {"rebalance.backoff.ms": 200, "rebalance.max.retries": 30, "refresh.leade
 @pytest.fixture(scope="module")
 def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path_factory) -> Iterator[LocalCluster]:
     with module_cluster(request, zookeeper, _zk_root_client, tmp_path_factory, "zkc", brokers=2,
-                        controllers=1, broker_config=BROKER_CONFIG) as local:
+                        controllers=1, coordinators=1, broker_config=BROKER_CONFIG) as local:
         local.zk_connect = zookeeper.connect_string + local.chroot
         yield local
 
@@ -379,6 +383,79 @@ def test_consumer_timeout_raises_and_streams_are_created_once(cluster, admin, co
         assert zk.get_legacy_consumer_ids("timeout") == []
     with contextlib.suppress(Exception):
         connector.shutdown()
+
+
+KAFKA_STORAGE = {"offsets.storage": "kafka", "offsets.channel.backoff.ms": 100}
+
+
+def take(stream, count: int) -> list:
+    """The next `count` messages of `stream`, waiting through consumer timeouts (up to 30 s)."""
+    taken: list = []
+    deadline = time.monotonic() + 30
+    while len(taken) < count and time.monotonic() < deadline:
+        try:
+            taken.append(next(stream))
+        except ConsumerTimeoutError:
+            continue
+    assert len(taken) == count, taken
+    return taken
+
+
+def kafka_offsets(admin, group: str, topic: str, partitions: int) -> dict[int, int | None]:
+    found = admin.list_consumer_group_offsets(group, [TopicPartition(topic, p) for p in range(partitions)])
+    return {p: found[TopicPartition(topic, p)].offset if TopicPartition(topic, p) in found else None
+            for p in range(partitions)}
+
+
+def test_kafka_storage_with_dual_commit_commits_to_the_coordinator_and_to_zookeeper(
+        cluster, admin, writer, connectors):
+    topic = create_topic(admin, "zkc-kafka", partitions=2)
+    produce_all(writer, topic, 2, 20)
+    connector = connectors("kafka-dual", **KAFKA_STORAGE, **{"auto.commit.interval.ms": 60000})
+    streams = connector.create_message_streams({topic: 2})[topic]  # range: one partition per stream
+    taken = [m for stream in streams for m in take(stream, 5)]
+    assert sorted((m.partition, m.offset) for m in taken) == [(p, o) for p in range(2) for o in range(5)]
+    assert connector.commit_offsets()
+    connector.shutdown()
+    assert committed(cluster, "kafka-dual", topic, 2) == {0: 5, 1: 5}
+    assert kafka_offsets(admin, "kafka-dual", topic, 2) == {0: 5, 1: 5}
+    rows = {(r["TOPIC"], r["PARTITION"]): r for r in describe_rows(cluster, "kafka-dual")}
+    assert {key: (r["CURRENT-OFFSET"], r["LOG-END-OFFSET"], r["LAG"]) for key, r in rows.items()} == {
+        (topic, "0"): ("5", "20", "15"), (topic, "1"): ("5", "20", "15")}
+
+
+def test_a_group_migrates_from_zookeeper_offsets_to_kafka_offsets(cluster, admin, writer, connectors):
+    topic = create_topic(admin, "zkc-migrate", partitions=2)
+    produce_all(writer, topic, 2, 30)
+    group = "migrating"
+    with zk_session(cluster.zk_connect) as zk:  # the group so far kept its offsets in ZooKeeper only
+        zk.commit_legacy_offsets(group, {TopicPartition(topic, 0): 10, TopicPartition(topic, 1): 10})
+    admin.alter_consumer_group_offsets(group, {TopicPartition(topic, 1): 15})  # ahead in Kafka for one
+    dual = connectors(group, **KAFKA_STORAGE)
+    got = Collector(dual.create_message_streams({topic: 1})[topic])
+    wait_until(lambda: len(got.keys()) == 20 + 15, 30, message="the rest after the larger offsets")
+    assert got.first_offsets() == {0: 10, 1: 15}
+    dual.shutdown()
+    assert committed(cluster, group, topic, 2) == {0: 30, 1: 30}
+    assert kafka_offsets(admin, group, topic, 2) == {0: 30, 1: 30}
+    produce_all(writer, topic, 2, 5, start=30)
+    with zk_session(cluster.zk_connect) as zk:  # ZooKeeper behind: no longer read without dual commit
+        zk.commit_legacy_offsets(group, {TopicPartition(topic, 0): 3, TopicPartition(topic, 1): 3})
+    kafka_only = connectors(group, **KAFKA_STORAGE, **{"dual.commit.enabled": False})
+    got = Collector(kafka_only.create_message_streams({topic: 1})[topic])
+    wait_until(lambda: len(got.keys()) == 10, 30, message="the records produced after the migration")
+    assert got.first_offsets() == {0: 30, 1: 30}
+    kafka_only.shutdown()
+    assert kafka_offsets(admin, group, topic, 2) == {0: 35, 1: 35}
+    assert committed(cluster, group, topic, 2) == {0: 3, 1: 3}
+
+
+def test_a_value_decoder_hands_out_decoded_messages(cluster, admin, writer, connectors):
+    topic = create_topic(admin, "zkc-decode", partitions=1)
+    produce_values(writer, topic, 0, [json.dumps({"n": i}).encode() for i in range(4)])
+    connector = connectors("decoding")
+    stream, = connector.create_message_streams({topic: 1}, value_decoder=json.loads)[topic]
+    assert [m.message for m in take(stream, 4)] == [{"n": i} for i in range(4)]
 
 
 def test_an_offset_below_the_log_start_resets_per_auto_offset_reset(cluster, admin, writer, connectors):

@@ -17,9 +17,9 @@ offsets once claimed (a previous owner commits before it releases, so that commi
 restarts the fetchers (`fetcher`). Offsets live where `offsets.storage` says: ZooKeeper's
 `/consumers/<group>/offsets/<topic>/<partition>`, or the group coordinator, with
 `dual.commit.enabled` in both (`offset_storage`); the coordinator is reached with an admin client
-made from the brokers in `/brokers/ids` when first needed. A
-listener set with `set_consumer_rebalance_listener` before the streams are created is called
-before the release and before the fetchers restart (`listener`).
+made from the brokers in `/brokers/ids` when first needed. A listener set with
+`set_consumer_rebalance_listener` before the streams are created is called before the release
+and before the fetchers restart (`listener`).
 
 Rebalances after the first run on the `<consumer id>-rebalance` thread, driven by ZooKeeper
 watches that only enqueue an event: the member list changed, a subscribed topic's partitions
