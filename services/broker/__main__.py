@@ -12,6 +12,7 @@ import sys
 
 from services.broker.config import BrokerConfig
 from services.broker.server import BrokerServer
+from services.common.heap import keep_freed_heap
 from services.common.service import run_service
 
 logger = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ def raise_open_files_limit() -> tuple[int, int] | None:
 
 def main(argv: list[str] | None = None) -> int:
     raise_open_files_limit()
+    keep_freed_heap()
     return run_service("broker", "Odradek broker: LogManager and ReplicaManager behind BrokerService.",
                        BrokerConfig, BrokerServer, "broker_id", argv)
 

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 
 import uvicorn
 
+from services.common.heap import keep_freed_heap
 from services.common.logging_setup import configure_logging
 from services.common.service import load_service_config
 from services.gateway.app import advertised_url, create_app, listener_address
@@ -55,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     config, args = loaded
     if config.num_workers > 1:
         return supervise_workers(config, args.sources, args.overrides)
+    keep_freed_heap()
     host, port = listener_address(config.listeners)
     uvicorn.run(create_app(config), host=host, port=port, log_config=None, access_log=False,
                 timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
@@ -124,6 +126,7 @@ def stop_workers(workers: list[multiprocessing.process.BaseProcess]) -> None:
 def serve_worker(sources: list[str], overrides: dict[str, str], index: int, supervisor_pid: int) -> None:
     """One worker process: the app of worker `index` on the shared front port and on its own port."""
     die_with_supervisor(supervisor_pid)
+    keep_freed_heap()
     config = GatewayConfig.load(*sources, overrides)
     configure_logging(f"gateway-{config.gateway_id}-{index}")
     host, front_port = listener_address(config.listeners)
