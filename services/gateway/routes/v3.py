@@ -20,6 +20,7 @@ topic, a replication factor larger than the brokers, a bad config) are 400/40002
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -29,9 +30,11 @@ from services.clients.admin_types import CONFIG_SOURCES, ClusterDescription, Con
 from services.clients.cluster import Node, PartitionInfo
 from services.common.config import INT_MAX, SHORT_MAX
 from services.common.errors import KafkaError
+from services.gateway.errors import error_responses
 from services.gateway.routes import v3_groups, v3_records
 from services.gateway.routes.v3_resources import (
     CLUSTER_ID_KEY,
+    V3_ERRORS,
     ClusterLinks,
     KnownCluster,
     Links,
@@ -40,12 +43,14 @@ from services.gateway.routes.v3_resources import (
     describe_topic,
     json_body,
     not_found,
+    topic_call,
 )
+from services.gateway.schemas import TOPIC_NAME_PATTERN, json_integer
 from services.gateway.state import State
 
 logger = logging.getLogger(__name__)
 
-router = APIRouter(tags=["v3"])
+router = APIRouter(tags=["v3"], responses=V3_ERRORS)
 
 
 # ------------------------------------------------------------------ shapes
@@ -139,14 +144,24 @@ async def list_topics(state: State, at: ClusterLinks) -> dict[str, Any]:
     return at.collection("KafkaTopicList", ("topics",), data)
 
 
+LEGAL_PARTITION_ID = re.compile(r"[0-9]{1,9}")  # a partition id of replicas_assignments
+
+
+def _count_schema(maximum: int) -> dict[str, Any]:
+    """A count of a CreateTopicRequest: -1 or null (the broker's default) or 1 to `maximum`."""
+    return {"anyOf": [{"const": -1}, {"type": "integer", "minimum": 1, "maximum": maximum}, {"type": "null"}]}
+
+
 CREATE_TOPIC_SCHEMA = {
     "type": "object", "required": ["topic_name"],
     "properties": {
-        "topic_name": {"type": "string"},
-        "partitions_count": {"type": "integer"},
-        "replication_factor": {"type": "integer"},
-        "replicas_assignments": {"type": "object",
-                                 "additionalProperties": {"type": "array", "items": {"type": "integer"}}},
+        "topic_name": {"type": "string", "pattern": TOPIC_NAME_PATTERN},
+        "partitions_count": _count_schema(INT_MAX),
+        "replication_factor": _count_schema(SHORT_MAX),
+        "replicas_assignments": {"type": ["object", "null"],
+                                 "propertyNames": {"pattern": f"^{LEGAL_PARTITION_ID.pattern}$"},
+                                 "additionalProperties": {"type": "array", "items": {
+                                     "type": "integer", "minimum": 0, "maximum": INT_MAX}}},
         "configs": {"type": "array", "items": {"type": "object", "required": ["name"], "properties": {
             "name": {"type": "string"}, "value": {"type": ["string", "null"]}}}},
         "validate_only": {"type": "boolean"},
@@ -165,7 +180,7 @@ def new_topic(body: Any) -> tuple[NewTopic, bool]:
     counts = {"partitions_count": _optional_int(body, "partitions_count", INT_MAX),
               "replication_factor": _optional_int(body, "replication_factor", SHORT_MAX)}
     assignment = _assignment(body.get("replicas_assignments"))
-    configs = body.get("configs") or []
+    configs = body.get("configs", [])
     if not isinstance(configs, list) or not all(
             isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("value"), (str, type(None)))
             for c in configs):
@@ -182,10 +197,11 @@ def new_topic(body: Any) -> tuple[NewTopic, bool]:
 
 def _optional_int(body: dict[str, Any], key: str, maximum: int) -> int:
     """A count of the body: -1 (the broker's default) when absent, else 1..maximum or -1."""
-    value = body.get(key)
-    if value is None:
+    given = body.get(key)
+    if given is None:
         return -1
-    if isinstance(value, bool) or not isinstance(value, int):
+    value = json_integer(given)
+    if value is None:
         raise bad_request(f"{key} must be an integer.")
     if value != -1 and not 1 <= value <= maximum:
         raise bad_request(f"{key} must be -1 (the default) or between 1 and {maximum}, not {value}.")
@@ -196,12 +212,11 @@ def _assignment(value: Any) -> dict[int, list[int]]:
     if value is None:
         return {}
     try:
-        if not isinstance(value, dict):
+        if not isinstance(value, dict) or not all(LEGAL_PARTITION_ID.fullmatch(p) for p in value):
             raise ValueError
-        assignment = {int(partition): list(brokers) for partition, brokers in value.items()}
+        assignment = {int(partition): [json_integer(b) for b in brokers] for partition, brokers in value.items()}
         if not all(0 <= p <= INT_MAX for p in assignment) or not all(
-                isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= INT_MAX
-                for bs in assignment.values() for b in bs):
+                b is not None and 0 <= b <= INT_MAX for bs in assignment.values() for b in bs):
             raise ValueError
         return assignment
     except (TypeError, ValueError):
@@ -209,7 +224,7 @@ def _assignment(value: Any) -> dict[int, list[int]]:
 
 
 @router.post("/v3/clusters/{cluster_id}/topics", status_code=201, summary="Create a topic",
-             openapi_extra={"requestBody": {"required": True,
+             responses=error_responses(415), openapi_extra={"requestBody": {"required": True,
                                             "content": {"application/json": {"schema": CREATE_TOPIC_SCHEMA}}}})
 async def create_topic(request: Request, state: State, at: ClusterLinks) -> JSONResponse:
     topic, validate_only = new_topic(await json_body(request))
@@ -240,7 +255,7 @@ async def get_topic(topic_name: str, state: State, at: ClusterLinks) -> dict[str
 
 @router.delete("/v3/clusters/{cluster_id}/topics/{topic_name}", status_code=204, summary="Delete a topic")
 async def delete_topic(topic_name: str, state: State, _cluster_id: KnownCluster) -> Response:
-    await cluster_call(state, state.admin.delete_topics, [topic_name])
+    await topic_call(state, topic_name, state.admin.delete_topics, [topic_name])
     return Response(status_code=204)
 
 
@@ -265,7 +280,8 @@ async def get_partition(topic_name: str, partition_id: int, state: State, at: Cl
 
 @router.get("/v3/clusters/{cluster_id}/topics/{topic_name}/configs", summary="List a topic's configs")
 async def list_topic_configs(topic_name: str, state: State, at: ClusterLinks) -> dict[str, Any]:
-    configs = (await cluster_call(state, state.admin.describe_configs, [topic_name], include_synonyms=True))[topic_name]
+    configs = (await topic_call(state, topic_name, state.admin.describe_configs, [topic_name],
+                                include_synonyms=True))[topic_name]
     return at.collection("KafkaTopicConfigList", ("topics", topic_name, "configs"),
                          [topic_config_data(at, topic_name, configs[name]) for name in sorted(configs)])
 

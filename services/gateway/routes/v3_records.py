@@ -38,7 +38,7 @@ from starlette.requests import ClientDisconnect
 
 from services.clients.producer.errors import RecordTooLargeError
 from services.common.errors import KafkaError
-from services.gateway.errors import KAFKA_ERROR, RestError, from_kafka_error_v3
+from services.gateway.errors import KAFKA_ERROR, RestError, error_responses, from_kafka_error_v3
 from services.gateway.routes.v3_produce_body import (
     JsonValueSplitter,
     ProduceRecord,
@@ -280,7 +280,7 @@ async def whole_body_texts(body: bytes) -> list[str]:
 @router.post("/v3/clusters/{cluster_id}/topics/{topic_name}/records",
              summary="Produce records: one, or a stream answered by a stream of delivery reports",
              openapi_extra={"requestBody": {"required": True, "content": {
-                 "application/json": {"schema": PRODUCE_REQUEST_SCHEMA}}}})
+                 "application/json": {"schema": PRODUCE_REQUEST_SCHEMA}}}}, responses=error_responses(415))
 async def produce_records(topic_name: str, request: Request, state: State, cluster_id: KnownCluster) -> Response:
     check_json_content(request)
     topic = await describe_topic(state, topic_name)
