@@ -8,9 +8,10 @@ from typing import Any
 # Kafka's rules for a topic name: 1 to 249 ASCII letters, digits, '.', '_' and '-', not "." or "..".
 TOPIC_NAME_PATTERN = r"^(?!\.{1,2}$)[a-zA-Z0-9._-]{1,249}$"
 
-# The largest 64-bit number (an offset, a timestamp) a request may carry: the largest int64 a JSON
-# number read as a double holds exactly, so that a bound computed with doubles is the bound checked.
-INT64_JSON_MAX = 2**63 - 1024
+# The largest 64-bit number (an offset, a timestamp) a request may carry: the largest integer a JSON
+# number read as a double holds exactly (and every smaller one), so a client computing with doubles
+# keeps within the bound checked.
+INT64_JSON_MAX = 2**53 - 1
 
 
 def json_integer(value: Any) -> int | None:

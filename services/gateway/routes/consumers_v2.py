@@ -50,7 +50,6 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
-    StrictInt,
     StrictStr,
     WithJsonSchema,
     field_validator,
@@ -116,6 +115,16 @@ _MEDIA_OF = {EmbeddedFormat.BINARY: V2_BINARY, EmbeddedFormat.JSON: V2_EMBEDDED_
 # ---------------------------------------------------------------------------------------------- bodies
 
 
+def _json_integer(value: Any) -> Any:
+    """An integer as JSON Schema reads one: 3 or 3.0, not true or "3"."""
+    if isinstance(value, bool | str):
+        raise ValueError("must be an integer")
+    return value
+
+
+JsonInt = Annotated[int, BeforeValidator(_json_integer)]
+
+
 def _either_case(*words: str) -> str:
     """A JSON Schema pattern of these words in any case ("json" -> "[Jj][Ss][Oo][Nn]")."""
     return "^(" + "|".join("".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else re.escape(c) for c in word)
@@ -147,12 +156,12 @@ class CreateConsumerRequest(BaseModel):
     isolation_level: Annotated[StrictStr | None, _documented({"enum": sorted(ISOLATION_LEVELS)})] = Field(
         None, alias="isolation.level", description="read_uncommitted (default) or read_committed: whether records "
                                                    "of aborted and open transactions are read.")
-    fetch_min_bytes: Annotated[StrictInt | StrictStr | None, _documented({"anyOf": [
+    fetch_min_bytes: Annotated[JsonInt | StrictStr | None, _documented({"anyOf": [
         {"type": "integer", "minimum": -1, "maximum": RESPONSE_MIN_BYTES_MAX},
         {"type": "string", "pattern": f"^{FETCH_MIN_BYTES_TEXT.pattern}$"}]})] = Field(
         None, alias="fetch.min.bytes", description="A read answers once it holds more bytes than this (-1: never "
                                                    "before its timeout).")
-    consumer_request_timeout_ms: Annotated[StrictInt | StrictStr | None, _documented({"anyOf": [
+    consumer_request_timeout_ms: Annotated[JsonInt | StrictStr | None, _documented({"anyOf": [
         {"type": "integer", "minimum": 0}, {"type": "string", "pattern": f"^{TIMEOUT_MS_TEXT.pattern}$"}]})] = Field(
         None, alias="consumer.request.timeout.ms", description="The longest a records read waits.")
 
@@ -174,13 +183,6 @@ def legal_topic(name: str) -> str:
     return name
 
 
-def _json_integer(value: Any) -> Any:
-    """An integer as JSON Schema reads one: 3 or 3.0, not true or "3"."""
-    if isinstance(value, bool | str):
-        raise ValueError("must be an integer")
-    return value
-
-
 def _date_time(value: Any) -> Any:
     """A date-time as text (ISO 8601), not a number or a text of one."""
     if not isinstance(value, str) or value.strip().lstrip("+-").replace(".", "", 1).isdigit():
@@ -188,7 +190,6 @@ def _date_time(value: Any) -> Any:
     return value
 
 
-JsonInt = Annotated[int, BeforeValidator(_json_integer)]
 DateTime = Annotated[datetime, BeforeValidator(_date_time)]
 TopicName = Annotated[str, WithJsonSchema({"type": "string", "pattern": TOPIC_NAME_PATTERN})]
 
@@ -526,6 +527,7 @@ async def seek(request: Request, body: PositionsRequest,
             raise RestError(422, INVALID_OFFSET, f"Offset {item.offset} of {item.topic}-{item.partition} is negative.")
         offsets[TopicPartition(item.topic, item.partition)] = item.offset
     timestamps = {TopicPartition(item.topic, item.partition): _epoch_ms(item.timestamp) for item in body.timestamps}
+    await check_partitions_exist(state, list(timestamps))  # 404 at once, not a search of a log that is not there
     if offsets:
         await on_consumer(state, instance, instance.seek, offsets)
     if timestamps:

@@ -63,7 +63,7 @@ REPORT_SEPARATOR = b"\r\n"
 REPORT_GRACE_S = 2.0
 NOT_UTF8 = "Error processing JSON: the body is not UTF-8."
 
-_DATA_SCHEMA = {"type": ["object", "null"], "properties": {
+_DATA_SCHEMA = {"type": ["object", "null"], "required": ["type"], "properties": {
     "type": {"type": "string", "enum": ["BINARY", "JSON", "STRING"]}, "data": {}}}
 PRODUCE_REQUEST_SCHEMA = {
     "type": "object",
