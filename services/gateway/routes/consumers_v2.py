@@ -613,6 +613,7 @@ async def commit_offsets(request: Request, instance: Instance,
         if item.offset < 0:
             raise RestError(422, INVALID_OFFSET, f"Offset {item.offset} of {item.topic}-{item.partition} is negative.")
         offsets[TopicPartition(item.topic, item.partition)] = OffsetAndMetadata(item.offset + 1, item.metadata or "")
+    await check_partitions_exist(state, list(offsets))  # as Kafka refuses a commit of an unknown partition
     await on_consumer(state, instance, instance.commit, offsets, timeout_ms)
     return v2_json([])
 
