@@ -147,7 +147,7 @@ def test_schemathesis_checks_all_find_nothing(cluster: LocalCluster, tmp_path: P
                "--checks", "all", "--phases", "coverage,fuzzing", "--max-examples", str(CHECKS_ALL_EXAMPLES),
                "--seed", "1", "--workers", "1", "--request-timeout", str(CALL_TIMEOUT_S), "--report", "json",
                "--report-json-path", str(report), f"{cluster.gateway_url()}/openapi.json"]
-    run = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=600,
+    run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600,
                          env={**os.environ, "PYTHONPATH": str(root)})
     summary = run.stdout[run.stdout.find("SUMMARY"):]
     print(summary)
