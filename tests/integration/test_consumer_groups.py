@@ -1,8 +1,8 @@
 """Consumer groups against a real cluster (one controller, three brokers, two coordinators, shared
 by the tests of this module): members sharing a topic without overlap, rebalances after a join, a
 leave and a SIGKILL, idle extra members, committed offsets surviving a restart of every consumer
-and a SIGKILL of the group's coordinator, fencing of an old generation, and the
-`consumer-groups` tool's lag, reset and delete.
+and a SIGKILL of the group's coordinator, kafka-python's `commit()` and `poll()` by partition,
+fencing of an old generation, and the `consumer-groups` tool's lag, reset and delete.
 
 Members that get killed run in processes of their own (`group_member`); the others run in threads.
 """
@@ -317,6 +317,31 @@ def _offset(value: int):
     from services.clients.consumer import OffsetAndMetadata
 
     return OffsetAndMetadata(value)
+
+
+def test_a_kafka_python_loop_commits_with_commit_and_reads_the_poll_by_partition(cluster, admin, writer):
+    topic = create_topic(admin, "kafka-python", 2, REPLICATION)
+    expected = {TopicPartition(topic, p): [f"{p}-{i}" for i in range(30)] for p in range(2)}
+    for tp, values in expected.items():
+        produce(writer, topic, tp.partition, values)
+    read: dict[TopicPartition, list[str]] = {}
+    with group_consumer(cluster, "kafka-python-group", enable_auto_commit=False) as consumer:
+        consumer.subscribe([topic])
+
+        def poll_and_commit() -> bool:
+            records = consumer.poll(timeout_ms=200)
+            for tp, part in records.items():
+                assert tp in records and records[tp] == part == records.get(tp)
+                read.setdefault(tp, []).extend(record.value.decode() for record in part)
+            assert len(records) == sum(map(len, records.values()))
+            if records:
+                consumer.commit()
+            return sum(map(len, read.values())) >= 60
+
+        wait_until(poll_and_commit, 30, 0, message=lambda: f"60 records, got {read}")
+    assert read == expected
+    committed = admin.list_consumer_group_offsets("kafka-python-group")
+    assert {tp: o.offset for tp, o in committed.items()} == {tp: 30 for tp in expected}
 
 
 def test_a_member_of_an_old_generation_cannot_commit(cluster, admin):

@@ -11,8 +11,10 @@ keys). Partitions come from the group (`subscribe` to topics or a pattern, with 
 group work is `coordinator`'s) or by hand (`assign`). Positions start lazily: a partition without
 one starts at the group's committed offset (with a group id), else is reset by
 `auto.offset.reset`, at the next `poll` or `position`; `seek_to_beginning` and `seek_to_end` reset
-lazily too. Commits: `commit_sync`, `commit_async`, auto-commit (enable.auto.commit, every
-auto.commit.interval.ms from poll, before a rebalance and on close). Iterating over the consumer
+lazily too. Commits: `commit_sync` (or kafka-python's name for it, `commit`), `commit_async`,
+auto-commit (enable.auto.commit, every auto.commit.interval.ms from poll, before a rebalance and on
+close). A poll's `ConsumerRecords` iterate as the Java client's and read by partition as
+kafka-python's dict (`records[tp]`, `records.items()`). Iterating over the consumer
 polls forever, or until `consumer.timeout.ms` passes without a record or the consumer is closed.
 
 A poll returns records already fetched when there are any; otherwise it sends fetches and waits
@@ -234,10 +236,16 @@ class Consumer:
         `timeout_ms` (default.api.timeout.ms); CommitFailedError when the group rebalanced meanwhile."""
         self._group_coordinator().commit_sync(offsets, self._timeout_ms(timeout_ms))
 
+    def commit(self, offsets: Mapping[Any, OffsetAndMetadata | int] | None = None,
+               timeout_ms: float | None = None) -> None:
+        """kafka-python's name for `commit_sync`, with the same arguments."""
+        self.commit_sync(offsets, timeout_ms)
+
     @_single_threaded
     def commit_async(self, offsets: Mapping[Any, OffsetAndMetadata | int] | None = None,
                      callback: CommitCallback | None = None) -> None:
-        """Commits without waiting; `callback(offsets, error or None)` runs in a later call, in order."""
+        """Commits without waiting; `callback(offsets, error or None)` runs in a later call, in order
+        (kafka-python's `commit_async` takes the same arguments and calls back the same way)."""
         self._group_coordinator().commit_async(offsets, callback)
 
     @_single_threaded
