@@ -36,7 +36,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run_job(args: argparse.Namespace, out: TextIO) -> int:
-    job = job_module(args.job)
+    try:
+        job = job_module(args.job)
+    except ModuleNotFoundError as error:
+        if error.name != "pyspark":
+            raise
+        print("The jobs need PySpark: pip install 'odradek[spark]'.", file=out)
+        return 1
     if job is None:
         print(f"The job {args.job!r} runs from a checkout of Odradek: run this command from its root "
               f"(where jobs/{args.job}/ is).", file=out)

@@ -55,3 +55,15 @@ def test_the_jobs_run_from_the_working_directory_of_a_checkout(monkeypatch: pyte
     assert "runs from a checkout of Odradek" in out.getvalue()
     monkeypatch.chdir(REPO_ROOT)
     assert cli_jobs.job_module("clickstream") is clickstream and cli_jobs.sys.path[0] == str(REPO_ROOT)
+
+
+def test_without_pyspark_the_jobs_say_which_extra_to_install(monkeypatch: pytest.MonkeyPatch):
+    from services.clients import cli_jobs
+
+    def missing_pyspark(name: str):
+        raise ModuleNotFoundError("No module named 'pyspark'", name="pyspark")
+
+    monkeypatch.setattr(cli_jobs.importlib, "import_module", missing_pyspark)
+    out = io.StringIO()
+    args = cli.build_parser().parse_args(["jobs", "run", "clickstream"])
+    assert args.run(args, out) == 1 and "pip install 'odradek[spark]'" in out.getvalue()
