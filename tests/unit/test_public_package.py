@@ -40,9 +40,11 @@ def test_every_client_name_is_odradeks():
         odradek.ZookeeperConsumerConnector  # noqa: B018
 
 
-def test_odradek_errors_holds_every_exception_the_clients_export():
+def test_odradek_errors_holds_every_exception_the_clients_export_or_define():
     exported = {getattr(module, name) for module in (consumer, producer) for name in module.__all__}
-    exceptions = {item for item in exported if isinstance(item, type) and issubclass(item, Exception)}
+    defined = {item for module in (consumer.errors, producer.errors) for item in vars(module).values()
+               if isinstance(item, type) and item.__module__ == module.__name__}
+    exceptions = {item for item in exported | defined if isinstance(item, type) and issubclass(item, Exception)}
     assert exceptions <= {getattr(odradek.errors, name) for name in odradek.errors.__all__}
     assert odradek.errors.Errors.UNKNOWN_TOPIC_OR_PARTITION == 3 and odradek.errors.KafkaError is KafkaError
 

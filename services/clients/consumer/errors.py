@@ -15,6 +15,13 @@ from services.common.errors import KafkaError
 from services.common.records.batch import CorruptRecordError
 from services.common.topic_partition import TopicPartition
 
+__all__ = [
+    "CommitFailedError", "ConcurrentModificationError", "CorruptRecordError", "FencedInstanceIdError",
+    "IllegalStateError", "InvalidGroupIdError", "InvalidOffsetError", "LogTruncationError", "NoOffsetForPartitionError",
+    "OffsetOutOfRangeError", "RebalanceCallbackError", "RebalanceInProgressError", "RecordDeserializationError",
+    "RetriableCommitFailedError", "WakeupError",
+]
+
 
 class IllegalStateError(KafkaError, RuntimeError):
     """A method was called in a state that does not allow it (closed, partition not assigned, ...)."""
