@@ -4,8 +4,8 @@ A commit is checked against the group (Dead, fenced static member, generation; a
 the coordinator and a negative generation make a group that only stores offsets), stamped with
 the commit time (null metadata stored as ""), then written: offsets whose metadata is longer than
 offset.metadata.max.bytes are refused with OFFSET_METADATA_TOO_LARGE, the rest are pending until
-their records are written, when replay makes them visible. Expiry and deletion write tombstones;
-an Empty group left without offsets becomes Dead and leaves the cache.
+their records are written, when replay makes them visible. Expiry, deletion and the deletion of
+a topic write tombstones; an Empty group left without offsets becomes Dead and leaves the cache.
 """
 
 from __future__ import annotations
@@ -135,6 +135,19 @@ class OffsetCommands:
         retention_ms = self._config.offsets_retention_ms
         fx.result, _ = self.cleanup_group_metadata(
             self.manager.groups(), lambda group: expired_offsets(group, now_ms, retention_ms), fx
+        )
+        return fx
+
+    def handle_deleted_topics(self, topics: set[str]) -> Outcome:
+        """Remove every served group's offsets of the deleted `topics`, as Kafka's
+        onPartitionsDeleted does (and groups left Empty without offsets); `result`: how many."""
+        fx = Outcome()
+        groups = self.manager.groups()
+        for group in groups:
+            for tp in [tp for tp in group.pending_offset_commits if tp.topic in topics]:
+                del group.pending_offset_commits[tp]
+        fx.result, _ = self.cleanup_group_metadata(
+            groups, lambda group: {tp: o for tp, o in group.offsets.items() if tp.topic in topics}, fx
         )
         return fx
 
