@@ -138,6 +138,12 @@ class OffsetCommands:
         )
         return fx
 
+    def offset_topics(self) -> Outcome:
+        """`result`: the topics the served groups hold offsets for."""
+        fx = Outcome()
+        fx.result = self.manager.offset_topics()
+        return fx
+
     def handle_deleted_topics(self, topics: set[str]) -> Outcome:
         """Remove every served group's offsets of the deleted `topics`, as Kafka's
         onPartitionsDeleted does (and groups left Empty without offsets); `result`: how many."""

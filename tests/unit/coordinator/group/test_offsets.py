@@ -168,7 +168,7 @@ def test_a_deleted_topics_offsets_leave_every_group_with_tombstones():
     h.commit({T0: 1, T1: 2, kept: 3}, a, generation)
     h.commit({T0: 4}, group="standalone")
     h.commit({kept: 5}, group="other")
-    assert h.coordinator.core.manager.offset_topics() == {"t", "kept"}
+    assert h.coordinator.run(lambda core: core.offset_topics()) == {"t", "kept"}
     appends = len(h.store.appends)
     removed = h.coordinator.run(lambda core: core.handle_deleted_topics({"t"}))
     assert removed == 3
@@ -178,7 +178,7 @@ def test_a_deleted_topics_offsets_leave_every_group_with_tombstones():
     tombstones = [decode_key(key) for _, batch in h.store.appends[appends:] for key, value in batch if value is None]
     assert sorted(tombstones, key=repr) == [OffsetCommitKey("group-a", "t", 0), OffsetCommitKey("group-a", "t", 1),
                                             OffsetCommitKey("standalone", "t", 0)]
-    assert h.coordinator.core.manager.offset_topics() == {"kept"}
+    assert h.coordinator.run(lambda core: core.offset_topics()) == {"kept"}
     assert h.coordinator.run(lambda core: core.handle_deleted_topics({"t"})) == 0
     assert len(h.store.appends) == appends + 2
 

@@ -1,0 +1,97 @@
+"""`DeletedTopicOffsets`: the group coordinator forgets the committed offsets of deleted topics.
+
+A topic exists while its `/brokers/topics/<topic>` znode does (the controller deletes it once the
+topic's replicas are gone). A watch on the children of `/brokers/topics` only enqueues an event;
+one thread then reads the topics with offsets in the groups served, reads the children again
+(re-arming the watch) and has the group coordinator remove the offsets of the topics that are not
+among them (`handle_deleted_topics`: tombstones written to `__consumer_offsets`, as Kafka's
+onPartitionsDeleted does). The same pass runs when a partition of `__consumer_offsets` completes
+loading (offsets of a topic deleted while no coordinator served the partition must not come back),
+when the ZooKeeper session reconnects (its watches are gone), and every
+offsets.retention.check.interval.ms, with the offsets expiration.
+
+The topics with offsets are read before the children: a topic committed to was in the children
+unless it has been deleted since (or never existed: Kafka refuses commits for those), so offsets
+of a topic created meanwhile are kept.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+
+from kazoo.client import KazooClient
+from kazoo.protocol.states import KazooState
+
+from services.common.zk import OdradekZkClient
+from services.common.zk.watches import ZkEvent, enqueue_watch
+from services.coordinator.group import GroupCoordinator
+
+logger = logging.getLogger(__name__)
+
+RETRY_BACKOFF_S = 0.5
+
+
+class DeletedTopicOffsets:
+    def __init__(self, zk_raw: KazooClient, zk: OdradekZkClient, groups: GroupCoordinator,
+                 check_interval_ms: int) -> None:
+        self._zk_raw = zk_raw
+        self._zk = zk
+        self._groups = groups
+        self._check_interval_s = check_interval_ms / 1000
+        self._events: queue.Queue[ZkEvent | None] = queue.Queue()
+        self._topics_watch = enqueue_watch(self._events, "topics")
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._zk_raw.add_listener(self._on_session_state)
+        self._thread = threading.Thread(target=self._run, name="deleted-topic-offsets", daemon=True)
+        self._thread.start()
+        self._events.put(ZkEvent("start", "NONE", ""))
+
+    def close(self) -> None:
+        self._zk_raw.remove_listener(self._on_session_state)
+        self._events.put(None)
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def on_partition_loaded(self, _partition: int) -> None:
+        """A partition of `__consumer_offsets` is served: check its groups' offsets."""
+        self._events.put(ZkEvent("loaded", "NONE", ""))
+
+    def _on_session_state(self, state: str) -> None:
+        if state == KazooState.CONNECTED:
+            self._events.put(ZkEvent("session", "CONNECTED", ""))
+
+    def _run(self) -> None:
+        while True:
+            try:
+                event = self._events.get(timeout=self._check_interval_s)
+            except queue.Empty:
+                event = ZkEvent("interval", "NONE", "")
+            if event is None:
+                return
+            while True:  # one pass answers every event queued so far
+                try:
+                    if self._events.get_nowait() is None:
+                        return
+                except queue.Empty:
+                    break
+            try:
+                self.remove_deleted()
+            except Exception:
+                logger.warning("cannot remove the offsets of deleted topics; retrying", exc_info=True)
+                threading.Event().wait(RETRY_BACKOFF_S)
+                self._events.put(ZkEvent("retry", "NONE", ""))
+
+    def remove_deleted(self) -> int:
+        """One pass (see the module docstring); returns how many offsets were removed."""
+        with_offsets = self._groups.run(lambda core: core.offset_topics())
+        existing = set(self._zk.get_all_topics(watch=self._topics_watch))
+        deleted = with_offsets - existing
+        if not deleted:
+            return 0
+        removed = self._groups.run(lambda core: core.handle_deleted_topics(deleted))
+        logger.info("Removed %d committed offsets of deleted topics %s", removed, sorted(deleted))
+        return removed
