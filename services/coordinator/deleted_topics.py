@@ -3,12 +3,12 @@
 A topic exists while its `/brokers/topics/<topic>` znode does (the controller deletes it once the
 topic's replicas are gone). A watch on the children of `/brokers/topics` only enqueues an event;
 one thread then reads the topics with offsets in the groups served, reads the children again
-(re-arming the watch) and has the group coordinator remove the offsets of the topics that are not
-among them (`handle_deleted_topics`: tombstones written to `__consumer_offsets`, as Kafka's
-onPartitionsDeleted does). The same pass runs when a partition of `__consumer_offsets` completes
-loading (offsets of a topic deleted while no coordinator served the partition must not come back),
-when the ZooKeeper session reconnects (its watches are gone), and every
-offsets.retention.check.interval.ms, with the offsets expiration.
+(re-arming the watch) and has the group coordinator remove the offsets of the topics that left
+them since its last read (`handle_deleted_topics`: tombstones written to `__consumer_offsets`, as
+Kafka's onPartitionsDeleted does). The offsets of every topic that does not exist go when a
+partition of `__consumer_offsets` completes loading (a topic deleted while no coordinator served
+the partition must not come back), when the ZooKeeper session reconnects (its watches are gone),
+and every offsets.retention.check.interval.ms, with the offsets expiration.
 
 The topics with offsets are read before the children: a topic committed to was in the children
 unless it has been deleted since (or never existed: Kafka refuses commits for those), so offsets
@@ -42,6 +42,7 @@ class DeletedTopicOffsets:
         self._check_interval_s = check_interval_ms / 1000
         self._events: queue.Queue[ZkEvent | None] = queue.Queue()
         self._topics_watch = enqueue_watch(self._events, "topics")
+        self._existing: set[str] | None = None  # the topics the last pass read
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -67,31 +68,35 @@ class DeletedTopicOffsets:
     def _run(self) -> None:
         while True:
             try:
-                event = self._events.get(timeout=self._check_interval_s)
+                events = [self._events.get(timeout=self._check_interval_s)]
             except queue.Empty:
-                event = ZkEvent("interval", "NONE", "")
-            if event is None:
-                return
+                events = [ZkEvent("interval", "NONE", "")]
             while True:  # one pass answers every event queued so far
                 try:
-                    if self._events.get_nowait() is None:
-                        return
+                    events.append(self._events.get_nowait())
                 except queue.Empty:
                     break
+            if None in events:
+                return
             try:
-                self.remove_deleted()
+                self.remove_deleted(only_seen_deleted=all(e.kind == "topics" for e in events))
             except Exception:
                 logger.warning("cannot remove the offsets of deleted topics; retrying", exc_info=True)
                 threading.Event().wait(RETRY_BACKOFF_S)
                 self._events.put(ZkEvent("retry", "NONE", ""))
 
-    def remove_deleted(self) -> int:
-        """One pass (see the module docstring); returns how many offsets were removed."""
+    def remove_deleted(self, only_seen_deleted: bool = False) -> int:
+        """One pass (see the module docstring): the offsets of every topic that does not exist go,
+        or with `only_seen_deleted` those of the topics gone since the last pass. Returns how many
+        offsets were removed."""
         with_offsets = self._groups.run(lambda core: core.offset_topics())
         existing = set(self._zk.get_all_topics(watch=self._topics_watch))
-        deleted = with_offsets - existing
-        if not deleted:
+        gone = with_offsets - existing
+        if only_seen_deleted and self._existing is not None:
+            gone &= self._existing
+        self._existing = existing
+        if not gone:
             return 0
-        removed = self._groups.run(lambda core: core.handle_deleted_topics(deleted))
-        logger.info("Removed %d committed offsets of deleted topics %s", removed, sorted(deleted))
+        removed = self._groups.run(lambda core: core.handle_deleted_topics(gone))
+        logger.info("Removed %d committed offsets of deleted topics %s", removed, sorted(gone))
         return removed
