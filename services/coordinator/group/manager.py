@@ -239,7 +239,11 @@ class GroupMetadataManager:
 
     def offset_topics(self) -> set[str]:
         """The topics the groups of owned partitions hold offsets (committed or pending) for."""
-        return {tp.topic for group in self.groups() for tp in (*group.offsets, *group.pending_offset_commits)}
+        return {
+            tp.topic for group in self.groups()
+            for offsets in (group.offsets, group.pending_offset_commits, *group.pending_txn_offsets.values())
+            for tp in offsets
+        }
 
     def group_not_exists(self, group_id: str) -> bool:
         """True iff this coordinator owns the group's partition and the group is absent or Dead."""

@@ -149,9 +149,10 @@ class OffsetCommands:
         onPartitionsDeleted does (and groups left Empty without offsets); `result`: how many."""
         fx = Outcome()
         groups = self.manager.groups()
-        for group in groups:
-            for tp in [tp for tp in group.pending_offset_commits if tp.topic in topics]:
-                del group.pending_offset_commits[tp]
+        for group in groups:  # Kafka's GroupMetadata.removeOffsets
+            for pending in (group.pending_offset_commits, *group.pending_txn_offsets.values()):
+                for tp in [tp for tp in pending if tp.topic in topics]:
+                    del pending[tp]
         fx.result, _ = self.cleanup_group_metadata(
             groups, lambda group: {tp: o for tp, o in group.offsets.items() if tp.topic in topics}, fx
         )
