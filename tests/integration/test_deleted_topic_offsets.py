@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from services.clients.admin import Admin
 from services.clients.cli_groups import describe_partition_offsets
@@ -29,6 +30,7 @@ LIST_OFFSETS_S = 1.0  # ListOffsets of a deleted topic answers within this
 QUICK_CLIENT = {"request_timeout_ms": int(ANSWER_S * 1000), "retry_backoff_ms": 50,
                 "default_api_timeout_ms": int(ANSWER_S * 1000)}
 WAIT_S = 60
+COMMITTED_METRIC, LAG_METRIC = "odradek_consumer_group_committed_offset", "odradek_consumer_group_lag"
 
 
 @pytest.fixture(scope="module")
@@ -88,8 +90,9 @@ def tombstoned(cluster: LocalCluster, groups: list[str]) -> set[tuple[str, Topic
 
 
 def check_answers(cluster: LocalCluster, groups: list[str], deleted: set[str], live: set[str]) -> dict[str, float]:
-    """Describe, lag (`odradek groups describe`), the console's groups API and ListOffsets of the
-    deleted topics, each bounded by its deadline and checked; returns the seconds each took."""
+    """Describe and lag (`odradek groups describe`), the console's groups API, the coordinators'
+    lag metrics, and describe and ListOffsets of the deleted topics, each bounded by its deadline
+    and checked; returns the seconds each took."""
     took = {}
     with Admin(bootstrap_servers=cluster.bootstrap_servers, **QUICK_CLIENT) as quick:
         start = time.monotonic()
@@ -108,13 +111,33 @@ def check_answers(cluster: LocalCluster, groups: list[str], deleted: set[str], l
         assert all(shown[group] == live for group in groups), shown
 
         start = time.monotonic()
+        exported: dict[str, set[tuple[str, str]]] = {COMMITTED_METRIC: set(), LAG_METRIC: set()}
+        for name in cluster.coordinator_names:
+            scraped = httpx.get(cluster.metrics_url(name), timeout=ANSWER_S)
+            for family in text_string_to_metric_families(scraped.text):
+                for sample in family.samples:
+                    if sample.name in exported and sample.labels["group"] in groups:
+                        exported[sample.name].add((sample.labels["group"], sample.labels["topic"]))
+        took["coordinator lag metrics"] = time.monotonic() - start
+        assert exported[COMMITTED_METRIC] == {(group, topic) for group in groups for topic in live}
+        assert exported[LAG_METRIC] <= exported[COMMITTED_METRIC]
+
+        start = time.monotonic()
+        topics = quick.describe_topics(deleted, timeout_ms=int(LIST_OFFSETS_S * 1000), raise_errors=False)
+        took["describe deleted topics"] = time.monotonic() - start
+        assert all(isinstance(t, KafkaError) and t.error_name == "UNKNOWN_TOPIC_OR_PARTITION"
+                   for t in topics.values()), topics
+
+        start = time.monotonic()
         answers = quick.list_offsets({TopicPartition(topic, 0): "latest" for topic in deleted},
                                      timeout_ms=int(LIST_OFFSETS_S * 1000), raise_errors=False)
         took["list offsets of deleted"] = time.monotonic() - start
         assert all(isinstance(a, KafkaError) and a.error_name == "UNKNOWN_TOPIC_OR_PARTITION"
                    for a in answers.values()), answers
-    assert took["describe and lag"] < ANSWER_S and took["console groups"] < ANSWER_S, took
-    assert took["list offsets of deleted"] < LIST_OFFSETS_S, took
+    for call, limit_s in (("describe and lag", ANSWER_S), ("console groups", ANSWER_S),
+                          ("coordinator lag metrics", ANSWER_S), ("describe deleted topics", LIST_OFFSETS_S),
+                          ("list offsets of deleted", LIST_OFFSETS_S)):
+        assert took[call] < limit_s, took
     return took
 
 
