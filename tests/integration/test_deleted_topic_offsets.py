@@ -144,7 +144,8 @@ def check_answers(cluster: LocalCluster, groups: list[str], deleted: set[str], l
 def check_deleted_topic_offsets(cluster: LocalCluster, admin: Admin, prefix: str, groups: int, deleted: int,
                                 partitions: int) -> dict[str, float]:
     """`groups` groups commit to one live topic and `deleted` topics of `partitions` partitions each;
-    the latter are deleted (all but one while the coordinators run, the last while none runs)."""
+    the latter are deleted: all but one while the coordinators run (then the answers are checked
+    and timed, see `check_answers`, which returns how long each took), the last while none runs."""
     group_ids = [f"{prefix}-group-{i}" for i in range(groups)]
     live = create_topic(admin, f"{prefix}-live", partitions)
     doomed = [create_topic(admin, f"{prefix}-doomed-{i}", partitions) for i in range(deleted)]
@@ -156,6 +157,7 @@ def check_deleted_topic_offsets(cluster: LocalCluster, admin: Admin, prefix: str
                message="the deleted topics' offsets to leave every group")
     expected = {(g, tp) for g in group_ids for t in gone_now for tp in partitions_of(t, partitions)}
     assert expected <= tombstoned(cluster, group_ids)
+    took = check_answers(cluster, group_ids, set(gone_now), {live, gone_later})
 
     coordinators = cluster.coordinator_names
     for name in coordinators:  # every group is loaded by another coordinator, then by the restarted one
@@ -172,7 +174,7 @@ def check_deleted_topic_offsets(cluster: LocalCluster, admin: Admin, prefix: str
                message="the offsets of a topic deleted while no coordinator ran to be removed on load")
     expected |= {(g, tp) for g in group_ids for tp in partitions_of(gone_later, partitions)}
     assert expected <= tombstoned(cluster, group_ids)
-    return check_answers(cluster, group_ids, set(doomed), {live})
+    return took
 
 
 def test_a_deleted_topics_offsets_leave_every_group_and_do_not_come_back(cluster, admin):
