@@ -40,12 +40,6 @@ def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path
         yield cluster
 
 
-@pytest.fixture(scope="module")
-def admin(cluster: LocalCluster) -> Iterator[Admin]:
-    with Admin(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG) as client:
-        yield client
-
-
 def partitions_of(topic: str, count: int) -> list[TopicPartition]:
     return [TopicPartition(topic, p) for p in range(count)]
 
