@@ -42,7 +42,7 @@ class DeletedTopicOffsets:
         self._check_interval_s = check_interval_ms / 1000
         self._events: queue.Queue[ZkEvent | None] = queue.Queue()
         self._topics_watch = enqueue_watch(self._events, "topics")
-        self._existing: set[str] | None = None  # the topics the last pass read
+        self._existing: set[str] = set()  # the topics the last pass read
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -92,7 +92,7 @@ class DeletedTopicOffsets:
         with_offsets = self._groups.run(lambda core: core.offset_topics())
         existing = set(self._zk.get_all_topics(watch=self._topics_watch))
         gone = with_offsets - existing
-        if only_seen_deleted and self._existing is not None:
+        if only_seen_deleted:
             gone &= self._existing
         self._existing = existing
         if not gone:
