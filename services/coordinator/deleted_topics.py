@@ -2,17 +2,17 @@
 
 A topic exists while its `/brokers/topics/<topic>` znode does (the controller deletes it once the
 topic's replicas are gone). A watch on the children of `/brokers/topics` only enqueues an event;
-one thread then reads the topics with offsets in the groups served, reads the children again
-(re-arming the watch) and has the group coordinator remove the offsets of the topics that left
-them since its last read (`handle_deleted_topics`: tombstones written to `__consumer_offsets`, as
-Kafka's onPartitionsDeleted does). The offsets of every topic that does not exist go when a
-partition of `__consumer_offsets` completes loading (a topic deleted while no coordinator served
-the partition must not come back), when the ZooKeeper session reconnects (its watches are gone),
-and every offsets.retention.check.interval.ms, with the offsets expiration.
+one thread then reads the children again (re-arming the watch) and has the group coordinator
+remove the offsets of the topics that left them since its last read (`handle_deleted_topics`:
+tombstones written to `__consumer_offsets`, as Kafka's onPartitionsDeleted does). A full pass
+removes the offsets of every topic that does not exist: when a partition of `__consumer_offsets`
+completes loading (a topic deleted while no coordinator served the partition must not come
+back), when the ZooKeeper session reconnects (its watches are gone), and every
+offsets.retention.check.interval.ms, with the offsets expiration.
 
-The topics with offsets are read before the children: a topic committed to was in the children
-unless it has been deleted since (or never existed: Kafka refuses commits for those), so offsets
-of a topic created meanwhile are kept.
+A full pass reads the topics with offsets before the children: a topic committed to was in the
+children unless it has been deleted since (or never existed: Kafka refuses commits for those), so
+the offsets of a topic created meanwhile are kept.
 """
 
 from __future__ import annotations
@@ -87,16 +87,21 @@ class DeletedTopicOffsets:
 
     def remove_deleted(self, only_seen_deleted: bool = False) -> int:
         """One pass (see the module docstring): the offsets of every topic that does not exist go,
-        or with `only_seen_deleted` those of the topics gone since the last pass. Returns how many
-        offsets were removed."""
-        with_offsets = self._groups.run(lambda core: core.offset_topics())
-        existing = set(self._zk.get_all_topics(watch=self._topics_watch))
-        gone = with_offsets - existing
+        or with `only_seen_deleted` those of the topics gone since the last pass read them.
+        Returns how many offsets were removed."""
         if only_seen_deleted:
-            gone &= self._existing
-        self._existing = existing
+            previous, self._existing = self._existing, self._read_topics()
+            gone = previous - self._existing
+        else:
+            with_offsets = self._groups.run(lambda core: core.offset_topics())
+            self._existing = self._read_topics()
+            gone = with_offsets - self._existing
         if not gone:
             return 0
         removed = self._groups.run(lambda core: core.handle_deleted_topics(gone))
-        logger.info("Removed %d committed offsets of deleted topics %s", removed, sorted(gone))
+        if removed:
+            logger.info("Removed %d committed offsets of deleted topics %s", removed, sorted(gone))
         return removed
+
+    def _read_topics(self) -> set[str]:
+        return set(self._zk.get_all_topics(watch=self._topics_watch))
