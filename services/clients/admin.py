@@ -193,7 +193,7 @@ class Admin(GroupAdminOps, TransactionAdminOps, PooledClient):
             parse_response=parse_list_offsets, failure_result=list_offsets_failure,
             deadline=self._deadline(timeout_ms), backoff_ms=self.config.retry_backoff_ms,
             call_timeout_ms=self.config.request_timeout_ms,
-            retry_code=read_retriable, retry_call_error=read_call_retriable)
+            retry_code=read_retriable, retry_call_error=read_call_retriable, unknown_is_final=True)
         results: dict[TopicPartition, ListOffsetsResult | KafkaError] = {
             tp: r if r.error_code == Errors.NONE else _error(r.error_code, f"list offsets of {tp}")
             for tp, r in answers.items()}

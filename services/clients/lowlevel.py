@@ -172,6 +172,7 @@ class LowLevelClient(PooledClient):
             call_timeout_ms=self.config.request_timeout_ms,
             retry_code=read_retriable,
             retry_call_error=read_call_retriable,
+            unknown_is_final=True,
         )
 
     # ------------------------------------------------------------------ transaction markers

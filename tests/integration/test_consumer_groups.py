@@ -405,7 +405,8 @@ def _fields(message) -> dict:
 
 
 def test_a_deposed_owner_cannot_write_the_offsets_topic(cluster, admin, writer, _zk_root_client):
-    admin.alter_consumer_group_offsets("owned", {TopicPartition("t", 0): 1})   # the topic exists now
+    topic = create_topic(admin, "owned-offsets", 1, REPLICATION)   # offsets of a missing topic go on loading
+    admin.alter_consumer_group_offsets("owned", {TopicPartition(topic, 0): 1})
     tp = TopicPartition("__consumer_offsets", coordinator_partition("owned"))
 
     def owner():
@@ -419,7 +420,7 @@ def test_a_deposed_owner_cannot_write_the_offsets_topic(cluster, admin, writer, 
         wait_until(lambda: owner().owner_id != before.owner_id, 30, 0.1, message="the partition to move")
         after = owner()
         assert (after.epoch, after.producer_id) == (before.epoch + 1, before.producer_id)
-        assert admin.list_consumer_group_offsets("owned") == {TopicPartition("t", 0): _offset(1)}
+        assert admin.list_consumer_group_offsets("owned") == {TopicPartition(topic, 0): _offset(1)}
         # a write in the old owner's name, with its epoch: the brokers refuse it
         record = build_batch([None], [b"\x00\x03\x00\x00\x00\x01"], producer_id=before.producer_id,
                              producer_epoch=before.epoch, base_sequence=1000)
@@ -523,6 +524,7 @@ def test_a_lone_coordinator_restarted_under_the_same_id_takes_a_new_epoch(cluste
     name = single.coordinator_names[0]
     tp = TopicPartition("__consumer_offsets", coordinator_partition("lonely"))
     with Admin(bootstrap_servers=single.bootstrap_servers, **CLIENT_CONFIG) as lone_admin:
+        create_topic(lone_admin, "t")   # the offsets of a topic that does not exist go on loading
         lone_admin.alter_consumer_group_offsets("lonely", {TopicPartition("t", 0): 9})
 
         def owner():

@@ -237,6 +237,14 @@ class GroupMetadataManager:
         """The groups of owned partitions."""
         return [g for gid, g in self._groups.items() if self.partition_for(gid) in self._owned]
 
+    def offset_topics(self) -> set[str]:
+        """The topics the groups of owned partitions hold offsets (committed or pending) for."""
+        return {
+            tp.topic for group in self.groups()
+            for offsets in (group.offsets, group.pending_offset_commits, *group.pending_txn_offsets.values())
+            for tp in offsets
+        }
+
     def group_not_exists(self, group_id: str) -> bool:
         """True iff this coordinator owns the group's partition and the group is absent or Dead."""
         if self.group_status(group_id) != Errors.NONE:

@@ -4,8 +4,8 @@ A commit is checked against the group (Dead, fenced static member, generation; a
 the coordinator and a negative generation make a group that only stores offsets), stamped with
 the commit time (null metadata stored as ""), then written: offsets whose metadata is longer than
 offset.metadata.max.bytes are refused with OFFSET_METADATA_TOO_LARGE, the rest are pending until
-their records are written, when replay makes them visible. Expiry and deletion write tombstones;
-an Empty group left without offsets becomes Dead and leaves the cache.
+their records are written, when replay makes them visible. Expiry, deletion and the deletion of
+a topic write tombstones; an Empty group left without offsets becomes Dead and leaves the cache.
 """
 
 from __future__ import annotations
@@ -135,6 +135,26 @@ class OffsetCommands:
         retention_ms = self._config.offsets_retention_ms
         fx.result, _ = self.cleanup_group_metadata(
             self.manager.groups(), lambda group: expired_offsets(group, now_ms, retention_ms), fx
+        )
+        return fx
+
+    def offset_topics(self) -> Outcome:
+        """`result`: the topics the served groups hold offsets for."""
+        fx = Outcome()
+        fx.result = self.manager.offset_topics()
+        return fx
+
+    def handle_deleted_topics(self, topics: set[str]) -> Outcome:
+        """Remove every served group's offsets of the deleted `topics`, as Kafka's
+        onPartitionsDeleted does (and groups left Empty without offsets); `result`: how many."""
+        fx = Outcome()
+        groups = self.manager.groups()
+        for group in groups:  # Kafka's GroupMetadata.removeOffsets
+            for pending in (group.pending_offset_commits, *group.pending_txn_offsets.values()):
+                for tp in [tp for tp in pending if tp.topic in topics]:
+                    del pending[tp]
+        fx.result, _ = self.cleanup_group_metadata(
+            groups, lambda group: {tp: o for tp, o in group.offsets.items() if tp.topic in topics}, fx
         )
         return fx
 

@@ -7,7 +7,8 @@
     GET /ui/api/topics?q=&offset=&limit=      {"total", "topics": [views.topic_row]}, names containing q
     GET /ui/api/topics/{t}/partitions         {"topic", "partitions": [views.partition_row]} (ISR included)
     GET /ui/api/groups?q=&offset=&limit=      {"total", "groups": [views.group_view]}, lag as `odradek
-                                               consumer-groups --describe` computes it
+                                               consumer-groups --describe` computes it (the groups
+                                               asked at once, one ListOffsets for all their partitions)
     GET /ui/api/series?top_topics=&top_groups=  series.series of the sampler's ring, with its interval
 
 Everything else the pages show comes from the v3 routes (cluster id, live brokers, a topic's
@@ -22,6 +23,7 @@ that request in the metrics, see `metrics.WORKER_HOP_HEADER`).
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +32,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
 
 from services.clients.admin_types import TopicDescription
-from services.clients.cli_groups import describe_partition_offsets
+from services.clients.cli_groups import described_partitions, partition_offsets
 from services.gateway.config import GatewayConfig
 from services.gateway.consumer_instances import worker_port
 from services.gateway.errors import RestError
@@ -140,12 +142,16 @@ async def topic_partitions(topic_name: str, state: State) -> dict[str, Any]:
 async def groups(state: State, q: str = "", offset: int = Offset, limit: int = Limit) -> dict[str, Any]:
     listings = await cluster_call(state, state.admin.list_consumer_groups)
     total, group_ids = views.page((listing.group_id for listing in listings), q, offset, limit)
-    described = await cluster_call(state, state.admin.describe_consumer_groups, group_ids) if group_ids else {}
-    answer = []
-    for group_id in group_ids:
-        group = described[group_id]
-        offsets = await cluster_call(state, describe_partition_offsets, state.admin, group_id, group)
-        answer.append(views.group_view(group, offsets))
+    admin = state.admin
+    described = await asyncio.gather(*(cluster_call(state, admin.describe_consumer_groups, [g]) for g in group_ids))
+    descriptions = {g: answer[g] for g, answer in zip(group_ids, described, strict=True)}
+    committed = dict(zip(group_ids, await asyncio.gather(
+        *(cluster_call(state, admin.list_consumer_group_offsets, g) for g in group_ids)), strict=True))
+    partitions = {tp for g in group_ids for tp in described_partitions(committed[g], descriptions[g])}
+    log_end = await cluster_call(state, admin.list_offsets, dict.fromkeys(sorted(partitions), "latest"),
+                                 raise_errors=False) if partitions else {}
+    answer = [views.group_view(descriptions[g], partition_offsets(descriptions[g], committed[g], log_end))
+              for g in group_ids]
     return {"total": total, "offset": offset, "groups": answer}
 
 

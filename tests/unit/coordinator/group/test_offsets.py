@@ -159,3 +159,36 @@ def test_periodic_cleanup_runs_on_the_scheduler():
     h.tick(60000)
     assert h.fetch([T0]) == {T0: -1}
     assert h.state() == "Dead"
+
+
+def test_a_deleted_topics_offsets_leave_every_group_with_tombstones():
+    h = Harness(offsets_retention_check_interval_ms=NEVER)
+    (a,), generation = h.stable_group(1)
+    kept = TopicPartition("kept", 0)
+    h.commit({T0: 1, T1: 2, kept: 3}, a, generation)
+    h.commit({T0: 4}, group="standalone")
+    h.commit({kept: 5}, group="other")
+    assert h.coordinator.run(lambda core: core.offset_topics()) == {"t", "kept"}
+    appends = len(h.store.appends)
+    removed = h.coordinator.run(lambda core: core.handle_deleted_topics({"t"}))
+    assert removed == 3
+    assert h.fetch() == {kept: 3} and h.state() == "Stable"
+    assert h.fetch(group="standalone") == {} and h.state("standalone") == "Dead"
+    assert h.fetch(group="other") == {kept: 5}
+    tombstones = [decode_key(key) for _, batch in h.store.appends[appends:] for key, value in batch if value is None]
+    assert sorted(tombstones, key=repr) == [OffsetCommitKey("group-a", "t", 0), OffsetCommitKey("group-a", "t", 1),
+                                            OffsetCommitKey("standalone", "t", 0)]
+    assert h.coordinator.run(lambda core: core.offset_topics()) == {"kept"}
+    assert h.coordinator.run(lambda core: core.handle_deleted_topics({"t"})) == 0
+    assert len(h.store.appends) == appends + 2
+
+
+def test_a_commit_in_flight_for_a_deleted_topic_does_not_bring_it_back():
+    h = Harness(offsets_retention_check_interval_ms=NEVER)
+    h.commit({T0: 1})
+    h.store.hold = True
+    box = h.commit({T0: 2})
+    h.coordinator.run(lambda core: core.handle_deleted_topics({"t"}))
+    h.store.release(0)
+    assert box.value == {T0: Errors.NONE}
+    assert h.fetch() == {}

@@ -175,3 +175,13 @@ def test_replaying_transactional_batches_and_markers_gives_the_live_state():
     marker(fresh, commit=True, producer_id=OTHER_PID + 1, group="open")
     assert view(fresh, groups) == view(h, groups)
     assert h.fetch([T1], "open") == {T1: 9}
+
+
+def test_a_deleted_topics_offsets_of_an_open_transaction_are_dropped():
+    h = Harness()
+    kept = TopicPartition("kept", 0)
+    assert txn_commit(h, {T0: 5, kept: 6}) == {T0: Errors.NONE, kept: Errors.NONE}
+    assert h.coordinator.run(lambda core: core.offset_topics()) == {"t", "kept"}
+    h.coordinator.run(lambda core: core.handle_deleted_topics({"t"}))
+    assert marker(h, commit=True) == {h.coordinator.partition_for(GROUP): Errors.NONE}
+    assert h.fetch() == {kept: 6}
