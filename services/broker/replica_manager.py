@@ -153,7 +153,7 @@ class ReplicaManager:
         with self._lock:
             if controller_epoch < self.controller_epoch:
                 raise KafkaError(f"controller {controller_id} epoch {controller_epoch} is older than "
-                                 f"{self.controller_epoch}", error_name="STALE_CONTROLLER_EPOCH")
+                                 f"{self.controller_epoch}", error=Errors.STALE_CONTROLLER_EPOCH)
             self.controller_epoch = controller_epoch
             errors: dict[TopicPartition, int] = {}
             changed = []
@@ -206,14 +206,14 @@ class ReplicaManager:
         """Applies StopReplica: stop serving (and with delete, remove the log) of each partition."""
         if controller_epoch < self.controller_epoch:
             raise KafkaError(f"controller {controller_id} epoch {controller_epoch} is older than "
-                             f"{self.controller_epoch}", error_name="STALE_CONTROLLER_EPOCH")
+                             f"{self.controller_epoch}", error=Errors.STALE_CONTROLLER_EPOCH)
         if self.fetcher_manager is not None:
             with self._fetcher_update_lock:
                 self.fetcher_manager.remove_fetchers([(t, i) for t, i, _ in partitions])
         with self._lock:
             if controller_epoch < self.controller_epoch:
                 raise KafkaError(f"controller {controller_id} epoch {controller_epoch} is older than "
-                                 f"{self.controller_epoch}", error_name="STALE_CONTROLLER_EPOCH")
+                                 f"{self.controller_epoch}", error=Errors.STALE_CONTROLLER_EPOCH)
             self.controller_epoch = controller_epoch
             errors = {}
             removed = []
@@ -292,7 +292,7 @@ class ReplicaManager:
         if partition is None:
             known = self.metadata_cache.partition(topic, index) is not None
             raise KafkaError(f"{topic}-{index} is not hosted here",
-                             error_name="NOT_LEADER_OR_FOLLOWER" if known else "UNKNOWN_TOPIC_OR_PARTITION")
+                             error=Errors.NOT_LEADER_OR_FOLLOWER if known else Errors.UNKNOWN_TOPIC_OR_PARTITION)
         partition.require_leader(leader_epoch)
         return partition
 
@@ -356,7 +356,7 @@ class ReplicaManager:
                     min_isr = partition.log.config.min_insync_replicas
                     if acks == -1 and len(partition.isr) < min_isr:
                         raise KafkaError(f"{topic}-{index}: {len(partition.isr)} in-sync replicas, "
-                                         f"{min_isr} required", error_name="NOT_ENOUGH_REPLICAS")
+                                         f"{min_isr} required", error=Errors.NOT_ENOUGH_REPLICAS)
                     info = partition.log.append_as_leader(records, partition.leader_epoch, origin)
                     # a producer's retry of a batch already in the log wrote nothing and answers
                     # with the original batch's offsets (acks=-1 still waits for that batch)

@@ -90,7 +90,7 @@ class Admin(GroupAdminOps, TransactionAdminOps, PooledClient):
         for name in topics:
             if not name:
                 raise KafkaError(f"The given topic name '{name}' cannot be represented in a request.",
-                                 error_name="INVALID_TOPIC_EXCEPTION")
+                                 error=Errors.INVALID_TOPIC_EXCEPTION)
 
         def request(names: list[str], timeout: int) -> Any:
             return create_topics_request([topics[n] for n in names], timeout, validate_only)
@@ -239,7 +239,7 @@ class Admin(GroupAdminOps, TransactionAdminOps, PooledClient):
         cluster = self.metadata.maybe_refresh(self.pool, max(1, deadline.remaining_ms()))
         if cluster.controller is None:
             self.metadata.request_update()
-            raise KafkaError("no active controller is known yet", error_name="NOT_CONTROLLER")
+            raise KafkaError("no active controller is known yet", error=Errors.NOT_CONTROLLER)
         timeout = max(1, deadline.bound(self.config.request_timeout_ms))
         address = cluster.controller.address
         return checked(self.pool.call(address, CONTROLLER, method, make_request(timeout), timeout))
@@ -264,7 +264,7 @@ class Admin(GroupAdminOps, TransactionAdminOps, PooledClient):
                     results[key] = value if code == Errors.NONE else KafkaError.from_code(code, message)
             pending[:] = retry
             if retry:
-                raise KafkaError(f"{method}: the controller moved", error_name="NOT_CONTROLLER")
+                raise KafkaError(f"{method}: the controller moved", error=Errors.NOT_CONTROLLER)
 
         if keys:
             try:
@@ -304,7 +304,7 @@ def _descriptions(cluster: Cluster, names: Iterable[str]) -> dict[str, TopicDesc
         code = cluster.topic_errors.get(name, Errors.NONE if name in cluster.topics
                                         else Errors.UNKNOWN_TOPIC_OR_PARTITION)
         if code == Errors.UNKNOWN_TOPIC_OR_PARTITION:
-            results[name] = KafkaError(f"Topic '{name}' not found.", error_name="UNKNOWN_TOPIC_OR_PARTITION")
+            results[name] = KafkaError(f"Topic '{name}' not found.", error=Errors.UNKNOWN_TOPIC_OR_PARTITION)
         elif code != Errors.NONE:
             results[name] = _error(code, f"Topic '{name}'")
         else:

@@ -75,7 +75,7 @@ from services.clients.metadata import Metadata
 from services.clients.transport import BROKER, AsyncRequests, ChannelPool, Deadline
 from services.common.clock import SYSTEM_CLOCK, Clock
 from services.common.config import ConfigError
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.shared_types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from services.common.topic_partition import TopicPartition
 
@@ -415,7 +415,7 @@ class Consumer:
                 return self._subscriptions.position(tp).offset
             if deadline.expired:
                 raise KafkaError(f"Timeout of {deadline.timeout_ms}ms expired before the position for partition "
-                                 f"{tp} could be determined", error_name="REQUEST_TIMED_OUT")
+                                 f"{tp} could be determined", error=Errors.REQUEST_TIMED_OUT)
             self._requests.poll(min(deadline.remaining_ms(), self.config.retry_backoff_ms))
 
     @_single_threaded

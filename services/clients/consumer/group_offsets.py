@@ -98,7 +98,7 @@ class GroupOffsets(CoordinatorClient):
         if not self.commit_offsets_sync(wanted, Deadline(timeout_ms, self._clock)):
             committed = {str(tp): offset.offset for tp, offset in wanted.items()}
             raise KafkaError(f"Timeout of {timeout_ms}ms expired before successfully committing offsets {committed}",
-                             error_name="REQUEST_TIMED_OUT")
+                             error=Errors.REQUEST_TIMED_OUT)
 
     def commit_async(self, offsets: Mapping[Any, OffsetAndMetadata | int] | None,
                      callback: CommitCallback | None) -> None:
@@ -112,7 +112,7 @@ class GroupOffsets(CoordinatorClient):
         offsets = self.fetch_committed_offsets(wanted, Deadline(timeout_ms, self._clock))
         if offsets is None:
             raise KafkaError(f"Timeout of {timeout_ms}ms expired before the last committed offset for partitions "
-                             f"{sorted(map(str, wanted))} could be determined", error_name="REQUEST_TIMED_OUT")
+                             f"{sorted(map(str, wanted))} could be determined", error=Errors.REQUEST_TIMED_OUT)
         return offsets
 
     # ------------------------------------------------------------------ commits
@@ -124,7 +124,7 @@ class GroupOffsets(CoordinatorClient):
             return future
         coordinator = self._coordinator()
         if coordinator is None:
-            return failed_future(KafkaError(error_name="COORDINATOR_NOT_AVAILABLE"))
+            return failed_future(KafkaError(error=Errors.COORDINATOR_NOT_AVAILABLE))
         instance_id = None
         generation = NO_GENERATION
         if self._subscriptions.has_auto_assigned_partitions():
@@ -137,7 +137,7 @@ class GroupOffsets(CoordinatorClient):
                         "rebalance, after which the commit may be tried again"))
                 return failed_future(CommitFailedError(
                     "Offsets cannot be committed: the consumer is not an active member of the group; it was "
-                    "probably removed from it", error_name="UNKNOWN_MEMBER_ID"))
+                    "probably removed from it", error=Errors.UNKNOWN_MEMBER_ID))
         request = offset_commit_request(self.group_id, generation.generation_id, generation.member_id, instance_id,
                                         offsets)
         future = Future()
@@ -168,7 +168,7 @@ class GroupOffsets(CoordinatorClient):
             if generation != sent and state is MemberState.PREPARING_REBALANCE:
                 return RebalanceInProgressError()
             membership.reset_state_and_rejoin(f"OffsetCommit answered {name}")
-            return CommitFailedError(error_name=name)
+            return CommitFailedError(error=error.error)
         if code == Errors.FENCED_INSTANCE_ID:
             return FencedInstanceIdError(error.args[0])
         if code in COMMIT_ERRORS_AS_IS:
@@ -224,7 +224,7 @@ class GroupOffsets(CoordinatorClient):
             error = entry.future.exception()
             if is_retriable(error):
                 retriable = RetriableCommitFailedError(f"Offset commit failed with a retriable error: {error}",
-                                                       error_name=error.error_name)
+                                                       error=error.error)
                 retriable.__cause__ = error
                 error = retriable
             entry.callback(entry.offsets, error)
@@ -311,7 +311,7 @@ class GroupOffsets(CoordinatorClient):
     def _send_offset_fetch(self, partitions: frozenset[TopicPartition]) -> Future:
         coordinator = self._coordinator()
         if coordinator is None:
-            return failed_future(KafkaError(error_name="COORDINATOR_NOT_AVAILABLE"))
+            return failed_future(KafkaError(error=Errors.COORDINATOR_NOT_AVAILABLE))
         request = offset_fetch_request(self.group_id, partitions, self._config.isolation_level == READ_COMMITTED)
         future: Future = Future()
 

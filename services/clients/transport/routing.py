@@ -55,10 +55,10 @@ def call_any_node(metadata: Metadata, pool: ChannelPool, method: str, request: A
             continue
         if method == "Metadata" and not response.brokers:
             last_error = KafkaError(f"{node.address} answered metadata without brokers",
-                                    error_name="LEADER_NOT_AVAILABLE")
+                                    error=Errors.LEADER_NOT_AVAILABLE)
             continue
         return response
-    raise last_error or KafkaError(f"no node answered {method} in time", error_name="REQUEST_TIMED_OUT")
+    raise last_error or KafkaError(f"no node answered {method} in time", error=Errors.REQUEST_TIMED_OUT)
 
 
 def group_by_leader(
@@ -84,11 +84,11 @@ def unroutable_error(cluster: Cluster, tp: TopicPartition) -> KafkaError:
                                                  f"{error_for_code(topic_error).description}")
     info = cluster.partition(tp.topic, tp.partition)
     if tp.topic not in cluster.topics or info is None:
-        return KafkaError(f"{tp} is not in the cluster metadata", error_name="UNKNOWN_TOPIC_OR_PARTITION")
+        return KafkaError(f"{tp} is not in the cluster metadata", error=Errors.UNKNOWN_TOPIC_OR_PARTITION)
     if info.has_leader:
         return KafkaError(f"leader {info.leader} of {tp} is not a live broker",
-                          error_name="LEADER_NOT_AVAILABLE")
-    return KafkaError(f"{tp} has no leader", error_name="LEADER_NOT_AVAILABLE")
+                          error=Errors.LEADER_NOT_AVAILABLE)
+    return KafkaError(f"{tp} has no leader", error=Errors.LEADER_NOT_AVAILABLE)
 
 
 def send_to_leaders(
@@ -176,7 +176,7 @@ def _send_round(metadata, pool, pending, results, method, build_request, parse_r
         for tp in tps:
             if tp not in parsed:
                 missing = KafkaError(f"{leader.address} returned no result for {tp}",
-                                     error_name="UNKNOWN_SERVER_ERROR")
+                                     error=Errors.UNKNOWN_SERVER_ERROR)
                 results[tp] = failure_result(tp, missing)
                 continue
             code, result = parsed[tp]

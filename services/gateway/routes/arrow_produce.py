@@ -35,7 +35,7 @@ from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from services.clients.producer.errors import RecordTooLargeError
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.gateway.errors import V3_INVALID_PAYLOAD, RestError, error_responses, partition_not_found
 from services.gateway.media import ARROW_STREAM, media_type
 from services.gateway.routes.topics_v2 import acknowledged
@@ -203,7 +203,7 @@ def send_rows(state: GatewayState, rows: Rows, deadline_s: float) -> tuple[list[
         for index, (topic, value) in enumerate(zip(rows.topics, rows.values, strict=True)):
             if index % 1024 == 0 and time.monotonic() > deadline_s:
                 return futures, KafkaError("the request timed out before every record was sent",
-                                           error_name="REQUEST_TIMED_OUT")
+                                           error=Errors.REQUEST_TIMED_OUT)
             key = None if keys is None else keys[index]
             partition = None if partitions is None else partitions[index]
             record_headers = None if headers is None else headers[index]
@@ -225,7 +225,7 @@ def answer(state: GatewayState, rows: Rows, futures: list[Any], send_error: Base
         if not future.done():
             first_error = first_error or KafkaError(
                 f"no acknowledgement within request.timeout.ms ({state.config.request_timeout_ms} ms); "
-                f"the record may still be written", error_name="REQUEST_TIMED_OUT")
+                f"the record may still be written", error=Errors.REQUEST_TIMED_OUT)
             continue
         try:
             offset = future.offset()

@@ -404,7 +404,7 @@ def _send_all(producer: Producer, topic: str, records: list[OutgoingRecord],
         for record in records:
             if stop.is_set():
                 return futures, KafkaError("the request timed out before every record was sent",
-                                           error_name="REQUEST_TIMED_OUT")
+                                           error=Errors.REQUEST_TIMED_OUT)
             if record.key is None and record.partition is None:
                 futures.append(send(topic, record.value))
             else:
@@ -440,7 +440,7 @@ async def send_records(state: GatewayState, topic: str, records: list[OutgoingRe
         stop.set()  # a send still waiting on the threadpool sends nothing more
     await acknowledged(futures, deadline_s)
     unanswered = KafkaError(f"no acknowledgement within request.timeout.ms ({state.config.request_timeout_ms} ms); "
-                            f"the record may still be written", error_name="REQUEST_TIMED_OUT")
+                            f"the record may still be written", error=Errors.REQUEST_TIMED_OUT)
     offsets = [_offset_entry(future, unanswered) for future in futures]
     offsets.extend(_error_entry(send_error) for _ in range(len(records) - len(futures)))
     return offsets

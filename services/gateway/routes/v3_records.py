@@ -37,7 +37,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
 from services.clients.producer.errors import RecordTooLargeError
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.gateway.errors import KAFKA_ERROR, RestError, from_kafka_error_v3
 from services.gateway.routes.v3_produce_body import (
     JsonValueSplitter,
@@ -191,7 +191,7 @@ class RecordSender:
             outcome = await asyncio.wait_for(asyncio.shield(future), self.report_timeout_s)
         except TimeoutError:
             return from_kafka_error_v3(KafkaError(f"no delivery report within {self.report_timeout_s:g} s",
-                                                  error_name="REQUEST_TIMED_OUT"))
+                                                  error=Errors.REQUEST_TIMED_OUT))
         if not isinstance(outcome, RestError):
             self.state.metrics.produced(1)
         return outcome

@@ -153,7 +153,7 @@ def test_refresh_timing_follows_backoff_and_max_age(clock: ManualClock):
 
 def test_failed_update_backs_off_and_keeps_the_error(clock: ManualClock):
     metadata = new_metadata(clock)
-    error = KafkaError("down", error_name="NETWORK_EXCEPTION")
+    error = KafkaError("down", error=Errors.NETWORK_EXCEPTION)
     metadata.failed_update(error)
     assert metadata.last_error is error
     assert metadata.time_to_next_update() == 100

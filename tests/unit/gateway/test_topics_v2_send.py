@@ -9,7 +9,7 @@ import threading
 import time
 
 from services.clients.producer import RecordMetadata
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.gateway.config import GatewayConfig
 from services.gateway.errors import KAFKA_ERROR, KAFKA_RETRIABLE_ERROR
 from services.gateway.metrics import GatewayMetrics
@@ -57,7 +57,7 @@ class StandInProducer:
     def send(self, topic, value, key=None, partition=None):
         index = len(self.sent)
         if index == self.raise_at:
-            raise KafkaError("not a topic", error_name="INVALID_TOPIC_EXCEPTION")
+            raise KafkaError("not a topic", error=Errors.INVALID_TOPIC_EXCEPTION)
         self.sent.append(OutgoingRecord(key, value, partition))
         outcome, answer = Outcome(), self.answers[index]
         if answer is not None:
@@ -84,8 +84,8 @@ def run(producer: StandInProducer, count: int, timeout_ms: int = 5000) -> tuple[
 
 
 def test_offsets_and_kafka_errors_are_answered_in_record_order():
-    retriable = KafkaError("moved", error_name="NOT_LEADER_OR_FOLLOWER")
-    fatal = KafkaError("too big", error_name="MESSAGE_TOO_LARGE")
+    retriable = KafkaError("moved", error=Errors.NOT_LEADER_OR_FOLLOWER)
+    fatal = KafkaError("too big", error=Errors.MESSAGE_TOO_LARGE)
     offsets, elapsed_s = run(StandInProducer([7, retriable, 8, fatal]), 4)
     assert offsets == [
         {"partition": 1, "offset": 7, "error_code": None, "error": None},

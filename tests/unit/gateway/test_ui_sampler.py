@@ -13,7 +13,7 @@ from services.clients.admin_types import (
 from services.clients.cluster import PartitionInfo
 from services.clients.consumer.records import OffsetAndMetadata
 from services.clients.partition_requests import ListOffsetsResult
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.topic_partition import TopicPartition
 from services.gateway.ui.sampler import DESCRIBE_EVERY_SAMPLES, Sampler
 from services.gateway.ui.series import SampleRing
@@ -48,7 +48,7 @@ class StandInAdmin:
 
     def list_offsets(self, specs, raise_errors=True):
         assert set(specs.values()) == {"latest"}
-        return {tp: KafkaError("no leader", error_name="LEADER_NOT_AVAILABLE") if tp in self.unanswered
+        return {tp: KafkaError("no leader", error=Errors.LEADER_NOT_AVAILABLE) if tp in self.unanswered
                 else ListOffsetsResult(self.ends[tp], -1) for tp in specs}
 
 

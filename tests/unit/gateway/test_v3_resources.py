@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from services.clients.admin_types import MemberDescription
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.topic_partition import TopicPartition
 from services.gateway.errors import from_kafka_error_v3
 from services.gateway.routes.v3_groups import PartitionLag, lag_summary_data, state_name
@@ -47,7 +47,7 @@ def test_the_lag_summary_names_the_first_largest_lag_and_the_total():
 
 def test_kafka_errors_as_v3_answers_them():
     def answer(name: str) -> tuple[int, int]:
-        error = from_kafka_error_v3(KafkaError("x", error_name=name))
+        error = from_kafka_error_v3(KafkaError("x", error=Errors[name]))
         return error.status, error.error_code
 
     assert answer("UNKNOWN_TOPIC_OR_PARTITION") == (404, 40403)
@@ -57,4 +57,4 @@ def test_kafka_errors_as_v3_answers_them():
     assert answer("REQUEST_TIMED_OUT") == (500, 50003)
     assert answer("CORRUPT_MESSAGE") == (500, 50003)
     assert answer("MESSAGE_TOO_LARGE") == (500, 50002)
-    assert "REQUEST_TIMED_OUT" in from_kafka_error_v3(KafkaError("x", error_name="REQUEST_TIMED_OUT")).message
+    assert "REQUEST_TIMED_OUT" in from_kafka_error_v3(KafkaError("x", error=Errors.REQUEST_TIMED_OUT)).message
