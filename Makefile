@@ -91,8 +91,10 @@ unit: setup
 integration: setup
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests/integration
 
+# ruff, then the import contracts that keep the layers (pyproject.toml's [tool.importlinter])
 lint: setup
-	$(VENV)/bin/ruff check services tests bench jobs
+	$(VENV)/bin/ruff check odradek services tests bench jobs
+	$(VENV)/bin/lint-imports --no-cache
 
 proto: setup
 	$(PY) -m services.common.protogen

@@ -41,9 +41,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from odradek.spark import register  # noqa: E402
 from services.clients.admin import Admin  # noqa: E402
 from services.clients.admin_types import NewTopic  # noqa: E402
-from services.clients.launcher import LocalCluster  # noqa: E402
 from services.clients.producer import Producer  # noqa: E402
 from services.clients.spark.session import local_session  # noqa: E402
+from services.devcluster.launcher import LocalCluster  # noqa: E402
 
 TOPIC = "spark-bench"
 TIME_RATIO_TARGET = 3.0

@@ -33,12 +33,12 @@ from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.producer_id_manager import ProducerIdManager
 from services.common.service import DEFAULT_PARKED_MAX_REQUESTS, Completion, RequestLimit
 from services.common.shared_types import PartitionStateInfo, TxnMarker
+from services.common.topic_names import INTERNAL_TOPICS
 from services.common.topic_partition import TopicPartition
 from services.common.zk.coordinator_directory import DirectorySnapshot
 
 logger = logging.getLogger(__name__)
 
-INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 _WAIT_SLACK_S = 5.0
 # a produce carrying more runs its append (validation, CRC, the write) in the executor, where
 # several overlap and the loop goes on serving meanwhile; a smaller one costs less inline

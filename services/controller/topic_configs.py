@@ -19,9 +19,10 @@ from typing import Any
 from services.common.config import ConfigType
 from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.controller.v1 import controller_pb2 as pb
+from services.common.topic_names import validate_topic_name
 from services.common.zk import OdradekZkClient
 from services.controller.controller_protos import kafka_error
-from services.controller.state.topics import TOPIC_CONFIGS, validate_topic_configs, validate_topic_name
+from services.controller.state.topics import TOPIC_CONFIGS, validate_topic_configs
 
 TOPIC_RESOURCE = 2
 SOURCE_DYNAMIC_TOPIC = 1

@@ -31,12 +31,12 @@ from services.clients.admin import Admin
 from services.clients.admin_types import NewTopic
 from services.clients.lowlevel import LowLevelClient
 from services.common.clock import SYSTEM_CLOCK
-from services.common.coordinator_lookup import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2_grpc
 from services.common.producer_id_manager import ProducerIdManager
 from services.common.scheduler import Scheduler
 from services.common.service import ServiceRuntime
+from services.common.topic_names import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from services.common.topic_partition import TopicPartition
 from services.common.zk import OdradekZkClient
 from services.common.zk.client import close_session

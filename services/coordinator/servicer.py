@@ -26,12 +26,13 @@ from collections.abc import Callable
 from typing import Any
 
 from services.common.clock import SYSTEM_CLOCK, Clock
-from services.common.coordinator_lookup import GROUP_METADATA_TOPIC, find_coordinator
+from services.common.coordinator_lookup import find_coordinator
 from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2_grpc
 from services.common.service import DEFAULT_PARKED_MAX_REQUESTS, Completion, RequestLimit
+from services.common.topic_names import GROUP_METADATA_TOPIC
 from services.common.zk.coordinator_directory import DirectorySnapshot
 from services.coordinator.group import GroupCoordinator, OffsetAndMetadata, TopicPartition
 from services.coordinator.txn.runtime import TransactionCoordinator

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
@@ -20,6 +19,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from services.clients.admin import Admin
 from services.clients.producer import Producer
+from services.common.service import listener_address
 from services.gateway import routes
 from services.gateway.config import GatewayConfig
 from services.gateway.errors import CLUSTER_UNAVAILABLE, install_error_handlers
@@ -27,14 +27,6 @@ from services.gateway.metrics import GatewayMetrics, MetricsMiddleware
 from services.gateway.state import GatewayState, gateway_state
 
 HEALTH_TIMEOUT_S = 2.0
-
-
-def listener_address(url: str) -> tuple[str, int]:
-    """`http://0.0.0.0:8080` -> ("0.0.0.0", 8080)."""
-    parts = urlsplit(url if "://" in url else f"http://{url}")
-    if parts.port is None:
-        raise ValueError(f"listener {url!r} has no port")
-    return parts.hostname or "0.0.0.0", parts.port
 
 
 ALL_INTERFACES = ("0.0.0.0", "::", "")

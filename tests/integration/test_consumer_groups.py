@@ -25,16 +25,16 @@ import pytest
 from services.clients import cli
 from services.clients.admin import Admin
 from services.clients.consumer import Consumer
-from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
 from services.clients.transport import COORDINATOR, ChannelPool
 from services.common.errors import Errors
 from services.common.hashing import coordinator_partition
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
-from services.common.proc import wait_until
 from services.common.records import build_batch
 from services.common.topic_partition import TopicPartition
 from services.common.zk.coordinators import decode_ownership
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import wait_until
 from tests.integration.conftest import CLIENT_CONFIG, SESSION_TIMEOUT_MS, create_topic, module_cluster, produce_values
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,14 +15,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from services.clients.admin import Admin
 from services.clients.cli_groups import describe_partition_offsets
-from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
-from services.common.coordinator_lookup import GROUP_METADATA_TOPIC
 from services.common.errors import KafkaError
 from services.common.hashing import coordinator_partition
-from services.common.proc import wait_until
+from services.common.topic_names import GROUP_METADATA_TOPIC
 from services.common.topic_partition import TopicPartition
 from services.coordinator.group.records import OffsetCommitKey, RecordFormatError, decode_key
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import wait_until
 from tests.integration.conftest import CLIENT_CONFIG, create_topic, gateway_module_cluster
 
 ANSWER_S = 2.0  # describe, lag and the console answer within this

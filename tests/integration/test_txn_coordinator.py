@@ -18,18 +18,18 @@ from collections.abc import Iterator
 
 import pytest
 
-from services.clients.launcher import LocalCluster
 from services.clients.partition_requests import READ_COMMITTED
 from services.clients.transport import COORDINATOR, ChannelPool
 from services.common.errors import Errors, KafkaError
 from services.common.hashing import coordinator_partition
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
-from services.common.proc import wait_until
 from services.common.records.builder import build_batch
 from services.common.records.reader import iter_batches
 from services.common.topic_partition import TopicPartition
 from services.common.zk.coordinators import decode_ownership
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import wait_until
 from tests.integration.conftest import TEST_COORDINATOR_CONFIG, create_topic, module_cluster
 
 RETRY = {Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE,

@@ -13,14 +13,14 @@ from collections.abc import Iterator
 import pytest
 
 from services.clients.admin import Admin
-from services.clients.launcher import LocalCluster
 from services.clients.transport import BROKER, COORDINATOR, ChannelPool
-from services.common.coordinator_lookup import GROUP_METADATA_TOPIC
 from services.common.errors import Errors, KafkaError
 from services.common.hashing import coordinator_partition
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
-from services.common.proc import wait_until
+from services.common.topic_names import GROUP_METADATA_TOPIC
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import wait_until
 from tests.integration.conftest import CLIENT_CONFIG, create_topic, module_cluster
 
 TOPIC = "txn-input"

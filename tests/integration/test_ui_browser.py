@@ -23,10 +23,10 @@ import pytest
 from services.clients.admin import Admin
 from services.clients.cli_groups import describe_partition_offsets
 from services.clients.consumer import Consumer
-from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
-from services.common.proc import wait_until
 from services.common.records import build_batch
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import wait_until
 from tests.integration.conftest import CLIENT_CONFIG, SESSION_TIMEOUT_MS, create_topic, gateway_module_cluster
 
 playwright_api = pytest.importorskip("playwright.sync_api")

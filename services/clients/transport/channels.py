@@ -25,7 +25,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from services.clients.client_config import CommonClientConfig
 from services.common.clock import SYSTEM_CLOCK, Clock
@@ -135,19 +134,6 @@ class PendingCall:
         if error is not None:
             raise error
         return response
-
-
-def check_health(target: str, timeout_ms: float = 1000) -> bool:
-    """True when the gRPC health service at `target` answers SERVING (on a channel of its own)."""
-    channel = grpc.insecure_channel(target, options=GRPC_OPTIONS)
-    try:
-        reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""),
-                                                         timeout=max(timeout_ms, 1) / 1000)
-        return reply.status == health_pb2.HealthCheckResponse.SERVING
-    except grpc.RpcError:
-        return False
-    finally:
-        channel.close()
 
 
 class ChannelPool:

@@ -50,8 +50,9 @@ from services.clients.consumer import Consumer, OffsetAndMetadata
 from services.clients.consumer.config import ISOLATION_LEVELS
 from services.common.config import ConfigError
 from services.common.errors import KafkaError
+from services.common.service import listener_address
+from services.common.topic_names import validate_topic_name
 from services.common.topic_partition import TopicPartition
-from services.controller.state.topics import validate_topic_name
 from services.gateway.config import GatewayConfig
 from services.gateway.consumer_instances import (
     LEGAL_NAME,
@@ -278,7 +279,7 @@ def consumer_factory(config: GatewayConfig):
 
 
 async def startup(state: GatewayState) -> None:
-    from services.gateway.app import advertised_url, listener_address  # the app imports the routes
+    from services.gateway.app import advertised_url  # the app imports the routes
 
     config = state.config
     registry = InstanceRegistry(config, state.worker_index, consumer_factory(config),

@@ -43,6 +43,7 @@ from pydantic import BaseModel, Field
 from services.clients.lowlevel import LowLevelClient
 from services.clients.partition_requests import READ_COMMITTED, READ_UNCOMMITTED
 from services.common.errors import Errors, KafkaError
+from services.common.http_wire import EARLIEST_HEADER, HIGH_WATERMARK_HEADER, LATEST_HEADER, NEXT_OFFSET_HEADER
 from services.gateway.arrow_records import SCHEMA, RangeRecords
 from services.gateway.errors import (
     INVALID_OFFSET,
@@ -54,7 +55,6 @@ from services.gateway.errors import (
 )
 from services.gateway.media import ARROW_STREAM, JSON, check_accept
 from services.gateway.state import GatewayState, State
-from services.gateway.wire import EARLIEST_HEADER, HIGH_WATERMARK_HEADER, LATEST_HEADER, NEXT_OFFSET_HEADER
 
 router = APIRouter(tags=["v3 range reads"])
 

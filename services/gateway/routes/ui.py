@@ -33,6 +33,7 @@ from fastapi.responses import FileResponse, RedirectResponse, Response
 
 from services.clients.admin_types import TopicDescription
 from services.clients.cli_groups import described_partitions, partition_offsets
+from services.common.service import listener_address
 from services.gateway.config import GatewayConfig
 from services.gateway.consumer_instances import worker_port
 from services.gateway.errors import RestError
@@ -74,7 +75,7 @@ async def shutdown(state: GatewayState) -> None:
 
 def sampling_worker_url(config: GatewayConfig) -> str:
     """Where this host reaches the own port of the worker that samples."""
-    from services.gateway.app import listener_address, local_url  # the app imports the routes
+    from services.gateway.app import local_url  # the app imports the routes
 
     return local_url(config, worker_port(config, listener_address(config.listeners)[1], SAMPLING_WORKER))
 

@@ -12,8 +12,8 @@ from services.broker.replica_manager import FetchParams, FetchResult
 from services.broker.servicer import INLINE_APPEND_MAX_BYTES, BrokerServicer
 from services.common.errors import Errors
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
-from services.common.proc import wait_until
 from services.common.shared_types import ProduceResult
+from services.devcluster.proc import wait_until
 from tests.unit.runtime_support import Parked, serving
 
 LIMIT = 3

@@ -13,7 +13,7 @@ from services.clients.transport import ChannelPool
 from services.common.clock import ManualClock
 from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2
-from services.common.proc import wait_until
+from services.devcluster.proc import wait_until
 from tests.unit.clients.support import metadata_response, node_proto, partition
 
 BROKERS = [node_proto(1, 9092), node_proto(2, 9192)]
