@@ -74,7 +74,9 @@ class FetchPartition(NamedTuple):
     current_leader_epoch: int = -1
 
 
-class FetchResult(NamedTuple):
+class LogReadResult(NamedTuple):
+    """What a fetch read from one partition's log (Kafka's LogReadResult)."""
+
     error_code: int
     high_watermark: int = -1
     log_start_offset: int = -1
@@ -512,8 +514,8 @@ class ReplicaManager:
                 return True
         return False
 
-    def read_for_fetch(self, params: FetchParams) -> dict[TopicPartition, FetchResult]:
-        results: dict[TopicPartition, FetchResult] = {}
+    def read_for_fetch(self, params: FetchParams) -> dict[TopicPartition, LogReadResult]:
+        results: dict[TopicPartition, LogReadResult] = {}
         remaining = params.max_bytes
         min_one_message = True
         from_follower = params.replica_id >= 0
@@ -531,7 +533,7 @@ class ReplicaManager:
                 end_offset = (log.log_end_offset if from_follower
                               else last_stable if read_committed else high_watermark)
                 if request.fetch_offset == end_offset:  # the idle case: nothing to read
-                    results[key] = FetchResult(Errors.NONE, high_watermark, log.log_start_offset, b"",
+                    results[key] = LogReadResult(Errors.NONE, high_watermark, log.log_start_offset, b"",
                                                last_stable_offset=last_stable)
                     continue
                 limit = min(request.partition_max_bytes, remaining)
@@ -552,16 +554,16 @@ class ReplicaManager:
                                                           + max(0, after - request.fetch_offset))
                     if read_committed:
                         aborted = tuple(log.collect_aborted_transactions(request.fetch_offset, after or end_offset))
-                results[key] = FetchResult(Errors.NONE, high_watermark, log.log_start_offset, records, "",
+                results[key] = LogReadResult(Errors.NONE, high_watermark, log.log_start_offset, records, "",
                                            last_stable, aborted)
             except KafkaError as exc:
                 partition = self._partitions.get(key)
                 hw = partition.high_watermark if partition is not None else -1
                 start = partition.log.log_start_offset if partition is not None else -1
-                results[key] = FetchResult(exc.code, hw, start, b"", str(exc))
+                results[key] = LogReadResult(exc.code, hw, start, b"", str(exc))
             except Exception as exc:
                 logger.exception("fetch from %s-%d failed", *key)
-                results[key] = FetchResult(Errors.UNKNOWN_SERVER_ERROR, error_message=str(exc))
+                results[key] = LogReadResult(Errors.UNKNOWN_SERVER_ERROR, error_message=str(exc))
         if served:
             self.topic_stats.fetched(served, served_messages, from_follower)
         return results

@@ -54,7 +54,6 @@ from services.clients.admin_types import (
 from services.clients.cluster import Cluster
 from services.clients.metadata import metadata_request
 from services.clients.partition_requests import (
-    READ_UNCOMMITTED,
     ListOffsetsResult,
     list_offsets_failure,
     list_offsets_request,
@@ -73,6 +72,7 @@ from services.clients.transport import (
     send_to_leaders,
 )
 from services.common.errors import Errors, KafkaError, error_for_code
+from services.common.shared_types import IsolationLevel
 from services.common.topic_partition import TopicPartition
 
 K = TypeVar("K")
@@ -182,7 +182,7 @@ class Admin(GroupAdminOps, TransactionAdminOps, PooledClient):
         return parse_describe_cluster(response, self.metadata.controller)
 
     def list_offsets(self, specs: Mapping[TopicPartition, str | int], *,
-                     isolation_level: int = READ_UNCOMMITTED, timeout_ms: int | None = None,
+                     isolation_level: int = IsolationLevel.READ_UNCOMMITTED, timeout_ms: int | None = None,
                      raise_errors: bool = True) -> dict[TopicPartition, ListOffsetsResult | KafkaError]:
         """Offsets for "earliest", "latest" or a timestamp in ms, asked of each partition's leader."""
         timestamps = {TopicPartition(*tp): offset_spec_timestamp(spec) for tp, spec in specs.items()}

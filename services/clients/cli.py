@@ -29,10 +29,10 @@ from typing import BinaryIO, TextIO
 
 from services.clients import cli_console, cli_groups, cli_jobs, cli_perf, cli_topics, cli_transactions
 from services.clients.lowlevel import LowLevelClient
-from services.clients.partition_requests import READ_COMMITTED, READ_UNCOMMITTED
 from services.common.errors import Errors, KafkaError, error_for_code
 from services.common.hashing import partition_for_key
 from services.common.records import build_batch, iter_batches
+from services.common.shared_types import IsolationLevel
 from services.devcluster import cli as devcluster_cli
 
 PRODUCE_BATCH_LINES = 500
@@ -168,7 +168,7 @@ def format_record(offset: int, key: bytes | None, value: bytes | None) -> str:
 
 
 def run_fetch(args: argparse.Namespace, out: TextIO) -> int:
-    isolation = READ_COMMITTED if args.isolation_level == "read_committed" else READ_UNCOMMITTED
+    isolation = IsolationLevel.from_config(args.isolation_level)
     with LowLevelClient(bootstrap_servers=args.bootstrap_server) as client:
         spec = args.offset.strip().lower()
         if spec in ("earliest", "latest"):

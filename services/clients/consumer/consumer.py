@@ -76,7 +76,7 @@ from services.clients.transport import BROKER, AsyncRequests, ChannelPool, Deadl
 from services.common.clock import SYSTEM_CLOCK, Clock
 from services.common.config import ConfigError
 from services.common.errors import Errors, KafkaError
-from services.common.shared_types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from services.common.shared_types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, IsolationLevel
 from services.common.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -530,7 +530,7 @@ class Consumer:
 
     @_single_threaded
     def metrics(self) -> dict[str, float]:
-        read_committed = self.config.isolation_level == "read_committed"
+        read_committed = self.config.isolation_level_code == IsolationLevel.READ_COMMITTED
         lags = {tp: self._subscriptions.partition_lag(tp, read_committed)
                 for tp in self._subscriptions.assigned_list()}
         return self._metrics.snapshot(self._clock.monotonic_ms(), lags)

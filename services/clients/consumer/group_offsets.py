@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from typing import Any, NamedTuple
 
-from services.clients.consumer.config import READ_COMMITTED, ConsumerConfig
+from services.clients.consumer.config import ConsumerConfig
 from services.clients.consumer.coordinator_client import (
     FIND_AGAIN,
     CoordinatorClient,
@@ -54,6 +54,7 @@ from services.clients.transport import COORDINATOR, AsyncRequests, ChannelPool, 
 from services.common.clock import Clock
 from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
+from services.common.shared_types import IsolationLevel
 from services.common.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -312,7 +313,8 @@ class GroupOffsets(CoordinatorClient):
         coordinator = self._coordinator()
         if coordinator is None:
             return failed_future(KafkaError(error=Errors.COORDINATOR_NOT_AVAILABLE))
-        request = offset_fetch_request(self.group_id, partitions, self._config.isolation_level == READ_COMMITTED)
+        require_stable = self._config.isolation_level_code == IsolationLevel.READ_COMMITTED
+        request = offset_fetch_request(self.group_id, partitions, require_stable)
         future: Future = Future()
 
         def on_response(response: pb.OffsetFetchResponse) -> None:

@@ -83,6 +83,9 @@ class GroupCoordinatorCore(OffsetCommands, TxnOffsetCommands, GroupAdmin):
             self._finish_unload(self.manager.unload(partition), fx)
         return fx
 
+    def served_partitions(self) -> set[int]:
+        return self.manager.served_partitions()
+
     def begin_loading(self, partition: int) -> Outcome:
         return self._finish_unload(self.manager.begin_loading(partition), Outcome())
 

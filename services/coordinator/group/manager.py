@@ -33,7 +33,7 @@ from services.common.clock import Clock
 from services.common.errors import Errors
 from services.common.hashing import coordinator_partition
 from services.coordinator.group import records, txn_offsets
-from services.coordinator.group.api import FetchedOffset, OffsetAndMetadata, TopicPartition
+from services.coordinator.group.api import CommittedOffset, FetchedOffset, TopicPartition
 from services.coordinator.group.config import GroupConfig
 from services.coordinator.group.effects import Append, FollowUp, Outcome, Records, TxnProducer
 from services.coordinator.group.group import GroupMetadata, GroupState, IllegalStateTransition
@@ -156,7 +156,7 @@ class GroupMetadataManager:
             self.apply_group_metadata(decoded_key.group, group_value)
 
     def apply_offset_commit(
-        self, group_id: str, tp: TopicPartition, offset: OffsetAndMetadata | None, position: int | None = None
+        self, group_id: str, tp: TopicPartition, offset: CommittedOffset | None, position: int | None = None
     ) -> None:
         group = self._groups.get(group_id)
         if offset is None:

@@ -47,10 +47,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.exceptions import HTTPException
 
 from services.clients.consumer import Consumer, OffsetAndMetadata
-from services.clients.consumer.config import ISOLATION_LEVELS
 from services.common.config import ConfigError
 from services.common.errors import KafkaError
 from services.common.service import listener_address
+from services.common.shared_types import ISOLATION_LEVEL_NAMES
 from services.common.topic_names import validate_topic_name
 from services.common.topic_partition import TopicPartition
 from services.gateway.config import GatewayConfig
@@ -249,7 +249,7 @@ def instance_settings(body: CreateConsumerRequest) -> InstanceSettings:
             enable = enable.lower() == "true"
         consumer_settings["enable_auto_commit"] = enable
     if body.isolation_level is not None:
-        if body.isolation_level not in ISOLATION_LEVELS:
+        if body.isolation_level not in ISOLATION_LEVEL_NAMES:
             raise _invalid_config(f"isolation.level must be read_uncommitted or read_committed, not "
                                   f"{body.isolation_level!r}")
         consumer_settings["isolation_level"] = body.isolation_level

@@ -39,13 +39,13 @@ from services.common.scheduler import Scheduler
 from services.common.service import ServiceRuntime
 from services.common.topic_partition import TopicPartition
 from services.common.zk.coordinator_directory import DirectorySnapshot
+from services.coordinator.group import CommittedOffset as OM
 from services.coordinator.group import (
     GroupConfig,
     GroupCoordinator,
     GroupCoordinatorCore,
     Outcome,
 )
-from services.coordinator.group import OffsetAndMetadata as OM
 from services.coordinator.servicer import CoordinatorServicer
 from services.devcluster.proc import wait_until
 from tests.unit.clients.support import FakeNode, metadata_response, partition
