@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from services.clients.admin import Admin
@@ -121,7 +122,8 @@ def create_app(config: GatewayConfig, *, worker_index: int = 0, base_url: str | 
             producer.close(timeout=5)
             admin.close()
 
-    app = FastAPI(title="Odradek HTTP gateway", version="1.0",
+    # /docs and /redoc from the files fastapi-offline ships, so they work without the internet
+    app = FastAPIOffline(title="Odradek HTTP gateway", version="1.0",
                   description="Confluent REST Proxy v2 and v3 over an Odradek cluster, with Arrow range reads.",
                   lifespan=lifespan)
     install_error_handlers(app)

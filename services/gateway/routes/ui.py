@@ -9,7 +9,8 @@
     GET /ui/api/groups?q=&offset=&limit=      {"total", "groups": [views.group_view]}, lag as `odradek
                                                consumer-groups --describe` computes it (the groups
                                                asked at once, one ListOffsets for all their partitions)
-    GET /ui/api/series?top_topics=&top_groups=  series.series of the sampler's ring, with its interval
+    GET /ui/api/series?top_topics=&top_groups=  series.series of the sampler's ring, with its interval,
+                                                 the last good sample's time and whether it is stale
 
 Everything else the pages show comes from the v3 routes (cluster id, live brokers, a topic's
 offsets, records). `startup` starts the `Sampler` (every `ui.sample.interval.ms`, a window of
@@ -164,8 +165,10 @@ async def sampled_series(request: Request, state: State, top_topics: int = Query
         return await series_of_sampling_worker(sampling_worker, request.url.query)
     sampler: Sampler | None = state.extensions.get(SAMPLER_KEY)
     samples = sampler.ring.samples() if sampler else []
+    status = sampler.status() if sampler else {"last_sample_ms": None, "stale": True, "failing_since_ms": None,
+                                                "failures": 0, "last_error": "the console's sampler is off"}
     return {"interval_ms": state.config.ui_sample_interval_ms, "window_ms": state.config.ui_sample_window_ms,
-            **series.series(samples, top_topics=top_topics, top_groups=top_groups)}
+            **status, **series.series(samples, top_topics=top_topics, top_groups=top_groups)}
 
 
 async def series_of_sampling_worker(client: httpx.AsyncClient, query: str) -> Response:
