@@ -25,7 +25,8 @@ from collections.abc import Callable
 
 from services.broker.log.validation import AppendOrigin
 from services.broker.metadata_cache import BrokerNode, MetadataCache
-from services.broker.replica_manager import FetchParams, FetchPartition, ReplicaManager
+from services.broker.replica_fetch import FetchParams, FetchPartition
+from services.broker.replica_manager import ReplicaManager
 from services.common.coordinator_lookup import coordinator_nodes, find_coordinator
 from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from services.broker.metadata_cache import MetadataCache
-from services.broker.replica_manager import FetchParams, LogReadResult
+from services.broker.replica_fetch import FetchParams, LogReadResult
 from services.broker.servicer import INLINE_APPEND_MAX_BYTES, BrokerServicer
 from services.common.errors import Errors
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
