@@ -6,11 +6,11 @@ names their failures as the gateway answers them.
     sent = await bridge.send(records, deadline_s)          # a producer future or an error per record
     outcomes = await bridge.outcomes(sent, deadline_s)      # a done future or an error per record
 
-`send` hands the records (the Producer's own `ProducerRecord`s) to `Producer.send` in order, so
-each partition keeps their order, on the threadpool, where `send` may wait for metadata or buffer
-memory; a record with nothing but a value takes the Producer's fast path. Past the deadline nothing
-more is sent and the wait ends with REQUEST_TIMED_OUT. `settled` returns once every future is done
-or at a deadline.
+`send` hands the records (`Outgoing` tuples) to `Producer.send` in order, so each partition keeps
+their order, on the threadpool, where `send` may wait for metadata or buffer memory; a record with
+nothing but a value takes the Producer's fast path. At the deadline the wait ends with
+REQUEST_TIMED_OUT and nothing more is sent. `settled` returns once every future is done or at a
+deadline.
 
 Nothing polls and no thread waits on the cluster: the Producer calls the bridge's batch listener
 on its sender thread once per answered batch, which wakes the event loop with
@@ -20,8 +20,8 @@ answered is settled. A request that stops waiting (its deadline, or its client g
 
 The failures: `error_code(error)` is a record's REST Proxy v2 code (50003 when retrying may help,
 else 50002), `refusal(error)` its v3 answer (413 for a record too large, the Kafka error as v3
-answers it, 400 for a record `send` refused as malformed, 500 else); `NOT_SENT` and `unanswered`
-are the REQUEST_TIMED_OUT errors of records past the request's deadline.
+answers it, 400 for a record `send` refused as malformed, 500 else); `unanswered` is the
+REQUEST_TIMED_OUT error of a record not acknowledged by the request's deadline.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
 
-from services.clients.producer import ProducerRecord, RecordTooLargeError
+from services.clients.producer import RecordTooLargeError
 from services.common.errors import Errors, KafkaError
 from services.gateway.errors import (
     KAFKA_ERROR,
@@ -47,11 +47,11 @@ from services.gateway.errors import (
 if TYPE_CHECKING:
     from services.gateway.state import GatewayState
 
+# A record to send: `ProducerRecord`'s fields in order (topic, value, key, partition, timestamp_ms,
+# headers), as a plain tuple (a named one costs more to make than `Producer.send` costs).
+Outgoing = tuple[str, bytes | None, bytes | None, int | None, int | None, Sequence[tuple[str, bytes | None]] | None]
 Sent = Any  # what `Producer.send` returned for a record (a FutureRecordMetadata), or the error it raised
 Blocking = Callable[..., Awaitable[Any]]  # GatewayState.blocking
-
-NOT_SENT = "the request timed out before every record was sent"
-
 
 def unanswered(request_timeout_ms: int) -> KafkaError:
     """The error of a record sent but not acknowledged by the request's deadline."""
@@ -82,10 +82,10 @@ class _Waiter:
 
     __slots__ = ("futures", "first", "settled")
 
-    def __init__(self, futures: Sequence[Any], settled: asyncio.Future[None]) -> None:
+    def __init__(self, futures: Sequence[Any]) -> None:
         self.futures = futures
         self.first = 0
-        self.settled = settled
+        self.settled: asyncio.Future[None] | None = None  # made once the request has to wait
 
     def answered(self) -> bool:
         futures, first, count = self.futures, self.first, len(self.futures)
@@ -110,57 +110,50 @@ class ProduceBridge:
 
     # ------------------------------------------------------------------ sending
 
-    async def send(self, records: Iterable[ProducerRecord], deadline_s: float | None = None, *,
+    async def send(self, records: Iterable[Outgoing], deadline_s: float | None = None, *,
                    each_alone: bool = False) -> list[Sent]:
         """Hands `records` to the Producer in order (`records` is read on the threadpool); per
         record, its future or the error `send` raised. The first error stops the sending (every
-        later record gets it too) unless `each_alone`. With `deadline_s` (monotonic), nothing is
-        sent past it, and a hand-over still blocked at it ends the wait with REQUEST_TIMED_OUT."""
+        later record gets it too) unless `each_alone`. With `deadline_s` (monotonic), the wait ends
+        there with REQUEST_TIMED_OUT, and nothing more is sent."""
         if deadline_s is None:
-            return await run_in_threadpool(self._send_all, records, None, each_alone)
-        stopped: list[bool] = []  # not empty once the wait has ended: the thread sends nothing more
+            return await run_in_threadpool(self._send_all, records, each_alone)
+        stopped: list[bool] = []  # not empty once the wait has ended
         try:
-            return await self._blocking(self._send_all, records, deadline_s, each_alone, stopped,
+            return await self._blocking(self._send_all, records, each_alone, stopped,
                                         timeout_s=max(0.001, deadline_s - time.monotonic()))
         finally:
             stopped.append(True)
 
-    def _send_all(self, records: Iterable[ProducerRecord], deadline_s: float | None, each_alone: bool,
+    def _send_all(self, records: Iterable[Outgoing], each_alone: bool,
                   stopped: list[bool] | None = None) -> list[Sent]:
-        """On the threadpool: `Producer.send` for each record, in order."""
+        """On the threadpool: `Producer.send` for each record, in order, until `stopped`."""
         send = self._send
         sent: list[Sent] = []
         remaining = iter(records)
-        for record in remaining:
-            if deadline_s is not None and (stopped or time.monotonic() > deadline_s):
-                stop: BaseException = KafkaError(NOT_SENT, error=Errors.REQUEST_TIMED_OUT)
-            else:
-                try:
-                    if record[2] is None and record[3] is None and record[4] is None and record[5] is None:
-                        sent.append(send(record[0], record[1]))
-                    else:
-                        sent.append(send(*record))
-                    continue
-                except Exception as error:  # noqa: BLE001 - refused before it was queued: nothing written
-                    if each_alone:
-                        sent.append(error)
-                        continue
-                    stop = error
-            sent.append(stop)
-            sent.extend(stop for _ in remaining)
+        for topic, value, key, partition, timestamp_ms, headers in remaining:
+            if stopped:
+                break  # the wait has ended: nobody reads what is sent
+            try:
+                if key is None and partition is None and timestamp_ms is None and headers is None:
+                    sent.append(send(topic, value))
+                else:
+                    sent.append(send(topic, value, key, partition, timestamp_ms, headers))
+            except Exception as error:  # noqa: BLE001 - refused before it was queued: nothing written
+                sent.append(error)
+                if not each_alone:
+                    sent.extend(error for _ in remaining)
         return sent
 
     # ------------------------------------------------------------------ acknowledgements
 
     async def settled(self, sent: Sequence[Sent], deadline_s: float) -> None:
         """Returns once every future of `sent` is done, or at `deadline_s` (monotonic)."""
-        futures = [item for item in sent if not isinstance(item, BaseException)]
-        waiter = _Waiter(futures, self._loop.create_future())
-        if waiter.answered():
-            return
+        waiter = _Waiter([item for item in sent if not isinstance(item, BaseException)])
         remaining_s = deadline_s - time.monotonic()
-        if remaining_s <= 0:
+        if waiter.answered() or remaining_s <= 0:
             return
+        waiter.settled = self._loop.create_future()
         self._waiters.add(waiter)
         timer = self._loop.call_later(remaining_s, _settle, waiter.settled)
         try:

@@ -36,11 +36,10 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
-from services.clients.producer import ProducerRecord
 from services.clients.producer.errors import RecordTooLargeError
 from services.gateway.errors import V3_INVALID_PAYLOAD, RestError, error_responses, partition_not_found
 from services.gateway.media import ARROW_STREAM, media_type
-from services.gateway.produce_bridge import Sent, produce_bridge, refusal
+from services.gateway.produce_bridge import Outgoing, Sent, produce_bridge, refusal
 from services.gateway.routes.v3_resources import KnownCluster, bad_request, describe_topic, invalid_payload
 from services.gateway.state import GatewayState, State
 
@@ -194,13 +193,12 @@ async def check_partitions(state: GatewayState, rows: Rows) -> None:
             raise partition_not_found(topic, partition)
 
 
-def producer_records(rows: Rows) -> Iterator[ProducerRecord]:
+def outgoing(rows: Rows) -> Iterator[Outgoing]:
     """The records of `rows` in row order, as the produce bridge sends them."""
     keys, partitions, headers = rows.keys, rows.partitions, rows.headers
     for index, (topic, value) in enumerate(zip(rows.topics, rows.values, strict=True)):
-        yield ProducerRecord(topic, value, None if keys is None else keys[index],
-                             None if partitions is None else partitions[index], None,
-                             None if headers is None else headers[index])
+        yield (topic, value, None if keys is None else keys[index], None if partitions is None else partitions[index],
+               None, None if headers is None else headers[index])
 
 
 def answer(state: GatewayState, rows: Rows, outcomes: list[Sent]) -> dict:
@@ -256,5 +254,5 @@ async def produce_arrow(request: Request, state: State, cluster_id: KnownCluster
     rows = await run_in_threadpool(_read_body, body, topic, state.config.max_record_bytes)
     await check_partitions(state, rows)
     bridge = produce_bridge(state)
-    sent = await bridge.send(producer_records(rows), deadline_s)
+    sent = await bridge.send(outgoing(rows), deadline_s)
     return ArrowProduceAnswer(**answer(state, rows, await bridge.outcomes(sent, deadline_s)))

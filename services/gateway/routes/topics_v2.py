@@ -43,7 +43,6 @@ from starlette.concurrency import run_in_threadpool
 
 from services.clients.admin_types import TopicDescription
 from services.clients.cluster import PartitionInfo
-from services.clients.producer import ProducerRecord
 from services.common.errors import Errors, KafkaError
 from services.gateway import media
 from services.gateway.errors import (
@@ -364,7 +363,7 @@ async def produce(state: GatewayState, request: Request, topic: str, partition: 
         if record.partition is not None and record.partition >= count:
             raise partition_not_found(topic, record.partition)
     bridge = produce_bridge(state)
-    sent = await bridge.send((ProducerRecord(topic, record.value, record.key, record.partition) for record in records),
+    sent = await bridge.send(((topic, record.value, record.key, record.partition, None, None) for record in records),
                              deadline_s)
     offsets = [_offset_entry(outcome) for outcome in await bridge.outcomes(sent, deadline_s)]
     state.metrics.produced(sum(1 for entry in offsets if entry["error_code"] is None))

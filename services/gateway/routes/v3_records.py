@@ -35,7 +35,6 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.requests import ClientDisconnect
 
-from services.clients.producer import ProducerRecord
 from services.common.errors import Errors, KafkaError
 from services.gateway.errors import RestError, from_kafka_error_v3
 from services.gateway.produce_bridge import Sent, produce_bridge, refusal
@@ -151,8 +150,8 @@ class RecordSender:
                          pending: asyncio.Queue | None) -> list[Submitted]:
         records = [record for record in chunk if not isinstance(record, RestError)]
         sent = iter(await self.bridge.send(
-            (ProducerRecord(self.topic, record.value, record.key, record.partition, record.timestamp_ms,
-                            record.headers) for record in records), each_alone=True) if records else ())
+            ((self.topic, record.value, record.key, record.partition, record.timestamp_ms, record.headers)
+             for record in records), each_alone=True) if records else ())
         submitted = [record if isinstance(record, RestError) else (record, next(sent)) for record in chunk]
         if pending is not None:
             for item in submitted:
