@@ -63,6 +63,10 @@ def cluster_not_found(cluster_id: str) -> RestError:
     return RestError(404, 404, f"Cluster {cluster_id} cannot be found.")
 
 
+def bad_request(message: str) -> RestError:
+    return RestError(400, 400, message)
+
+
 def partition_not_found(topic: str, partition: int) -> RestError:
     return RestError(404, PARTITION_NOT_FOUND, f"Partition {partition} of topic {topic} not found.")
 

@@ -25,7 +25,7 @@ from fastapi import Depends, Request
 
 from services.clients.admin_types import TopicDescription
 from services.common.errors import KafkaError
-from services.gateway.errors import V3_INVALID_PAYLOAD, RestError, cluster_not_found, from_kafka_error_v3
+from services.gateway.errors import V3_INVALID_PAYLOAD, RestError, bad_request, cluster_not_found, from_kafka_error_v3
 from services.gateway.media import JSON, media_type
 from services.gateway.state import GatewayState, State
 
@@ -49,10 +49,6 @@ async def describe_topic(state: GatewayState, name: str) -> TopicDescription:
 
 def not_found() -> RestError:
     return RestError(404, 404, "HTTP 404 Not Found")
-
-
-def bad_request(message: str) -> RestError:
-    return RestError(400, 400, message)
 
 
 def invalid_payload(cause: str) -> RestError:
