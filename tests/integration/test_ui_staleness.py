@@ -9,24 +9,17 @@ is missing (`make system-deps` installs Chromium).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import pytest
 
 from services.devcluster.launcher import LocalCluster
+from tests.integration.browser_support import chromium, playwright_api
 from tests.integration.conftest import gateway_module_cluster
-
-playwright_api = pytest.importorskip("playwright.sync_api")
-CHROMIUM = "/usr/bin/chromium"
-if not os.path.exists(CHROMIUM):
-    pytest.skip(f"{CHROMIUM} is missing (make system-deps installs Debian's chromium)", allow_module_level=True)
 
 pytestmark = pytest.mark.integration
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 WAIT_MS = 60000
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
 
@@ -40,12 +33,8 @@ def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    with playwright_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.fixture
