@@ -3,20 +3,19 @@
 # services/common/entrypoint.py); ZooKeeper runs from its own official image.
 #
 #   docker build -t odradek:latest .                       # controller, broker, coordinator, gateway
-#   docker build -t odradek-spark:latest --target spark .  # + Java and PySpark, for jobs/
+#   docker build -t odradek-spark:latest --target spark .  # + Java, PySpark and jobs/
 
 # ---- builder: wheels of the project (with the compiled record framing check) and its dependencies
 FROM python:3.11 AS builder
 WORKDIR /src
 COPY pyproject.toml README.md ./
-# the runtime's requirements are the project's, less PySpark (only the spark target needs Java and Spark)
-RUN python -c "import tomllib; deps = tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']; \
-open('/tmp/requirements.txt', 'w').write('\n'.join(d for d in deps if not d.startswith('pyspark')) + '\n'); \
-open('/tmp/spark-requirements.txt', 'w').write('\n'.join(d for d in deps if d.startswith('pyspark')) + '\n')" \
+# the runtime's requirements are the project's; the spark extra's (PySpark) only the spark target installs
+RUN python -c "import tomllib; project = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+open('/tmp/requirements.txt', 'w').write('\n'.join(project['dependencies']) + '\n'); \
+open('/tmp/spark-requirements.txt', 'w').write('\n'.join(project['optional-dependencies']['spark']) + '\n')" \
  && pip wheel --no-cache-dir --wheel-dir /wheels -r /tmp/requirements.txt
+COPY odradek ./odradek
 COPY services ./services
-COPY pyspark_odradek ./pyspark_odradek
-COPY jobs ./jobs
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels . \
  && python -c "import glob, zipfile; names = zipfile.ZipFile(glob.glob('/wheels/odradek-*.whl')[0]).namelist(); \
 assert any('_framing' in n and n.endswith('.so') for n in names), 'the C extension was not built'" \
@@ -43,13 +42,16 @@ STOPSIGNAL SIGTERM
 ENTRYPOINT ["odradek-service"]
 CMD ["broker"]
 
-# ---- spark: the runtime plus a Java runtime and PySpark, for the jobs in jobs/ (clickstream)
+# ---- spark: the runtime plus a Java runtime, PySpark and the jobs in jobs/ (clickstream), which the
+# wheel does not carry: they run from /opt/odradek as from a checkout
 FROM runtime AS spark
 USER root
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends default-jre-headless \
  && rm -rf /var/lib/apt/lists/* \
  && pip install --no-cache-dir -r /usr/local/share/odradek-spark-requirements.txt
+COPY jobs /opt/odradek/jobs
+ENV PYTHONPATH=/opt/odradek
 USER 10001:10001
 ENTRYPOINT ["python", "-m", "jobs.clickstream"]
 CMD ["--help"]

@@ -1,5 +1,6 @@
-# Odradek build entry points. `make up` runs a local cluster, `make test` runs the suite;
-# both install whatever is missing first.
+# Odradek build entry points. `make up` runs a local cluster and installs only what running it needs
+# (Java, ZooKeeper, the project without extras); `make test` runs the suite and installs the rest
+# (the dev and spark extras, Chromium, docker-compose). Each installs whatever is missing first.
 
 SHELL := /bin/bash
 VENV ?= .venv
@@ -7,14 +8,26 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 PY := $(VENV)/bin/python
 ZOOKEEPER_JAR := /usr/share/java/zookeeper.jar
 PYTEST_ARGS ?=
+# stamps: the project installed for running it, and with everything the tests need
+RUN_INSTALLED := $(VENV)/.installed-run
+TEST_INSTALLED := $(VENV)/.installed-test
+# editable_mode=compat puts the checkout itself on the path, so `jobs/` runs from it
+PIP_INSTALL := $(PY) -m pip install -q --config-settings editable_mode=compat -e
 
-.PHONY: setup system-deps bench-deps test unit integration lint proto bench up down status clean pipeline
+.PHONY: setup run-setup system-deps run-deps test-deps bench-deps test unit integration lint proto bench up down \
+	status clean pipeline
 
-setup: system-deps $(VENV)/.installed
+# everything: the tests, lint, benchmarks and the Spark jobs
+setup: system-deps $(TEST_INSTALLED)
 
-# Java, ZooKeeper and docker-compose (which validates docker-compose.yml offline) come from Debian
-# packages; installed only when missing and we are root. kubectl (renders deploy/k8s) must be on PATH.
-system-deps:
+# what `make up` needs
+run-setup: run-deps $(RUN_INSTALLED)
+
+system-deps: run-deps test-deps
+
+# Java and ZooKeeper come from Debian packages, as does a C compiler for the compiled record check;
+# installed only when missing and we are root.
+run-deps:
 	@if ! command -v java >/dev/null 2>&1 || [ ! -f $(ZOOKEEPER_JAR) ]; then \
 	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing Java and ZooKeeper (Debian packages)"; \
@@ -22,15 +35,6 @@ system-deps:
 	      default-jre-headless zookeeper >/dev/null; \
 	  else \
 	    echo "Java and the Debian 'zookeeper' package are needed: run 'sudo apt-get install default-jre-headless zookeeper'" >&2; \
-	    exit 1; \
-	  fi; \
-	fi
-	@if ! command -v docker-compose >/dev/null 2>&1; then \
-	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing docker-compose (Debian package): the tests validate docker-compose.yml with it, no engine needed"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null; \
-	  else \
-	    echo "docker-compose is needed to validate docker-compose.yml: run 'sudo apt-get install docker-compose'" >&2; \
 	    exit 1; \
 	  fi; \
 	fi
@@ -43,6 +47,18 @@ system-deps:
 	  fi; \
 	fi
 
+# docker-compose validates docker-compose.yml offline (no engine needed); Chromium drives the web
+# console's browser test. kubectl (renders deploy/k8s) must be on PATH.
+test-deps:
+	@if ! command -v docker-compose >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing docker-compose (Debian package): the tests validate docker-compose.yml with it, no engine needed"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null; \
+	  else \
+	    echo "docker-compose is needed to validate docker-compose.yml: run 'sudo apt-get install docker-compose'" >&2; \
+	    exit 1; \
+	  fi; \
+	fi
 	@if ! command -v chromium >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing Chromium for the web console's browser test (Debian package chromium)"; \
@@ -52,11 +68,19 @@ system-deps:
 	  fi; \
 	fi
 
-$(VENV)/.installed: pyproject.toml services/common/records/_framing.c
-	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]' --config-settings editable_mode=compat
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(RUN_INSTALLED): pyproject.toml services/common/records/_framing.c | $(PY)
+	$(PIP_INSTALL) .
 	@touch $@
+
+# the project with the dev and spark extras, which is also what running needs: `make up` after it
+# installs nothing
+$(TEST_INSTALLED): pyproject.toml services/common/records/_framing.c | $(PY)
+	$(PY) -m pip install -q --upgrade pip
+	$(PIP_INSTALL) '.[dev,spark]'
+	@touch $@ $(RUN_INSTALLED)
 
 test: setup
 	$(PY) -m pytest -q --durations=15 $(PYTEST_ARGS) tests
@@ -67,8 +91,10 @@ unit: setup
 integration: setup
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests/integration
 
+# ruff, then the import contracts that keep the layers (pyproject.toml's [tool.importlinter])
 lint: setup
-	$(VENV)/bin/ruff check services tests bench jobs
+	$(VENV)/bin/ruff check odradek services tests bench jobs
+	$(VENV)/bin/lint-imports --no-cache
 
 proto: setup
 	$(PY) -m services.common.protogen
@@ -87,7 +113,7 @@ bench-deps:
 bench: setup bench-deps
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
-up: setup
+up: run-setup
 	$(VENV)/bin/odradek dev up --dir var
 
 down:

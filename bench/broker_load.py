@@ -36,13 +36,13 @@ import grpc  # noqa: E402
 
 from services.clients.admin import Admin  # noqa: E402
 from services.clients.admin_types import NewTopic  # noqa: E402
-from services.clients.launcher import LocalCluster  # noqa: E402
 from services.clients.lowlevel import LowLevelClient  # noqa: E402
 from services.clients.partition_requests import fetch_request, produce_request  # noqa: E402
 from services.clients.transport import BROKER  # noqa: E402
-from services.common.proc import start_process, stop_process, wait_until  # noqa: E402
 from services.common.records import build_batch  # noqa: E402
 from services.common.topic_partition import TopicPartition
+from services.devcluster.launcher import LocalCluster  # noqa: E402
+from services.devcluster.proc import start_process, stop_process, wait_until  # noqa: E402
 
 IDLE = "idle"
 REPLICATED = "acks-all-rf3"

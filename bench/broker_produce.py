@@ -26,12 +26,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import grpc  # noqa: E402
 
-from services.clients.launcher import LocalCluster  # noqa: E402
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc  # noqa: E402
 from services.common.pb.odradek.controller.v1 import controller_pb2, controller_pb2_grpc  # noqa: E402
-from services.common.proc import free_port, start_process, stop_process, wait_until  # noqa: E402
 from services.common.records import build_batch  # noqa: E402
 from services.common.service import GRPC_OPTIONS, insecure_channel  # noqa: E402
+from services.devcluster.launcher import LocalCluster  # noqa: E402
+from services.devcluster.proc import free_port, start_process, stop_process, wait_until  # noqa: E402
 
 SINK_METHOD = "/bench.Sink/Take"
 MEMORY_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else None

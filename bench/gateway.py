@@ -46,9 +46,9 @@ import gateway_ranges as ranges  # noqa: E402
 
 from services.clients.admin import Admin  # noqa: E402
 from services.clients.admin_types import NewTopic  # noqa: E402
-from services.clients.launcher import LocalCluster  # noqa: E402
 from services.clients.producer import Producer  # noqa: E402
-from services.common.proc import free_port  # noqa: E402
+from services.devcluster.launcher import LocalCluster  # noqa: E402
+from services.devcluster.proc import free_port  # noqa: E402
 
 V2_BINARY = "application/vnd.kafka.binary.v2+json"
 V2_JSON = "application/vnd.kafka.json.v2+json"

@@ -37,9 +37,9 @@ import pyarrow as pa  # noqa: E402
 from services.clients.admin import Admin  # noqa: E402
 from services.clients.admin_types import NewTopic  # noqa: E402
 from services.clients.consumer import Consumer  # noqa: E402
-from services.clients.launcher import LocalCluster  # noqa: E402
 from services.clients.producer import Producer  # noqa: E402
 from services.common.topic_partition import TopicPartition  # noqa: E402
+from services.devcluster.launcher import LocalCluster  # noqa: E402
 
 TOPIC = "ranges-bench"
 ARROW_OVER_JSON_TARGET = 5.0

@@ -39,11 +39,11 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 
 from services.clients.admin import Admin  # noqa: E402
 from services.clients.admin_types import NewTopic  # noqa: E402
-from services.clients.launcher import LocalCluster  # noqa: E402
 from services.clients.lowlevel import LowLevelClient  # noqa: E402
-from services.common.proc import free_port, wait_until  # noqa: E402
 from services.common.records import build_batch  # noqa: E402
 from services.common.topic_partition import TopicPartition  # noqa: E402
+from services.devcluster.launcher import LocalCluster  # noqa: E402
+from services.devcluster.proc import free_port, wait_until  # noqa: E402
 
 STEP_TIMEOUT_S = 300
 CLIENT_CONFIG = {"request_timeout_ms": 60000, "retry_backoff_ms": 100, "default_api_timeout_ms": 300000}

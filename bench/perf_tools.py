@@ -56,9 +56,9 @@ from services.clients import cli  # noqa: E402
 from services.clients.admin import Admin  # noqa: E402
 from services.clients.admin_types import NewTopic  # noqa: E402
 from services.clients.consumer import Consumer  # noqa: E402
-from services.clients.launcher import LocalCluster  # noqa: E402
 from services.clients.producer import Producer  # noqa: E402
-from services.common.proc import wait_until  # noqa: E402
+from services.devcluster.launcher import LocalCluster  # noqa: E402
+from services.devcluster.proc import wait_until  # noqa: E402
 
 RATIO_TARGET = 0.8
 REPLICATED = "perf-rf3"

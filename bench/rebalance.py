@@ -40,8 +40,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from services.clients.admin import Admin  # noqa: E402
 from services.clients.admin_types import NewTopic  # noqa: E402
-from services.clients.launcher import LocalCluster  # noqa: E402
-from services.common.proc import wait_until  # noqa: E402
+from services.devcluster.launcher import LocalCluster  # noqa: E402
+from services.devcluster.proc import wait_until  # noqa: E402
 
 PARTITIONS = 6
 TOPIC = "rebalanced"

@@ -40,13 +40,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from services.clients.admin import Admin  # noqa: E402
 from services.clients.admin_types import NewTopic  # noqa: E402
-from services.clients.launcher import LocalCluster  # noqa: E402
 from services.clients.lowlevel import LowLevelClient  # noqa: E402
 from services.clients.producer import Producer  # noqa: E402
 from services.common.pb.odradek.broker.v1 import broker_pb2  # noqa: E402
-from services.common.proc import pid_alive, wait_until  # noqa: E402
 from services.common.records import build_batch  # noqa: E402
 from services.common.service import insecure_channel  # noqa: E402
+from services.devcluster.launcher import LocalCluster  # noqa: E402
+from services.devcluster.proc import pid_alive, wait_until  # noqa: E402
 
 SESSION_TIMEOUT_MS = 6000
 FAILOVER_TARGET_S = SESSION_TIMEOUT_MS / 1000 + 2

@@ -38,11 +38,12 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from odradek.spark import register  # noqa: E402
 from services.clients.admin import Admin  # noqa: E402
 from services.clients.admin_types import NewTopic  # noqa: E402
-from services.clients.launcher import LocalCluster  # noqa: E402
 from services.clients.producer import Producer  # noqa: E402
 from services.clients.spark.session import local_session  # noqa: E402
+from services.devcluster.launcher import LocalCluster  # noqa: E402
 
 TOPIC = "spark-bench"
 TIME_RATIO_TARGET = 3.0
@@ -98,6 +99,7 @@ def main() -> None:
                   f"order, {os.cpu_count()} CPUs", flush=True)
             spark_conf = dict(setting.split("=", 1) for setting in args.spark_conf)
             spark = local_session("odradek-bench", conf={"spark.driver.memory": "2g", **spark_conf})
+            register(spark)
             gateway = cluster.gateway_url()
             parquet = str(Path(tmp) / "records.parquet")
 

@@ -30,9 +30,9 @@ from kazoo.client import KazooClient  # noqa: E402
 
 from services.clients.admin import Admin  # noqa: E402
 from services.clients.admin_types import NewTopic  # noqa: E402
-from services.clients.launcher import LocalCluster  # noqa: E402
-from services.common.proc import wait_until  # noqa: E402
 from services.common.zk import OdradekZkClient  # noqa: E402
+from services.devcluster.launcher import LocalCluster  # noqa: E402
+from services.devcluster.proc import wait_until  # noqa: E402
 
 REPLICATION_FACTOR = 3
 CLIENT_CONFIG = {"request_timeout_ms": 60000, "retry_backoff_ms": 100, "default_api_timeout_ms": 300000}

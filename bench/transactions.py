@@ -36,10 +36,10 @@ from replication import producer_rate  # noqa: E402  (bench/replication.py: one 
 from services.clients.admin import Admin  # noqa: E402
 from services.clients.admin_types import NewTopic  # noqa: E402
 from services.clients.consumer import Consumer  # noqa: E402
-from services.clients.launcher import LocalCluster  # noqa: E402
 from services.clients.producer import Producer  # noqa: E402
-from services.common.proc import wait_until  # noqa: E402
 from services.common.topic_partition import TopicPartition  # noqa: E402
+from services.devcluster.launcher import LocalCluster  # noqa: E402
+from services.devcluster.proc import wait_until  # noqa: E402
 
 SESSION_TIMEOUT_MS = 6000
 PARTITIONS = 3

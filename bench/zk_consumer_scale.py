@@ -43,13 +43,13 @@ from services.clients.admin_types import NewTopic  # noqa: E402
 from services.clients.consumer import Consumer  # noqa: E402
 from services.clients.consumer.errors import WakeupError  # noqa: E402
 from services.clients.consumer.listener import ConsumerRebalanceListener  # noqa: E402
-from services.clients.launcher import LocalCluster  # noqa: E402
 from services.clients.lowlevel import LowLevelClient  # noqa: E402
 from services.clients.zk_consumer import ConsumerTimeoutError, ZookeeperConsumerConnector  # noqa: E402
-from services.common.proc import wait_until  # noqa: E402
 from services.common.records import build_batch  # noqa: E402
 from services.common.topic_partition import TopicPartition  # noqa: E402
 from services.common.zk import consumers as zk_paths  # noqa: E402
+from services.devcluster.launcher import LocalCluster  # noqa: E402
+from services.devcluster.proc import wait_until  # noqa: E402
 
 TOPIC = "zk-scale"
 CLIENT = {"request_timeout_ms": 10000, "retry_backoff_ms": 50, "default_api_timeout_ms": 60000}

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from services.common.proc import log_tail
-from services.common.zookeeper_server import ZooKeeperNotInstalledError, ZooKeeperServer
+from services.devcluster.proc import log_tail
+from services.devcluster.zookeeper import ZooKeeperNotInstalledError, ZooKeeperServer
 
 EXTERNAL_ZK_ENV = "ODRADEK_TEST_ZK"
 ZK_START_TIMEOUT_S = 30.0

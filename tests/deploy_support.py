@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from services.common.proc import free_port
+from services.devcluster.proc import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = REPO_ROOT / "Dockerfile"

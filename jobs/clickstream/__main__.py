@@ -95,9 +95,12 @@ def progress(line: str) -> None:
 
 
 def session(name: str):
+    from odradek.spark import register
     from services.clients.spark.session import local_session
 
-    return local_session(f"clickstream-{name}")
+    spark = local_session(f"clickstream-{name}")
+    register(spark)
+    return spark
 
 
 def run_generate(args: argparse.Namespace) -> int:

@@ -28,7 +28,7 @@ from typing import Any
 from jobs.clickstream import events
 from services.clients.spark.gateway import GatewayClient
 from services.common.errors import KafkaError
-from services.gateway.wire import V2_BINARY
+from services.common.http_wire import V2_BINARY
 
 SITE = "https://shop.example.com"
 PAGES = ("/", "/search", "/products/espresso-machine", "/products/grinder", "/cart", "/products/kettle",

@@ -12,7 +12,8 @@ from services.broker.purgatory import DelayedOperation
 from services.common.errors import Errors
 
 if TYPE_CHECKING:
-    from services.broker.replica_manager import FetchParams, ReplicaManager
+    from services.broker.replica_fetch import FetchParams
+    from services.broker.replica_manager import ReplicaManager
 
 
 class DelayedFetch(DelayedOperation):

@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass, field
 
 from services.broker.log.info import UNKNOWN_OFFSET
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.shared_types import PartitionStateInfo
 from services.common.topic_partition import TopicPartition
 
@@ -96,15 +96,15 @@ class Partition:
             return
         if requested_epoch < self.leader_epoch:
             raise KafkaError(f"leader epoch {requested_epoch} is older than {self.leader_epoch}",
-                             error_name="FENCED_LEADER_EPOCH")
+                             error=Errors.FENCED_LEADER_EPOCH)
         if requested_epoch > self.leader_epoch:
             raise KafkaError(f"leader epoch {requested_epoch} is newer than {self.leader_epoch}",
-                             error_name="UNKNOWN_LEADER_EPOCH")
+                             error=Errors.UNKNOWN_LEADER_EPOCH)
 
     def require_leader(self, requested_epoch: int = -1) -> None:
         if not self.is_leader:
             raise KafkaError(f"broker {self.local_broker_id} is not the leader of "
-                             f"{self.topic}-{self.partition}", error_name="NOT_LEADER_OR_FOLLOWER")
+                             f"{self.topic}-{self.partition}", error=Errors.NOT_LEADER_OR_FOLLOWER)
         self.check_leader_epoch(requested_epoch)
 
     # ------------------------------------------------------------------ leader: followers

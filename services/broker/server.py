@@ -185,7 +185,7 @@ class BrokerServer:
             registered = self.zk.get_broker(leader_id)
             endpoint = registered.endpoint() if registered is not None else None
             if endpoint is None:
-                raise KafkaError(f"leader {leader_id} has no known endpoint", error_name="LEADER_NOT_AVAILABLE")
+                raise KafkaError(f"leader {leader_id} has no known endpoint", error=Errors.LEADER_NOT_AVAILABLE)
             target = f"{endpoint.host or '127.0.0.1'}:{endpoint.port}"
         return GrpcLeaderEndpoint(target, self.config.request_timeout_ms)
 
@@ -210,7 +210,7 @@ class BrokerServer:
     def _controller_stub(self):
         info = self.zk.get_controller()
         if info is None or not info.endpoint:
-            raise KafkaError("no active controller", error_name="NOT_CONTROLLER")
+            raise KafkaError("no active controller", error=Errors.NOT_CONTROLLER)
         return controller_pb2_grpc.ControllerServiceStub(insecure_channel(info.endpoint))
 
     def controlled_shutdown(self) -> None:

@@ -25,7 +25,8 @@ from collections.abc import Callable
 
 from services.broker.log.validation import AppendOrigin
 from services.broker.metadata_cache import BrokerNode, MetadataCache
-from services.broker.replica_manager import FetchParams, FetchPartition, ReplicaManager
+from services.broker.replica_fetch import FetchParams, FetchPartition
+from services.broker.replica_manager import ReplicaManager
 from services.common.coordinator_lookup import coordinator_nodes, find_coordinator
 from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
@@ -33,12 +34,12 @@ from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.producer_id_manager import ProducerIdManager
 from services.common.service import DEFAULT_PARKED_MAX_REQUESTS, Completion, RequestLimit
 from services.common.shared_types import PartitionStateInfo, TxnMarker
+from services.common.topic_names import INTERNAL_TOPICS
 from services.common.topic_partition import TopicPartition
 from services.common.zk.coordinator_directory import DirectorySnapshot
 
 logger = logging.getLogger(__name__)
 
-INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 _WAIT_SLACK_S = 5.0
 # a produce carrying more runs its append (validation, CRC, the write) in the executor, where
 # several overlap and the loop goes on serving meanwhile; a smaller one costs less inline

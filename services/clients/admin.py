@@ -54,7 +54,6 @@ from services.clients.admin_types import (
 from services.clients.cluster import Cluster
 from services.clients.metadata import metadata_request
 from services.clients.partition_requests import (
-    READ_UNCOMMITTED,
     ListOffsetsResult,
     list_offsets_failure,
     list_offsets_request,
@@ -73,6 +72,7 @@ from services.clients.transport import (
     send_to_leaders,
 )
 from services.common.errors import Errors, KafkaError, error_for_code
+from services.common.shared_types import IsolationLevel
 from services.common.topic_partition import TopicPartition
 
 K = TypeVar("K")
@@ -90,7 +90,7 @@ class Admin(GroupAdminOps, TransactionAdminOps, PooledClient):
         for name in topics:
             if not name:
                 raise KafkaError(f"The given topic name '{name}' cannot be represented in a request.",
-                                 error_name="INVALID_TOPIC_EXCEPTION")
+                                 error=Errors.INVALID_TOPIC_EXCEPTION)
 
         def request(names: list[str], timeout: int) -> Any:
             return create_topics_request([topics[n] for n in names], timeout, validate_only)
@@ -182,7 +182,7 @@ class Admin(GroupAdminOps, TransactionAdminOps, PooledClient):
         return parse_describe_cluster(response, self.metadata.controller)
 
     def list_offsets(self, specs: Mapping[TopicPartition, str | int], *,
-                     isolation_level: int = READ_UNCOMMITTED, timeout_ms: int | None = None,
+                     isolation_level: int = IsolationLevel.READ_UNCOMMITTED, timeout_ms: int | None = None,
                      raise_errors: bool = True) -> dict[TopicPartition, ListOffsetsResult | KafkaError]:
         """Offsets for "earliest", "latest" or a timestamp in ms, asked of each partition's leader."""
         timestamps = {TopicPartition(*tp): offset_spec_timestamp(spec) for tp, spec in specs.items()}
@@ -193,7 +193,7 @@ class Admin(GroupAdminOps, TransactionAdminOps, PooledClient):
             parse_response=parse_list_offsets, failure_result=list_offsets_failure,
             deadline=self._deadline(timeout_ms), backoff_ms=self.config.retry_backoff_ms,
             call_timeout_ms=self.config.request_timeout_ms,
-            retry_code=read_retriable, retry_call_error=read_call_retriable)
+            retry_code=read_retriable, retry_call_error=read_call_retriable, unknown_is_final=True)
         results: dict[TopicPartition, ListOffsetsResult | KafkaError] = {
             tp: r if r.error_code == Errors.NONE else _error(r.error_code, f"list offsets of {tp}")
             for tp, r in answers.items()}
@@ -239,7 +239,7 @@ class Admin(GroupAdminOps, TransactionAdminOps, PooledClient):
         cluster = self.metadata.maybe_refresh(self.pool, max(1, deadline.remaining_ms()))
         if cluster.controller is None:
             self.metadata.request_update()
-            raise KafkaError("no active controller is known yet", error_name="NOT_CONTROLLER")
+            raise KafkaError("no active controller is known yet", error=Errors.NOT_CONTROLLER)
         timeout = max(1, deadline.bound(self.config.request_timeout_ms))
         address = cluster.controller.address
         return checked(self.pool.call(address, CONTROLLER, method, make_request(timeout), timeout))
@@ -264,7 +264,7 @@ class Admin(GroupAdminOps, TransactionAdminOps, PooledClient):
                     results[key] = value if code == Errors.NONE else KafkaError.from_code(code, message)
             pending[:] = retry
             if retry:
-                raise KafkaError(f"{method}: the controller moved", error_name="NOT_CONTROLLER")
+                raise KafkaError(f"{method}: the controller moved", error=Errors.NOT_CONTROLLER)
 
         if keys:
             try:
@@ -304,7 +304,7 @@ def _descriptions(cluster: Cluster, names: Iterable[str]) -> dict[str, TopicDesc
         code = cluster.topic_errors.get(name, Errors.NONE if name in cluster.topics
                                         else Errors.UNKNOWN_TOPIC_OR_PARTITION)
         if code == Errors.UNKNOWN_TOPIC_OR_PARTITION:
-            results[name] = KafkaError(f"Topic '{name}' not found.", error_name="UNKNOWN_TOPIC_OR_PARTITION")
+            results[name] = KafkaError(f"Topic '{name}' not found.", error=Errors.UNKNOWN_TOPIC_OR_PARTITION)
         elif code != Errors.NONE:
             results[name] = _error(code, f"Topic '{name}'")
         else:

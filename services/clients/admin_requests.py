@@ -50,10 +50,10 @@ def create_topics_request(topics: Iterable[NewTopic], timeout_ms: int,
 def _creatable(topic: NewTopic) -> pb.CreateTopicsRequest.CreatableTopic:
     if not -1 <= topic.num_partitions <= INT_MAX:
         raise KafkaError(f"{topic.name}: {topic.num_partitions} partitions is out of range",
-                         error_name="INVALID_PARTITIONS")
+                         error=Errors.INVALID_PARTITIONS)
     if not -1 <= topic.replication_factor <= SHORT_MAX:
         raise KafkaError(f"{topic.name}: replication factor {topic.replication_factor} is out of range",
-                         error_name="INVALID_REPLICATION_FACTOR")
+                         error=Errors.INVALID_REPLICATION_FACTOR)
     creatable = pb.CreateTopicsRequest.CreatableTopic(
         name=topic.name, num_partitions=topic.num_partitions, replication_factor=topic.replication_factor)
     for partition, broker_ids in sorted((topic.replica_assignment or {}).items()):

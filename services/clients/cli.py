@@ -1,6 +1,6 @@
 """The `odradek` command line: `topics`, `consumer-groups` (see `cli_groups`), `transactions`
 (see `cli_transactions`),
-`dev up|down|status|start|stop|restart|kill` (see `cli_dev`), `console-producer`,
+`dev up|down|status|start|stop|restart|kill` (see `services.devcluster.cli`), `console-producer`,
 `console-consumer`, `producer-perf-test`, `consumer-perf-test` (see `cli_console` and `cli_perf`),
 `jobs run` (Spark jobs, see `cli_jobs`),
 and the simple `produce` / `fetch` tools built on the low-level client.
@@ -27,12 +27,13 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO, TextIO
 
-from services.clients import cli_console, cli_dev, cli_groups, cli_jobs, cli_perf, cli_topics, cli_transactions
+from services.clients import cli_console, cli_groups, cli_jobs, cli_perf, cli_topics, cli_transactions
 from services.clients.lowlevel import LowLevelClient
-from services.clients.partition_requests import READ_COMMITTED, READ_UNCOMMITTED
 from services.common.errors import Errors, KafkaError, error_for_code
 from services.common.hashing import partition_for_key
 from services.common.records import build_batch, iter_batches
+from services.common.shared_types import IsolationLevel
+from services.devcluster import cli as devcluster_cli
 
 PRODUCE_BATCH_LINES = 500
 ACKS = {"0": 0, "1": 1, "-1": -1, "all": -1}
@@ -44,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_topics.add_parser(subparsers)
     cli_groups.add_parser(subparsers)
     cli_transactions.add_parser(subparsers)
-    cli_dev.add_parser(subparsers)
+    devcluster_cli.add_parser(subparsers)
     _add_produce_parser(subparsers)
     _add_fetch_parser(subparsers)
     cli_console.add_parsers(subparsers)
@@ -167,7 +168,7 @@ def format_record(offset: int, key: bytes | None, value: bytes | None) -> str:
 
 
 def run_fetch(args: argparse.Namespace, out: TextIO) -> int:
-    isolation = READ_COMMITTED if args.isolation_level == "read_committed" else READ_UNCOMMITTED
+    isolation = IsolationLevel.from_config(args.isolation_level)
     with LowLevelClient(bootstrap_servers=args.bootstrap_server) as client:
         spec = args.offset.strip().lower()
         if spec in ("earliest", "latest"):

@@ -162,7 +162,7 @@ def parse_describe_group(response: pb.DescribeGroupsResponse, group_id: str,
     described = next((g for g in response.groups if g.group_id == group_id), None)
     if described is None:
         raise KafkaError(f"the coordinator returned no description of group {group_id!r}",
-                         error_name="UNKNOWN_SERVER_ERROR")
+                         error=Errors.UNKNOWN_SERVER_ERROR)
     if described.error_code != Errors.NONE:
         raise KafkaError.from_code(described.error_code, f"describing group {group_id!r}")
     members = tuple(

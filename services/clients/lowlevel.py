@@ -23,7 +23,6 @@ from typing import Any
 
 from services.clients.cluster import PartitionInfo
 from services.clients.partition_requests import (
-    READ_UNCOMMITTED,
     FetchResult,
     ListOffsetsResult,
     fetch_failure,
@@ -48,7 +47,7 @@ from services.clients.pooled_client import PooledClient
 from services.clients.transport import send_to_leaders
 from services.common.errors import Errors
 from services.common.records import Record, iter_records
-from services.common.shared_types import ProduceResult, TxnMarker
+from services.common.shared_types import IsolationLevel, ProduceResult, TxnMarker
 from services.common.topic_partition import TopicPartition
 
 PRODUCE_CALL_MARGIN_MS = 5000
@@ -107,7 +106,7 @@ class LowLevelClient(PooledClient):
     # ------------------------------------------------------------------ fetch
 
     def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = 1048576, max_wait_ms: int = 500,
-              min_bytes: int = 1, *, isolation_level: int = READ_UNCOMMITTED,
+              min_bytes: int = 1, *, isolation_level: int = IsolationLevel.READ_UNCOMMITTED,
               retry_timeout_ms: float | None = None) -> FetchResult:
         """Raw batches from `offset`: (records, high_watermark, log_start_offset, error_code, ...)."""
         tp = TopicPartition(topic, partition)
@@ -115,7 +114,8 @@ class LowLevelClient(PooledClient):
                                isolation_level=isolation_level, retry_timeout_ms=retry_timeout_ms)[tp]
 
     def fetch_many(self, positions: Mapping[tuple[str, int], int], max_bytes: int = 1048576,
-                   max_wait_ms: int = 500, min_bytes: int = 1, *, isolation_level: int = READ_UNCOMMITTED,
+                   max_wait_ms: int = 500, min_bytes: int = 1, *,
+                   isolation_level: int = IsolationLevel.READ_UNCOMMITTED,
                    retry_timeout_ms: float | None = None) -> dict[TopicPartition, FetchResult]:
         """One FetchRequest per leader; `max_bytes` bounds each partition and each response."""
         by_tp = {TopicPartition(*key): value for key, value in positions.items()}
@@ -135,7 +135,8 @@ class LowLevelClient(PooledClient):
         )
 
     def fetch_records(self, topic: str, partition: int, offset: int, max_bytes: int = 1048576,
-                      max_wait_ms: int = 500, min_bytes: int = 1, *, isolation_level: int = READ_UNCOMMITTED,
+                      max_wait_ms: int = 500, min_bytes: int = 1, *,
+                      isolation_level: int = IsolationLevel.READ_UNCOMMITTED,
                       retry_timeout_ms: float | None = None) -> tuple[list[Record], FetchResult]:
         """`fetch`, decoded: the records at or after `offset` (control records left out)."""
         result = self.fetch(topic, partition, offset, max_bytes, max_wait_ms, min_bytes,
@@ -146,7 +147,7 @@ class LowLevelClient(PooledClient):
     # ------------------------------------------------------------------ offsets
 
     def list_offset(self, topic: str, partition: int, spec: str | int = "latest", *,
-                    isolation_level: int = READ_UNCOMMITTED,
+                    isolation_level: int = IsolationLevel.READ_UNCOMMITTED,
                     retry_timeout_ms: float | None = None) -> ListOffsetsResult:
         """The offset for "earliest", "latest" or a timestamp in ms.
 
@@ -157,7 +158,7 @@ class LowLevelClient(PooledClient):
                                  retry_timeout_ms=retry_timeout_ms)[tp]
 
     def list_offsets(self, specs: Mapping[tuple[str, int], str | int], *,
-                     isolation_level: int = READ_UNCOMMITTED,
+                     isolation_level: int = IsolationLevel.READ_UNCOMMITTED,
                      retry_timeout_ms: float | None = None) -> dict[TopicPartition, ListOffsetsResult]:
         timestamps = {TopicPartition(*key): offset_spec_timestamp(spec) for key, spec in specs.items()}
         return send_to_leaders(
@@ -172,6 +173,7 @@ class LowLevelClient(PooledClient):
             call_timeout_ms=self.config.request_timeout_ms,
             retry_code=read_retriable,
             retry_call_error=read_call_retriable,
+            unknown_is_final=True,
         )
 
     # ------------------------------------------------------------------ transaction markers

@@ -194,7 +194,7 @@ class Metadata:
         if not response.brokers:
             logger.debug("ignoring a metadata response that lists no brokers")
             self.failed_update(KafkaError("metadata response lists no brokers",
-                                          error_name="LEADER_NOT_AVAILABLE"), now)
+                                          error=Errors.LEADER_NOT_AVAILABLE), now)
             return self.cluster
         fresh = Cluster.from_response(response)
         with self._changed:
@@ -293,7 +293,7 @@ class Metadata:
         deadline = Deadline(timeout_ms, self._clock)
         start_version = self.version
         if not self._refresh_lock.acquire(timeout=max(deadline.remaining_ms(), 1) / 1000):
-            raise KafkaError("timed out waiting for another metadata refresh", error_name="REQUEST_TIMED_OUT")
+            raise KafkaError("timed out waiting for another metadata refresh", error=Errors.REQUEST_TIMED_OUT)
         try:
             with self._changed:
                 if self._version > start_version and not self._need_update:
@@ -301,7 +301,7 @@ class Metadata:
                 wait_ms = self._time_to_allow_update(self._clock.monotonic_ms())
             if wait_ms > deadline.remaining_ms():
                 raise KafkaError("metadata refresh is backing off past the deadline",
-                                 error_name="REQUEST_TIMED_OUT")
+                                 error=Errors.REQUEST_TIMED_OUT)
             self._clock.sleep_ms(wait_ms)
             return self._fetch(pool, deadline)
         finally:

@@ -22,13 +22,11 @@ from services.common.shared_types import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     NO_LEADER_EPOCH,
+    IsolationLevel,
     ProduceResult,
     TxnMarker,
 )
 from services.common.topic_partition import TopicPartition
-
-READ_UNCOMMITTED = common_pb2.READ_UNCOMMITTED
-READ_COMMITTED = common_pb2.READ_COMMITTED
 
 
 class FetchResult(NamedTuple):
@@ -130,7 +128,7 @@ def produce_failure(tp: TopicPartition, error: KafkaError) -> ProduceResult:
 # --------------------------------------------------------------------------------------------- fetch
 
 def fetch_request(positions: Mapping[TopicPartition, int], *, partition_max_bytes: int, max_wait_ms: int,
-                  min_bytes: int, max_bytes: int, isolation_level: int = READ_UNCOMMITTED,
+                  min_bytes: int, max_bytes: int, isolation_level: int = IsolationLevel.READ_UNCOMMITTED,
                   rack_id: str = "") -> broker_pb2.FetchRequest:
     request = broker_pb2.FetchRequest(replica_id=CONSUMER_REPLICA_ID, max_wait_ms=max_wait_ms,
                                       min_bytes=min_bytes, max_bytes=max_bytes,
@@ -165,7 +163,7 @@ def fetch_failure(tp: TopicPartition, error: KafkaError) -> FetchResult:
 # --------------------------------------------------------------------------------------------- list offsets
 
 def list_offsets_request(timestamps: Mapping[TopicPartition, int],
-                         isolation_level: int = READ_UNCOMMITTED) -> broker_pb2.ListOffsetsRequest:
+                         isolation_level: int = IsolationLevel.READ_UNCOMMITTED) -> broker_pb2.ListOffsetsRequest:
     request = broker_pb2.ListOffsetsRequest(replica_id=CONSUMER_REPLICA_ID, isolation_level=isolation_level)
     for topic, tps in _by_topic(timestamps).items():
         request.topics.add(name=topic, partitions=[

@@ -142,7 +142,7 @@ def parse_describe_transaction(response: pb.DescribeTransactionsResponse, transa
     found = next((t for t in response.transaction_states if t.transactional_id == transactional_id), None)
     if found is None:
         raise KafkaError(f"the coordinator did not describe transactional id {transactional_id!r}",
-                         error_name="UNKNOWN_SERVER_ERROR")
+                         error=Errors.UNKNOWN_SERVER_ERROR)
     if found.error_code != Errors.NONE:
         raise KafkaError.from_code(found.error_code, f"describing transactional id {transactional_id!r}")
     partitions = frozenset(TopicPartition(t.topic, p) for t in found.topics for p in t.partitions)

@@ -9,10 +9,9 @@ from __future__ import annotations
 from services.common.errors import Errors
 from services.common.hashing import coordinator_partition
 from services.common.pb.odradek.common.v1 import common_pb2
+from services.common.topic_names import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from services.common.zk.coordinator_directory import DirectorySnapshot, coordinator_address
 
-GROUP_METADATA_TOPIC = "__consumer_offsets"
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 INTERNAL_TOPIC_PARTITIONS = 50
 
 

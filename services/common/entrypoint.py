@@ -45,8 +45,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from services.common.config import ENV_PREFIX, ConfigError, env_var_name, load_properties
+from services.common.health import check_health, http_ready
 from services.common.logging_setup import LOG_LEVEL_ENV
-from services.common.service import service_arguments
+from services.common.service import listener_address, service_arguments
 
 ADVERTISED_DOMAIN_ENV = "ODRADEK_ADVERTISED_DOMAIN"
 ENTRYPOINT_VARIABLES = frozenset({ADVERTISED_DOMAIN_ENV, LOG_LEVEL_ENV})
@@ -161,8 +162,6 @@ def advertised_listener(listeners: str, host: str) -> str:
 def probe_target(kind: ServiceKind, config) -> dict[str, str]:
     """Where this container's service answers its health check, from its loaded config."""
     if kind.name == "gateway":
-        from services.gateway.app import listener_address
-
         host, port = listener_address(config.listeners)
         return {"kind": kind.name, "http": f"http://{local_host(host)}:{port}/health"}
     listener = config.listener
@@ -212,11 +211,7 @@ def probe(grpc_target: str | None, http_url: str | None, path: Path = PROBE_FILE
             return False
         grpc_target, http_url = target.get("grpc"), target.get("http")
     if grpc_target:
-        from services.clients.transport import check_health
-
         return check_health(grpc_target, timeout_ms=PROBE_TIMEOUT_MS)
-    from services.clients.launcher import http_ready
-
     return bool(http_url) and http_ready(http_url, timeout_s=PROBE_TIMEOUT_MS / 1000)
 
 

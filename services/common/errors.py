@@ -153,19 +153,21 @@ def error_for_code(code: int) -> ErrorCode:
 class KafkaError(Exception):
     """An error carrying one of Kafka's codes.
 
-    Subclasses pin `error_name`; the base class takes it as a keyword:
-    `KafkaError("no such topic", error_name="UNKNOWN_TOPIC_OR_PARTITION")`.
+    Subclasses pin `error`; the base class takes it as a keyword:
+    `KafkaError("no such topic", error=Errors.UNKNOWN_TOPIC_OR_PARTITION)`. `error_name` is its name.
     """
 
-    error_name = "UNKNOWN_SERVER_ERROR"
+    error: Errors = Errors.UNKNOWN_SERVER_ERROR
 
-    def __init__(self, message: str = "", *, error_name: str | None = None):
-        if error_name is not None:
-            if error_name not in ERRORS_BY_NAME:
-                raise ValueError(f"unknown Kafka error name {error_name!r}")
-            self.error_name = error_name
-        self.spec = ERRORS_BY_NAME[self.error_name]
+    def __init__(self, message: str = "", *, error: Errors | None = None):
+        if error is not None:
+            self.error = Errors(error)
+        self.spec = ERRORS_BY_CODE[self.error]
         super().__init__(message or self.spec.description)
+
+    @property
+    def error_name(self) -> str:
+        return self.error.name
 
     @property
     def code(self) -> int:
@@ -184,10 +186,9 @@ class KafkaError(Exception):
 
     @classmethod
     def from_code(cls, code: int, message: str = "") -> KafkaError:
-        spec = error_for_code(code)
-        if spec.name not in ERRORS_BY_NAME:
-            return KafkaError(message or spec.description)
-        return KafkaError(message, error_name=spec.name)
+        if code not in ERRORS_BY_CODE:
+            return KafkaError(message or error_for_code(code).description)
+        return KafkaError(message, error=Errors(code))
 
 
 def raise_for_code(code: int, message: str = "") -> None:

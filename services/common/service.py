@@ -31,6 +31,7 @@ from collections.abc import Callable, Coroutine
 from concurrent import futures
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -72,6 +73,14 @@ def parse_listener(text: str) -> Listener:
     if not port.isdigit():
         raise ValueError(f"listener {text!r} has no port")
     return Listener(protocol.upper(), host.strip("[]"), int(port))
+
+
+def listener_address(url: str) -> tuple[str, int]:
+    """An HTTP listener's host and port: `http://0.0.0.0:8080` -> ("0.0.0.0", 8080)."""
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    if parts.port is None:
+        raise ValueError(f"listener {url!r} has no port")
+    return parts.hostname or "0.0.0.0", parts.port
 
 
 def insecure_channel(target: str) -> grpc.Channel:

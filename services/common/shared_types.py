@@ -5,7 +5,7 @@ transaction marker (`TxnMarker`) and a partition's active producer (`ProducerSta
 a partition's leadership as the controller sends it to brokers (`PartitionStateInfo`), the leader
 ids with a meaning of their own (`NO_LEADER`, `LEADER_DURING_DELETE`), and the protocol's sentinel
 values (`EARLIEST_TIMESTAMP`, `LATEST_TIMESTAMP` in ListOffsets, `CONSUMER_REPLICA_ID` in Fetch and
-ListOffsets, `NO_LEADER_EPOCH` wherever a leader epoch is unknown).
+ListOffsets, `NO_LEADER_EPOCH` wherever a leader epoch is unknown), and Kafka's `IsolationLevel`.
 
 Plain immutable values with no I/O, so the pure cores (`controller/state`, `broker/log`) may use
 them; each wire or znode format that carries one has its own module that reads and writes it.
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from enum import IntEnum
 from typing import NamedTuple
 
 from services.common.topic_partition import TopicPartition
@@ -33,6 +34,29 @@ LEADER_DURING_DELETE = -2  # UpdateMetadata's mark of a partition being deleted
 UNKNOWN_BROKER_EPOCH = -1
 NO_JMX_PORT = -1
 BROKER_REGISTRATION_VERSION = 5  # the version of `/brokers/ids/<id>` Kafka 2.8 writes
+
+
+class IsolationLevel(IntEnum):
+    """Which records a read sees: its value in Fetch and ListOffsets (the protobuf enum's) and its
+    name in configs and options (`isolation.level=read_committed`)."""
+
+    READ_UNCOMMITTED = 0
+    READ_COMMITTED = 1
+
+    @property
+    def config_name(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def from_config(cls, name: str) -> IsolationLevel:
+        """The level a config names; ValueError for any other name."""
+        level = cls.__members__.get(name.strip().upper())
+        if level is None:
+            raise ValueError(f"isolation level must be read_uncommitted or read_committed; got {name!r}")
+        return level
+
+
+ISOLATION_LEVEL_NAMES = tuple(level.config_name for level in IsolationLevel)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.topic_partition import TopicPartition
 from services.controller.cluster_events import ClusterEventHandlers
 from services.controller.executor import Retry, sample
@@ -173,9 +173,9 @@ class AdminEventHandlers(ClusterEventHandlers):
             if isinstance(later, AlterIsrOutcome):
                 results.update(later.results)
         for partition in execution.missing:
-            results[partition] = KafkaError(error_name="UNKNOWN_TOPIC_OR_PARTITION")
+            results[partition] = KafkaError(error=Errors.UNKNOWN_TOPIC_OR_PARTITION)
         for partition in execution.conflicted:
-            results[partition] = KafkaError(error_name="INVALID_UPDATE_VERSION")
+            results[partition] = KafkaError(error=Errors.INVALID_UPDATE_VERSION)
         self._answer(event, results)
 
     # --- leader elections --------------------------------------------------------------------
@@ -202,10 +202,10 @@ class AdminEventHandlers(ClusterEventHandlers):
                     leaders[partition] = (
                         result.leader
                         if isinstance(result, LeaderAndIsr)
-                        else KafkaError(str(result), error_name=failure)
+                        else KafkaError(str(result), error=failure)
                     )
         for partition in execution.missing | execution.conflicted:
-            leaders[partition] = KafkaError(f"Could not elect a leader for {partition}", error_name=failure)
+            leaders[partition] = KafkaError(f"Could not elect a leader for {partition}", error=failure)
         if from_znode:
             self.zk.delete_preferred_replica_election(epoch_zk_version=self.context.epoch_zk_version)
         self._answer(event, leaders)
@@ -230,9 +230,9 @@ class AdminEventHandlers(ClusterEventHandlers):
             self.scheduler.schedule(AUTO_REBALANCE_KEY, delay_s, AutoPreferredReplicaLeaderElection())
 
 
-def _election_strategy(election_type: ElectionType, trigger: ElectionTrigger) -> tuple[ElectionStrategy, str]:
+def _election_strategy(election_type: ElectionType, trigger: ElectionTrigger) -> tuple[ElectionStrategy, Errors]:
     """The strategy the core used for an election request, and its failure's error name."""
     if election_type == ElectionType.PREFERRED:
-        return PreferredReplicaPartitionLeaderElectionStrategy(), "PREFERRED_LEADER_NOT_AVAILABLE"
+        return PreferredReplicaPartitionLeaderElectionStrategy(), Errors.PREFERRED_LEADER_NOT_AVAILABLE
     allow_unclean = trigger == ElectionTrigger.ADMIN_CLIENT_TRIGGERED
-    return OfflinePartitionLeaderElectionStrategy(allow_unclean), "ELIGIBLE_LEADERS_NOT_AVAILABLE"
+    return OfflinePartitionLeaderElectionStrategy(allow_unclean), Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE

@@ -29,7 +29,7 @@ def kafka_error(error: BaseException) -> KafkaError:
     if isinstance(error, KafkaError):
         return error
     if isinstance(error, TimeoutError):
-        return KafkaError(str(error) or "The request timed out.", error_name="REQUEST_TIMED_OUT")
+        return KafkaError(str(error) or "The request timed out.", error=Errors.REQUEST_TIMED_OUT)
     logger.error("Unexpected error answering a controller request", exc_info=error)
     return KafkaError(f"Unexpected error: {error!r}")
 

@@ -33,7 +33,7 @@ from typing import Protocol
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.topic_partition import TopicPartition
 from services.common.zk import (
     ControllerMovedError,
@@ -203,7 +203,7 @@ class EffectsExecutor:
             self._zk.set_topic_assignment(assignment, epoch_zk_version=self._context.epoch_zk_version)
         except NoNodeError as e:
             raise KafkaError(
-                f"Topic {effect.topic} no longer exists", error_name="UNKNOWN_TOPIC_OR_PARTITION"
+                f"Topic {effect.topic} no longer exists", error=Errors.UNKNOWN_TOPIC_OR_PARTITION
             ) from e
 
     # -----------------------------------------------------------------------------------------

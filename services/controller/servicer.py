@@ -62,7 +62,7 @@ class RequestWaiter:
 
     def wait(self, timeout_s: float) -> Any:
         if not self._done.wait(max(0.0, timeout_s)):
-            raise KafkaError("The controller did not answer in time.", error_name="REQUEST_TIMED_OUT")
+            raise KafkaError("The controller did not answer in time.", error=Errors.REQUEST_TIMED_OUT)
         if isinstance(self._result, BaseException):
             raise self._result
         return self._result
@@ -88,7 +88,7 @@ class ControllerGateway:
             self._events.put(make_event(waiter), timeout_s=timeout_s)
         except queue.Full:
             raise KafkaError(
-                "The controller's event queue is full.", error_name="REQUEST_TIMED_OUT"
+                "The controller's event queue is full.", error=Errors.REQUEST_TIMED_OUT
             ) from None
         return waiter.wait(deadline - time.monotonic())
 

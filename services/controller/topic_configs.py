@@ -17,11 +17,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from services.common.config import ConfigType
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.controller.v1 import controller_pb2 as pb
+from services.common.topic_names import validate_topic_name
 from services.common.zk import OdradekZkClient
 from services.controller.controller_protos import kafka_error
-from services.controller.state.topics import TOPIC_CONFIGS, validate_topic_configs, validate_topic_name
+from services.controller.state.topics import TOPIC_CONFIGS, validate_topic_configs
 
 TOPIC_RESOURCE = 2
 SOURCE_DYNAMIC_TOPIC = 1
@@ -172,7 +173,7 @@ class TopicConfigAdmin:
             if spec is None or spec[0] is not ConfigType.LIST:
                 raise KafkaError(
                     f"Config value append/subtract is not allowed for config key {key}",
-                    error_name="INVALID_REQUEST",
+                    error=Errors.INVALID_REQUEST,
                 )
             current = configs.get(key, self._defaults.get(key, "")) or ""
             items = [i.strip() for i in current.split(",") if i.strip()]
@@ -183,7 +184,7 @@ class TopicConfigAdmin:
                 items = [i for i in items if i not in given]
             configs[key] = ",".join(items)
         else:
-            raise KafkaError(f"Unknown config operation {operation} for {key}", error_name="INVALID_REQUEST")
+            raise KafkaError(f"Unknown config operation {operation} for {key}", error=Errors.INVALID_REQUEST)
 
     # -----------------------------------------------------------------------------------------
 
@@ -191,11 +192,11 @@ class TopicConfigAdmin:
         if resource_type != TOPIC_RESOURCE:
             raise KafkaError(
                 f"Resource type {resource_type} is not served by the controller (only topics, 2)",
-                error_name="INVALID_REQUEST",
+                error=Errors.INVALID_REQUEST,
             )
         validate_topic_name(topic)
         if self._zk.get_topic_assignment(topic) is None:
-            raise KafkaError(f"Topic {topic} does not exist", error_name="UNKNOWN_TOPIC_OR_PARTITION")
+            raise KafkaError(f"Topic {topic} does not exist", error=Errors.UNKNOWN_TOPIC_OR_PARTITION)
         return self._zk.get_topic_config(topic)
 
 
@@ -203,4 +204,4 @@ def _reject_duplicates(entries: Any) -> None:
     names = [e.name for e in entries]
     duplicated = sorted({n for n in names if names.count(n) > 1})
     if duplicated:
-        raise KafkaError(f"Duplicate config keys: {', '.join(duplicated)}", error_name="INVALID_REQUEST")
+        raise KafkaError(f"Duplicate config keys: {', '.join(duplicated)}", error=Errors.INVALID_REQUEST)

@@ -1,4 +1,4 @@
-"""`AppendQueue`: hands a coordinator core's appends to its store (an internal topic's log) in the
+"""`AppendQueue`: hands a coordinator core's appends to its store (`InternalTopicStore`: an internal topic's log) in the
 order the core produced them, which is the order replay must see.
 
 The runtime queues appends under its own lock (the one its core runs under) and calls `drain()`
@@ -26,6 +26,20 @@ class QueuedAppend(Protocol):
     append_id: int
     partition: int
     records: list[tuple[bytes, bytes | None]]
+
+
+class InternalTopicStore(Protocol):
+    def append(
+        self, partition: int, records: list[tuple[bytes, bytes | None]], callback: Callable[[int, int | None], None],
+        transaction: tuple[int, int] | None = None,
+    ) -> None:  # fmt: skip
+        """Append (key, value) records to partition `partition` of the internal topic with acks=all;
+        with `transaction` (producer_id, producer_epoch) as one transactional batch of it.
+
+        Calls callback(error_code, first_offset) exactly once, later, possibly from another thread:
+        0 and the log offset of the first record when written, else a Kafka error code
+        (NOT_COORDINATOR when this coordinator was fenced, REQUEST_TIMED_OUT, ...) and None."""
+        ...
 
 
 class Once:

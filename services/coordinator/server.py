@@ -5,7 +5,8 @@ the session of a previous process with this id to go, see `previous_session`), t
 directory (for FindCoordinator), the brokers' client, the group coordinator with its store
 (`OffsetsLog` of `__consumer_offsets`), the transaction coordinator with its own (`OffsetsLog` of
 `__transaction_state`), its producer ids (`ProducerIdManager`) and its `TxnMarkerWriter`, then
-registration and ownership (`OwnershipManager`, over the partitions of both topics). Each topic's
+registration and ownership (`OwnershipManager`, over the partitions of both topics); the offsets
+of deleted topics leave the groups served (`DeletedTopicOffsets`). Each topic's
 partitions this instance comes to own are loaded by its `PartitionLoader`: the topic is created
 through the controller if it does not exist yet (RF = <topic>.replication.factor, compacted;
 as in Kafka, not before that many brokers are live), then each partition is replayed and fenced
@@ -30,17 +31,18 @@ from services.clients.admin import Admin
 from services.clients.admin_types import NewTopic
 from services.clients.lowlevel import LowLevelClient
 from services.common.clock import SYSTEM_CLOCK
-from services.common.coordinator_lookup import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2_grpc
 from services.common.producer_id_manager import ProducerIdManager
 from services.common.scheduler import Scheduler
 from services.common.service import ServiceRuntime
+from services.common.topic_names import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from services.common.topic_partition import TopicPartition
 from services.common.zk import OdradekZkClient
 from services.common.zk.client import close_session
 from services.common.zk.coordinator_directory import CoordinatorDirectory
 from services.coordinator.config import CoordinatorServiceConfig
+from services.coordinator.deleted_topics import DeletedTopicOffsets
 from services.coordinator.group import GroupCoordinator
 from services.coordinator.lag import LogEndOffsets
 from services.coordinator.metrics import CoordinatorMetrics
@@ -79,6 +81,7 @@ class CoordinatorServer:
         self.txn_markers: TxnMarkerWriter | None = None
         self.transactions: TransactionCoordinator | None = None
         self.ownership: OwnershipManager | None = None
+        self.deleted_topics: DeletedTopicOffsets | None = None
         self.metrics: CoordinatorMetrics | None = None
         self.endpoint = ""
         self.bootstrap = ""
@@ -103,6 +106,9 @@ class CoordinatorServer:
                                       on_in_doubt=lambda p: self._loaders[GROUP_METADATA_TOPIC].request_reload(p))
         self.groups = GroupCoordinator(self.group_config, SYSTEM_CLOCK, self.scheduler, self.offsets_log)
         self.groups.start()
+        self.deleted_topics = DeletedTopicOffsets(self.zk_raw, self.zk, self.groups,
+                                                  self.group_config.offsets_retention_check_interval_ms)
+        self.deleted_topics.start()
         self._start_transactions()
         self.metrics = CoordinatorMetrics(self.coordinator_id, self.groups,
                                           LogEndOffsets(self._log_end_offsets, SYSTEM_CLOCK))
@@ -174,11 +180,16 @@ class CoordinatorServer:
     # ------------------------------------------------------------------ ownership → loading
 
     def _start_loaders(self) -> None:
-        groups, transactions = self.groups, self.transactions
+        groups, transactions, deleted_topics = self.groups, self.transactions, self.deleted_topics
+
+        def complete_group_loading(partition: int) -> None:
+            groups.complete_loading(partition)
+            deleted_topics.on_partition_loaded(partition)
+
         group_target = LoadTarget(
             begin_loading=lambda p, owner: groups.begin_loading(p),
             replay=lambda p: lambda key, value, offset, ts: groups.replay(p, key, value, offset, ts),
-            complete_loading=groups.complete_loading, unload=groups.unload,
+            complete_loading=complete_group_loading, unload=groups.unload,
             replay_txn=lambda p: lambda key, value, offset, ts, producer_id: groups.replay(
                 p, key, value, offset, ts, producer_id),
             replay_marker=lambda p: lambda producer_id, commit, offset: groups.replay_marker(p, producer_id, commit))
@@ -238,6 +249,8 @@ class CoordinatorServer:
             loader.close()
         if self.ownership is not None:
             self.ownership.close()
+        if self.deleted_topics is not None:
+            self.deleted_topics.close()
         if self.groups is not None:
             self.groups.shutdown()
         if self.transactions is not None:

@@ -26,14 +26,15 @@ from collections.abc import Callable
 from typing import Any
 
 from services.common.clock import SYSTEM_CLOCK, Clock
-from services.common.coordinator_lookup import GROUP_METADATA_TOPIC, find_coordinator
+from services.common.coordinator_lookup import find_coordinator
 from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2_grpc
 from services.common.service import DEFAULT_PARKED_MAX_REQUESTS, Completion, RequestLimit
+from services.common.topic_names import GROUP_METADATA_TOPIC
 from services.common.zk.coordinator_directory import DirectorySnapshot
-from services.coordinator.group import GroupCoordinator, OffsetAndMetadata, TopicPartition
+from services.coordinator.group import CommittedOffset, GroupCoordinator, TopicPartition
 from services.coordinator.txn.runtime import TransactionCoordinator
 
 _DEFAULT_WAIT_S = 330.0
@@ -59,12 +60,12 @@ def client_host(context) -> str:
     return "/" + peer if peer else ""
 
 
-def _requested_offsets(request, now_ms: int, expire_ms: int | None) -> dict[TopicPartition, OffsetAndMetadata]:
+def _requested_offsets(request, now_ms: int, expire_ms: int | None) -> dict[TopicPartition, CommittedOffset]:
     """The offsets of an OffsetCommit or TxnOffsetCommit request."""
     offsets = {}
     for topic in request.topics:
         for part in topic.partitions:
-            offsets[TopicPartition(topic.name, part.partition_index)] = OffsetAndMetadata(
+            offsets[TopicPartition(topic.name, part.partition_index)] = CommittedOffset(
                 part.committed_offset, part.committed_leader_epoch,
                 part.committed_metadata if part.HasField("committed_metadata") else "", now_ms, expire_ms)
     return offsets

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from services.clients.cluster import Cluster
 from services.clients.lowlevel import LowLevelClient
 from services.clients.transport import BROKER, COORDINATOR
-from services.common.coordinator_lookup import GROUP_METADATA_TOPIC
 from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.common.v1 import common_pb2
+from services.common.topic_names import GROUP_METADATA_TOPIC
 from services.common.topic_partition import TopicPartition
 from services.common.zk.coordinator_directory import DirectorySnapshot, coordinator_address
 from services.coordinator.txn.effects import TxnMarkers

@@ -34,8 +34,8 @@ import uvicorn
 
 from services.common.heap import keep_freed_heap
 from services.common.logging_setup import configure_logging
-from services.common.service import load_service_config
-from services.gateway.app import advertised_url, create_app, listener_address
+from services.common.service import listener_address, load_service_config
+from services.gateway.app import advertised_url, create_app
 from services.gateway.config import GatewayConfig
 from services.gateway.consumer_instances import worker_port
 from services.gateway.metrics import MULTIPROCESS_DIR_ENV, mark_worker_dead

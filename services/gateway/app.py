@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from services.clients.admin import Admin
 from services.clients.producer import Producer
+from services.common.service import listener_address
 from services.gateway import routes
 from services.gateway.config import GatewayConfig
 from services.gateway.errors import CLUSTER_UNAVAILABLE, error_responses, install_error_handlers
@@ -27,14 +28,6 @@ from services.gateway.metrics import GatewayMetrics, MetricsMiddleware
 from services.gateway.state import GatewayState, gateway_state
 
 HEALTH_TIMEOUT_S = 2.0
-
-
-def listener_address(url: str) -> tuple[str, int]:
-    """`http://0.0.0.0:8080` -> ("0.0.0.0", 8080)."""
-    parts = urlsplit(url if "://" in url else f"http://{url}")
-    if parts.port is None:
-        raise ValueError(f"listener {url!r} has no port")
-    return parts.hostname or "0.0.0.0", parts.port
 
 
 ALL_INTERFACES = ("0.0.0.0", "::", "")
@@ -129,7 +122,8 @@ def create_app(config: GatewayConfig, *, worker_index: int = 0, base_url: str | 
             producer.close(timeout=5)
             admin.close()
 
-    app = FastAPI(title="Odradek HTTP gateway", version="1.0",
+    # /docs and /redoc from the files fastapi-offline ships, so they work without the internet
+    app = FastAPIOffline(title="Odradek HTTP gateway", version="1.0",
                   description="Confluent REST Proxy v2 and v3 over an Odradek cluster, with Arrow range reads.",
                   lifespan=lifespan, responses=error_responses(500))
     install_error_handlers(app)

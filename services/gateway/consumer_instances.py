@@ -49,7 +49,7 @@ from typing import Any, TypeVar
 from starlette.concurrency import run_in_threadpool
 
 from services.clients.consumer import Consumer, ConsumerRecord, IllegalStateError, OffsetAndMetadata
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.topic_partition import TopicPartition
 from services.gateway.config import GatewayConfig
 from services.gateway.errors import (
@@ -194,7 +194,7 @@ class ConsumerInstance:
                 await asyncio.wait_for(self._lock.acquire(), timeout_s)
             except TimeoutError:
                 raise KafkaError(f"the consumer instance stayed busy for {timeout_s:g} s",
-                                 error_name="REQUEST_TIMED_OUT") from None
+                                 error=Errors.REQUEST_TIMED_OUT) from None
             if self.closed:
                 self._lock.release()
                 raise instance_not_found()
@@ -204,7 +204,7 @@ class ConsumerInstance:
                 return await asyncio.wait_for(asyncio.shield(task), max(0.0, deadline - loop.time()))
             except TimeoutError:
                 raise KafkaError(f"no answer from the cluster within {timeout_s:g} s",
-                                 error_name="REQUEST_TIMED_OUT") from None
+                                 error=Errors.REQUEST_TIMED_OUT) from None
         finally:
             self.busy -= 1
             self.last_used = self.clock()

@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from services.common.errors import Errors, KafkaError
-from services.gateway.wire import JSON
+from services.common.http_wire import JSON
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +65,10 @@ def topic_not_found(topic: str) -> RestError:
 
 def cluster_not_found(cluster_id: str) -> RestError:
     return RestError(404, 404, f"Cluster {cluster_id} cannot be found.")
+
+
+def bad_request(message: str) -> RestError:
+    return RestError(400, 400, message)
 
 
 def partition_not_found(topic: str, partition: int) -> RestError:

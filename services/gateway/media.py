@@ -16,8 +16,8 @@ import orjson
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
+from services.common.http_wire import ARROW_STREAM, JSON, V2_BINARY, V2_EMBEDDED_JSON, V2_JSON
 from services.gateway.errors import RestError
-from services.gateway.wire import ARROW_STREAM, JSON, V2_BINARY, V2_EMBEDDED_JSON, V2_JSON
 
 __all__ = ["ARROW_STREAM", "JSON", "V2_BINARY", "V2_EMBEDDED_JSON", "V2_JSON"]
 

@@ -20,7 +20,7 @@ from starlette.concurrency import run_in_threadpool
 
 from services.clients.admin import Admin
 from services.clients.producer import Producer
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.gateway.config import GatewayConfig
 from services.gateway.metrics import GatewayMetrics
 
@@ -50,7 +50,7 @@ class GatewayState:
             return await asyncio.wait_for(run_in_threadpool(functools.partial(call, *args, **kwargs)), limit)
         except TimeoutError:
             raise KafkaError(f"no answer from the cluster within {limit:g} s",
-                             error_name="REQUEST_TIMED_OUT") from None
+                             error=Errors.REQUEST_TIMED_OUT) from None
 
 
 def gateway_state(request: Request) -> GatewayState:

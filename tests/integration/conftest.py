@@ -17,12 +17,13 @@ from kazoo.client import KazooClient
 
 from services.clients.admin import Admin
 from services.clients.admin_types import NewTopic
-from services.clients.launcher import LocalCluster, http_ready
 from services.clients.lowlevel import LowLevelClient
 from services.common.errors import Errors
-from services.common.proc import free_port, stop_process, wait_until
+from services.common.health import http_ready
 from services.common.records import build_batch
 from services.common.zk import OdradekZkClient
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import free_port, stop_process, wait_until
 
 # Short timeouts so failure handling shows within a test's patience.
 TEST_BROKER_CONFIG = {

@@ -9,8 +9,8 @@ from bench.broker_load import LongPollers
 from services.clients.admin import Admin
 from services.clients.admin_types import NewTopic
 from services.clients.lowlevel import LowLevelClient
-from services.common.proc import wait_until
 from services.common.records import build_batch
+from services.devcluster.proc import wait_until
 
 IDLE = "idle"
 BUSY = "busy"

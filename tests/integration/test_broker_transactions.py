@@ -10,14 +10,14 @@ from collections.abc import Iterator
 import pytest
 
 from services.clients.admin import Admin
-from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
 from services.common.errors import Errors
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
 from services.common.pb.odradek.common.v1 import common_pb2
-from services.common.proc import wait_until
 from services.common.records import build_batch, iter_batches
 from services.common.service import insecure_channel
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import wait_until
 from tests.integration.conftest import CLIENT_CONFIG, SESSION_TIMEOUT_S, create_topic, module_cluster
 
 TOPIC = "txn"

@@ -12,8 +12,8 @@ import pytest
 from services.clients import cli
 from services.clients.admin import Admin
 from services.clients.admin_types import NewTopic
-from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
+from services.devcluster.launcher import LocalCluster
 
 READY_TIMEOUT_S = 30.0
 COORDINATOR_CONFIG = {"group.initial.rebalance.delay.ms": 0}

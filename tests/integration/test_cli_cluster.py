@@ -11,10 +11,10 @@ import sys
 from services.clients import cli
 from services.clients.admin import Admin
 from services.clients.admin_types import NewTopic
-from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
-from services.common.proc import wait_until
 from services.common.records import build_batch
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import wait_until
 
 READY_TIMEOUT_S = 30.0
 ERROR_PREFIX = "Error while executing topic command : "

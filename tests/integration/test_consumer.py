@@ -21,9 +21,9 @@ from services.clients.consumer import (
     OffsetOutOfRangeError,
     WakeupError,
 )
-from services.clients.launcher import LocalCluster
-from services.common.proc import wait_until
 from services.common.topic_partition import TopicPartition
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import wait_until
 from tests.integration.conftest import CLIENT_CONFIG, create_topic, module_cluster, produce_values
 
 CONSUMER_CONFIG = {**CLIENT_CONFIG, "fetch_max_wait_ms": 100, "reconnect_backoff_ms": 50}

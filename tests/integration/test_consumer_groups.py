@@ -1,8 +1,8 @@
 """Consumer groups against a real cluster (one controller, three brokers, two coordinators, shared
 by the tests of this module): members sharing a topic without overlap, rebalances after a join, a
 leave and a SIGKILL, idle extra members, committed offsets surviving a restart of every consumer
-and a SIGKILL of the group's coordinator, fencing of an old generation, and the
-`consumer-groups` tool's lag, reset and delete.
+and a SIGKILL of the group's coordinator, kafka-python's `commit()` and `poll()` by partition,
+fencing of an old generation, and the `consumer-groups` tool's lag, reset and delete.
 
 Members that get killed run in processes of their own (`group_member`); the others run in threads.
 """
@@ -25,16 +25,16 @@ import pytest
 from services.clients import cli
 from services.clients.admin import Admin
 from services.clients.consumer import Consumer
-from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
 from services.clients.transport import COORDINATOR, ChannelPool
 from services.common.errors import Errors
 from services.common.hashing import coordinator_partition
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
-from services.common.proc import wait_until
 from services.common.records import build_batch
 from services.common.topic_partition import TopicPartition
 from services.common.zk.coordinators import decode_ownership
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import wait_until
 from tests.integration.conftest import CLIENT_CONFIG, SESSION_TIMEOUT_MS, create_topic, module_cluster, produce_values
 
 REPO = Path(__file__).resolve().parents[2]
@@ -319,6 +319,31 @@ def _offset(value: int):
     return OffsetAndMetadata(value)
 
 
+def test_a_kafka_python_loop_commits_with_commit_and_reads_the_poll_by_partition(cluster, admin, writer):
+    topic = create_topic(admin, "kafka-python", 2, REPLICATION)
+    expected = {TopicPartition(topic, p): [f"{p}-{i}" for i in range(30)] for p in range(2)}
+    for tp, values in expected.items():
+        produce(writer, topic, tp.partition, values)
+    read: dict[TopicPartition, list[str]] = {}
+    with group_consumer(cluster, "kafka-python-group", enable_auto_commit=False) as consumer:
+        consumer.subscribe([topic])
+
+        def poll_and_commit() -> bool:
+            records = consumer.poll(timeout_ms=200)
+            for tp, part in records.items():
+                assert tp in records and records[tp] == part == records.get(tp)
+                read.setdefault(tp, []).extend(record.value.decode() for record in part)
+            assert len(records) == sum(map(len, records.values()))
+            if records:
+                consumer.commit()
+            return sum(map(len, read.values())) >= 60
+
+        wait_until(poll_and_commit, 30, 0, message=lambda: f"60 records, got {read}")
+    assert read == expected
+    committed = admin.list_consumer_group_offsets("kafka-python-group")
+    assert {tp: o.offset for tp, o in committed.items()} == {tp: 30 for tp in expected}
+
+
 def test_a_member_of_an_old_generation_cannot_commit(cluster, admin):
     topic = create_topic(admin, "fenced", 1, REPLICATION)
     node = admin.find_group_coordinator("fencing")
@@ -380,7 +405,8 @@ def _fields(message) -> dict:
 
 
 def test_a_deposed_owner_cannot_write_the_offsets_topic(cluster, admin, writer, _zk_root_client):
-    admin.alter_consumer_group_offsets("owned", {TopicPartition("t", 0): 1})   # the topic exists now
+    topic = create_topic(admin, "owned-offsets", 1, REPLICATION)   # offsets of a missing topic go on loading
+    admin.alter_consumer_group_offsets("owned", {TopicPartition(topic, 0): 1})
     tp = TopicPartition("__consumer_offsets", coordinator_partition("owned"))
 
     def owner():
@@ -394,7 +420,7 @@ def test_a_deposed_owner_cannot_write_the_offsets_topic(cluster, admin, writer, 
         wait_until(lambda: owner().owner_id != before.owner_id, 30, 0.1, message="the partition to move")
         after = owner()
         assert (after.epoch, after.producer_id) == (before.epoch + 1, before.producer_id)
-        assert admin.list_consumer_group_offsets("owned") == {TopicPartition("t", 0): _offset(1)}
+        assert admin.list_consumer_group_offsets("owned") == {TopicPartition(topic, 0): _offset(1)}
         # a write in the old owner's name, with its epoch: the brokers refuse it
         record = build_batch([None], [b"\x00\x03\x00\x00\x00\x01"], producer_id=before.producer_id,
                              producer_epoch=before.epoch, base_sequence=1000)
@@ -498,6 +524,7 @@ def test_a_lone_coordinator_restarted_under_the_same_id_takes_a_new_epoch(cluste
     name = single.coordinator_names[0]
     tp = TopicPartition("__consumer_offsets", coordinator_partition("lonely"))
     with Admin(bootstrap_servers=single.bootstrap_servers, **CLIENT_CONFIG) as lone_admin:
+        create_topic(lone_admin, "t")   # the offsets of a topic that does not exist go on loading
         lone_admin.alter_consumer_group_offsets("lonely", {TopicPartition("t", 0): 9})
 
         def owner():

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import pytest
 
-from services.clients.launcher import LocalCluster
 from services.common.errors import Errors
 from services.common.pb.odradek.controller.v1 import controller_pb2 as pb
 from services.common.pb.odradek.controller.v1 import controller_pb2_grpc
-from services.common.proc import wait_until
 from services.common.service import insecure_channel
 from services.common.topic_partition import TopicPartition
 from services.common.zk import ControllerMovedError, OdradekZkClient, PartitionStateZnode
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import wait_until
 from tests.integration.conftest import SESSION_TIMEOUT_S
 
 TAKEOVER_TIMEOUT_S = SESSION_TIMEOUT_S + 30

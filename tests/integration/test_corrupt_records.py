@@ -16,12 +16,12 @@ from services.broker.log.files import LOG_FILE_SUFFIX, filename_prefix
 from services.clients import cli
 from services.clients.admin import Admin
 from services.clients.consumer import Consumer
-from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
 from services.common.errors import Errors
-from services.common.proc import wait_until
 from services.common.records.batch import iter_batch_positions, parse_header
 from services.common.topic_partition import TopicPartition
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import wait_until
 from tests.integration.conftest import CLIENT_CONFIG, create_topic, module_cluster, produce_values
 from tests.unit.clients.consumer.test_consumer import poll_values
 from tests.unit.clients.consumer.test_corrupt_fetch import poll_until_corrupt

@@ -19,9 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from services.clients.launcher import http_ready
-from services.clients.transport import check_health
-from services.common.proc import log_tail, start_process, stop_process, wait_until
+from services.common.health import check_health, http_ready
+from services.devcluster.proc import log_tail, start_process, stop_process, wait_until
 from tests.deploy_support import (
     K8S_BASE,
     K8S_DEV,

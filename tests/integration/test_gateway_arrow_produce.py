@@ -15,9 +15,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from services.clients.admin import Admin
-from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
 from services.clients.spark.writer import ipc_stream
+from services.devcluster.launcher import LocalCluster
 from services.gateway.arrow_records import HEADER_TYPE
 from tests.integration.conftest import CLIENT_CONFIG, create_topic, gateway_module_cluster
 

@@ -19,9 +19,9 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 
 from services.clients.admin import Admin
-from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
 from services.common.records import build_batch
+from services.devcluster.launcher import LocalCluster
 from tests.integration.conftest import CLIENT_CONFIG, TEST_GATEWAY_CONFIG, create_topic, gateway_module_cluster
 
 TOPIC = "fuzzed"

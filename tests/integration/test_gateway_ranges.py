@@ -21,9 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from services.clients.admin import Admin
-from services.clients.launcher import LocalCluster
 from services.clients.producer import Producer
-from services.common.proc import wait_until
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import wait_until
 from services.gateway.arrow_records import SCHEMA
 from services.gateway.errors import KAFKA_ERROR, KAFKA_RETRIABLE_ERROR
 from services.gateway.routes.ranges import RangeAnswer

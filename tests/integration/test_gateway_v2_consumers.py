@@ -21,13 +21,14 @@ import httpx
 import pytest
 
 from services.clients.admin import Admin
-from services.clients.launcher import LocalCluster, http_ready
 from services.clients.lowlevel import LowLevelClient
 from services.common.errors import Errors
-from services.common.proc import wait_until
+from services.common.health import http_ready
 from services.common.records import build_batch
 from services.common.shared_types import TxnMarker
 from services.common.topic_partition import TopicPartition
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import wait_until
 from services.gateway.consumer_instances import owner_of
 from services.gateway.metrics import MULTIPROCESS_DIR_ENV
 from tests.integration.conftest import create_topic, gateway_module_cluster, produce_values, worker_gateway

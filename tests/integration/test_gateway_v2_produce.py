@@ -15,11 +15,11 @@ import httpx
 import pytest
 
 from services.clients.admin import Admin
-from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
 from services.common.errors import ERRORS_BY_NAME
 from services.common.hashing import partition_for_key
-from services.common.proc import wait_until
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import wait_until
 from services.gateway.errors import (
     INVALID_BODY,
     INVALID_KEY,

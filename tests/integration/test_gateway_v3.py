@@ -25,9 +25,9 @@ import pytest
 
 from services.clients.admin import Admin
 from services.clients.consumer.consumer import Consumer
-from services.clients.launcher import LocalCluster
-from services.common.proc import wait_until
 from services.common.topic_partition import TopicPartition
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import wait_until
 from tests.integration.conftest import CLIENT_CONFIG, SESSION_TIMEOUT_MS, create_topic, gateway_module_cluster
 
 JSON_HEADERS = {"Content-Type": "application/json"}

@@ -13,8 +13,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.clients.launcher import LocalCluster
-from services.common.proc import wait_until
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import wait_until
 from tests.integration.conftest import create_topic, gateway_module_cluster, worker_gateway
 
 WORKERS = 3

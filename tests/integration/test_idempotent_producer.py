@@ -8,16 +8,16 @@ import threading
 
 from services.clients.admin import Admin
 from services.clients.admin_types import NewTopic
-from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
 from services.common.errors import Errors
 from services.common.pb.odradek.broker.v1 import broker_pb2_grpc
 from services.common.pb.odradek.common.v1 import common_pb2
-from services.common.proc import wait_until
 from services.common.producer_id_manager import ProducerIdManager
 from services.common.records import build_batch, iter_records
 from services.common.service import insecure_channel
 from services.common.zk import OdradekZkClient
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import wait_until
 from tests.integration.conftest import SESSION_TIMEOUT_S
 
 

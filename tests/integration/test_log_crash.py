@@ -19,10 +19,10 @@ import pytest
 
 from services.broker.log import LogConfig, LogManager, LogManagerConfig
 from services.broker.log.files import CLEAN_SHUTDOWN_FILE
-from services.common.proc import start_process, stop_process, wait_until
 from services.common.records import build_batch, iter_batches
 from services.common.records.batch import parse_header
 from services.common.topic_partition import TopicPartition
+from services.devcluster.proc import start_process, stop_process, wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TP = TopicPartition("crash", 0)

@@ -16,10 +16,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from services.clients.consumer import Consumer, OffsetAndMetadata
-from services.clients.launcher import LocalCluster
-from services.common.proc import wait_until
 from services.common.records import build_batch
 from services.common.topic_partition import TopicPartition
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import wait_until
 from tests.integration.conftest import (
     CLIENT_CONFIG,
     TEST_BROKER_CONFIG,

@@ -12,12 +12,12 @@ from collections.abc import Iterator
 import pytest
 
 from services.clients.admin_types import NewTopic
-from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
 from services.common.errors import KafkaError
-from services.common.proc import wait_until
 from services.common.records import build_batch
 from services.common.zk import OdradekZkClient
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import wait_until
 from tests.integration.conftest import SCALE_CLIENT_CONFIG, module_cluster, zk_session
 
 PARTITIONS = 4000

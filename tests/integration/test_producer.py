@@ -21,7 +21,6 @@ import pytest
 
 from services.clients.admin import Admin
 from services.clients.admin_types import TopicDescription
-from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
 from services.clients.producer import (
     BufferExhaustedError,
@@ -33,9 +32,10 @@ from services.clients.producer import (
 )
 from services.common.errors import Errors, KafkaError
 from services.common.hashing import partition_for_key
-from services.common.proc import wait_until
 from services.common.records import Compression, Record, iter_batch_positions, parse_header
 from services.common.records.batch import CODEC_MASK
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import wait_until
 from tests.integration.conftest import CLIENT_CONFIG, SESSION_TIMEOUT_S, create_topic, module_cluster
 
 

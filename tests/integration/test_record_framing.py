@@ -18,14 +18,14 @@ from services.broker.log.validation import AppendOrigin, validate_leader_batches
 from services.clients.admin import Admin
 from services.clients.admin_types import NewTopic
 from services.clients.consumer.consumer import Consumer
-from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
 from services.common.errors import Errors, KafkaError
-from services.common.proc import wait_until
 from services.common.records import Compression, build_batch, iter_records
 from services.common.records.batch import HEADER_SIZE
 from services.common.records.builder import assemble_batch, encode_records
 from services.common.topic_partition import TopicPartition
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import wait_until
 from tests.integration.conftest import CLIENT_CONFIG, module_cluster
 from tests.unit.broker.log.support import START_MS, resealed
 from tests.unit.test_record_reader import corrupt_batches

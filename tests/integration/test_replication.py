@@ -28,14 +28,14 @@ import grpc
 
 from services.clients.admin import Admin
 from services.clients.cluster import Cluster, PartitionInfo
-from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
 from services.common.errors import Errors, error_for_code
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
 from services.common.pb.odradek.common.v1 import common_pb2
-from services.common.proc import free_port, log_tail, pid_alive, wait_until
 from services.common.records import build_batch, iter_batch_positions, iter_records, parse_header
 from services.common.service import insecure_channel
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import free_port, log_tail, pid_alive, wait_until
 from tests.integration.conftest import CLIENT_CONFIG, SESSION_TIMEOUT_S, create_topic
 
 LAG_TIME_MAX_MS = 3000

@@ -24,17 +24,17 @@ from kazoo.client import KazooClient
 from services.clients.admin import Admin
 from services.clients.admin_types import NewTopic
 from services.clients.consumer import OffsetAndMetadata
-from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
 from services.common.errors import Errors
 from services.common.pb.odradek.controller.v1 import controller_pb2 as pb
 from services.common.pb.odradek.controller.v1 import controller_pb2_grpc
-from services.common.proc import wait_until
 from services.common.records import build_batch
 from services.common.service import insecure_channel
 from services.common.topic_partition import TopicPartition
 from services.common.zk import OdradekZkClient
 from services.common.zk.controller import CONTROLLER_PATH
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import wait_until
 from tests.integration.conftest import module_cluster
 
 START_TIMEOUT_S = 60.0

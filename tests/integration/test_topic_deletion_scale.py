@@ -12,11 +12,11 @@ import pytest
 
 from services.clients.admin import Admin
 from services.clients.admin_types import NewTopic
-from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
-from services.common.proc import wait_until
 from services.common.records import build_batch, iter_records
 from services.common.zk import OdradekZkClient
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import wait_until
 from tests.integration.conftest import SCALE_CLIENT_CONFIG, zk_session
 
 PARTITIONS = 2000

@@ -25,13 +25,13 @@ import pytest
 
 from services.clients import cli
 from services.clients.consumer import Consumer
-from services.clients.launcher import LocalCluster
 from services.clients.producer import Producer, ProducerFencedError
 from services.common.errors import Errors, KafkaError
-from services.common.proc import wait_until
 from services.common.records import build_batch
 from services.common.shared_types import TxnMarker
 from services.common.topic_partition import TopicPartition
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import wait_until
 from tests.integration.conftest import CLIENT_CONFIG, create_topic, module_cluster
 
 REPO = Path(__file__).resolve().parents[2]

@@ -18,18 +18,18 @@ from collections.abc import Iterator
 
 import pytest
 
-from services.clients.launcher import LocalCluster
-from services.clients.partition_requests import READ_COMMITTED
 from services.clients.transport import COORDINATOR, ChannelPool
 from services.common.errors import Errors, KafkaError
 from services.common.hashing import coordinator_partition
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
-from services.common.proc import wait_until
 from services.common.records.builder import build_batch
 from services.common.records.reader import iter_batches
+from services.common.shared_types import IsolationLevel
 from services.common.topic_partition import TopicPartition
 from services.common.zk.coordinators import decode_ownership
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import wait_until
 from tests.integration.conftest import TEST_COORDINATOR_CONFIG, create_topic, module_cluster
 
 RETRY = {Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE,
@@ -143,7 +143,7 @@ def test_a_commit_completes_through_its_markers(cluster, pool, admin, writer):
     batch = build_batch([b"a", b"b"], producer_id=txn.producer_id, producer_epoch=txn.epoch, base_sequence=0,
                         is_transactional=True)
     assert writer.produce(topic, 0, batch, acks=-1).error_code == Errors.NONE
-    assert writer.fetch_records(topic, 0, 0, isolation_level=READ_COMMITTED)[0] == []
+    assert writer.fetch_records(topic, 0, 0, isolation_level=IsolationLevel.READ_COMMITTED)[0] == []
     offsets = txn.call("AddOffsetsToTxn", pb.AddOffsetsToTxnRequest(
         transactional_id=txn.transactional_id, producer_id=txn.producer_id, producer_epoch=txn.epoch,
         group_id="committers"))
@@ -154,7 +154,7 @@ def test_a_commit_completes_through_its_markers(cluster, pool, admin, writer):
     assert txn.end(commit=True) == Errors.NONE
     done = txn.wait_state("CompleteCommit")
     assert list(done.topics) == []
-    records, fetched = writer.fetch_records(topic, 0, 0, isolation_level=READ_COMMITTED)
+    records, fetched = writer.fetch_records(topic, 0, 0, isolation_level=IsolationLevel.READ_COMMITTED)
     assert [r.value for r in records] == [b"a", b"b"] and fetched.last_stable_offset == 3
     markers = [h for h, _ in iter_batches(writer.fetch(topic, 1, 0).records) if h.is_control]
     assert [(h.producer_id, h.producer_epoch) for h in markers] == [(txn.producer_id, txn.epoch)]

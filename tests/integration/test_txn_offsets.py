@@ -12,15 +12,16 @@ from collections.abc import Iterator
 
 import pytest
 
-from services.clients.launcher import LocalCluster
+from services.clients.admin import Admin
 from services.clients.transport import BROKER, COORDINATOR, ChannelPool
-from services.common.coordinator_lookup import GROUP_METADATA_TOPIC
 from services.common.errors import Errors, KafkaError
 from services.common.hashing import coordinator_partition
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
-from services.common.proc import wait_until
-from tests.integration.conftest import module_cluster
+from services.common.topic_names import GROUP_METADATA_TOPIC
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import wait_until
+from tests.integration.conftest import CLIENT_CONFIG, create_topic, module_cluster
 
 TOPIC = "txn-input"
 CALL_TIMEOUT_MS = 20000
@@ -30,6 +31,8 @@ CALL_TIMEOUT_MS = 20000
 def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path_factory) -> Iterator[LocalCluster]:
     with module_cluster(request, zookeeper, _zk_root_client, tmp_path_factory, "txn-offsets", brokers=1,
                         controllers=1, coordinators=2) as local:
+        with Admin(bootstrap_servers=local.bootstrap_servers, **CLIENT_CONFIG) as admin:
+            create_topic(admin, TOPIC, 2)   # the offsets of a topic that does not exist go on loading
         yield local
 
 

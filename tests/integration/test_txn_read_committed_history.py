@@ -26,10 +26,10 @@ from pathlib import Path
 import pytest
 
 from services.clients.consumer import Consumer
-from services.clients.launcher import LocalCluster
 from services.clients.producer import Producer
-from services.common.proc import wait_until
 from services.common.topic_partition import TopicPartition
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import wait_until
 from tests.integration.conftest import CLIENT_CONFIG, create_topic, module_cluster
 
 REPO = Path(__file__).resolve().parents[2]

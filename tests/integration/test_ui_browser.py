@@ -12,7 +12,6 @@ Playwright or /usr/bin/chromium is missing (`make system-deps` installs Chromium
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import threading
 from collections.abc import Iterator
@@ -23,21 +22,15 @@ import pytest
 from services.clients.admin import Admin
 from services.clients.cli_groups import describe_partition_offsets
 from services.clients.consumer import Consumer
-from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
-from services.common.proc import wait_until
 from services.common.records import build_batch
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import wait_until
+from tests.integration.browser_support import chromium, playwright_api
 from tests.integration.conftest import CLIENT_CONFIG, SESSION_TIMEOUT_MS, create_topic, gateway_module_cluster
-
-playwright_api = pytest.importorskip("playwright.sync_api")
-CHROMIUM = "/usr/bin/chromium"
-if not os.path.exists(CHROMIUM):
-    pytest.skip(f"{CHROMIUM} is missing (make system-deps installs Debian's chromium)", allow_module_level=True)
 
 pytestmark = pytest.mark.integration
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "var" / "test-artifacts" / "ui"
 WAIT_MS = 30000
 ORDERS, BLOBS, GROUP = "orders", "blobs", "billing"
@@ -106,12 +99,8 @@ def lagging_member(cluster: LocalCluster, topic: str, wanted: int) -> Iterator[C
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    with playwright_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with chromium() as launched:
+        yield launched
 
 
 def screenshot(page, name: str) -> None:

@@ -24,7 +24,6 @@ from pathlib import Path
 
 import pytest
 
-from services.clients.launcher import LocalCluster
 from services.clients.lowlevel import LowLevelClient
 from services.clients.zk_consumer import (
     ConsumerRebalanceFailedError,
@@ -36,9 +35,10 @@ from services.clients.zk_consumer import (
 )
 from services.common.errors import Errors
 from services.common.hashing import java_string_hashcode
-from services.common.proc import start_python_module, stop_pid, wait_until
 from services.common.records import build_batch
 from services.common.topic_partition import TopicPartition
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import start_python_module, stop_pid, wait_until
 from tests.integration.conftest import (
     CLIENT_CONFIG,
     TEST_BROKER_CONFIG,

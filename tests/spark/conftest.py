@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from odradek.spark import register
 from services.clients.spark.session import local_session
 
 
@@ -15,6 +16,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     warehouse = tmp_path_factory.mktemp("spark-warehouse")
     session = local_session("odradek-tests", conf={"spark.sql.warehouse.dir": str(warehouse),
                                                    "spark.sql.shuffle.partitions": "2"})
+    register(session)
     try:
         yield session
     finally:

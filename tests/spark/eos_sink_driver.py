@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 
+from odradek.spark import register
 from services.clients.spark.session import local_session
 
 MAX_OFFSETS_PER_TRIGGER = "40"
@@ -16,6 +17,7 @@ MAX_OFFSETS_PER_TRIGGER = "40"
 
 def main(gateway: str, source: str, target: str, checkpoint: str, mode: str) -> int:
     spark = local_session("odradek-eos-sink", conf={"spark.sql.shuffle.partitions": "2"})
+    register(spark)
     stream = (spark.readStream.format("odradek").option("gateway", gateway).option("subscribe", source)
               .option("startingOffsets", "earliest").option("isolationLevel", "read_committed")
               .option("maxOffsetsPerTrigger", MAX_OFFSETS_PER_TRIGGER).load())

@@ -14,8 +14,8 @@ import pytest
 
 from jobs.clickstream import backfill, events, generator, pipeline, streaming, transform
 from jobs.clickstream.generator import GeneratedEvents
-from services.clients.launcher import LocalCluster
 from services.clients.spark.gateway import GatewayClient, gateway_urls
+from services.devcluster.launcher import LocalCluster
 from tests.integration.conftest import gateway_module_cluster
 
 TOPIC = "clicks"

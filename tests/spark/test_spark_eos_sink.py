@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from services.clients.admin import Admin
-from services.clients.launcher import LocalCluster
 from services.clients.producer import Producer
 from services.clients.spark.batch_log import BatchLog
-from services.common.proc import wait_until
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import wait_until
 from tests.integration.conftest import CLIENT_CONFIG, create_topic, gateway_module_cluster
 from tests.integration.test_transactions import read_to_end
 

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 import pytest
 
 from services.clients.admin import Admin
-from services.clients.launcher import LocalCluster
 from services.clients.producer import Producer
-from services.common.proc import wait_until
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import wait_until
 from tests.integration.conftest import CLIENT_CONFIG, TEST_BROKER_CONFIG, create_topic, gateway_module_cluster
 
 TOPIC = "spark-read"

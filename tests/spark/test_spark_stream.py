@@ -15,9 +15,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from services.clients.admin import Admin
-from services.clients.launcher import LocalCluster
 from services.clients.producer import Producer
-from services.common.proc import wait_until
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import wait_until
 from tests.integration.conftest import CLIENT_CONFIG, create_topic, gateway_module_cluster
 
 QUERY_TIMEOUT_S = 120

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from services.clients.launcher import LocalCluster
+from services.devcluster.launcher import LocalCluster
 from tests.integration.conftest import gateway_module_cluster
 from tests.integration.test_gateway_arrow_produce import create_topics, read_back
 

@@ -22,8 +22,8 @@ from services.common.entrypoint import (
     host_ordinal,
     probe,
 )
-from services.common.proc import free_port
 from services.common.service import ServiceRuntime
+from services.devcluster.proc import free_port
 from tests.deploy_support import REPO_ROOT, console_scripts
 
 BROKER = SERVICES["broker"]

@@ -2,7 +2,8 @@
 against the Compose specification (docker-compose 1.29's bundled schema, no engine needed) and
 its topology; every Kubernetes manifest of the base and of the dev overlay against Kubernetes'
 schemas (kubernetes-validate, strict, Kubernetes 1.30) and their shape; and every `ODRADEK_*`
-variable in any of them names a key of the service that reads it."""
+variable in any of them names a key of the service that reads it. And the wheel the image installs:
+its top-level packages (`odradek` and `services`), PySpark only as the `spark` extra, and its data files."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import subprocess
 import tomllib
 
 import pytest
+import setuptools
 from kubernetes_validate import ValidationError, validate
 
 from services.broker.config import BrokerConfig
@@ -35,6 +37,7 @@ from tests.deploy_support import (
 )
 
 KUBERNETES_VERSION = "1.30.0"
+WHEEL_PACKAGES = ("odradek", "services")  # the top-level packages `pip install odradek` installs
 # the gRPC server's grace once the shutdown hooks (the controlled shutdown) have run
 GRPC_SHUTDOWN_GRACE_S = inspect.signature(ServiceRuntime.run_until_stopped).parameters["grace_s"].default
 
@@ -249,11 +252,20 @@ def test_the_dev_overlay_is_one_node(dev):
     assert config["odradek-coordinator"]["ODRADEK_TRANSACTION_STATE_LOG_REPLICATION_FACTOR"] == "1"
 
 
+def test_the_wheel_installs_odradek_and_services_only_and_pyspark_is_an_extra():
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+    include = project["tool"]["setuptools"]["packages"]["find"]["include"]
+    packages = setuptools.find_packages(str(REPO_ROOT), include=include)
+    assert {package.partition(".")[0] for package in packages} == set(WHEEL_PACKAGES)
+    assert not any(d.startswith("pyspark") for d in project["project"]["dependencies"])
+    assert [d for d in project["project"]["optional-dependencies"]["spark"] if d.startswith("pyspark")]
+
+
 def test_the_wheel_carries_every_file_the_packages_read():
     """The image installs the wheel, not the tree: a data file outside package-data would be missing."""
     patterns = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["*"]
     not_read = {".py", ".pyc", ".pyi", ".so", ".c", ".md"}
-    for top in ("services", "jobs", "pyspark_odradek"):
+    for top in WHEEL_PACKAGES:
         for path in (REPO_ROOT / top).rglob("*"):
             if path.is_file() and path.suffix not in not_read and "__pycache__" not in path.parts:
                 assert any(fnmatch.fnmatch(path.name, pattern.rpartition("/")[2]) for pattern in patterns), path
@@ -264,6 +276,9 @@ def test_the_pipeline_service_runs_a_command_of_the_clickstream_job():
 
     stages = dockerfile_stages()
     assert exec_form(last(stages["spark"], "ENTRYPOINT")) == ["python", "-m", "jobs.clickstream"]
+    # the wheel does not carry jobs/: the spark stage puts it on the path
+    assert ("COPY", "jobs /opt/odradek/jobs") in stages["spark"] and last(stages["spark"], "ENV") == \
+        "PYTHONPATH=/opt/odradek"
     command = compose_config()["services"]["clickstream"]["command"]
     arguments = build_parser().parse_args(command)
     assert arguments.command == "run" and arguments.gateway == "http://gateway:8080"

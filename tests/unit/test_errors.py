@@ -52,7 +52,7 @@ def test_table_is_consistent():
 
 
 def test_exceptions_carry_their_code():
-    err = KafkaError("partition 3 moved", error_name="NOT_LEADER_OR_FOLLOWER")
+    err = KafkaError("partition 3 moved", error=Errors.NOT_LEADER_OR_FOLLOWER)
     assert (err.code, err.retriable, err.invalid_metadata) == (6, True, True)
     assert "NOT_LEADER_OR_FOLLOWER (6): partition 3 moved" == str(err)
     with pytest.raises(KafkaError) as caught:
@@ -62,4 +62,5 @@ def test_exceptions_carry_their_code():
     assert error_for_code(9999).name == "UNKNOWN_ERROR_CODE_9999"
     assert KafkaError.from_code(9999).code == -1
     with pytest.raises(ValueError):
-        KafkaError("x", error_name="NO_SUCH_ERROR")
+        KafkaError("x", error=9999)  # a code outside Kafka's table
+    assert KafkaError("x", error=Errors.NOT_COORDINATOR).error_name == "NOT_COORDINATOR"

@@ -8,7 +8,9 @@ import sys
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from services.common.proc import (
+from services.common.service import ServiceRuntime, insecure_channel, parse_listener, run_service
+from services.common.zk.errors import DuplicateRegistrationError
+from services.devcluster.proc import (
     free_port,
     listen_port_range,
     pid_alive,
@@ -20,8 +22,6 @@ from services.common.proc import (
     wait_until,
     write_pid_file,
 )
-from services.common.service import ServiceRuntime, insecure_channel, parse_listener, run_service
-from services.common.zk.errors import DuplicateRegistrationError
 
 
 def test_wait_until_returns_value_or_times_out():

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from services.common.zookeeper_server import (
+from services.devcluster.zookeeper import (
     CONFIG_NAME,
     INSTALL_COMMAND,
     LOG4J_NAME,

@@ -7,7 +7,7 @@ Batch-level problems reuse the record format's own errors (`CorruptRecordError` 
 
 from __future__ import annotations
 
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.records.batch import (
     CorruptRecordError,
     InvalidRecordError,
@@ -27,25 +27,25 @@ __all__ = [
 class OffsetOutOfRangeError(KafkaError):
     """A read or offset change outside [log start offset, log end offset] (OFFSET_OUT_OF_RANGE, 1)."""
 
-    error_name = "OFFSET_OUT_OF_RANGE"
+    error = Errors.OFFSET_OUT_OF_RANGE
 
 
 class RecordBatchTooLargeError(KafkaError):
     """An append larger than `segment.bytes` (RECORD_LIST_TOO_LARGE, 18)."""
 
-    error_name = "RECORD_LIST_TOO_LARGE"
+    error = Errors.RECORD_LIST_TOO_LARGE
 
 
 class InvalidTimestampError(KafkaError):
     """A timestamp outside `message.timestamp.difference.max.ms`, or a client-set LogAppendTime (32)."""
 
-    error_name = "INVALID_TIMESTAMP"
+    error = Errors.INVALID_TIMESTAMP
 
 
 class KafkaStorageError(KafkaError):
     """An I/O failure, or use of a closed log (KAFKA_STORAGE_ERROR, 56)."""
 
-    error_name = "KAFKA_STORAGE_ERROR"
+    error = Errors.KAFKA_STORAGE_ERROR
 
 
 class OffsetsOutOfOrderError(KafkaError):
@@ -68,25 +68,25 @@ class LogSegmentOffsetOverflowError(KafkaError):
 class OutOfOrderSequenceError(KafkaError):
     """A producer's batch whose sequence does not follow its last one (OUT_OF_ORDER_SEQUENCE_NUMBER, 45)."""
 
-    error_name = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    error = Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
 class InvalidProducerEpochError(KafkaError):
     """A producer's batch with an epoch older than the one the log knows (INVALID_PRODUCER_EPOCH, 47)."""
 
-    error_name = "INVALID_PRODUCER_EPOCH"
+    error = Errors.INVALID_PRODUCER_EPOCH
 
 
 class InvalidTxnStateError(KafkaError):
     """Non-transactional data from a producer with an open transaction (INVALID_TXN_STATE, 48)."""
 
-    error_name = "INVALID_TXN_STATE"
+    error = Errors.INVALID_TXN_STATE
 
 
 class TransactionCoordinatorFencedError(KafkaError):
     """A transaction marker with an older coordinator epoch (TRANSACTION_COORDINATOR_FENCED, 52)."""
 
-    error_name = "TRANSACTION_COORDINATOR_FENCED"
+    error = Errors.TRANSACTION_COORDINATOR_FENCED
 
 
 class CorruptSnapshotError(Exception):

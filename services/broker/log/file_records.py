@@ -209,3 +209,27 @@ class FileRecords(SegmentFile):
 
     def close_handler(self) -> None:
         self._close_fd()
+
+
+_OFFSET_LENGTH = struct.Struct(">qi")
+
+
+def whole_batches_end(data, max_offset: int | None = None) -> int:
+    """Length of the leading run of whole batches in `data` whose base offset is below max_offset."""
+    unpack = _OFFSET_LENGTH.unpack_from
+    end = len(data)
+    pos = 0
+    if max_offset is None:
+        while end - pos >= 12:
+            size = unpack(data, pos)[1] + 12
+            if pos + size > end or size < HEADER_SIZE:
+                break
+            pos += size
+    else:
+        while end - pos >= 12:
+            base, length = unpack(data, pos)
+            size = length + 12
+            if base >= max_offset or pos + size > end or size < HEADER_SIZE:
+                break
+            pos += size
+    return pos

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import fcntl
 import logging
 import os
 import shutil
@@ -50,7 +49,6 @@ from services.broker.log.config import INITIAL_TASK_DELAY_MS, LogConfig, LogMana
 from services.broker.log.errors import KafkaStorageError
 from services.broker.log.files import (
     CLEAN_SHUTDOWN_FILE,
-    LOCK_FILE,
     LOG_START_OFFSET_CHECKPOINT_FILE,
     RECOVERY_POINT_CHECKPOINT_FILE,
     TopicPartition,
@@ -62,6 +60,7 @@ from services.broker.log.files import (
     unlink_if_exists,
 )
 from services.broker.log.log import Log
+from services.broker.log.log_dirs import create_and_validate_log_dirs, lock_log_dir
 from services.common.clock import SYSTEM_CLOCK, Clock
 from services.common.scheduler import ScheduledTask, Scheduler
 
@@ -80,8 +79,8 @@ class LogManager:
         self._owns_scheduler = scheduler is None
         self.scheduler = scheduler if scheduler is not None else Scheduler(clock, name="odradek-log-scheduler")
         self._initial_task_delay_ms = initial_task_delay_ms
-        self.log_dirs = _create_and_validate_log_dirs(config.log_dirs)
-        self._dir_locks = {d: _lock_dir(d) for d in self.log_dirs}
+        self.log_dirs = create_and_validate_log_dirs(config.log_dirs)
+        self._dir_locks = {d: lock_log_dir(d) for d in self.log_dirs}
         self._logs: dict[TopicPartition, Log] = {}
         self._logs_per_dir: collections.Counter[str] = collections.Counter()  # where new logs go
         self._creating: dict[TopicPartition, threading.Event] = {}  # logs being created, by partition
@@ -479,34 +478,3 @@ def _read_checkpoint(checkpoint: OffsetCheckpointFile) -> dict[TopicPartition, i
     except (CheckpointError, OSError) as e:
         logger.warning("cannot read %s (%s); starting from offset 0 for its logs", checkpoint.path, e)
         return {}
-
-
-def _create_and_validate_log_dirs(dirs) -> list[str]:
-    result: list[str] = []
-    seen = set()
-    for log_dir in dirs:
-        path = os.path.abspath(log_dir)
-        os.makedirs(path, exist_ok=True)
-        canonical = os.path.realpath(path)
-        if canonical in seen:
-            raise KafkaStorageError(f"duplicate log directory found: {', '.join(dirs)}")
-        seen.add(canonical)
-        if not os.access(path, os.R_OK | os.W_OK):
-            raise KafkaStorageError(f"{path} is not a readable and writable log directory")
-        result.append(path)
-    if not result:
-        raise KafkaStorageError("no log directories configured")
-    return result
-
-
-def _lock_dir(log_dir: str) -> int:
-    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(os.path.join(log_dir, LOCK_FILE), flags, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        raise KafkaStorageError(
-            f"failed to acquire the lock on {LOCK_FILE} in {log_dir}: another process or thread is using "
-            "this directory") from None
-    return fd

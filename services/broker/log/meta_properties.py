@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from services.broker.log.files import META_PROPERTIES_FILE, atomic_write
 from services.common.config import parse_properties
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 
 
 class InconsistentBrokerMetadataError(KafkaError):
@@ -48,7 +48,7 @@ def read_meta_properties(log_dir: str) -> MetaProperties | None:
     version = int(props.get("version", "0"))
     if version != 0:
         raise InconsistentBrokerMetadataError(
-            f"unsupported meta.properties version {version} in {log_dir}", error_name="UNKNOWN_SERVER_ERROR")
+            f"unsupported meta.properties version {version} in {log_dir}", error=Errors.UNKNOWN_SERVER_ERROR)
     broker_id = props.get("broker.id")
     return MetaProperties(int(broker_id) if broker_id is not None else None, props.get("cluster.id"), version)
 
@@ -76,12 +76,12 @@ def check_and_write_meta_properties(log_dirs, broker_id: int,
         if meta.cluster_id is not None and cluster_id is not None and meta.cluster_id != cluster_id:
             raise InconsistentBrokerMetadataError(
                 f"cluster id {cluster_id} does not match stored cluster.id {meta.cluster_id} in {log_dir}",
-                error_name="INCONSISTENT_CLUSTER_ID")
+                error=Errors.INCONSISTENT_CLUSTER_ID)
     stored_cluster_ids = {m.cluster_id for m in found.values() if m is not None and m.cluster_id}
     if len(stored_cluster_ids) > 1:
         raise InconsistentBrokerMetadataError(
             f"log dirs belong to different clusters: {sorted(stored_cluster_ids)}",
-            error_name="INCONSISTENT_CLUSTER_ID")
+            error=Errors.INCONSISTENT_CLUSTER_ID)
     effective = MetaProperties(broker_id, cluster_id or next(iter(stored_cluster_ids), None))
     for log_dir, meta in found.items():
         if meta != effective:

@@ -27,7 +27,7 @@ from services.broker.log.errors import (
     LogSegmentOffsetOverflowError,
     UnsupportedMagicError,
 )
-from services.broker.log.file_records import FileRecords
+from services.broker.log.file_records import FileRecords, whole_batches_end
 from services.broker.log.files import (
     TXN_INDEX_FILE_SUFFIX,
     log_file,
@@ -51,27 +51,6 @@ WALK_SHORTCUT_BYTES = 64 * 1024  # longer reads find their end through the offse
 _OFFSET_LENGTH = struct.Struct(">qi")
 _unpack_header = HEADER_STRUCT.unpack_from
 _EMPTY = b""
-
-
-def whole_batches_end(data, max_offset: int | None = None) -> int:
-    """Length of the leading run of whole batches in `data` whose base offset is below max_offset."""
-    unpack = _OFFSET_LENGTH.unpack_from
-    end = len(data)
-    pos = 0
-    if max_offset is None:
-        while end - pos >= 12:
-            size = unpack(data, pos)[1] + 12
-            if pos + size > end or size < HEADER_SIZE:
-                break
-            pos += size
-    else:
-        while end - pos >= 12:
-            base, length = unpack(data, pos)
-            size = length + 12
-            if base >= max_offset or pos + size > end or size < HEADER_SIZE:
-                break
-            pos += size
-    return pos
 
 
 class LogSegment:

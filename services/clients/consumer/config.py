@@ -31,16 +31,13 @@ from typing import Any
 
 from services.clients.client_config import CommonClientConfig, load_client_config
 from services.common.config import ConfigError, ConfigType, at_least, one_of, setting
-from services.common.pb.odradek.common.v1 import common_pb2
+from services.common.shared_types import ISOLATION_LEVEL_NAMES, IsolationLevel
 
 Deserializer = Callable[[bytes], Any]
 
 EARLIEST = "earliest"
 LATEST = "latest"
 NONE = "none"
-READ_UNCOMMITTED = "read_uncommitted"
-READ_COMMITTED = "read_committed"
-ISOLATION_LEVELS = {READ_UNCOMMITTED: common_pb2.READ_UNCOMMITTED, READ_COMMITTED: common_pb2.READ_COMMITTED}
 _DESERIALIZER_KEYS = {"key.deserializer": "key_deserializer", "value.deserializer": "value_deserializer"}
 _ASSIGNMENT_STRATEGY_KEY = "partition.assignment.strategy"
 DEFAULT_ASSIGNMENT_STRATEGY = "range"
@@ -87,7 +84,8 @@ class ConsumerConfig(CommonClientConfig):
     auto_offset_reset: str = setting(ConfigType.STRING, LATEST, one_of(LATEST, EARLIEST, NONE),
                                      doc="Where to start without a valid position: earliest, latest, or none "
                                          "to raise an error.")
-    isolation_level: str = setting(ConfigType.STRING, READ_UNCOMMITTED, one_of(READ_UNCOMMITTED, READ_COMMITTED),
+    isolation_level: str = setting(ConfigType.STRING, IsolationLevel.READ_UNCOMMITTED.config_name,
+                                   one_of(*ISOLATION_LEVEL_NAMES),
                                    doc="read_committed reads only committed transactional records, "
                                        "up to the last stable offset.")
     check_crcs: bool = setting(ConfigType.BOOLEAN, True, doc="Verify the CRC-32C of every fetched batch.")
@@ -126,7 +124,7 @@ class ConsumerConfig(CommonClientConfig):
 
     @property
     def isolation_level_code(self) -> int:
-        return ISOLATION_LEVELS[self.isolation_level]
+        return IsolationLevel.from_config(self.isolation_level)
 
     @property
     def auto_commit_enabled(self) -> bool:

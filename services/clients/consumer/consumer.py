@@ -11,8 +11,10 @@ keys). Partitions come from the group (`subscribe` to topics or a pattern, with 
 group work is `coordinator`'s) or by hand (`assign`). Positions start lazily: a partition without
 one starts at the group's committed offset (with a group id), else is reset by
 `auto.offset.reset`, at the next `poll` or `position`; `seek_to_beginning` and `seek_to_end` reset
-lazily too. Commits: `commit_sync`, `commit_async`, auto-commit (enable.auto.commit, every
-auto.commit.interval.ms from poll, before a rebalance and on close). Iterating over the consumer
+lazily too. Commits: `commit_sync` (or kafka-python's name for it, `commit`), `commit_async`,
+auto-commit (enable.auto.commit, every auto.commit.interval.ms from poll, before a rebalance and on
+close). A poll's `ConsumerRecords` iterate as the Java client's and read by partition as
+kafka-python's dict (`records[tp]`, `records.items()`). Iterating over the consumer
 polls forever, or until `consumer.timeout.ms` passes without a record or the consumer is closed.
 
 A poll returns records already fetched when there are any; otherwise it sends fetches and waits
@@ -73,8 +75,8 @@ from services.clients.metadata import Metadata
 from services.clients.transport import BROKER, AsyncRequests, ChannelPool, Deadline
 from services.common.clock import SYSTEM_CLOCK, Clock
 from services.common.config import ConfigError
-from services.common.errors import KafkaError
-from services.common.shared_types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from services.common.errors import Errors, KafkaError
+from services.common.shared_types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, IsolationLevel
 from services.common.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -234,10 +236,16 @@ class Consumer:
         `timeout_ms` (default.api.timeout.ms); CommitFailedError when the group rebalanced meanwhile."""
         self._group_coordinator().commit_sync(offsets, self._timeout_ms(timeout_ms))
 
+    def commit(self, offsets: Mapping[Any, OffsetAndMetadata | int] | None = None,
+               timeout_ms: float | None = None) -> None:
+        """kafka-python's name for `commit_sync`, with the same arguments."""
+        self.commit_sync(offsets, timeout_ms)
+
     @_single_threaded
     def commit_async(self, offsets: Mapping[Any, OffsetAndMetadata | int] | None = None,
                      callback: CommitCallback | None = None) -> None:
-        """Commits without waiting; `callback(offsets, error or None)` runs in a later call, in order."""
+        """Commits without waiting; `callback(offsets, error or None)` runs in a later call, in order
+        (kafka-python's `commit_async` takes the same arguments and calls back the same way)."""
         self._group_coordinator().commit_async(offsets, callback)
 
     @_single_threaded
@@ -407,7 +415,7 @@ class Consumer:
                 return self._subscriptions.position(tp).offset
             if deadline.expired:
                 raise KafkaError(f"Timeout of {deadline.timeout_ms}ms expired before the position for partition "
-                                 f"{tp} could be determined", error_name="REQUEST_TIMED_OUT")
+                                 f"{tp} could be determined", error=Errors.REQUEST_TIMED_OUT)
             self._requests.poll(min(deadline.remaining_ms(), self.config.retry_backoff_ms))
 
     @_single_threaded
@@ -522,7 +530,7 @@ class Consumer:
 
     @_single_threaded
     def metrics(self) -> dict[str, float]:
-        read_committed = self.config.isolation_level == "read_committed"
+        read_committed = self.config.isolation_level_code == IsolationLevel.READ_COMMITTED
         lags = {tp: self._subscriptions.partition_lag(tp, read_committed)
                 for tp in self._subscriptions.assigned_list()}
         return self._metrics.snapshot(self._clock.monotonic_ms(), lags)

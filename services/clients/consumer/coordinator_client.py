@@ -96,7 +96,7 @@ class CoordinatorClient:
         node = self._metadata.least_loaded_node(self._pool)
         if node is None:
             return failed_future(KafkaError("no broker to ask for the group coordinator",
-                                            error_name="NETWORK_EXCEPTION"))
+                                            error=Errors.NETWORK_EXCEPTION))
         future: Future = Future()
         self._find_coordinator = future
         self._requests.send(node.address, BROKER, "FindCoordinator", find_coordinator_request(self.group_id),

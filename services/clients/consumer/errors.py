@@ -11,9 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.records.batch import CorruptRecordError
 from services.common.topic_partition import TopicPartition
+
+__all__ = [
+    "CommitFailedError", "ConcurrentModificationError", "CorruptRecordError", "FencedInstanceIdError",
+    "IllegalStateError", "InvalidGroupIdError", "InvalidOffsetError", "LogTruncationError", "NoOffsetForPartitionError",
+    "OffsetOutOfRangeError", "RebalanceCallbackError", "RebalanceInProgressError", "RecordDeserializationError",
+    "RetriableCommitFailedError", "WakeupError",
+]
 
 
 class IllegalStateError(KafkaError, RuntimeError):
@@ -31,7 +38,7 @@ class WakeupError(KafkaError):
 class InvalidGroupIdError(KafkaError):
     """Group management or offset commits were used without a valid `group.id`."""
 
-    error_name = "INVALID_GROUP_ID"
+    error = Errors.INVALID_GROUP_ID
 
     def __init__(self, message: str = ""):
         super().__init__(message or "To use the group management or offset commit APIs, you must provide a "
@@ -47,31 +54,31 @@ COMMIT_FAILED_MESSAGE = (
 
 class CommitFailedError(KafkaError):
     """A commit was refused because this member is no longer part of the group's current
-    generation; `error_name` is the coordinator's answer (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
+    generation; `error` is the coordinator's answer (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
     REBALANCE_IN_PROGRESS). Not retriable: poll() rejoins the group first."""
 
-    error_name = "ILLEGAL_GENERATION"
+    error = Errors.ILLEGAL_GENERATION
 
-    def __init__(self, message: str = "", *, error_name: str | None = None):
-        super().__init__(message or COMMIT_FAILED_MESSAGE, error_name=error_name)
+    def __init__(self, message: str = "", *, error: Errors | None = None):
+        super().__init__(message or COMMIT_FAILED_MESSAGE, error=error)
 
 
 class RebalanceInProgressError(CommitFailedError):
     """A commit was refused because the group is rebalancing; poll() completes the rebalance,
     after which committing again may succeed."""
 
-    error_name = "REBALANCE_IN_PROGRESS"
+    error = Errors.REBALANCE_IN_PROGRESS
 
 
 class RetriableCommitFailedError(KafkaError):
-    """An asynchronous commit failed with a retriable error (carried as `error_name` and as
+    """An asynchronous commit failed with a retriable error (carried as `error` and as
     `__cause__`); asynchronous commits are not retried, a later commit may succeed."""
 
 
 class FencedInstanceIdError(KafkaError):
     """Another consumer with the same `group.instance.id` joined the group and fenced this one."""
 
-    error_name = "FENCED_INSTANCE_ID"
+    error = Errors.FENCED_INSTANCE_ID
 
 
 class RebalanceCallbackError(KafkaError):
@@ -81,7 +88,7 @@ class RebalanceCallbackError(KafkaError):
 class InvalidOffsetError(KafkaError):
     """The consumer has no valid position for some partitions and may not pick one itself."""
 
-    error_name = "OFFSET_OUT_OF_RANGE"
+    error = Errors.OFFSET_OUT_OF_RANGE
 
     def partitions(self) -> set[TopicPartition]:
         raise NotImplementedError

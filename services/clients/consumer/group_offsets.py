@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from typing import Any, NamedTuple
 
-from services.clients.consumer.config import READ_COMMITTED, ConsumerConfig
+from services.clients.consumer.config import ConsumerConfig
 from services.clients.consumer.coordinator_client import (
     FIND_AGAIN,
     CoordinatorClient,
@@ -54,6 +54,7 @@ from services.clients.transport import COORDINATOR, AsyncRequests, ChannelPool, 
 from services.common.clock import Clock
 from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
+from services.common.shared_types import IsolationLevel
 from services.common.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
@@ -98,7 +99,7 @@ class GroupOffsets(CoordinatorClient):
         if not self.commit_offsets_sync(wanted, Deadline(timeout_ms, self._clock)):
             committed = {str(tp): offset.offset for tp, offset in wanted.items()}
             raise KafkaError(f"Timeout of {timeout_ms}ms expired before successfully committing offsets {committed}",
-                             error_name="REQUEST_TIMED_OUT")
+                             error=Errors.REQUEST_TIMED_OUT)
 
     def commit_async(self, offsets: Mapping[Any, OffsetAndMetadata | int] | None,
                      callback: CommitCallback | None) -> None:
@@ -112,7 +113,7 @@ class GroupOffsets(CoordinatorClient):
         offsets = self.fetch_committed_offsets(wanted, Deadline(timeout_ms, self._clock))
         if offsets is None:
             raise KafkaError(f"Timeout of {timeout_ms}ms expired before the last committed offset for partitions "
-                             f"{sorted(map(str, wanted))} could be determined", error_name="REQUEST_TIMED_OUT")
+                             f"{sorted(map(str, wanted))} could be determined", error=Errors.REQUEST_TIMED_OUT)
         return offsets
 
     # ------------------------------------------------------------------ commits
@@ -124,7 +125,7 @@ class GroupOffsets(CoordinatorClient):
             return future
         coordinator = self._coordinator()
         if coordinator is None:
-            return failed_future(KafkaError(error_name="COORDINATOR_NOT_AVAILABLE"))
+            return failed_future(KafkaError(error=Errors.COORDINATOR_NOT_AVAILABLE))
         instance_id = None
         generation = NO_GENERATION
         if self._subscriptions.has_auto_assigned_partitions():
@@ -137,7 +138,7 @@ class GroupOffsets(CoordinatorClient):
                         "rebalance, after which the commit may be tried again"))
                 return failed_future(CommitFailedError(
                     "Offsets cannot be committed: the consumer is not an active member of the group; it was "
-                    "probably removed from it", error_name="UNKNOWN_MEMBER_ID"))
+                    "probably removed from it", error=Errors.UNKNOWN_MEMBER_ID))
         request = offset_commit_request(self.group_id, generation.generation_id, generation.member_id, instance_id,
                                         offsets)
         future = Future()
@@ -168,7 +169,7 @@ class GroupOffsets(CoordinatorClient):
             if generation != sent and state is MemberState.PREPARING_REBALANCE:
                 return RebalanceInProgressError()
             membership.reset_state_and_rejoin(f"OffsetCommit answered {name}")
-            return CommitFailedError(error_name=name)
+            return CommitFailedError(error=error.error)
         if code == Errors.FENCED_INSTANCE_ID:
             return FencedInstanceIdError(error.args[0])
         if code in COMMIT_ERRORS_AS_IS:
@@ -224,7 +225,7 @@ class GroupOffsets(CoordinatorClient):
             error = entry.future.exception()
             if is_retriable(error):
                 retriable = RetriableCommitFailedError(f"Offset commit failed with a retriable error: {error}",
-                                                       error_name=error.error_name)
+                                                       error=error.error)
                 retriable.__cause__ = error
                 error = retriable
             entry.callback(entry.offsets, error)
@@ -311,8 +312,9 @@ class GroupOffsets(CoordinatorClient):
     def _send_offset_fetch(self, partitions: frozenset[TopicPartition]) -> Future:
         coordinator = self._coordinator()
         if coordinator is None:
-            return failed_future(KafkaError(error_name="COORDINATOR_NOT_AVAILABLE"))
-        request = offset_fetch_request(self.group_id, partitions, self._config.isolation_level == READ_COMMITTED)
+            return failed_future(KafkaError(error=Errors.COORDINATOR_NOT_AVAILABLE))
+        require_stable = self._config.isolation_level_code == IsolationLevel.READ_COMMITTED
+        request = offset_fetch_request(self.group_id, partitions, require_stable)
         future: Future = Future()
 
         def on_response(response: pb.OffsetFetchResponse) -> None:

@@ -212,7 +212,7 @@ class GroupRebalance(GroupOffsets):
     def _send_join_group(self, generation: Generation) -> Future:
         coordinator = self._coordinator()
         if coordinator is None:
-            return failed_future(KafkaError(error_name="COORDINATOR_NOT_AVAILABLE"))
+            return failed_future(KafkaError(error=Errors.COORDINATOR_NOT_AVAILABLE))
         config = self._config
         self._joined_subscription = frozenset(self._subscriptions.subscription())
         request = pb.JoinGroupRequest(
@@ -252,12 +252,12 @@ class GroupRebalance(GroupOffsets):
             future.set_exception(self._join_error(response))
             return
         if response.HasField("protocol_type") and response.protocol_type != PROTOCOL_TYPE:
-            future.set_exception(KafkaError(error_name="INCONSISTENT_GROUP_PROTOCOL"))
+            future.set_exception(KafkaError(error=Errors.INCONSISTENT_GROUP_PROTOCOL))
             return
         with membership.lock:
             if membership.state is not MemberState.PREPARING_REBALANCE:
                 future.set_exception(KafkaError("the consumer left the group during the rebalance",
-                                                error_name="UNKNOWN_MEMBER_ID"))
+                                                error=Errors.UNKNOWN_MEMBER_ID))
                 return
             membership.state = MemberState.COMPLETING_REBALANCE
             generation = Generation(response.generation_id, response.member_id,
@@ -325,7 +325,7 @@ class GroupRebalance(GroupOffsets):
     def _send_sync_group(self, generation: Generation, assignments: Mapping[str, bytes]) -> Future:
         coordinator = self._coordinator()
         if coordinator is None:
-            return failed_future(KafkaError(error_name="COORDINATOR_NOT_AVAILABLE"))
+            return failed_future(KafkaError(error=Errors.COORDINATOR_NOT_AVAILABLE))
         request = pb.SyncGroupRequest(
             group_id=self.group_id, generation_id=generation.generation_id, member_id=generation.member_id,
             group_instance_id=self.group_instance_id, protocol_type=PROTOCOL_TYPE,
@@ -352,12 +352,12 @@ class GroupRebalance(GroupOffsets):
                 membership.rejoin_needed = False
                 membership.rejoin_reason = ""
         if inconsistent:
-            future.set_exception(KafkaError(error_name="INCONSISTENT_GROUP_PROTOCOL"))
+            future.set_exception(KafkaError(error=Errors.INCONSISTENT_GROUP_PROTOCOL))
         elif not current:
             logger.info("The generation was reset to %s before the SyncGroup answer arrived; rejoining",
                         membership.generation)
             future.set_exception(KafkaError("the generation changed during the rebalance",
-                                            error_name="ILLEGAL_GENERATION"))
+                                            error=Errors.ILLEGAL_GENERATION))
         else:
             logger.info("Successfully synced group %s in generation %s", self.group_id, sent)
             future.set_result(bytes(response.assignment))

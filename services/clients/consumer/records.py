@@ -19,7 +19,7 @@ from __future__ import annotations
 import enum
 import functools
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, KeysView, Mapping, Sequence
 from itertools import repeat
 from typing import Any, NamedTuple
 
@@ -171,6 +171,18 @@ class RecordBlock:
 class ConsumerRecords:
     """The records one poll returned, partition by partition, each partition's in offset order.
 
+    A sequence of records, as the Java client's ConsumerRecords: iterating yields every record
+    (one partition after another), `len()` and `count()` are the number of records, `records(tp)`
+    the records of a partition or a topic, `partitions()` the partitions that have records.
+
+    Also a mapping by partition, as kafka-python's `poll()` dict: `records[tp]` (a list of the
+    partition's records; KeyError for a partition without any), `tp in records`, `get(tp)`,
+    `keys()` (the partitions), `values()` and `items()` (lists of records by partition), and
+    `dict(records)` is kafka-python's dict. A partition is a TopicPartition or a (topic,
+    partition) pair. Unlike a dict's, iteration and `len()` stay the Java client's, over records:
+    `for tp in records.keys()` walks partitions, `len(records.keys())` counts them. `record in
+    records` asks whether a ConsumerRecord is among the records.
+
     Built from sized iterables of records per partition (RecordBlocks, or lists of ConsumerRecord).
     """
 
@@ -209,6 +221,31 @@ class ConsumerRecords:
         else:
             parts = self._parts.get(tp, [])
         return list(itertools.chain.from_iterable(parts))
+
+    def __getitem__(self, tp: TopicPartition) -> list[ConsumerRecord]:
+        if tp not in self._parts:
+            raise KeyError(tp)
+        return self.records(tp)
+
+    def get(self, tp: TopicPartition, default: Any = None) -> list[ConsumerRecord] | Any:
+        return self.records(tp) if tp in self._parts else default
+
+    def __contains__(self, item: object) -> bool:
+        if isinstance(item, ConsumerRecord):
+            return any(item == record for record in self)
+        try:
+            return item in self._parts
+        except TypeError:  # unhashable: not a partition
+            return False
+
+    def keys(self) -> KeysView[TopicPartition]:
+        return self._parts.keys()
+
+    def values(self) -> list[list[ConsumerRecord]]:
+        return [self.records(tp) for tp in self._parts]
+
+    def items(self) -> list[tuple[TopicPartition, list[ConsumerRecord]]]:
+        return [(tp, self.records(tp)) for tp in self._parts]
 
     def __repr__(self) -> str:
         return f"ConsumerRecords({self._count} records from {len(self._parts)} partitions)"

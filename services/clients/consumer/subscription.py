@@ -94,13 +94,13 @@ class LeaderAndEpoch(NamedTuple):
     epoch: int | None = None
 
 
-NO_LEADER = LeaderAndEpoch()
+UNKNOWN_LEADER = LeaderAndEpoch()  # no leader known for the partition yet
 
 
 class FetchPosition(NamedTuple):
     offset: int
     offset_epoch: int | None = None
-    current_leader: LeaderAndEpoch = NO_LEADER
+    current_leader: LeaderAndEpoch = UNKNOWN_LEADER
 
 
 class LogTruncation(NamedTuple):

@@ -18,7 +18,7 @@ IllegalStateException).
 
 from __future__ import annotations
 
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.records.batch import RecordTooLargeError
 
 __all__ = ["BufferExhaustedError", "KafkaTimeoutError", "ProducerClosedError", "ProducerFencedError",
@@ -28,7 +28,7 @@ __all__ = ["BufferExhaustedError", "KafkaTimeoutError", "ProducerClosedError", "
 class KafkaTimeoutError(KafkaError, TimeoutError):
     """Something did not happen within its time bound."""
 
-    error_name = "REQUEST_TIMED_OUT"
+    error = Errors.REQUEST_TIMED_OUT
 
 
 class BufferExhaustedError(KafkaTimeoutError):
@@ -42,7 +42,7 @@ class ProducerClosedError(RuntimeError):
 class ProducerFencedError(KafkaError):
     """A newer producer with the same transactional id fenced this one (fatal)."""
 
-    error_name = "PRODUCER_FENCED"
+    error = Errors.PRODUCER_FENCED
 
 
 class TransactionAbortedError(KafkaError):

@@ -154,7 +154,7 @@ class Sender(threading.Thread):
             return
         if self._forced:
             self._abort(KafkaError("the producer was closed forcefully before the record was acknowledged",
-                                   error_name="NETWORK_EXCEPTION"))
+                                   error=Errors.NETWORK_EXCEPTION))
 
     def _run_once(self) -> None:
         self._wakeup.clear()
@@ -337,7 +337,7 @@ class Sender(threading.Thread):
             parsed: dict = {}
             if isinstance(outcome, Exception):  # the request never left
                 failure = KafkaError(f"Produce to {node.address} could not be sent: {outcome!r}",
-                                     error_name="NETWORK_EXCEPTION")
+                                     error=Errors.NETWORK_EXCEPTION)
             else:
                 response, failure = outcome.outcome()
                 if failure is None:
@@ -355,7 +355,7 @@ class Sender(threading.Thread):
                 answer = parsed.get(wire.tp)
                 if answer is None:
                     error = KafkaError(f"{node.address} did not answer for {wire.tp}",
-                                       error_name="UNKNOWN_SERVER_ERROR")
+                                       error=Errors.UNKNOWN_SERVER_ERROR)
                     self._on_error(queue, wire, Errors.UNKNOWN_SERVER_ERROR, error, now, maybe_written=True)
                     continue
                 code, result = answer

@@ -144,7 +144,7 @@ class TransactionManager:
         if self.state is S.FATAL_ERROR:
             return error
         made = KafkaError(f"Cannot move to {target.value}: the transaction must be aborted first because an "
-                        f"earlier request failed: {error}", error_name=error.error_name)
+                        f"earlier request failed: {error}", error=error.error)
         made.__cause__ = error
         return made
 
@@ -217,7 +217,7 @@ class TransactionManager:
             return
         if self.has_error:
             error = KafkaError("Cannot perform send because at least one previous transactional request has "
-                               f"failed with errors: {self.last_error}", error_name=self.last_error.error_name)
+                               f"failed with errors: {self.last_error}", error=self.last_error.error)
             raise error from self.last_error
         if self.producer_id < 0:
             raise TransactionStateError("Cannot perform a 'send' before completing a call to init_transactions "

@@ -117,7 +117,7 @@ class TransactionCalls:
     @staticmethod
     def _error(key_type: int, code: int, message: str) -> KafkaError:
         if key_type == GROUP_KEY and code in COMMIT_FAILED_CODES:
-            return CommitFailedError(error_name=Errors(code).name)
+            return CommitFailedError(error=Errors(code))
         return coordinator_error(code, message)
 
     # ------------------------------------------------------------------ the calls

@@ -2,8 +2,8 @@
 
 `spark.read.format("odradek")`, `spark.readStream.format("odradek")`, `df.write.format("odradek")`
 and `df.writeStream.format("odradek")` take Spark's Kafka option names, with `gateway` (a comma
-separated list of gateway URLs) in place of `kafka.bootstrap.servers`. Spark finds the source by
-itself through the `pyspark_odradek` package; `register(spark)` registers it explicitly.
+separated list of gateway URLs) in place of `kafka.bootstrap.servers`. A session knows the format
+once `register(spark)` has registered it. Applications import these as `odradek.spark`.
 
 Modules: `source` (the DataSource), `options` (option parsing and checks), `gateway` (the HTTP
 client), `batch_reader`, `stream_reader`, `writer`, and for the exactly-once streaming sink

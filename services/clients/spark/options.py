@@ -32,13 +32,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.clients.spark.gateway import gateway_urls
+from services.common.shared_types import ISOLATION_LEVEL_NAMES, IsolationLevel
 
 EARLIEST = -2
 LATEST = -1
 DEFAULT_MAX_BYTES_PER_REQUEST = 8 * 1024 * 1024
 DEFAULT_TIMEOUT_MS = 60000
-READ_UNCOMMITTED = "read_uncommitted"
-READ_COMMITTED = "read_committed"
 
 # Spark's names (as the user writes them) of every option the reader knows.
 READ_OPTION_NAMES = (
@@ -99,7 +98,7 @@ class ReadOptions:
     max_partitions: int | None = None
     fail_on_data_loss: bool = True
     include_headers: bool = False
-    isolation_level: str = READ_UNCOMMITTED
+    isolation_level: str = IsolationLevel.READ_UNCOMMITTED.config_name
     max_bytes_per_request: int = DEFAULT_MAX_BYTES_PER_REQUEST
     timeout_ms: int = DEFAULT_TIMEOUT_MS
 
@@ -313,7 +312,7 @@ def _isolation_level(given: Mapping[str, str]) -> str:
     values = {given[name].strip().lower() for name in ("isolationlevel", "kafka.isolation.level") if name in given}
     if len(values) > 1:
         raise InvalidOptionError("Options 'isolationLevel' and 'kafka.isolation.level' disagree.")
-    level = values.pop() if values else READ_UNCOMMITTED
-    if level not in (READ_UNCOMMITTED, READ_COMMITTED):
+    level = values.pop() if values else IsolationLevel.READ_UNCOMMITTED.config_name
+    if level not in ISOLATION_LEVEL_NAMES:
         raise InvalidOptionError(f"Option 'isolationLevel' must be read_uncommitted or read_committed; got {level!r}.")
     return level

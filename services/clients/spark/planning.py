@@ -30,7 +30,7 @@ from pyspark.sql.datasource import InputPartition
 from services.clients.spark.gateway import GatewayClient
 from services.clients.spark.options import EARLIEST, LATEST, OffsetBound, OffsetSpec, ReadOptions
 from services.common.errors import Errors, KafkaError
-from services.gateway.wire import ARROW_STREAM, EARLIEST_HEADER, NEXT_OFFSET_HEADER
+from services.common.http_wire import ARROW_STREAM, EARLIEST_HEADER, NEXT_OFFSET_HEADER
 
 logger = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
 """SparkSessions for Odradek's jobs, tools and tests: `local_session()` builds one whose Python
 workers run the driver's interpreter (`PYSPARK_PYTHON`) and talk to the JVM over Unix domain
-sockets (a Python data source query starts its tasks about 50 ms sooner than over loopback TCP),
-whose own logs are quiet (errors only, through `log4j2.properties` beside this module), and with
-the `odradek` format registered."""
+sockets (a Python data source query starts its tasks about 50 ms sooner than over loopback TCP)
+and whose own logs are quiet (errors only, through `log4j2.properties` beside this module). Its
+callers register the `odradek` format (`odradek.spark.register`)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,6 @@ import os
 import sys
 from pathlib import Path
 from typing import Any
-
-from services.clients.spark import register
 
 LOG4J2_PROPERTIES = Path(__file__).with_name("log4j2.properties")
 QUIET_JAVA_OPTIONS = f"-Dlog4j2.configurationFile=file:{LOG4J2_PROPERTIES}"
@@ -38,5 +36,4 @@ def local_session(app_name: str = "odradek", master: str = "local[2]", conf: dic
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
     return spark

@@ -57,7 +57,7 @@ from services.clients.spark.options import (
     gateway_option,
     positive_option,
 )
-from services.gateway.wire import ARROW_STREAM
+from services.common.http_wire import ARROW_STREAM
 
 if TYPE_CHECKING:
     from services.clients.spark.txn_sink import BatchCommitter, TransactionalSettings

@@ -23,7 +23,6 @@ from services.clients.transport.channels import (
     ERROR_DETAIL_KEY,
     ChannelPool,
     PendingCall,
-    check_health,
     error_from_rpc,
 )
 from services.clients.transport.completions import AsyncRequests
@@ -34,6 +33,7 @@ from services.clients.transport.routing import (
     send_to_leaders,
     unroutable_error,
 )
+from services.common.health import check_health
 
 __all__ = [
     "BROKER", "CONTROLLER", "COORDINATOR", "ERROR_DETAIL_KEY", "AsyncRequests", "ChannelPool", "Deadline",

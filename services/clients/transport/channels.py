@@ -25,7 +25,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from services.clients.client_config import CommonClientConfig
 from services.common.clock import SYSTEM_CLOCK, Clock
@@ -64,13 +63,13 @@ def error_from_rpc(error: grpc.RpcError, target: str = "", method: str = "") -> 
     if detail is not None:
         message = detail.error_message or f"{where} failed"
         if detail.error_name in Errors.__members__:
-            return KafkaError(message, error_name=detail.error_name)
+            return KafkaError(message, error=Errors[detail.error_name])
         return KafkaError.from_code(detail.error_code, message)
     code = error.code() if callable(getattr(error, "code", None)) else None
     text = error.details() if callable(getattr(error, "details", None)) else str(error)
     error_code = _STATUS_ERRORS.get(code, Errors.UNKNOWN_SERVER_ERROR)
     status = code.name if code is not None else "UNKNOWN"
-    return KafkaError(f"{where} failed: {status}: {text}", error_name=error_code.name)
+    return KafkaError(f"{where} failed: {status}: {text}", error=error_code)
 
 
 def _error_detail(error: grpc.RpcError) -> common_pb2.ErrorDetail | None:
@@ -116,10 +115,10 @@ class PendingCall:
                 outcome = (self._future.result(timeout=timeout_s), None)
             except grpc.FutureTimeoutError:
                 return None, KafkaError(f"{self.method} to {self.target} is still unanswered",
-                                        error_name="REQUEST_TIMED_OUT")
+                                        error=Errors.REQUEST_TIMED_OUT)
             except grpc.FutureCancelledError:
                 outcome = (None, KafkaError(f"{self.method} to {self.target} was cancelled",
-                                            error_name="NETWORK_EXCEPTION"))
+                                            error=Errors.NETWORK_EXCEPTION))
             except grpc.RpcError as e:
                 outcome = (None, error_from_rpc(e, self.target, self.method))
             self._outcome = outcome
@@ -135,19 +134,6 @@ class PendingCall:
         if error is not None:
             raise error
         return response
-
-
-def check_health(target: str, timeout_ms: float = 1000) -> bool:
-    """True when the gRPC health service at `target` answers SERVING (on a channel of its own)."""
-    channel = grpc.insecure_channel(target, options=GRPC_OPTIONS)
-    try:
-        reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""),
-                                                         timeout=max(timeout_ms, 1) / 1000)
-        return reply.status == health_pb2.HealthCheckResponse.SERVING
-    except grpc.RpcError:
-        return False
-    finally:
-        channel.close()
 
 
 class ChannelPool:

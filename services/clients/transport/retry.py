@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from services.common.clock import SYSTEM_CLOCK, Clock
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 
 T = TypeVar("T")
 
@@ -40,7 +40,7 @@ class Deadline:
 def timeout_error(operation: str, attempts: int, last: KafkaError | None) -> KafkaError:
     detail = f"; last error: {last}" if last is not None else ""
     return KafkaError(f"{operation} timed out after {attempts} attempt(s){detail}",
-                      error_name="REQUEST_TIMED_OUT")
+                      error=Errors.REQUEST_TIMED_OUT)
 
 
 def call_with_retries(

@@ -9,7 +9,9 @@ ones that cannot be routed (unknown topic or partition, no leader). `send_to_lea
 whole loop for Produce, Fetch and ListOffsets: refresh metadata when due, send one request per
 leader (all at once), keep each partition's result, and retry the partitions whose error the
 caller calls retriable (after `retry.backoff.ms` and a metadata update) until the deadline. When
-the deadline passes, each partition keeps the last result it got, error code included.
+the deadline passes, each partition keeps the last result it got, error code included. Reads that
+ask with `unknown_is_final` (ListOffsets) stop at UNKNOWN_TOPIC_OR_PARTITION once metadata fetched
+during the call says the partition does not exist, as Kafka's admin client answers at once.
 """
 
 from __future__ import annotations
@@ -53,10 +55,10 @@ def call_any_node(metadata: Metadata, pool: ChannelPool, method: str, request: A
             continue
         if method == "Metadata" and not response.brokers:
             last_error = KafkaError(f"{node.address} answered metadata without brokers",
-                                    error_name="LEADER_NOT_AVAILABLE")
+                                    error=Errors.LEADER_NOT_AVAILABLE)
             continue
         return response
-    raise last_error or KafkaError(f"no node answered {method} in time", error_name="REQUEST_TIMED_OUT")
+    raise last_error or KafkaError(f"no node answered {method} in time", error=Errors.REQUEST_TIMED_OUT)
 
 
 def group_by_leader(
@@ -82,11 +84,11 @@ def unroutable_error(cluster: Cluster, tp: TopicPartition) -> KafkaError:
                                                  f"{error_for_code(topic_error).description}")
     info = cluster.partition(tp.topic, tp.partition)
     if tp.topic not in cluster.topics or info is None:
-        return KafkaError(f"{tp} is not in the cluster metadata", error_name="UNKNOWN_TOPIC_OR_PARTITION")
+        return KafkaError(f"{tp} is not in the cluster metadata", error=Errors.UNKNOWN_TOPIC_OR_PARTITION)
     if info.has_leader:
         return KafkaError(f"leader {info.leader} of {tp} is not a live broker",
-                          error_name="LEADER_NOT_AVAILABLE")
-    return KafkaError(f"{tp} has no leader", error_name="LEADER_NOT_AVAILABLE")
+                          error=Errors.LEADER_NOT_AVAILABLE)
+    return KafkaError(f"{tp} has no leader", error=Errors.LEADER_NOT_AVAILABLE)
 
 
 def send_to_leaders(
@@ -103,19 +105,24 @@ def send_to_leaders(
     call_timeout_ms: int,
     retry_code: Callable[[int], bool],
     retry_call_error: Callable[[KafkaError], bool],
+    unknown_is_final: bool = False,
 ) -> dict[TopicPartition, Any]:
     """Sends `method` for every partition to its leader; see the module docstring.
 
     `retry_code(code)` says whether a per-partition error is worth another try (with fresh
     metadata); `retry_call_error(error)` says the same for a call that failed as a whole.
-    Partitions that cannot be routed are always retried until the deadline.
+    Partitions that cannot be routed are retried until the deadline, except, with
+    `unknown_is_final`, those that metadata fetched since the call began says do not exist.
     """
     pending = list(dict.fromkeys(partitions))
     metadata.add_topics(*{tp.topic for tp in pending})
     results: dict[TopicPartition, Any] = {}
+    start_version = metadata.version
     while pending:
         retry = _send_round(metadata, pool, pending, results, method, build_request, parse_response,
                             failure_result, deadline, call_timeout_ms, retry_code, retry_call_error)
+        if unknown_is_final and metadata.version > start_version:
+            retry = [tp for tp in retry if not _known_not_to_exist(metadata.cluster, tp)]
         pending = retry
         if not pending or deadline.expired:
             break
@@ -124,6 +131,13 @@ def send_to_leaders(
         if deadline.expired:
             break
     return results
+
+
+def _known_not_to_exist(cluster: Cluster, tp: TopicPartition) -> bool:
+    """The metadata describes no such partition: its topic is unknown, or has fewer partitions."""
+    if cluster.topic_errors.get(tp.topic, Errors.NONE) == Errors.UNKNOWN_TOPIC_OR_PARTITION:
+        return True
+    return tp.topic in cluster.topics and cluster.partition(tp.topic, tp.partition) is None
 
 
 def _send_round(metadata, pool, pending, results, method, build_request, parse_response, failure_result,
@@ -162,7 +176,7 @@ def _send_round(metadata, pool, pending, results, method, build_request, parse_r
         for tp in tps:
             if tp not in parsed:
                 missing = KafkaError(f"{leader.address} returned no result for {tp}",
-                                     error_name="UNKNOWN_SERVER_ERROR")
+                                     error=Errors.UNKNOWN_SERVER_ERROR)
                 results[tp] = failure_result(tp, missing)
                 continue
             code, result = parsed[tp]

@@ -4,7 +4,7 @@ MESSAGE_TOO_LARGE."""
 
 from __future__ import annotations
 
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 
 
 class ConsumerTimeoutError(TimeoutError):
@@ -37,4 +37,4 @@ class MessageStreamsExistError(RuntimeError):
 class MessageSizeTooLargeError(KafkaError):
     """A message is larger than `fetch.message.max.bytes`, so the fetch returned only part of it."""
 
-    error_name = "MESSAGE_TOO_LARGE"
+    error = Errors.MESSAGE_TOO_LARGE

@@ -26,14 +26,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from services.common.topic_names import INTERNAL_TOPICS
 from services.common.zk.consumers import (
     BLACK_LIST_PATTERN,
     STATIC_PATTERN,
     WHITE_LIST_PATTERN,
     ConsumerRegistration,
 )
-
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 def consumer_id_string(group: str, configured_id: str | None = None, *, hostname: str | None = None,

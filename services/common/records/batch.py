@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes not counted in batchLength
@@ -120,26 +120,26 @@ class BatchHeader(NamedTuple):
 class CorruptRecordError(KafkaError):
     """A batch whose header, length or CRC is not valid (Kafka's CORRUPT_MESSAGE, code 2)."""
 
-    error_name = "CORRUPT_MESSAGE"
+    error = Errors.CORRUPT_MESSAGE
 
 
 class InvalidRecordError(KafkaError):
     """A batch that is well formed but breaks a rule of its header fields (INVALID_RECORD, 87)."""
 
-    error_name = "INVALID_RECORD"
+    error = Errors.INVALID_RECORD
 
 
 class RecordTooLargeError(KafkaError):
     """A record or batch larger than a configured limit: the broker's `max.message.bytes` or
     `max.decompressed.bytes`, the producer's `max.request.size` (MESSAGE_TOO_LARGE, 10)."""
 
-    error_name = "MESSAGE_TOO_LARGE"
+    error = Errors.MESSAGE_TOO_LARGE
 
 
 class UnsupportedMagicError(KafkaError):
     """A batch whose magic is not 2 (UNSUPPORTED_FOR_MESSAGE_FORMAT, 43)."""
 
-    error_name = "UNSUPPORTED_FOR_MESSAGE_FORMAT"
+    error = Errors.UNSUPPORTED_FOR_MESSAGE_FORMAT
 
 
 def parse_header(buf, pos: int = 0) -> BatchHeader:

@@ -19,7 +19,7 @@ import cramjam
 import lz4.frame
 import zstandard
 
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.records.batch import RecordTooLargeError
 
 
@@ -42,7 +42,7 @@ class Compression(enum.IntEnum):
 
 
 class UnsupportedCompressionError(KafkaError):
-    error_name = "UNSUPPORTED_COMPRESSION_TYPE"
+    error = Errors.UNSUPPORTED_COMPRESSION_TYPE
 
 
 XERIAL_HEADER = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 
 JUTE_MAX_BUFFER_BYTES = 1024 * 1024
 MULTI_MAX_BYTES = 256 * 1024
@@ -39,7 +39,7 @@ T = TypeVar("T")
 class ZkRequestTooLargeError(KafkaError):
     """A write whose request would come near `jute.maxbuffer`; it was not sent."""
 
-    error_name = "INVALID_REQUEST"
+    error = Errors.INVALID_REQUEST
 
 
 def op_bytes(path: str, data: bytes = b"") -> int:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.topic_partition import TopicPartition
 from services.common.zk import bounded, configs, isr_change, partition_state, topics
 from services.common.zk.access import Watch, ZkAccess
@@ -53,7 +53,7 @@ class TopicOps(ZkAccess):
         try:
             tx.commit()
         except NodeExistsError as exc:
-            raise KafkaError(f"topic {topic!r} already exists", error_name="TOPIC_ALREADY_EXISTS") from exc
+            raise KafkaError(f"topic {topic!r} already exists", error=Errors.TOPIC_ALREADY_EXISTS) from exc
 
     @staticmethod
     def check_topic_size(

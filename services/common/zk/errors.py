@@ -8,17 +8,17 @@ NOT_CONTROLLER (41) from then on.
 
 from __future__ import annotations
 
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 
 
 class ControllerMovedError(KafkaError):
-    error_name = "STALE_CONTROLLER_EPOCH"
+    error = Errors.STALE_CONTROLLER_EPOCH
 
 
 class DuplicateRegistrationError(KafkaError):
     """An ephemeral registration znode exists and belongs to another ZooKeeper session."""
 
-    error_name = "DUPLICATE_BROKER_REGISTRATION"
+    error = Errors.DUPLICATE_BROKER_REGISTRATION
 
 
 class ZnodeFormatError(ValueError):

@@ -25,7 +25,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.shared_types import BrokerInfo
 
 _DEFAULT_RANDOM = random.Random()
@@ -38,7 +38,7 @@ class RandomSource(Protocol):
 class AdminOperationError(KafkaError):
     """Kafka's AdminOperationException (answered as UNKNOWN_SERVER_ERROR)."""
 
-    error_name = "UNKNOWN_SERVER_ERROR"
+    error = Errors.UNKNOWN_SERVER_ERROR
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,13 +74,13 @@ def assign_replicas_to_brokers(
 ) -> dict[int, tuple[int, ...]]:
     """Partition id -> replicas (the first is the preferred leader)."""
     if num_partitions <= 0:
-        raise KafkaError("Number of partitions must be larger than 0.", error_name="INVALID_PARTITIONS")
+        raise KafkaError("Number of partitions must be larger than 0.", error=Errors.INVALID_PARTITIONS)
     if replication_factor <= 0:
-        raise KafkaError("Replication factor must be larger than 0.", error_name="INVALID_REPLICATION_FACTOR")
+        raise KafkaError("Replication factor must be larger than 0.", error=Errors.INVALID_REPLICATION_FACTOR)
     if replication_factor > len(brokers):
         raise KafkaError(
             f"Replication factor: {replication_factor} larger than available brokers: {len(brokers)}.",
-            error_name="INVALID_REPLICATION_FACTOR",
+            error=Errors.INVALID_REPLICATION_FACTOR,
         )
     rand = rand if rand is not None else _DEFAULT_RANDOM
     if all(b.rack is None for b in brokers):
@@ -206,7 +206,7 @@ def validate_replica_assignment(
                 f"Some brokers specified for partition id {partition_id} are not available. "
                 f"Specified brokers: {', '.join(map(str, replicas))}, "
                 f"available brokers: {', '.join(map(str, sorted(available_broker_ids)))}.",
-                error_name="BROKER_NOT_AVAILABLE",
+                error=Errors.BROKER_NOT_AVAILABLE,
             )
     bad = sorted((p, len(r)) for p, r in assignment.items() if len(r) != expected_replication_factor)
     if bad:
@@ -251,7 +251,7 @@ def new_partitions_assignment(
             "The number of partitions for a topic can only be increased. "
             f"Topic {topic} currently has {len(existing_assignment)} partitions, "
             f"{num_partitions} would not be an increase.",
-            error_name="INVALID_PARTITIONS",
+            error=Errors.INVALID_PARTITIONS,
         )
     if replica_assignment is not None:
         validate_replica_assignment(replica_assignment, len(partition0), {b.broker_id for b in brokers})
@@ -263,4 +263,4 @@ def new_partitions_assignment(
 
 
 def _invalid_assignment(message: str) -> KafkaError:
-    return KafkaError(message, error_name="INVALID_REPLICA_ASSIGNMENT")
+    return KafkaError(message, error=Errors.INVALID_REPLICA_ASSIGNMENT)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.shared_types import UNKNOWN_BROKER_EPOCH
 from services.common.topic_partition import TopicPartition
 from services.controller.state.context import ControllerContext
@@ -45,10 +45,10 @@ def check_controlled_shutdown_request(context: ControllerContext, broker_id: int
         raise KafkaError(
             f"Received controlled shutdown request from an old broker epoch {broker_epoch} for broker "
             f"{broker_id}. Current broker epoch is {cached}.",
-            error_name="STALE_BROKER_EPOCH",
+            error=Errors.STALE_BROKER_EPOCH,
         )
     if broker_id not in context.live_or_shutting_down_broker_ids:
-        raise KafkaError(f"Broker id {broker_id} does not exist.", error_name="BROKER_NOT_AVAILABLE")
+        raise KafkaError(f"Broker id {broker_id} does not exist.", error=Errors.BROKER_NOT_AVAILABLE)
 
 
 def controlled_shutdown(

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.topic_partition import TopicPartition
 from services.controller.state.model import LeaderAndIsr
 from services.controller.state.topic_admin import NewPartitions, NewTopic
@@ -56,7 +56,7 @@ class ElectionTrigger(enum.Enum):
 
 
 def controller_moved() -> KafkaError:
-    return KafkaError("Controller moved to another broker", error_name="NOT_CONTROLLER")
+    return KafkaError("Controller moved to another broker", error=Errors.NOT_CONTROLLER)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.topic_partition import TopicPartition
 from services.controller.state.context import ControllerContext
 from services.controller.state.effects import Outcome, UpdatePartitionState
@@ -45,28 +45,28 @@ def alter_isr(
     cached = context.broker_epoch(broker_id)
     if cached is None:
         raise KafkaError(
-            f"Ignoring AlterIsr due to unknown broker {broker_id}", error_name="STALE_BROKER_EPOCH"
+            f"Ignoring AlterIsr due to unknown broker {broker_id}", error=Errors.STALE_BROKER_EPOCH
         )
     if cached != broker_epoch:
         raise KafkaError(
             f"Ignoring AlterIsr due to stale broker epoch {broker_epoch} for broker {broker_id}",
-            error_name="STALE_BROKER_EPOCH",
+            error=Errors.STALE_BROKER_EPOCH,
         )
     outcome = AlterIsrOutcome()
     for partition, requested in sorted(isrs_to_alter.items()):
         leadership = context.partition_leadership(partition)
         if leadership is None:
-            outcome.results[partition] = KafkaError(error_name="UNKNOWN_TOPIC_OR_PARTITION")
+            outcome.results[partition] = KafkaError(error=Errors.UNKNOWN_TOPIC_OR_PARTITION)
             continue
         current = leadership.leader_and_isr
         if requested.leader_epoch < current.leader_epoch:
-            outcome.results[partition] = KafkaError(error_name="FENCED_LEADER_EPOCH")
+            outcome.results[partition] = KafkaError(error=Errors.FENCED_LEADER_EPOCH)
         elif requested.equals_ignore_zk_version(current):
             outcome.results[partition] = current
         elif requested.zk_version != current.zk_version:
             outcome.results[partition] = KafkaError(
                 f"Failed to update ISR to {requested} for partition {partition}, bad ZK version.",
-                error_name="INVALID_UPDATE_VERSION",
+                error=Errors.INVALID_UPDATE_VERSION,
             )
         else:
             written = requested.with_zk_version(current.zk_version + 1)

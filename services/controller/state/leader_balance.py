@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.shared_types import NO_LEADER
 from services.common.topic_partition import TopicPartition
 from services.controller.state.config import ControllerConfig
@@ -112,41 +112,41 @@ def elect_leaders(
     outcome = ElectLeadersOutcome()
     if election_type == ElectionType.PREFERRED:
         strategy = PreferredReplicaPartitionLeaderElectionStrategy()
-        failure_name = "PREFERRED_LEADER_NOT_AVAILABLE"
+        failure_error = Errors.PREFERRED_LEADER_NOT_AVAILABLE
     else:
         strategy = OfflinePartitionLeaderElectionStrategy(trigger == ElectionTrigger.ADMIN_CLIENT_TRIGGERED)
-        failure_name = "ELIGIBLE_LEADERS_NOT_AVAILABLE"
+        failure_error = Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
     known = set(context.all_partitions())
     electable: list[TopicPartition] = []
     for partition in sorted(set(partitions)):
         if partition not in known:
             outcome.leaders[partition] = KafkaError(
-                "The partition does not exist.", error_name="UNKNOWN_TOPIC_OR_PARTITION"
+                "The partition does not exist.", error=Errors.UNKNOWN_TOPIC_OR_PARTITION
             )
         elif context.is_topic_queued_for_deletion(partition.topic):
             outcome.leaders[partition] = KafkaError(
-                "The topic is being deleted", error_name="INVALID_TOPIC_EXCEPTION"
+                "The topic is being deleted", error=Errors.INVALID_TOPIC_EXCEPTION
             )
         elif context.partition_leadership(partition) is None:
             outcome.leaders[partition] = KafkaError(
-                f"Partition {partition} has no leadership yet", error_name=failure_name
+                f"Partition {partition} has no leadership yet", error=failure_error
             )
         elif _election_needed(context, partition, election_type):
             electable.append(partition)
         else:
-            outcome.leaders[partition] = KafkaError(error_name="ELECTION_NOT_NEEDED")
+            outcome.leaders[partition] = KafkaError(error=Errors.ELECTION_NOT_NEEDED)
     changes = partition_state_machine.handle_state_changes(
         electable, PartitionState.ONLINE_PARTITION, strategy
     )
     outcome.extend(changes)
     for partition, result in changes.results.items():
         if isinstance(result, Exception):
-            outcome.leaders[partition] = KafkaError(str(result), error_name=failure_name)
+            outcome.leaders[partition] = KafkaError(str(result), error=failure_error)
         else:
             outcome.leaders[partition] = result.leader
     for partition in changes.invalid:
         outcome.leaders[partition] = KafkaError(
-            f"Partition {partition} cannot be elected", error_name=failure_name
+            f"Partition {partition} cannot be elected", error=failure_error
         )
     return outcome
 

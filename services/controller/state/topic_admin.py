@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.controller.state.assignment import (
     RandomSource,
     assign_replicas_to_brokers,
@@ -100,7 +100,7 @@ def plan_topic_creations(
     for topic in topics:
         if counts[topic.name] > 1:
             results[topic.name] = KafkaError(
-                "Found multiple entries for this topic.", error_name="INVALID_REQUEST"
+                "Found multiple entries for this topic.", error=Errors.INVALID_REQUEST
             )
             continue
         try:
@@ -122,7 +122,7 @@ def plan_topic_creation(
 ) -> TopicCreation:
     existing = set(context.all_topics if existing_topics is None else existing_topics)
     if topic.name in existing:
-        raise KafkaError(f"Topic '{topic.name}' already exists.", error_name="TOPIC_ALREADY_EXISTS")
+        raise KafkaError(f"Topic '{topic.name}' already exists.", error=Errors.TOPIC_ALREADY_EXISTS)
     reject_null_configs(topic.configs)
     explicit = bool(topic.assignments)
     if explicit and (
@@ -131,7 +131,7 @@ def plan_topic_creation(
         raise KafkaError(
             "Both numPartitions or replicationFactor and replicasAssignments were set. "
             "Both cannot be used at the same time.",
-            error_name="INVALID_REQUEST",
+            error=Errors.INVALID_REQUEST,
         )
     if explicit:
         assignment = {p: tuple(replicas) for p, replicas in sorted(topic.assignments.items())}
@@ -158,7 +158,7 @@ def plan_partition_creations(
     results: dict[str, PartitionCreation | KafkaError] = {}
     for request in requests:
         if counts[request.name] > 1:
-            results[request.name] = KafkaError("Duplicate topic in request.", error_name="INVALID_REQUEST")
+            results[request.name] = KafkaError("Duplicate topic in request.", error=Errors.INVALID_REQUEST)
             continue
         try:
             results[request.name] = plan_partition_creation(request, context, rand)
@@ -172,14 +172,14 @@ def plan_partition_creation(
 ) -> PartitionCreation:
     topic = request.name
     if context.is_topic_queued_for_deletion(topic):
-        raise KafkaError("The topic is queued for deletion.", error_name="INVALID_TOPIC_EXCEPTION")
+        raise KafkaError("The topic is queued for deletion.", error=Errors.INVALID_TOPIC_EXCEPTION)
     partitions = context.partitions_for_topic(topic)
     if not partitions:
-        raise KafkaError(f"The topic '{topic}' does not exist.", error_name="UNKNOWN_TOPIC_OR_PARTITION")
+        raise KafkaError(f"The topic '{topic}' does not exist.", error=Errors.UNKNOWN_TOPIC_OR_PARTITION)
     if any(context.partition_full_replica_assignment(p).is_being_reassigned for p in partitions):
         raise KafkaError(
             f"A partition reassignment is in progress for the topic '{topic}'.",
-            error_name="REASSIGNMENT_IN_PROGRESS",
+            error=Errors.REASSIGNMENT_IN_PROGRESS,
         )
     existing = context.topic_assignment(topic)
     increment = request.count - len(existing)
@@ -187,10 +187,10 @@ def plan_partition_creation(
         raise KafkaError(
             f"Topic currently has {len(existing)} partitions, "
             f"which is higher than the requested {request.count}.",
-            error_name="INVALID_PARTITIONS",
+            error=Errors.INVALID_PARTITIONS,
         )
     if increment == 0:
-        raise KafkaError(f"Topic already has {len(existing)} partitions.", error_name="INVALID_PARTITIONS")
+        raise KafkaError(f"Topic already has {len(existing)} partitions.", error=Errors.INVALID_PARTITIONS)
     brokers = broker_metadatas(context.live_or_shutting_down_brokers())
     explicit: dict[int, Sequence[int]] | None = None
     if request.assignments is not None:
@@ -199,13 +199,13 @@ def plan_partition_creation(
         if unknown:
             raise KafkaError(
                 f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.",
-                error_name="INVALID_REPLICA_ASSIGNMENT",
+                error=Errors.INVALID_REPLICA_ASSIGNMENT,
             )
         if len(request.assignments) != increment:
             raise KafkaError(
                 f"Increasing the number of partitions by {increment} but {len(request.assignments)} "
                 "assignments provided.",
-                error_name="INVALID_REPLICA_ASSIGNMENT",
+                error=Errors.INVALID_REPLICA_ASSIGNMENT,
             )
         explicit = {len(existing) + i: replicas for i, replicas in enumerate(request.assignments)}
     new = new_partitions_assignment(topic, existing, brokers, request.count, explicit, rand)
@@ -218,10 +218,10 @@ def plan_topic_deletions(
     results: dict[str, CreateTopicDeletionMarker | KafkaError] = {}
     for topic in topics:
         if not config.delete_topic_enable:
-            results[topic] = KafkaError("Topic deletion is disabled.", error_name="TOPIC_DELETION_DISABLED")
+            results[topic] = KafkaError("Topic deletion is disabled.", error=Errors.TOPIC_DELETION_DISABLED)
         elif topic not in context.all_topics:
             results[topic] = KafkaError(
-                f"Topic `{topic}` to delete does not exist", error_name="UNKNOWN_TOPIC_OR_PARTITION"
+                f"Topic `{topic}` to delete does not exist", error=Errors.UNKNOWN_TOPIC_OR_PARTITION
             )
         else:
             results[topic] = CreateTopicDeletionMarker(topic)

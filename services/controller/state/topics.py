@@ -26,36 +26,8 @@ from services.common.config import (
     one_of,
     parse_value,
 )
-from services.common.errors import KafkaError
-
-GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
-TRANSACTION_STATE_TOPIC_NAME = "__transaction_state"
-INTERNAL_TOPICS = frozenset({GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME})
-MAX_NAME_LENGTH = 249
-LEGAL_CHARS = "[a-zA-Z0-9._-]"
-_LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
-
-
-def invalid_topic(message: str) -> KafkaError:
-    return KafkaError(message, error_name="INVALID_TOPIC_EXCEPTION")
-
-
-def validate_topic_name(topic: str) -> None:
-    """Raise INVALID_TOPIC_EXCEPTION unless `topic` is a legal topic name."""
-    if not topic:
-        raise invalid_topic("Topic name is illegal, it can't be empty")
-    if topic in (".", ".."):
-        raise invalid_topic('Topic name cannot be "." or ".."')
-    if len(topic) > MAX_NAME_LENGTH:
-        raise invalid_topic(
-            f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, "
-            f"topic name: {topic}"
-        )
-    if not _LEGAL_NAME.fullmatch(topic):
-        raise invalid_topic(
-            f'Topic name "{topic}" is illegal, it contains a character other than '
-            "ASCII alphanumerics, '.', '_' and '-'"
-        )
+from services.common.errors import Errors, KafkaError
+from services.common.topic_names import INTERNAL_TOPICS, invalid_topic, validate_topic_name
 
 
 def is_internal(topic: str) -> bool:
@@ -80,7 +52,7 @@ def validate_new_topic_name(topic: str, existing_topics: Iterable[str]) -> None:
     validate_topic_name(topic)
     existing = set(existing_topics)
     if topic in existing:
-        raise KafkaError(f"Topic '{topic}' already exists.", error_name="TOPIC_ALREADY_EXISTS")
+        raise KafkaError(f"Topic '{topic}' already exists.", error=Errors.TOPIC_ALREADY_EXISTS)
     if has_collision_chars(topic):
         colliding = colliding_topics(topic, existing)
         if colliding:
@@ -151,7 +123,7 @@ def reject_null_configs(configs: Mapping[str, str | None]) -> None:
     nulls = [key for key, value in configs.items() if value is None]
     if nulls:
         raise KafkaError(
-            f"Null value not supported for topic configs : {','.join(nulls)}", error_name="INVALID_REQUEST"
+            f"Null value not supported for topic configs : {','.join(nulls)}", error=Errors.INVALID_REQUEST
         )
 
 
@@ -165,20 +137,20 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
     for key, value in configs.items():
         spec = TOPIC_CONFIGS.get(key)
         if spec is None:
-            raise KafkaError(f"Unknown topic config name: {key}", error_name="INVALID_CONFIG")
+            raise KafkaError(f"Unknown topic config name: {key}", error=Errors.INVALID_CONFIG)
         kind, validators = spec
         try:
             parsed[key] = parse_value(key, kind, value)
             for validate in validators:
                 validate(key, parsed[key])
         except ConfigError as e:
-            raise KafkaError(str(e), error_name="INVALID_CONFIG") from None
+            raise KafkaError(str(e), error=Errors.INVALID_CONFIG) from None
     min_lag = parsed.get("min.compaction.lag.ms", _DEFAULT_MIN_COMPACTION_LAG_MS)
     max_lag = parsed.get("max.compaction.lag.ms", _DEFAULT_MAX_COMPACTION_LAG_MS)
     if min_lag > max_lag:
         raise KafkaError(
             f"conflict topic config setting min.compaction.lag.ms ({min_lag}) > "
             f"max.compaction.lag.ms ({max_lag})",
-            error_name="INVALID_CONFIG",
+            error=Errors.INVALID_CONFIG,
         )
     return {key: str(value) for key, value in configs.items()}

@@ -8,6 +8,7 @@ runs it for the service with a lock, a `Scheduler` and a `GroupStore`.
 
 from services.common.scheduler import Cancellable, ManualScheduler, Scheduler
 from services.coordinator.group.api import (
+    CommittedOffset,
     DescribedGroup,
     DescribedMember,
     FetchedOffset,
@@ -17,7 +18,6 @@ from services.coordinator.group.api import (
     LeaveGroupResult,
     ListedGroup,
     MemberLeaveResult,
-    OffsetAndMetadata,
     SyncGroupResult,
     TopicPartition,
 )
@@ -50,7 +50,7 @@ __all__ = [
     "ManualScheduler",
     "MemberLeaveResult",
     "MemberMetadata",
-    "OffsetAndMetadata",
+    "CommittedOffset",
     "Outcome",
     "RecordFormatError",
     "Scheduler",

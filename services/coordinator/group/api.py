@@ -16,17 +16,19 @@ from typing import Any, NamedTuple, Protocol
 from services.common.errors import Errors
 from services.common.shared_types import NO_LEADER_EPOCH, NO_OFFSET
 from services.common.topic_partition import TopicPartition
+from services.coordinator.append_queue import InternalTopicStore
 
 NO_GENERATION = -1
 UNKNOWN_MEMBER_ID = ""
-NO_LEADER = ""
+NO_GROUP_LEADER = ""  # a group without a leader member
 NO_PROTOCOL = ""
 NO_PROTOCOL_TYPE = ""
 
 
 @dataclass(frozen=True, slots=True)
-class OffsetAndMetadata:
-    """A committed offset. `commit_timestamp_ms=-1` means "now" when committed;
+class CommittedOffset:
+    """A committed offset as the coordinator stores it (Kafka's server-side OffsetAndMetadata).
+    `commit_timestamp_ms=-1` means "now" when committed;
     `expire_timestamp_ms` is set only by clients asking for an explicit retention."""
 
     offset: int
@@ -57,7 +59,7 @@ class JoinGroupResult:
     generation_id: int = NO_GENERATION
     protocol_type: str | None = None
     protocol_name: str | None = None
-    leader_id: str = NO_LEADER
+    leader_id: str = NO_GROUP_LEADER
     member_id: str = UNKNOWN_MEMBER_ID
     members: list[JoinGroupMember] = field(default_factory=list)
 
@@ -125,19 +127,9 @@ TxnOffsetCallback = Callable[[dict[TopicPartition, int]], None]
 MarkerCallback = Callable[[dict[int, int]], None]
 
 
-class GroupStore(Protocol):
-    def append(
-        self, partition: int, records: list[tuple[bytes, bytes | None]], callback: Callable[[int, int | None], None],
-        transaction: tuple[int, int] | None = None,
-    ) -> None:  # fmt: skip
-        """Append (key, value) records to __consumer_offsets partition `partition` with acks=all;
-        with `transaction` (producer_id, producer_epoch) as one transactional batch of it.
-
-        Calls callback(error_code, first_offset) exactly once, later, possibly from another
-        thread: 0 and the log offset of the first record when written, else a Kafka error code
-        (NOT_COORDINATOR when this coordinator was fenced, REQUEST_TIMED_OUT,
-        NOT_ENOUGH_REPLICAS...) and None."""
-        ...
+class GroupStore(InternalTopicStore, Protocol):
+    """The store of `__consumer_offsets`: appends (see `InternalTopicStore.append`), and the
+    transaction markers of the offsets committed in transactions."""
 
     def write_txn_marker(
         self, partitions: list[int], producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,

@@ -10,6 +10,7 @@ calls out; the runtime (runtime.py) serialises the commands and carries the outc
     handle_join_group / handle_sync_group     parked until the rebalance answers them (JoinRequest)
     handle_heartbeat / handle_leave_group     answered at once (`Outcome.result`)
     handle_commit_offsets / handle_fetch_offsets / cleanup_expired_offsets   see offsets.py
+    handle_deleted_topics                     a topic was deleted: its offsets go (offsets.py)
     handle_txn_commit_offsets / check_txn_marker / handle_txn_completion     see txn_commands.py
     handle_list_groups / handle_describe_group / handle_delete_groups        see admin.py
     on_timer(event)                           a timer the core scheduled fired
@@ -81,6 +82,9 @@ class GroupCoordinatorCore(OffsetCommands, TxnOffsetCommands, GroupAdmin):
         for partition in sorted(self.manager.served_partitions()):
             self._finish_unload(self.manager.unload(partition), fx)
         return fx
+
+    def served_partitions(self) -> set[int]:
+        return self.manager.served_partitions()
 
     def begin_loading(self, partition: int) -> Outcome:
         return self._finish_unload(self.manager.begin_loading(partition), Outcome())

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.coordinator.group.api import OffsetAndMetadata, TopicPartition
+from services.coordinator.group.api import CommittedOffset, TopicPartition
 from services.coordinator.group.records import GroupMetadataValue
 
 Records = list[tuple[bytes, bytes | None]]
@@ -126,7 +126,7 @@ class OffsetsWritten:
     """Offset commits; `too_large` are the partitions refused without writing."""
 
     group_id: str
-    offsets: dict[TopicPartition, OffsetAndMetadata]
+    offsets: dict[TopicPartition, CommittedOffset]
     too_large: tuple[TopicPartition, ...]
     reply: Any
 
@@ -145,7 +145,7 @@ class TxnOffsetsWritten:
 
     group_id: str
     producer_id: int
-    offsets: dict[TopicPartition, OffsetAndMetadata]
+    offsets: dict[TopicPartition, CommittedOffset]
     too_large: tuple[TopicPartition, ...]
     reply: Any
 

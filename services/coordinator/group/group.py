@@ -30,8 +30,8 @@ from services.common.clock import Clock
 from services.common.errors import Errors
 from services.common.shared_types import CONSUMER_PROTOCOL_TYPE
 from services.coordinator.group.api import (
+    CommittedOffset,
     JoinGroupMember,
-    OffsetAndMetadata,
     Reply,
     TopicPartition,
 )
@@ -69,7 +69,7 @@ class IllegalStateTransition(RuntimeError):
 class PendingTxnOffset:
     """An offset committed in an open transaction; `position` is its record's log offset once written."""
 
-    offset: OffsetAndMetadata
+    offset: CommittedOffset
     position: int | None = None
 
 
@@ -88,8 +88,8 @@ class GroupMetadata:
         self.pending_members: set[str] = set()
         self.num_members_awaiting_join = 0
         self.supported_protocols: Counter[str] = Counter()
-        self.offsets: dict[TopicPartition, OffsetAndMetadata] = {}
-        self.pending_offset_commits: dict[TopicPartition, OffsetAndMetadata] = {}
+        self.offsets: dict[TopicPartition, CommittedOffset] = {}
+        self.pending_offset_commits: dict[TopicPartition, CommittedOffset] = {}
         self.offset_positions: dict[TopicPartition, int] = {}
         self.pending_txn_offsets: dict[int, dict[TopicPartition, PendingTxnOffset]] = {}
         self.subscribed_topics: frozenset[str] | None = None
@@ -335,7 +335,7 @@ class GroupMetadata:
     # ---------------------------------------------------------------------------------------------
     # offsets
 
-    def offset(self, topic_partition: TopicPartition) -> OffsetAndMetadata | None:
+    def offset(self, topic_partition: TopicPartition) -> CommittedOffset | None:
         return self.offsets.get(topic_partition)
 
     @property
@@ -348,10 +348,10 @@ class GroupMetadata:
         self.offset_positions.update(other.offset_positions)
         self.pending_txn_offsets.update(other.pending_txn_offsets)
 
-    def prepare_offset_commit(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+    def prepare_offset_commit(self, offsets: dict[TopicPartition, CommittedOffset]) -> None:
         self.pending_offset_commits.update(offsets)
 
-    def fail_pending_offset_write(self, topic_partition: TopicPartition, offset: OffsetAndMetadata) -> None:
+    def fail_pending_offset_write(self, topic_partition: TopicPartition, offset: CommittedOffset) -> None:
         if self.pending_offset_commits.get(topic_partition) == offset:
             del self.pending_offset_commits[topic_partition]
 

@@ -33,7 +33,7 @@ from services.common.clock import Clock
 from services.common.errors import Errors
 from services.common.hashing import coordinator_partition
 from services.coordinator.group import records, txn_offsets
-from services.coordinator.group.api import FetchedOffset, OffsetAndMetadata, TopicPartition
+from services.coordinator.group.api import CommittedOffset, FetchedOffset, TopicPartition
 from services.coordinator.group.config import GroupConfig
 from services.coordinator.group.effects import Append, FollowUp, Outcome, Records, TxnProducer
 from services.coordinator.group.group import GroupMetadata, GroupState, IllegalStateTransition
@@ -156,7 +156,7 @@ class GroupMetadataManager:
             self.apply_group_metadata(decoded_key.group, group_value)
 
     def apply_offset_commit(
-        self, group_id: str, tp: TopicPartition, offset: OffsetAndMetadata | None, position: int | None = None
+        self, group_id: str, tp: TopicPartition, offset: CommittedOffset | None, position: int | None = None
     ) -> None:
         group = self._groups.get(group_id)
         if offset is None:
@@ -236,6 +236,14 @@ class GroupMetadataManager:
     def groups(self) -> list[GroupMetadata]:
         """The groups of owned partitions."""
         return [g for gid, g in self._groups.items() if self.partition_for(gid) in self._owned]
+
+    def offset_topics(self) -> set[str]:
+        """The topics the groups of owned partitions hold offsets (committed or pending) for."""
+        return {
+            tp.topic for group in self.groups()
+            for offsets in (group.offsets, group.pending_offset_commits, *group.pending_txn_offsets.values())
+            for tp in offsets
+        }
 
     def group_not_exists(self, group_id: str) -> bool:
         """True iff this coordinator owns the group's partition and the group is absent or Dead."""

@@ -4,8 +4,8 @@ A commit is checked against the group (Dead, fenced static member, generation; a
 the coordinator and a negative generation make a group that only stores offsets), stamped with
 the commit time (null metadata stored as ""), then written: offsets whose metadata is longer than
 offset.metadata.max.bytes are refused with OFFSET_METADATA_TOO_LARGE, the rest are pending until
-their records are written, when replay makes them visible. Expiry and deletion write tombstones;
-an Empty group left without offsets becomes Dead and leaves the cache.
+their records are written, when replay makes them visible. Expiry, deletion and the deletion of
+a topic write tombstones; an Empty group left without offsets becomes Dead and leaves the cache.
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ from services.common.clock import Clock
 from services.common.errors import Errors
 from services.common.shared_types import CONSUMER_PROTOCOL_TYPE
 from services.coordinator.group import records
-from services.coordinator.group.api import OffsetAndMetadata, TopicPartition
+from services.coordinator.group.api import CommittedOffset, TopicPartition
 from services.coordinator.group.config import GroupConfig
 from services.coordinator.group.effects import OffsetsWritten, Outcome, Records, TombstonesWritten
 from services.coordinator.group.group import GroupMetadata, GroupState
 from services.coordinator.group.manager import GroupMetadataManager, offset_store_error
 from services.coordinator.group.rebalance import Rebalancer
 
-Selector = Callable[[GroupMetadata], dict[TopicPartition, OffsetAndMetadata]]
+Selector = Callable[[GroupMetadata], dict[TopicPartition, CommittedOffset]]
 
 
 class OffsetCommands:
@@ -43,7 +43,7 @@ class OffsetCommands:
         member_id: str,
         group_instance_id: str | None,
         generation_id: int,
-        offsets: dict[TopicPartition, OffsetAndMetadata],
+        offsets: dict[TopicPartition, CommittedOffset],
         reply: Any,
     ) -> Outcome:
         fx = Outcome()
@@ -75,8 +75,8 @@ class OffsetCommands:
         return fx
 
     def offset_commit_records(
-        self, group_id: str, offsets: dict[TopicPartition, OffsetAndMetadata]
-    ) -> tuple[dict[TopicPartition, OffsetAndMetadata], tuple[TopicPartition, ...], Records]:
+        self, group_id: str, offsets: dict[TopicPartition, CommittedOffset]
+    ) -> tuple[dict[TopicPartition, CommittedOffset], tuple[TopicPartition, ...], Records]:
         """The offsets whose metadata fits offset.metadata.max.bytes, the partitions refused as too
         large, and the records committing the former."""
         valid = {tp: o for tp, o in offsets.items() if self.manager.metadata_fits(o.metadata)}
@@ -87,13 +87,13 @@ class OffsetCommands:
         ]
         return valid, too_large, batch
 
-    def _stamped(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, OffsetAndMetadata]:
+    def _stamped(self, offsets: dict[TopicPartition, CommittedOffset]) -> dict[TopicPartition, CommittedOffset]:
         """Commit timestamps default to now; null metadata is stored as ""."""
         now_ms = self._clock.time_ms()
         stamped = {}
         for tp, offset in offsets.items():
             commit_ms = now_ms if offset.commit_timestamp_ms == -1 else offset.commit_timestamp_ms
-            stamped[TopicPartition(*tp)] = OffsetAndMetadata(
+            stamped[TopicPartition(*tp)] = CommittedOffset(
                 offset.offset, offset.leader_epoch, offset.metadata or "", commit_ms, offset.expire_timestamp_ms
             )
         return stamped
@@ -138,6 +138,26 @@ class OffsetCommands:
         )
         return fx
 
+    def offset_topics(self) -> Outcome:
+        """`result`: the topics the served groups hold offsets for."""
+        fx = Outcome()
+        fx.result = self.manager.offset_topics()
+        return fx
+
+    def handle_deleted_topics(self, topics: set[str]) -> Outcome:
+        """Remove every served group's offsets of the deleted `topics`, as Kafka's
+        onPartitionsDeleted does (and groups left Empty without offsets); `result`: how many."""
+        fx = Outcome()
+        groups = self.manager.groups()
+        for group in groups:  # Kafka's GroupMetadata.removeOffsets
+            for pending in (group.pending_offset_commits, *group.pending_txn_offsets.values()):
+                for tp in [tp for tp in pending if tp.topic in topics]:
+                    del pending[tp]
+        fx.result, _ = self.cleanup_group_metadata(
+            groups, lambda group: {tp: o for tp, o in group.offsets.items() if tp.topic in topics}, fx
+        )
+        return fx
+
     def cleanup_group_metadata(
         self, groups: list[GroupMetadata], selector: Selector, fx: Outcome, delete_id: int | None = None
     ) -> tuple[int, list[str]]:
@@ -179,7 +199,7 @@ def _commit_error(group: GroupMetadata, member_id: str, group_instance_id: str |
     return Errors.NONE
 
 
-def expired_offsets(group: GroupMetadata, now_ms: int, retention_ms: int) -> dict[TopicPartition, OffsetAndMetadata]:
+def expired_offsets(group: GroupMetadata, now_ms: int, retention_ms: int) -> dict[TopicPartition, CommittedOffset]:
     """Kafka 2.1+ offset retention: the offsets of `group` that have expired."""
     if group.protocol_type is not None and group.is_(GroupState.EMPTY):
         return _expired_since(group, now_ms, retention_ms, group.current_state_timestamp_ms)
@@ -192,7 +212,7 @@ def expired_offsets(group: GroupMetadata, now_ms: int, retention_ms: int) -> dic
 
 def _expired_since(
     group: GroupMetadata, now_ms: int, retention_ms: int, base_ms: int | None, subscribed: frozenset[str] = frozenset()
-) -> dict[TopicPartition, OffsetAndMetadata]:
+) -> dict[TopicPartition, CommittedOffset]:
     expired = {}
     for tp, offset in group.offsets.items():
         if tp.topic in subscribed or tp in group.pending_offset_commits:

@@ -43,7 +43,7 @@ import struct
 from dataclasses import dataclass, field
 
 from services.common.shared_types import NO_LEADER_EPOCH, NO_TIMESTAMP
-from services.coordinator.group.api import OffsetAndMetadata, TopicPartition
+from services.coordinator.group.api import CommittedOffset, TopicPartition
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -147,7 +147,7 @@ def encode_group_metadata_key(group: str) -> bytes:
     return _Writer(GROUP_METADATA_KEY_VERSION).string(group).build()
 
 
-def encode_offset_commit_value(value: OffsetAndMetadata) -> bytes:
+def encode_offset_commit_value(value: CommittedOffset) -> bytes:
     if value.expire_timestamp_ms is not None:
         writer = _Writer(OFFSET_COMMIT_VALUE_WITH_EXPIRY_VERSION).int64(value.offset).string(value.metadata)
         return writer.int64(value.commit_timestamp_ms).int64(value.expire_timestamp_ms).build()
@@ -236,7 +236,7 @@ def decode_key(data: bytes | None) -> OffsetCommitKey | GroupMetadataKey:
     raise RecordFormatError(f"unknown __consumer_offsets key version {version}")
 
 
-def decode_offset_commit_value(data: bytes | None) -> OffsetAndMetadata | None:
+def decode_offset_commit_value(data: bytes | None) -> CommittedOffset | None:
     """Decode an offset commit value; None for a tombstone."""
     if data is None:
         return None
@@ -244,17 +244,17 @@ def decode_offset_commit_value(data: bytes | None) -> OffsetAndMetadata | None:
     version = reader.int16()
     if version == 0:
         offset, metadata, timestamp = reader.int64(), reader.text(), reader.int64()
-        return OffsetAndMetadata(offset, NO_LEADER_EPOCH, metadata, timestamp)
+        return CommittedOffset(offset, NO_LEADER_EPOCH, metadata, timestamp)
     if version == 1:
         offset, metadata, commit_ts, expire_ts = reader.int64(), reader.text(), reader.int64(), reader.int64()
         expire = None if expire_ts == NO_TIMESTAMP else expire_ts
-        return OffsetAndMetadata(offset, NO_LEADER_EPOCH, metadata, commit_ts, expire)
+        return CommittedOffset(offset, NO_LEADER_EPOCH, metadata, commit_ts, expire)
     if version == 2:
         offset, metadata, commit_ts = reader.int64(), reader.text(), reader.int64()
-        return OffsetAndMetadata(offset, NO_LEADER_EPOCH, metadata, commit_ts)
+        return CommittedOffset(offset, NO_LEADER_EPOCH, metadata, commit_ts)
     if version == 3:
         offset, epoch, metadata, commit_ts = reader.int64(), reader.int32(), reader.text(), reader.int64()
-        return OffsetAndMetadata(offset, epoch if epoch >= 0 else NO_LEADER_EPOCH, metadata, commit_ts)
+        return CommittedOffset(offset, epoch if epoch >= 0 else NO_LEADER_EPOCH, metadata, commit_ts)
     raise RecordFormatError(f"unknown offset commit value version {version}")
 
 

@@ -1,16 +1,10 @@
-"""`GroupCoordinator`: runs the pure `GroupCoordinatorCore` for a service: one lock, the scheduler,
-the store, and the callbacks of the requests.
+"""`GroupCoordinator`: the coordinator runtime (`services.coordinator.runtime`) over the pure
+`GroupCoordinatorCore`, with the group requests and the scheduler that fires the core's timers.
 
 The service calls it from request threads, from ZooKeeper ownership changes and from the loader;
-timers fire on the injected `Scheduler`, and the `GroupStore` answers appends from its own
-thread. Each call runs one core command under the lock and carries its `Outcome` out:
-
-- timers are set and cancelled under the lock, so they follow the order the core decided them;
-- appends join an `AppendQueue` under the lock and are handed to the store after it is released,
-  in the order replay must see; an append whose partition was unloaded meanwhile is skipped;
-- replies (the request callbacks) are called after the lock is released, each at most once: the
-  core answers parked requests NOT_COORDINATOR when it loses a partition, and an answer arriving
-  later is then ignored.
+timers fire on the injected `Scheduler`, set and cancelled under the runtime's lock so they follow
+the order the core decided them. The core answers parked requests NOT_COORDINATOR when it loses a
+partition, and an answer arriving later is then ignored.
 
 WriteTxnMarkers for partitions of `__consumer_offsets` (`handle_write_txn_marker`): partitions
 not served are answered at once (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS); the store writes
@@ -20,16 +14,16 @@ the marker to the others, and each partition written completes the producer's of
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Callable
 from typing import Any
 
 from services.common.clock import Clock
 from services.common.errors import Errors
 from services.common.scheduler import Cancellable, Scheduler
-from services.coordinator.append_queue import AppendQueue, Once
+from services.common.topic_names import GROUP_METADATA_TOPIC
+from services.coordinator.append_queue import Once
 from services.coordinator.group.api import (
     CommitCallback,
+    CommittedOffset,
     DeleteGroupsCallback,
     DescribedGroup,
     FetchedOffset,
@@ -38,7 +32,6 @@ from services.coordinator.group.api import (
     LeaveGroupResult,
     ListedGroup,
     MarkerCallback,
-    OffsetAndMetadata,
     SyncCallback,
     TopicPartition,
     TxnOffsetCallback,
@@ -48,38 +41,20 @@ from services.coordinator.group.coordinator import GroupCoordinatorCore
 from services.coordinator.group.effects import CancelTimer, Outcome, TimerEvent, TxnProducer
 from services.coordinator.group.group import GroupMetadata
 from services.coordinator.group.join_sync import JoinRequest
+from services.coordinator.runtime import CoordinatorRuntime
 
 logger = logging.getLogger(__name__)
 
 
-class GroupCoordinator:
+class GroupCoordinator(CoordinatorRuntime[GroupCoordinatorCore]):
     def __init__(self, config: GroupConfig, clock: Clock, scheduler: Scheduler, store: GroupStore) -> None:
-        self.core = GroupCoordinatorCore(config, clock)
+        super().__init__(GroupCoordinatorCore(config, clock), store, GROUP_METADATA_TOPIC)
         self._scheduler = scheduler
-        self._store = store
-        self._lock = threading.Lock()
         self._timers: dict[TimerEvent, Cancellable] = {}
-        self._appends = AppendQueue(
-            store, self._lock, self.core.is_append_wanted,
-            lambda append_id, *written: self._run(self.core.on_append_done, append_id, *written),
-            "__consumer_offsets")
 
-    # ---------------------------------------------------------------------------------------------
-    # running commands
-
-    def _run(self, command: Callable[..., Outcome], *args: Any) -> Any:
-        with self._lock:
-            outcome = command(*args)
-            for timer in outcome.timers:
-                self._apply_timer(timer)
-            self._appends.extend(outcome.appends)
-        self._appends.drain()
-        for reply, result in outcome.responses:
-            try:
-                reply(result)
-            except Exception:
-                logger.exception("group coordinator reply %r failed", reply)
-        return outcome.result
+    def _apply_locked(self, outcome: Outcome) -> None:
+        for timer in outcome.timers:
+            self._apply_timer(timer)
 
     def _apply_timer(self, timer: Any) -> None:
         previous = self._timers.pop(timer.event, None)
@@ -94,21 +69,6 @@ class GroupCoordinator:
             self._timers.pop(event, None)
         self._run(self.core.on_timer, event)
 
-    def run(self, command: Callable[[GroupCoordinatorCore], Outcome]) -> Any:
-        """Run `command(core)` as one command: under the lock, its outcome carried out; returns
-        the outcome's result. For acting on the coordinator's side where no request does it."""
-        return self._run(command, self.core)
-
-    # ---------------------------------------------------------------------------------------------
-    # lifecycle and ownership
-
-    def start(self) -> None:
-        self._run(self.core.start)
-
-    def shutdown(self) -> None:
-        """Stop serving: every parked request is answered NOT_COORDINATOR."""
-        self._run(self.core.shutdown)
-
     @property
     def is_active(self) -> bool:
         with self._lock:
@@ -117,36 +77,22 @@ class GroupCoordinator:
     def partition_for(self, group_id: str) -> int:
         return self.core.manager.partition_for(group_id)
 
-    def begin_loading(self, partition: int) -> None:
-        self._run(self.core.begin_loading, partition)
-
     def replay(
         self, partition: int, key: bytes, value: bytes | None, offset: int, timestamp_ms: int,
         transactional_producer: int | None = None,
     ) -> None:  # fmt: skip
         """One record of a loading partition, in log order (see GroupMetadataManager.replay);
         `transactional_producer` is the producer id of a record of a transactional batch."""
-        with self._lock:
-            self.core.replay(partition, key, value, offset, transactional_producer)
+        self.replay_record(partition, key, value, offset, transactional_producer)
 
     def replay_marker(self, partition: int, producer_id: int, commit: bool) -> None:
         """A transaction marker of a loading partition, in log order."""
         with self._lock:
             self.core.replay_marker(partition, producer_id, commit)
 
-    def complete_loading(self, partition: int) -> None:
-        self._run(self.core.complete_loading, partition)
-
-    def unload(self, partition: int) -> None:
-        self._run(self.core.unload, partition)
-
     def owned_partitions(self) -> set[int]:
         with self._lock:
             return self.core.manager.owned_partitions()
-
-    def served_partitions(self) -> set[int]:
-        with self._lock:
-            return self.core.manager.served_partitions()
 
     def groups(self) -> list[GroupMetadata]:
         """The groups served (for metrics; read them, do not change them)."""
@@ -184,7 +130,7 @@ class GroupCoordinator:
 
     def handle_commit_offsets(
         self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
-        offsets: dict[TopicPartition, OffsetAndMetadata], callback: CommitCallback,
+        offsets: dict[TopicPartition, CommittedOffset], callback: CommitCallback,
     ) -> None:  # fmt: skip
         self._run(
             self.core.handle_commit_offsets, group_id, member_id, group_instance_id, generation_id, offsets,
@@ -193,7 +139,7 @@ class GroupCoordinator:
 
     def handle_txn_commit_offsets(
         self, group_id: str, producer_id: int, producer_epoch: int, member_id: str, group_instance_id: str | None,
-        generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata], callback: TxnOffsetCallback,
+        generation_id: int, offsets: dict[TopicPartition, CommittedOffset], callback: TxnOffsetCallback,
     ) -> None:  # fmt: skip
         self._run(
             self.core.handle_txn_commit_offsets, group_id, TxnProducer(producer_id, producer_epoch), member_id,

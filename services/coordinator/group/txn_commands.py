@@ -17,7 +17,7 @@ from typing import Any
 
 from services.common.clock import Clock
 from services.common.errors import Errors
-from services.coordinator.group.api import OffsetAndMetadata, TopicPartition
+from services.coordinator.group.api import CommittedOffset, TopicPartition
 from services.coordinator.group.effects import Outcome, TxnOffsetsWritten, TxnProducer
 from services.coordinator.group.group import GroupMetadata, GroupState
 from services.coordinator.group.manager import GroupMetadataManager, offset_store_error
@@ -31,12 +31,12 @@ class TxnOffsetCommands:
     _clock: Clock
     active: bool
     check: Callable[..., int]
-    _stamped: Callable[[dict[TopicPartition, OffsetAndMetadata]], dict[TopicPartition, OffsetAndMetadata]]
-    offset_commit_records: Callable[..., tuple[dict[TopicPartition, OffsetAndMetadata], tuple, list]]
+    _stamped: Callable[[dict[TopicPartition, CommittedOffset]], dict[TopicPartition, CommittedOffset]]
+    offset_commit_records: Callable[..., tuple[dict[TopicPartition, CommittedOffset], tuple, list]]
 
     def handle_txn_commit_offsets(
         self, group_id: str, transaction: TxnProducer, member_id: str, group_instance_id: str | None,
-        generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata], reply: Any,
+        generation_id: int, offsets: dict[TopicPartition, CommittedOffset], reply: Any,
     ) -> Outcome:  # fmt: skip
         """TxnOffsetCommit; answers `reply` with {partition: error code} once written."""
         fx = Outcome()

@@ -13,12 +13,12 @@ expiring a group's offsets leaves pending ones alone.
 
 from __future__ import annotations
 
-from services.coordinator.group.api import OffsetAndMetadata, TopicPartition
+from services.coordinator.group.api import CommittedOffset, TopicPartition
 from services.coordinator.group.group import GroupMetadata, PendingTxnOffset
 
 
 def replay_txn_offset(
-    group: GroupMetadata, producer_id: int, tp: TopicPartition, offset: OffsetAndMetadata | None, position: int | None
+    group: GroupMetadata, producer_id: int, tp: TopicPartition, offset: CommittedOffset | None, position: int | None
 ) -> None:
     """A record of a transactional batch: pending for `producer_id` (a tombstone removes it)."""
     pending = group.pending_txn_offsets.setdefault(producer_id, {})
@@ -30,13 +30,13 @@ def replay_txn_offset(
         del group.pending_txn_offsets[producer_id]
 
 
-def prepare(group: GroupMetadata, producer_id: int, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+def prepare(group: GroupMetadata, producer_id: int, offsets: dict[TopicPartition, CommittedOffset]) -> None:
     """TxnOffsetCommit is writing `offsets`: pending for `producer_id`, without a position yet."""
     group.pending_txn_offsets.setdefault(producer_id, {}).update({tp: PendingTxnOffset(o) for tp, o in offsets.items()})
 
 
 def on_txn_offset_written(
-    group: GroupMetadata, producer_id: int, tp: TopicPartition, offset: OffsetAndMetadata, position: int | None,
+    group: GroupMetadata, producer_id: int, tp: TopicPartition, offset: CommittedOffset, position: int | None,
     ok: bool,
 ) -> None:  # fmt: skip
     """The write of a pending offset finished: it keeps its record's position, or is dropped if it failed."""

@@ -361,7 +361,7 @@ class TransactionCoordinatorCore(TxnAdmin):
         fx.appends.append(TxnAppend(self._last_append_id, partition,
                                     [(records.encode_key(txn.transactional_id), value)]))
 
-    def on_append_done(self, append_id: int, error_code: int) -> TxnOutcome:
+    def on_append_done(self, append_id: int, error_code: int, first_offset: int | None = None) -> TxnOutcome:
         fx = TxnOutcome()
         written = self._inflight.pop(append_id, None)
         if written is None:  # its partition was unloaded meanwhile, and the request answered

@@ -13,8 +13,9 @@ Everything is checked before anything is sent: a body that is not an Arrow strea
 refused or of the wrong type, a row with no topic, a record whose key and value exceed
 `max.record.bytes` (422/42206, naming the column or the row), an unknown topic (404/40403), a
 partition the topic does not have (404/40402). Then every record is handed to the process's shared
-idempotent Producer in row order (which keeps each partition's order) on the threadpool, and the
-answer waits for every acknowledgement, at most until `request.timeout.ms` after the request came:
+idempotent Producer in row order (which keeps each partition's order) through the produce bridge
+(`produce_bridge`), and the answer waits for every acknowledgement, at most until
+`request.timeout.ms` after the request came:
 200 `{"records": N, "partitions": [{"topic", "partition", "first_offset", "last_offset",
 "records"}]}`, or the first failed record's error (its message starts with the Kafka error's
 `NAME (code): `) saying how many records were acknowledged.
@@ -26,7 +27,8 @@ per-record JSON.
 from __future__ import annotations
 
 import time
-from typing import Any, NamedTuple
+from collections.abc import Iterator
+from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -35,11 +37,9 @@ from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from services.clients.producer.errors import RecordTooLargeError
-from services.common.errors import KafkaError
 from services.gateway.errors import V3_INVALID_PAYLOAD, RestError, error_responses, partition_not_found
 from services.gateway.media import ARROW_STREAM, media_type
-from services.gateway.routes.topics_v2 import acknowledged
-from services.gateway.routes.v3_records import _send_failure
+from services.gateway.produce_bridge import Outgoing, Sent, produce_bridge, refusal
 from services.gateway.routes.v3_resources import V3_ERRORS, KnownCluster, bad_request, describe_topic, invalid_payload
 from services.gateway.state import GatewayState, State
 
@@ -193,55 +193,37 @@ async def check_partitions(state: GatewayState, rows: Rows) -> None:
             raise partition_not_found(topic, partition)
 
 
-def send_rows(state: GatewayState, rows: Rows, deadline_s: float) -> tuple[list[Any], BaseException | None]:
-    """On the threadpool: sends the records in row order; their futures, and the error that stopped
-    the sending early if one did (past `deadline_s`, nothing more is sent)."""
-    send = state.producer.send
-    futures: list[Any] = []
+def outgoing(rows: Rows) -> Iterator[Outgoing]:
+    """The records of `rows` in row order, as the produce bridge sends them."""
     keys, partitions, headers = rows.keys, rows.partitions, rows.headers
-    try:
-        for index, (topic, value) in enumerate(zip(rows.topics, rows.values, strict=True)):
-            if index % 1024 == 0 and time.monotonic() > deadline_s:
-                return futures, KafkaError("the request timed out before every record was sent",
-                                           error_name="REQUEST_TIMED_OUT")
-            key = None if keys is None else keys[index]
-            partition = None if partitions is None else partitions[index]
-            record_headers = None if headers is None else headers[index]
-            if key is None and partition is None and record_headers is None:
-                futures.append(send(topic, value))
-            else:
-                futures.append(send(topic, value, key=key, partition=partition, headers=record_headers))
-    except Exception as error:  # noqa: BLE001 - it becomes the answer: no record after it was sent
-        return futures, error
-    return futures, None
+    for index, (topic, value) in enumerate(zip(rows.topics, rows.values, strict=True)):
+        yield (topic, value, None if keys is None else keys[index], None if partitions is None else partitions[index],
+               None, None if headers is None else headers[index])
 
 
-def answer(state: GatewayState, rows: Rows, futures: list[Any], send_error: BaseException | None) -> dict:
-    """The 200 body; RestError for the first record that failed (or was not sent)."""
+def answer(state: GatewayState, rows: Rows, outcomes: list[Sent]) -> dict:
+    """The 200 body; RestError for the first record that failed (or was not sent, or not answered)."""
     written: dict[tuple[str, int], list[int]] = {}
     acknowledged_count = 0
     first_error: BaseException | None = None
-    for topic, future in zip(rows.topics, futures, strict=False):
-        if not future.done():
-            first_error = first_error or KafkaError(
-                f"no acknowledgement within request.timeout.ms ({state.config.request_timeout_ms} ms); "
-                f"the record may still be written", error_name="REQUEST_TIMED_OUT")
+    for topic, outcome in zip(rows.topics, outcomes, strict=True):
+        if isinstance(outcome, BaseException):
+            first_error = first_error or outcome
             continue
         try:
-            offset = future.offset()
+            offset = outcome.offset()
         except Exception as error:  # noqa: BLE001 - the record's own error
             first_error = first_error or error
             continue
         acknowledged_count += 1
-        entry = written.get((topic, future.partition))
+        entry = written.get((topic, outcome.partition))
         if entry is None:
-            written[(topic, future.partition)] = [offset, offset, 1]
+            written[(topic, outcome.partition)] = [offset, offset, 1]
         else:
             entry[0], entry[1], entry[2] = min(entry[0], offset), max(entry[1], offset), entry[2] + 1
     state.metrics.produced(acknowledged_count)
-    first_error = first_error or send_error
     if first_error is not None:
-        refused = _send_failure(first_error)
+        refused = refusal(first_error)
         raise RestError(refused.status, refused.error_code,
                         f"{refused.message} ({acknowledged_count} of {rows.count} records were acknowledged)")
     return {"records": acknowledged_count, "partitions": [
@@ -271,6 +253,6 @@ async def produce_arrow(request: Request, state: State, cluster_id: KnownCluster
     body = await request.body()
     rows = await run_in_threadpool(_read_body, body, topic, state.config.max_record_bytes)
     await check_partitions(state, rows)
-    futures, send_error = await run_in_threadpool(send_rows, state, rows, deadline_s)
-    await acknowledged(futures, deadline_s)
-    return ArrowProduceAnswer(**answer(state, rows, futures, send_error))
+    bridge = produce_bridge(state)
+    sent = await bridge.send(outgoing(rows), deadline_s)
+    return ArrowProduceAnswer(**answer(state, rows, await bridge.outcomes(sent, deadline_s)))

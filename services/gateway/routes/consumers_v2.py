@@ -57,11 +57,12 @@ from pydantic import (
 from starlette.exceptions import HTTPException
 
 from services.clients.consumer import Consumer, OffsetAndMetadata
-from services.clients.consumer.config import ISOLATION_LEVELS
 from services.common.config import ConfigError
 from services.common.errors import KafkaError
+from services.common.service import listener_address
+from services.common.shared_types import ISOLATION_LEVEL_NAMES
+from services.common.topic_names import validate_topic_name
 from services.common.topic_partition import TopicPartition
-from services.controller.state.topics import validate_topic_name
 from services.gateway.config import GatewayConfig
 from services.gateway.consumer_instances import (
     LEGAL_NAME,
@@ -153,7 +154,7 @@ class CreateConsumerRequest(BaseModel):
     auto_commit_enable: Annotated[StrictStr | StrictBool | None, _documented({"anyOf": [
         {"type": "boolean"}, {"type": "string", "pattern": _either_case("true", "false")}]})] = Field(
         None, alias="auto.commit.enable", description="true or false.")
-    isolation_level: Annotated[StrictStr | None, _documented({"enum": sorted(ISOLATION_LEVELS)})] = Field(
+    isolation_level: Annotated[StrictStr | None, _documented({"enum": sorted(ISOLATION_LEVEL_NAMES)})] = Field(
         None, alias="isolation.level", description="read_uncommitted (default) or read_committed: whether records "
                                                    "of aborted and open transactions are read.")
     fetch_min_bytes: Annotated[JsonInt | StrictStr | None, _documented({"anyOf": [
@@ -321,7 +322,7 @@ def instance_settings(body: CreateConsumerRequest) -> InstanceSettings:
             enable = enable.lower() == "true"
         consumer_settings["enable_auto_commit"] = enable
     if body.isolation_level is not None:
-        if body.isolation_level not in ISOLATION_LEVELS:
+        if body.isolation_level not in ISOLATION_LEVEL_NAMES:
             raise _invalid_config(f"isolation.level must be read_uncommitted or read_committed, not "
                                   f"{body.isolation_level!r}")
         consumer_settings["isolation_level"] = body.isolation_level
@@ -351,7 +352,7 @@ def consumer_factory(config: GatewayConfig):
 
 
 async def startup(state: GatewayState) -> None:
-    from services.gateway.app import advertised_url, listener_address  # the app imports the routes
+    from services.gateway.app import advertised_url  # the app imports the routes
 
     config = state.config
     registry = InstanceRegistry(config, state.worker_index, consumer_factory(config),

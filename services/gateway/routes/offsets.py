@@ -18,9 +18,9 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from services.clients.partition_requests import READ_COMMITTED, READ_UNCOMMITTED
+from services.common.shared_types import IsolationLevel
 from services.common.topic_partition import TopicPartition
-from services.gateway.routes.ranges import IsolationLevel
+from services.gateway.routes.ranges import ReadIsolation
 from services.gateway.routes.v3_resources import V3_ERRORS, KnownCluster, cluster_call, describe_topic
 from services.gateway.schemas import INT64_JSON_MAX
 from services.gateway.state import GatewayState, State
@@ -48,7 +48,7 @@ class TopicOffsets(BaseModel):
             summary="Every partition's earliest, latest and high-watermark offsets (and the offset of a "
                     "timestamp)")
 async def topic_offsets(state: State, _cluster: KnownCluster, topic_name: str,
-                        isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
+                        isolation_level: ReadIsolation = ReadIsolation.READ_UNCOMMITTED,
                         timestamp: int | None = Query(None, ge=0, le=MAX_TIMESTAMP_MS,
                                                       description="A record timestamp in ms.")) -> JSONResponse:
     description = await describe_topic(state, topic_name)
@@ -57,17 +57,17 @@ async def topic_offsets(state: State, _cluster: KnownCluster, topic_name: str,
     return JSONResponse(body)
 
 
-async def offsets_of(state: GatewayState, topic: str, partitions: list[int], isolation_level: IsolationLevel,
+async def offsets_of(state: GatewayState, topic: str, partitions: list[int], isolation_level: ReadIsolation,
                      timestamp: int | None) -> dict[str, Any]:
     tps = [TopicPartition(topic, partition) for partition in partitions]
 
-    async def offsets(spec: str | int, level: int = READ_UNCOMMITTED) -> dict[TopicPartition, Any]:
+    async def offsets(spec: str | int, level: int = IsolationLevel.READ_UNCOMMITTED) -> dict[TopicPartition, Any]:
         return await cluster_call(state, state.admin.list_offsets, dict.fromkeys(tps, spec), isolation_level=level)
 
     earliest = await offsets("earliest")
     high_watermarks = await offsets("latest")
-    committed = isolation_level is IsolationLevel.READ_COMMITTED
-    latest = await offsets("latest", READ_COMMITTED) if committed else high_watermarks
+    committed = isolation_level is ReadIsolation.READ_COMMITTED
+    latest = await offsets("latest", IsolationLevel.READ_COMMITTED) if committed else high_watermarks
     found = await offsets(timestamp) if timestamp is not None else {}
     rows = []
     for tp in tps:

@@ -41,8 +41,9 @@ from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, Field
 
 from services.clients.lowlevel import LowLevelClient
-from services.clients.partition_requests import READ_COMMITTED, READ_UNCOMMITTED
 from services.common.errors import Errors, KafkaError
+from services.common.http_wire import EARLIEST_HEADER, HIGH_WATERMARK_HEADER, LATEST_HEADER, NEXT_OFFSET_HEADER
+from services.common.shared_types import IsolationLevel
 from services.gateway.arrow_records import SCHEMA, RangeRecords
 from services.gateway.errors import (
     INVALID_OFFSET,
@@ -56,7 +57,6 @@ from services.gateway.media import ARROW_STREAM, JSON, check_accept
 from services.gateway.routes.v3_resources import V3_ERRORS
 from services.gateway.schemas import INT64_JSON_MAX
 from services.gateway.state import GatewayState, State
-from services.gateway.wire import EARLIEST_HEADER, HIGH_WATERMARK_HEADER, LATEST_HEADER, NEXT_OFFSET_HEADER
 
 router = APIRouter(tags=["v3 range reads"], responses=V3_ERRORS)
 
@@ -70,9 +70,8 @@ SMALL_PIECE_BYTES = 64 * 1024  # IPC pieces below this are sent joined
 TIMESTAMP_TYPES = {0: "CREATE_TIME", 1: "LOG_APPEND_TIME"}
 
 
-class IsolationLevel(enum.StrEnum):
-    READ_UNCOMMITTED = "read_uncommitted"
-    READ_COMMITTED = "read_committed"
+# The `isolation_level` query parameter: Kafka's isolation levels by their config names.
+ReadIsolation = enum.StrEnum("ReadIsolation", [(level.name, level.config_name) for level in IsolationLevel])
 
 
 class RangeHeader(BaseModel):
@@ -143,7 +142,7 @@ async def read_range(request: Request, state: State, cluster_id: str,
                                                                       "high watermark).",
                                                     json_schema_extra=OFFSET_RANGE),
                      max_bytes: int = Query(DEFAULT_RANGE_BYTES, ge=1, description="About the most record bytes."),
-                     isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED) -> Response:
+                     isolation_level: ReadIsolation = ReadIsolation.READ_UNCOMMITTED) -> Response:
     media = check_accept(request, JSON, ARROW_STREAM)
     for name, value in (("offset", offset), ("end_offset", end_offset)):
         if value is not None and not 0 <= value <= MAX_OFFSET:
@@ -170,7 +169,7 @@ async def send_pieces(pieces: list[memoryview]):
 
 
 def read_partition_range(client: LowLevelClient, cluster_id: str, topic: str, partition: int, first: int | None,
-                         end: int | None, max_bytes: int, isolation_level: IsolationLevel, deadline: float,
+                         end: int | None, max_bytes: int, isolation_level: ReadIsolation, deadline: float,
                          media: str) -> tuple[bytes | list[memoryview], PartitionRange]:
     """Fetches the range and renders it in `media` (runs on the threadpool)."""
     check_partition(client, cluster_id, topic, partition, deadline)
@@ -199,17 +198,17 @@ def check_partition(client: LowLevelClient, cluster_id: str, topic: str, partiti
 
 
 def fetch_range(client: LowLevelClient, topic: str, partition: int, first: int | None, end: int | None,
-                max_bytes: int, isolation_level: IsolationLevel, deadline: float) -> PartitionRange:
+                max_bytes: int, isolation_level: ReadIsolation, deadline: float) -> PartitionRange:
     """Fetches from the leader until the range, `max_bytes` or the readable end is reached."""
-    committed = isolation_level is IsolationLevel.READ_COMMITTED
-    level = READ_COMMITTED if committed else READ_UNCOMMITTED
+    committed = isolation_level is ReadIsolation.READ_COMMITTED
+    level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
     position = first if first is not None else 0
     records: RangeRecords | None = None
     while True:
         result = client.fetch(topic, partition, position, max_bytes=fetch_bytes(records, max_bytes), max_wait_ms=0,
                               isolation_level=level, retry_timeout_ms=remaining_ms(deadline))
         if result.error_code == Errors.OFFSET_OUT_OF_RANGE and records is None:
-            earliest = list_offset(client, topic, partition, "earliest", READ_UNCOMMITTED, deadline)
+            earliest = list_offset(client, topic, partition, "earliest", IsolationLevel.READ_UNCOMMITTED, deadline)
             if position < earliest:
                 position = earliest  # the range starts before the log: read from its start
                 continue
@@ -257,9 +256,9 @@ def list_offset(client: LowLevelClient, topic: str, partition: int, spec: str, l
 def past_the_end(client: LowLevelClient, topic: str, partition: int, position: int, earliest: int, level: int,
                  deadline: float) -> PartitionRange:
     """The empty answer to a range past the log's end, with the partition's offsets."""
-    high_watermark = list_offset(client, topic, partition, "latest", READ_UNCOMMITTED, deadline)
-    latest = high_watermark if level == READ_UNCOMMITTED else list_offset(client, topic, partition, "latest",
-                                                                          level, deadline)
+    high_watermark = list_offset(client, topic, partition, "latest", IsolationLevel.READ_UNCOMMITTED, deadline)
+    latest = high_watermark if level == IsolationLevel.READ_UNCOMMITTED else \
+        list_offset(client, topic, partition, "latest", level, deadline)
     records = RangeRecords(topic, partition, position, position, 1)
     return PartitionRange(records, records.to_arrow(), earliest, latest, high_watermark)
 

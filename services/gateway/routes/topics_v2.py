@@ -19,19 +19,17 @@ Content-Type (415), its JSON (400, as REST Proxy answers unparsable JSON), its s
 base64 (42204 key, 42205 value), each record's key plus value against `max.record.bytes` (422,
 42202), the topic (404, 40401; never created by a produce) and each partition (404, 40402). A
 record may name a partition, except under `/partitions/{p}` (null there). The records are then handed
-to the process's idempotent Producer on the threadpool (records without key or partition take its
-fast path) and their acknowledgements are awaited on the event loop, so no thread waits on the
-cluster; everything is bounded by `request.timeout.ms`. The topic's partition count is described at
+to the process's idempotent Producer through the produce bridge (`produce_bridge`; records without
+key or partition take its fast path) and their acknowledgements are awaited on the event loop, so no
+thread waits on the cluster; everything is bounded by `request.timeout.ms`. The topic's partition count is described at
 most once a second (`PARTITION_COUNT_TTL_S`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import binascii
 import json
 import math
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -43,23 +41,20 @@ from starlette.concurrency import run_in_threadpool
 
 from services.clients.admin_types import TopicDescription
 from services.clients.cluster import PartitionInfo
-from services.clients.producer import Producer
 from services.common.errors import Errors, KafkaError
 from services.gateway import media
 from services.gateway.errors import (
     INVALID_BODY,
     INVALID_KEY,
     INVALID_VALUE,
-    KAFKA_ERROR,
-    KAFKA_RETRIABLE_ERROR,
     PARTITION_NOT_FOUND,
     RestError,
     error_responses,
-    kafka_error_code,
     partition_not_found,
     topic_not_found,
 )
 from services.gateway.media import EmbeddedFormat, V2Response
+from services.gateway.produce_bridge import Sent, error_code, produce_bridge
 from services.gateway.schemas import json_integer
 from services.gateway.state import GatewayState, State
 
@@ -360,7 +355,10 @@ async def produce(state: GatewayState, request: Request, topic: str, partition: 
     for record in records:
         if record.partition is not None and record.partition >= count:
             raise partition_not_found(topic, record.partition)
-    offsets = await send_records(state, topic, records, deadline_s)
+    bridge = produce_bridge(state)
+    sent = await bridge.send(((topic, record.value, record.key, record.partition, None, None) for record in records),
+                             deadline_s)
+    offsets = [_offset_entry(outcome) for outcome in await bridge.outcomes(sent, deadline_s)]
     state.metrics.produced(sum(1 for entry in offsets if entry["error_code"] is None))
     return V2Response({"offsets": offsets, "key_schema_id": None, "value_schema_id": None})
 
@@ -368,9 +366,6 @@ async def produce(state: GatewayState, request: Request, topic: str, partition: 
 # How long a topic's partition count is taken from the last describe: a produce does not describe
 # the topic every time, and a topic created or grown is seen within this long.
 PARTITION_COUNT_TTL_S = 1.0
-# Polling for acknowledgements: the first wait, and the longest (it doubles).
-ACK_POLL_FIRST_S = 0.0005
-ACK_POLL_MAX_S = 0.005
 
 
 async def partition_count(state: GatewayState, topic: str) -> int:
@@ -386,72 +381,16 @@ async def partition_count(state: GatewayState, topic: str) -> int:
     return count
 
 
-def _send_all(producer: Producer, topic: str, records: list[OutgoingRecord],
-              stop: threading.Event) -> tuple[list[Any], BaseException | None]:
-    """Sends the records in order (on the threadpool: `send` may wait for metadata or buffer memory);
-    returns their futures and the error that stopped the sending early, if one did. A record with
-    neither key nor partition takes the Producer's fast path (no callback is given)."""
-    futures: list[Any] = []
-    send = producer.send
+def _offset_entry(outcome: Sent) -> dict[str, Any]:
+    """A record's entry of the answer, from its outcome (`ProduceBridge.outcomes`)."""
+    if isinstance(outcome, BaseException):
+        return _error_entry(outcome)
     try:
-        for record in records:
-            if stop.is_set():
-                return futures, KafkaError("the request timed out before every record was sent",
-                                           error_name="REQUEST_TIMED_OUT")
-            if record.key is None and record.partition is None:
-                futures.append(send(topic, record.value))
-            else:
-                futures.append(send(topic, record.value, key=record.key, partition=record.partition))
-    except Exception as error:  # noqa: BLE001 - it becomes the error of every record not sent
-        return futures, error
-    return futures, None
-
-
-async def acknowledged(futures: list[Any], deadline_s: float) -> None:
-    """Returns once every future is done or at `deadline_s` (monotonic). The futures of one batch
-    complete together, so each poll checks only those not done yet; no thread waits."""
-    pending = futures
-    delay = ACK_POLL_FIRST_S
-    while True:
-        pending = [future for future in pending if not future.done()]
-        remaining = deadline_s - time.monotonic()
-        if not pending or remaining <= 0:
-            return
-        await asyncio.sleep(min(delay, remaining))
-        delay = min(2 * delay, ACK_POLL_MAX_S)
-
-
-async def send_records(state: GatewayState, topic: str, records: list[OutgoingRecord],
-                       deadline_s: float) -> list[dict[str, Any]]:
-    """Sends every record, waits (until `deadline_s`, monotonic) for their acknowledgements and
-    answers one offsets entry per record, in order."""
-    stop = threading.Event()
-    try:
-        futures, send_error = await state.blocking(_send_all, state.producer, topic, records, stop,
-                                                   timeout_s=max(0.001, deadline_s - time.monotonic()))
-    finally:
-        stop.set()  # a send still waiting on the threadpool sends nothing more
-    await acknowledged(futures, deadline_s)
-    unanswered = KafkaError(f"no acknowledgement within request.timeout.ms ({state.config.request_timeout_ms} ms); "
-                            f"the record may still be written", error_name="REQUEST_TIMED_OUT")
-    offsets = [_offset_entry(future, unanswered) for future in futures]
-    offsets.extend(_error_entry(send_error) for _ in range(len(records) - len(futures)))
-    return offsets
-
-
-def _offset_entry(future: Any, unanswered: KafkaError) -> dict[str, Any]:
-    if not future.done():
-        return _error_entry(unanswered)
-    try:
-        offset = future.offset()
+        offset = outcome.offset()
     except Exception as error:  # noqa: BLE001 - the record's own error, answered in its entry
         return _error_entry(error)
-    return {"partition": future.partition, "offset": offset, "error_code": None, "error": None}
+    return {"partition": outcome.partition, "offset": offset, "error_code": None, "error": None}
 
 
-def _error_entry(error: BaseException | None) -> dict[str, Any]:
-    if isinstance(error, KafkaError):
-        code = kafka_error_code(error)
-    else:
-        code = KAFKA_RETRIABLE_ERROR if isinstance(error, TimeoutError) else KAFKA_ERROR
-    return {"partition": None, "offset": None, "error_code": code, "error": str(error)}
+def _error_entry(error: BaseException) -> dict[str, Any]:
+    return {"partition": None, "offset": None, "error_code": error_code(error), "error": str(error)}

@@ -7,8 +7,10 @@
     GET /ui/api/topics?q=&offset=&limit=      {"total", "topics": [views.topic_row]}, names containing q
     GET /ui/api/topics/{t}/partitions         {"topic", "partitions": [views.partition_row]} (ISR included)
     GET /ui/api/groups?q=&offset=&limit=      {"total", "groups": [views.group_view]}, lag as `odradek
-                                               consumer-groups --describe` computes it
-    GET /ui/api/series?top_topics=&top_groups=  series.series of the sampler's ring, with its interval
+                                               consumer-groups --describe` computes it (the groups
+                                               asked at once, one ListOffsets for all their partitions)
+    GET /ui/api/series?top_topics=&top_groups=  series.series of the sampler's ring, with its interval,
+                                                 the last good sample's time and whether it is stale
 
 Everything else the pages show comes from the v3 routes (cluster id, live brokers, a topic's
 offsets, records). `startup` starts the `Sampler` (every `ui.sample.interval.ms`, a window of
@@ -22,6 +24,7 @@ that request in the metrics, see `metrics.WORKER_HOP_HEADER`).
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +33,8 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
 
 from services.clients.admin_types import TopicDescription
-from services.clients.cli_groups import describe_partition_offsets
+from services.clients.cli_groups import described_partitions, partition_offsets
+from services.common.service import listener_address
 from services.gateway.config import GatewayConfig
 from services.gateway.consumer_instances import worker_port
 from services.gateway.errors import RestError
@@ -72,7 +76,7 @@ async def shutdown(state: GatewayState) -> None:
 
 def sampling_worker_url(config: GatewayConfig) -> str:
     """Where this host reaches the own port of the worker that samples."""
-    from services.gateway.app import listener_address, local_url  # the app imports the routes
+    from services.gateway.app import local_url  # the app imports the routes
 
     return local_url(config, worker_port(config, listener_address(config.listeners)[1], SAMPLING_WORKER))
 
@@ -140,12 +144,16 @@ async def topic_partitions(topic_name: str, state: State) -> dict[str, Any]:
 async def groups(state: State, q: str = "", offset: int = Offset, limit: int = Limit) -> dict[str, Any]:
     listings = await cluster_call(state, state.admin.list_consumer_groups)
     total, group_ids = views.page((listing.group_id for listing in listings), q, offset, limit)
-    described = await cluster_call(state, state.admin.describe_consumer_groups, group_ids) if group_ids else {}
-    answer = []
-    for group_id in group_ids:
-        group = described[group_id]
-        offsets = await cluster_call(state, describe_partition_offsets, state.admin, group_id, group)
-        answer.append(views.group_view(group, offsets))
+    admin = state.admin
+    described = await asyncio.gather(*(cluster_call(state, admin.describe_consumer_groups, [g]) for g in group_ids))
+    descriptions = {g: answer[g] for g, answer in zip(group_ids, described, strict=True)}
+    committed = dict(zip(group_ids, await asyncio.gather(
+        *(cluster_call(state, admin.list_consumer_group_offsets, g) for g in group_ids)), strict=True))
+    partitions = {tp for g in group_ids for tp in described_partitions(committed[g], descriptions[g])}
+    log_end = await cluster_call(state, admin.list_offsets, dict.fromkeys(sorted(partitions), "latest"),
+                                 raise_errors=False) if partitions else {}
+    answer = [views.group_view(descriptions[g], partition_offsets(descriptions[g], committed[g], log_end))
+              for g in group_ids]
     return {"total": total, "offset": offset, "groups": answer}
 
 
@@ -157,8 +165,10 @@ async def sampled_series(request: Request, state: State, top_topics: int = Query
         return await series_of_sampling_worker(sampling_worker, request.url.query)
     sampler: Sampler | None = state.extensions.get(SAMPLER_KEY)
     samples = sampler.ring.samples() if sampler else []
+    status = sampler.status() if sampler else {"last_sample_ms": None, "stale": True, "failing_since_ms": None,
+                                                "failures": 0, "last_error": "the console's sampler is off"}
     return {"interval_ms": state.config.ui_sample_interval_ms, "window_ms": state.config.ui_sample_window_ms,
-            **series.series(samples, top_topics=top_topics, top_groups=top_groups)}
+            **status, **series.series(samples, top_topics=top_topics, top_groups=top_groups)}
 
 
 async def series_of_sampling_worker(client: httpx.AsyncClient, query: str) -> Response:

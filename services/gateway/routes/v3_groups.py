@@ -23,7 +23,8 @@ from typing import Any, NamedTuple
 from fastapi import APIRouter
 
 from services.clients.admin_types import ConsumerGroupDescription, MemberDescription
-from services.clients.partition_requests import READ_COMMITTED, ListOffsetsResult
+from services.clients.partition_requests import ListOffsetsResult
+from services.common.shared_types import IsolationLevel
 from services.common.topic_partition import TopicPartition
 from services.gateway.routes.v3_resources import ClusterLinks, Links, cluster_call, not_found
 from services.gateway.state import GatewayState, State
@@ -133,7 +134,7 @@ async def group_lags(state: GatewayState, group_id: str) -> list[PartitionLag]:
     if not committed:
         return []
     ends = await cluster_call(state, state.admin.list_offsets, dict.fromkeys(committed, "latest"),
-                              isolation_level=READ_COMMITTED, raise_errors=False)
+                              isolation_level=IsolationLevel.READ_COMMITTED, raise_errors=False)
     owners = {tp: member for member in group.members for tp in member.assignment}
     return [PartitionLag(tp, committed[tp].offset, ends[tp].offset, owners.get(tp))
             for tp in sorted(committed) if isinstance(ends.get(tp), ListOffsetsResult)]

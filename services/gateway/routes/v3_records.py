@@ -13,9 +13,9 @@ cluster, the content type (`application/json`, else 415) and the topic (404/4040
   `{"error_code": 400, "message": ...}`, for a record refused; the stream goes on).
 
 The body is read as it arrives (`request.stream()`), cut into records as each completes, and the
-records of each piece are handed to the process's shared Producer in one call on the threadpool,
-piece after piece (so each partition keeps the records' order); the producer's callbacks complete
-one future per record on the event loop, and the response writes the futures' reports in order.
+records of each piece are handed to the process's shared Producer through the produce bridge
+(`produce_bridge`), piece after piece (so each partition keeps the records' order); the response
+awaits each record's acknowledgement on the event loop and writes the reports in order.
 At most `MAX_IN_FLIGHT_REPORTS` reports wait to be written (the body is not read further until
 they are), and no report is awaited longer than `request.timeout.ms` plus a second past the
 producer's delivery timeout (then it is 500/50003).
@@ -26,19 +26,18 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
-import functools
 import json
+import time
 from collections.abc import AsyncIterator, Iterable
 from typing import Any, TypeVar
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
-from services.clients.producer.errors import RecordTooLargeError
-from services.common.errors import KafkaError
-from services.gateway.errors import KAFKA_ERROR, RestError, error_responses, from_kafka_error_v3
+from services.common.errors import Errors, KafkaError
+from services.gateway.errors import RestError, error_responses, from_kafka_error_v3
+from services.gateway.produce_bridge import Sent, produce_bridge, refusal
 from services.gateway.routes.v3_produce_body import (
     JsonValueSplitter,
     ProduceRecord,
@@ -79,6 +78,7 @@ PRODUCE_REQUEST_SCHEMA = {
 
 T = TypeVar("T")
 Outcome = dict[str, Any] | RestError  # a delivery report, or why the record was not written
+Submitted = tuple[ProduceRecord, Sent] | RestError  # a record handed to the producer, or why it was not
 
 
 class ReportStream(Response):
@@ -104,14 +104,14 @@ class ReportStream(Response):
 
 
 class RecordSender:
-    """Sends the records of one request through the shared Producer and answers for each."""
+    """Sends the records of one request through the produce bridge and answers for each."""
 
     def __init__(self, state: GatewayState, cluster_id: str, topic: str, partitions_count: int) -> None:
         self.state = state
         self.cluster_id = cluster_id
         self.topic = topic
         self.partitions_count = partitions_count
-        self.loop = asyncio.get_running_loop()
+        self.bridge = produce_bridge(state)
         self.report_timeout_s = state.request_timeout_s + REPORT_GRACE_S
 
     def record(self, text: str) -> ProduceRecord:
@@ -124,49 +124,47 @@ class RecordSender:
         return record
 
     async def produce_one(self, text: str) -> JSONResponse:
-        [future] = await self.submit([text])
-        outcome = await self._await(future)
+        [submitted] = await self.submit([text])
+        outcome = await self._await(submitted)
         if isinstance(outcome, RestError):
             raise outcome
         return JSONResponse(outcome)
 
-    async def submit(self, texts: Iterable[str],
-                     pending: asyncio.Queue | None = None) -> list[asyncio.Future[Outcome]]:
-        """One future per text, in order: the sound records are handed to the producer in order,
-        `SUBMIT_CHUNK` at a time (which keeps each partition's order), and only then are their
-        futures put in `pending`, so a full `pending` never waits on records not yet sent."""
-        futures: list[asyncio.Future[Outcome]] = []
-        chunk: list[asyncio.Future[Outcome]] = []
-        batch: list[tuple[ProduceRecord, asyncio.Future[Outcome]]] = []
+    async def submit(self, texts: Iterable[str], pending: asyncio.Queue | None = None) -> list[Submitted]:
+        """What became of each text, in order: the sound records are handed to the producer in
+        order, `SUBMIT_CHUNK` at a time (which keeps each partition's order), and only then put in
+        `pending`, so a full `pending` never waits on records not yet sent."""
+        submitted: list[Submitted] = []
+        chunk: list[ProduceRecord | RestError] = []
         for text in texts:
-            future = self.loop.create_future()
             try:
-                batch.append((self.record(text), future))
+                chunk.append(self.record(text))
             except RestError as error:
-                future.set_result(error)
-            chunk.append(future)
+                chunk.append(error)
             if len(chunk) >= SUBMIT_CHUNK:
-                await self._hand_over(batch, chunk, pending)
-                futures += chunk
-                chunk, batch = [], []
-        await self._hand_over(batch, chunk, pending)
-        return futures + chunk
+                submitted += await self._hand_over(chunk, pending)
+                chunk = []
+        return submitted + await self._hand_over(chunk, pending)
 
-    async def _hand_over(self, batch: list[tuple[ProduceRecord, asyncio.Future[Outcome]]],
-                         chunk: list[asyncio.Future[Outcome]], pending: asyncio.Queue | None) -> None:
-        if batch:
-            await run_in_threadpool(self._send_all, batch)
+    async def _hand_over(self, chunk: list[ProduceRecord | RestError],
+                         pending: asyncio.Queue | None) -> list[Submitted]:
+        records = [record for record in chunk if not isinstance(record, RestError)]
+        sent = iter(await self.bridge.send(
+            ((self.topic, record.value, record.key, record.partition, record.timestamp_ms, record.headers)
+             for record in records), each_alone=True) if records else ())
+        submitted = [record if isinstance(record, RestError) else (record, next(sent)) for record in chunk]
         if pending is not None:
-            for future in chunk:
-                await pending.put(future)
+            for item in submitted:
+                await pending.put(item)
+        return submitted
 
     async def reports(self, texts: AsyncIterator[list[str]]) -> AsyncIterator[bytes]:
         """The delivery report of every record of `texts`, in order, each as it completes."""
-        pending: asyncio.Queue[asyncio.Future[Outcome] | None] = asyncio.Queue(MAX_IN_FLIGHT_REPORTS)
+        pending: asyncio.Queue[Submitted | None] = asyncio.Queue(MAX_IN_FLIGHT_REPORTS)
         reader = asyncio.create_task(self._read(texts, pending))
         try:
-            while (future := await pending.get()) is not None:
-                outcome = await self._await(future)
+            while (submitted := await pending.get()) is not None:
+                outcome = await self._await(submitted)
                 yield json.dumps(outcome.body() if isinstance(outcome, RestError) else outcome).encode() \
                     + REPORT_SEPARATOR
         finally:
@@ -181,60 +179,28 @@ class RecordSender:
         except ClientDisconnect:
             pass
         except RestError as error:
-            await pending.put(_done(self.loop, error))
+            await pending.put(error)
         except Exception as error:  # noqa: BLE001 - the body stopped: say why in a last report
-            await pending.put(_done(self.loop, _body_failure(error)))
+            await pending.put(_body_failure(error))
         await pending.put(None)
 
-    async def _await(self, future: asyncio.Future[Outcome]) -> Outcome:
-        try:
-            outcome = await asyncio.wait_for(asyncio.shield(future), self.report_timeout_s)
-        except TimeoutError:
+    async def _await(self, submitted: Submitted) -> Outcome:
+        """The record's delivery report, or why it was not written."""
+        if isinstance(submitted, RestError):
+            return submitted
+        record, sent = submitted
+        if isinstance(sent, BaseException):
+            return refusal(sent)
+        await self.bridge.settled((sent,), time.monotonic() + self.report_timeout_s)
+        if not sent.done():
             return from_kafka_error_v3(KafkaError(f"no delivery report within {self.report_timeout_s:g} s",
-                                                  error_name="REQUEST_TIMED_OUT"))
-        if not isinstance(outcome, RestError):
-            self.state.metrics.produced(1)
-        return outcome
-
-    def _send_all(self, batch: list[tuple[ProduceRecord, asyncio.Future[Outcome]]]) -> None:
-        """On the threadpool: sends each record, its callback settling its future."""
-        for record, future in batch:
-            try:
-                self.state.producer.send(self.topic, record.value, key=record.key, partition=record.partition,
-                                         timestamp_ms=record.timestamp_ms, headers=record.headers,
-                                         callback=functools.partial(self._delivered, record, future))
-            except Exception as error:  # noqa: BLE001 - refused before it was queued: nothing written
-                self._settle(future, _send_failure(error))
-
-    def _delivered(self, record: ProduceRecord, future: asyncio.Future[Outcome], metadata, error) -> None:
-        """The producer's callback, on its sender thread."""
-        self._settle(future, _send_failure(error) if error is not None
-                     else delivered_report(self.cluster_id, record, metadata))
-
-    def _settle(self, future: asyncio.Future[Outcome], outcome: Outcome) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
-            self.loop.call_soon_threadsafe(_set, future, outcome)
-
-
-def _set(future: asyncio.Future[Outcome], outcome: Outcome) -> None:
-    if not future.done():
-        future.set_result(outcome)
-
-
-def _done(loop: asyncio.AbstractEventLoop, outcome: Outcome) -> asyncio.Future[Outcome]:
-    future = loop.create_future()
-    future.set_result(outcome)
-    return future
-
-
-def _send_failure(error: BaseException) -> RestError:
-    if isinstance(error, RecordTooLargeError):
-        return RestError(413, 413, str(error))
-    if isinstance(error, KafkaError):
-        return from_kafka_error_v3(error)
-    if isinstance(error, (ValueError, TypeError)):
-        return bad_request(str(error))
-    return RestError(500, KAFKA_ERROR, f"{type(error).__name__}: {error}")
+                                                  error=Errors.REQUEST_TIMED_OUT))
+        try:
+            metadata = sent.get()
+        except Exception as error:  # noqa: BLE001 - the record's own error, answered in its report
+            return refusal(error)
+        self.state.metrics.produced(1)
+        return delivered_report(self.cluster_id, record, metadata)
 
 
 def _body_failure(error: Exception) -> RestError:

@@ -29,6 +29,7 @@ from services.gateway.errors import (
     KAFKA_UNKNOWN_TOPIC_PARTITION,
     V3_INVALID_PAYLOAD,
     RestError,
+    bad_request,
     cluster_not_found,
     error_responses,
     from_kafka_error_v3,
@@ -70,10 +71,6 @@ async def describe_topic(state: GatewayState, name: str) -> TopicDescription:
 
 def not_found() -> RestError:
     return RestError(404, 404, "HTTP 404 Not Found")
-
-
-def bad_request(message: str) -> RestError:
-    return RestError(400, 400, message)
 
 
 def invalid_payload(cause: str) -> RestError:

@@ -5,8 +5,11 @@ consumer group's committed offsets, and adds one `Sample`: each topic's end offs
 group's lag summed over the rows `odradek consumer-groups --describe` shows (`cli_groups.
 partition_offsets`, on the same end offsets). One ListOffsets request per leader serves all topics
 and groups; the topics' partitions are described again only when the topic names change or every
-`DESCRIBE_EVERY_SAMPLES` samples. A failed read is skipped (a warning is logged when the read
-before it succeeded); `stop()` ends the task.
+`DESCRIBE_EVERY_SAMPLES` samples. A failed read is skipped and the next one tried at the next
+interval; `status()` says when the last good sample was taken, whether the series is stale (no
+good sample for `STALE_AFTER_INTERVALS` intervals, also while a read hangs) and the last error.
+Failures are logged at WARNING when they start and then at most every `WARN_EVERY_MS` while they
+go on; the recovery is logged too. `stop()` ends the task.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from services.gateway.ui.series import Sample, SampleRing
 logger = logging.getLogger(__name__)
 
 DESCRIBE_EVERY_SAMPLES = 10
+STALE_AFTER_INTERVALS = 3
+WARN_EVERY_MS = 60000
 
 
 class Sampler:
@@ -37,7 +42,11 @@ class Sampler:
         self._samples_since_describe = 0
         self._stopped = asyncio.Event()
         self._task: asyncio.Task | None = None
-        self._failing = False
+        self.last_good_ms: int | None = None
+        self.failing_since_ms: int | None = None
+        self.failures = 0
+        self.last_error: str | None = None
+        self._last_warning_ms: int | None = None
 
     # ------------------------------------------------------------------ one sample (blocking)
 
@@ -74,15 +83,40 @@ class Sampler:
 
     # ------------------------------------------------------------------ the task
 
+    def succeeded(self, sample: Sample) -> None:
+        self.ring.add(sample)
+        self.last_good_ms = sample.time_ms
+        if self.failing_since_ms is not None:
+            logger.info("console samples succeed again after %d failures since %d ms", self.failures,
+                        self.failing_since_ms)
+        self.failing_since_ms, self.failures, self.last_error, self._last_warning_ms = None, 0, None, None
+
+    def failed(self, error: BaseException) -> None:
+        now_ms = self.clock_ms()
+        if self.failing_since_ms is None:
+            self.failing_since_ms = now_ms
+        self.failures += 1
+        self.last_error = f"{type(error).__name__}: {error}"
+        if self._last_warning_ms is None or now_ms - self._last_warning_ms >= WARN_EVERY_MS:
+            self._last_warning_ms = now_ms
+            logger.warning("console sample failed (%d in a row): %s", self.failures, self.last_error)
+
+    def status(self) -> dict[str, object]:
+        """{"last_sample_ms", "stale", "failing_since_ms", "failures", "last_error"}: stale when no good
+        sample came for STALE_AFTER_INTERVALS intervals (or none yet), so a read that hangs shows too."""
+        now_ms = self.clock_ms()
+        overdue_ms = STALE_AFTER_INTERVALS * self.ring.interval_ms
+        stale = self.last_good_ms is None or now_ms - self.last_good_ms > overdue_ms or self.failures > 0
+        return {"last_sample_ms": self.last_good_ms, "stale": stale, "failing_since_ms": self.failing_since_ms,
+                "failures": self.failures, "last_error": self.last_error}
+
     async def _run(self, read: Callable[[Callable[[], Sample]], object]) -> None:
         interval_s = self.ring.interval_ms / 1000
         while not self._stopped.is_set():
             try:
-                self.ring.add(await read(self.sample))
-                self._failing = False
+                self.succeeded(await read(self.sample))
             except Exception as exc:  # noqa: BLE001 - a cluster that does not answer now may later
-                logger.log(logging.DEBUG if self._failing else logging.WARNING, "console sample failed: %s", exc)
-                self._failing = True
+                self.failed(exc)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopped.wait(), interval_s)
 

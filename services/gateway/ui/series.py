@@ -8,7 +8,8 @@ difference over the seconds between them; 0 when the end went back, as a re-crea
 none for a topic the earlier sample did not have), their total, and the groups' lags. Only the
 `top_topics` busiest topics (by messages over the window) and the `top_groups` most lagging groups
 (by their largest lag) are named per point, so a cluster of hundreds keeps the answer small; the
-total still counts every topic.
+total still counts every topic. Only topics and groups the newest sample still has are named, so a
+deleted topic or group leaves the legend at once.
 """
 
 from __future__ import annotations
@@ -85,8 +86,11 @@ def series(samples: Iterable[Sample], *, top_topics: int = 8, top_groups: int = 
     for sample in ordered[1:]:
         for group, lag in sample.group_lags.items():
             largest_lag[group] = max(largest_lag.get(group, 0), lag)
-    topics = _busiest(produced, top_topics)
-    groups = _busiest(largest_lag, top_groups)
+    newest = ordered[-1] if ordered else None
+    live_topics = newest.topic_end_offsets if newest else {}
+    live_groups = newest.group_lags if newest else {}
+    topics = _busiest({t: v for t, v in produced.items() if t in live_topics}, top_topics)
+    groups = _busiest({g: v for g, v in largest_lag.items() if g in live_groups}, top_groups)
     points = [{"time_ms": after.time_ms, "total_rate": round(sum(rates.values()), 3) if rates else None,
                "rates": {t: round(rates[t], 3) for t in topics if t in rates},
                "lags": {g: after.group_lags[g] for g in groups if g in after.group_lags}}

@@ -10,11 +10,12 @@ import pytest
 from services.broker.log.config import LogConfig, LogManagerConfig
 from services.broker.log.manager import LogManager
 from services.broker.metadata_cache import MetadataCache
-from services.broker.replica_manager import FetchParams, FetchPartition, ReplicaManager
-from services.common.proc import wait_until
+from services.broker.replica_fetch import FetchParams, FetchPartition
+from services.broker.replica_manager import ReplicaManager
 from services.common.records import build_batch, iter_records
 from services.common.shared_types import PartitionStateInfo
 from services.common.topic_partition import TopicPartition
+from services.devcluster.proc import wait_until
 
 TP = ("t", 0)
 FOLLOWER = 2

@@ -11,7 +11,8 @@ import pytest
 from services.broker.log.config import LogConfig, LogManagerConfig
 from services.broker.log.manager import LogManager
 from services.broker.metadata_cache import MetadataCache
-from services.broker.replica_manager import FetchParams, FetchPartition, ReplicaFetchKey, ReplicaManager
+from services.broker.replica_fetch import FetchParams, FetchPartition, ReplicaFetchKey
+from services.broker.replica_manager import ReplicaManager
 from services.common.errors import Errors
 from services.common.records import build_batch, iter_records
 from services.common.shared_types import PartitionStateInfo

@@ -12,7 +12,8 @@ from services.broker.log.config import LogConfig, LogManagerConfig
 from services.broker.log.errors import KafkaStorageError
 from services.broker.log.manager import LogManager
 from services.broker.metadata_cache import MetadataCache
-from services.broker.replica_manager import FetchParams, FetchPartition, ReplicaManager
+from services.broker.replica_fetch import FetchParams, FetchPartition
+from services.broker.replica_manager import ReplicaManager
 from services.broker.replication.fetcher import FetcherConfig, ReplicaFetcherManager
 from services.broker.servicer import BrokerServicer
 from services.clients.partition_requests import parse_produce

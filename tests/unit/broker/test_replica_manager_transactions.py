@@ -8,7 +8,7 @@ import time
 
 from services.broker.log.txn_index import AbortedTxn
 from services.broker.log.validation import AppendOrigin
-from services.broker.replica_manager import FetchParams, FetchPartition
+from services.broker.replica_fetch import FetchParams, FetchPartition
 from services.common.errors import Errors
 from services.common.records import build_batch, iter_batches
 from services.common.shared_types import PartitionStateInfo, TxnMarker

@@ -8,12 +8,12 @@ import threading
 import pytest
 
 from services.broker.metadata_cache import MetadataCache
-from services.broker.replica_manager import FetchParams, FetchResult
+from services.broker.replica_fetch import FetchParams, LogReadResult
 from services.broker.servicer import INLINE_APPEND_MAX_BYTES, BrokerServicer
 from services.common.errors import Errors
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
-from services.common.proc import wait_until
 from services.common.shared_types import ProduceResult
+from services.devcluster.proc import wait_until
 from tests.unit.runtime_support import Parked, serving
 
 LIMIT = 3
@@ -30,7 +30,7 @@ class ParkingReplicaManager(Parked):
         self.hold(entries, respond)
 
     def answer(self) -> None:
-        self.answer_all(lambda request: {(p.topic, p.partition): FetchResult(0, 42) for p in request.partitions}
+        self.answer_all(lambda request: {(p.topic, p.partition): LogReadResult(0, 42) for p in request.partitions}
                         if isinstance(request, FetchParams) else {key: ProduceResult(7, 0) for key in request})
 
 

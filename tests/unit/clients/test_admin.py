@@ -247,3 +247,17 @@ def test_list_offsets_asks_leaders_and_raises_partition_errors(fake_nodes, clock
     assert offsets[TopicPartition("t", 1)].offset == 10
     assert raised.value.error_name == "OFFSET_OUT_OF_RANGE"
     assert len(broker.requests("ListOffsets")) == 2
+
+
+def test_list_offsets_of_a_partition_the_metadata_lacks_answers_unknown_at_once(fake_nodes, clock):
+    (broker,) = fake_nodes(1)
+    broker.on("Metadata", metadata_response([broker.node()], topics={"t": [partition(0, 1)]},
+                                            topic_errors={"gone": Errors.UNKNOWN_TOPIC_OR_PARTITION}))
+    start_ms = clock.monotonic_ms()
+    with admin_for(broker, clock) as admin:
+        answers = admin.list_offsets({TopicPartition("gone", 0): "latest", TopicPartition("t", 7): "latest"},
+                                     raise_errors=False)
+    assert {tp: a.error_name for tp, a in answers.items()} == {
+        TopicPartition("gone", 0): "UNKNOWN_TOPIC_OR_PARTITION", TopicPartition("t", 7): "UNKNOWN_TOPIC_OR_PARTITION"}
+    assert clock.monotonic_ms() - start_ms < 1000
+    assert broker.requests("ListOffsets") == []

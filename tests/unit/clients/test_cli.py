@@ -12,7 +12,6 @@ import pytest
 
 from services.clients import cli
 from services.clients.admin_types import ConfigEntry, TopicDescription
-from services.clients.cli_dev import failure_report
 from services.clients.cli_topics import (
     TopicCommandError,
     filter_topics,
@@ -22,13 +21,14 @@ from services.clients.cli_topics import (
     parse_replica_assignment,
 )
 from services.clients.cluster import PartitionInfo
-from services.clients.launcher import LocalCluster
 from services.common.errors import Errors
 from services.common.hashing import partition_for_key
 from services.common.pb.odradek.broker.v1 import broker_pb2
 from services.common.pb.odradek.controller.v1 import controller_pb2 as pb
-from services.common.proc import write_pid_file
 from services.common.records import build_batch, iter_records
+from services.devcluster.cli import failure_report
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import write_pid_file
 from tests.unit.clients.support import FakeNode, metadata_response, partition
 
 

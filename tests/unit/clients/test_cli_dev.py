@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from services.clients import cli
-from services.clients.launcher import LocalCluster
-from services.common.proc import write_pid_file
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import write_pid_file
 
 
 def run(argv: list[str], capsys) -> tuple[int, str]:

@@ -17,7 +17,7 @@ from services.clients.cli_transactions import (
     old_open_transactions,
     spec_at_start_offset,
 )
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.topic_partition import TopicPartition
 
 TP = TopicPartition("out", 0)
@@ -35,7 +35,7 @@ def description(state: str, partitions=(TP,), epoch: int = 3) -> TransactionDesc
 
 def test_only_open_transactions_idle_longer_than_the_timeout_are_candidates():
     producers = {TP: [producer(7, 40, 20), producer(8, -1, 30), producer(9, 41, 5)],
-                 TopicPartition("out", 1): KafkaError(error_name="NOT_LEADER_OR_FOLLOWER")}
+                 TopicPartition("out", 1): KafkaError(error=Errors.NOT_LEADER_OR_FOLLOWER)}
     assert old_open_transactions(producers, 15 * MINUTE_MS, NOW_MS) == [(TP, producer(7, 40, 20))]
 
 

@@ -13,7 +13,7 @@ from services.clients.transport import ChannelPool
 from services.common.clock import ManualClock
 from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2
-from services.common.proc import wait_until
+from services.devcluster.proc import wait_until
 from tests.unit.clients.support import metadata_response, node_proto, partition
 
 BROKERS = [node_proto(1, 9092), node_proto(2, 9192)]
@@ -153,7 +153,7 @@ def test_refresh_timing_follows_backoff_and_max_age(clock: ManualClock):
 
 def test_failed_update_backs_off_and_keeps_the_error(clock: ManualClock):
     metadata = new_metadata(clock)
-    error = KafkaError("down", error_name="NETWORK_EXCEPTION")
+    error = KafkaError("down", error=Errors.NETWORK_EXCEPTION)
     metadata.failed_update(error)
     assert metadata.last_error is error
     assert metadata.time_to_next_update() == 100

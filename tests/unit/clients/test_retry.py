@@ -6,7 +6,7 @@ import pytest
 
 from services.clients.transport import Deadline, call_with_retries
 from services.common.clock import ManualClock
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 
 
 def test_deadline_counts_down_and_bounds_timeouts(clock: ManualClock):
@@ -27,7 +27,7 @@ def test_retriable_errors_are_retried_after_the_backoff_until_success(clock: Man
     def attempt(_deadline):
         attempts_at.append(clock.monotonic_ms())
         if len(attempts_at) < 3:
-            raise KafkaError("moved", error_name="NOT_CONTROLLER")
+            raise KafkaError("moved", error=Errors.NOT_CONTROLLER)
         return "done"
 
     result = call_with_retries("op", attempt, Deadline(10_000, clock), 100, before_retry=retried.append)
@@ -41,7 +41,7 @@ def test_non_retriable_errors_propagate_at_once(clock: ManualClock):
 
     def attempt(_deadline):
         calls.append(1)
-        raise KafkaError("exists", error_name="TOPIC_ALREADY_EXISTS")
+        raise KafkaError("exists", error=Errors.TOPIC_ALREADY_EXISTS)
 
     with pytest.raises(KafkaError) as raised:
         call_with_retries("op", attempt, Deadline(10_000, clock), 100)
@@ -51,7 +51,7 @@ def test_non_retriable_errors_propagate_at_once(clock: ManualClock):
 
 
 def test_retriable_errors_past_the_deadline_become_request_timed_out(clock: ManualClock):
-    last = KafkaError("still unavailable", error_name="NETWORK_EXCEPTION")
+    last = KafkaError("still unavailable", error=Errors.NETWORK_EXCEPTION)
 
     def attempt(_deadline):
         raise last
@@ -69,7 +69,7 @@ def test_a_custom_predicate_decides_what_is_retriable(clock: ManualClock):
 
     def attempt(_deadline):
         calls.append(1)
-        raise KafkaError("timed out", error_name="REQUEST_TIMED_OUT")
+        raise KafkaError("timed out", error=Errors.REQUEST_TIMED_OUT)
 
     with pytest.raises(KafkaError):
         call_with_retries("op", attempt, Deadline(10_000, clock), 10,

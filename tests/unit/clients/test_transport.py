@@ -17,7 +17,7 @@ from services.common.errors import KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.pb.odradek.controller.v1 import controller_pb2
-from services.common.proc import wait_until
+from services.devcluster.proc import wait_until
 
 WAIT_S = 10.0
 

@@ -7,15 +7,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from services.common.errors import Errors, KafkaError
+from services.common.topic_names import INTERNAL_TOPICS, validate_topic_name
 from services.controller.state.topics import (
-    INTERNAL_TOPICS,
     colliding_topics,
     has_collision,
     has_collision_chars,
     is_internal,
     validate_new_topic_name,
     validate_topic_configs,
-    validate_topic_name,
 )
 
 LEGAL = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"

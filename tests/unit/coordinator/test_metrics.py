@@ -36,9 +36,9 @@ def test_gauges_count_groups_offsets_and_partitions():
 
 
 def _offset(value: int):
-    from services.coordinator.group import OffsetAndMetadata
+    from services.coordinator.group import CommittedOffset
 
-    return OffsetAndMetadata(value)
+    return CommittedOffset(value)
 
 
 def test_lag_is_log_end_minus_committed_per_group_and_partition():

@@ -11,10 +11,10 @@ from services.common.errors import Errors
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2_grpc
-from services.common.proc import wait_until
 from services.common.zk.coordinator_directory import DirectorySnapshot
 from services.coordinator.group.api import JoinGroupResult, SyncGroupResult
 from services.coordinator.servicer import CoordinatorServicer
+from services.devcluster.proc import wait_until
 from tests.unit.runtime_support import Parked, serving
 
 LIMIT = 3

@@ -127,8 +127,8 @@ def test_a_deleted_topic_counts_as_done():
 
 def test_failed_calls_are_retried_but_an_unimplemented_one_counts_as_written():
     writer, client, done = writer_for(cluster({("t", 0): 1}))
-    client.pool.refuse["b1:9092"] = KafkaError("down", error_name="NETWORK_EXCEPTION")
-    client.pool.refuse["c1:9094"] = KafkaError("no such method", error_name="UNSUPPORTED_VERSION")
+    client.pool.refuse["b1:9092"] = KafkaError("down", error=Errors.NETWORK_EXCEPTION)
+    client.pool.refuse["c1:9094"] = KafkaError("no such method", error=Errors.UNSUPPORTED_VERSION)
     writer.send(markers("a", 100, ("t", 0), ("__consumer_offsets", 7)), lambda: done.append("a"))
     assert writer.run_round() is True and done == []
     del client.pool.refuse["b1:9092"]

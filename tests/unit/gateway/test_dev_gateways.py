@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from services.clients import cli
-from services.clients.cli_dev import print_endpoints
-from services.clients.launcher import LocalCluster
+from services.devcluster.cli import print_endpoints
+from services.devcluster.launcher import LocalCluster
 
 
 def test_one_gateway_by_default_and_as_many_as_asked():

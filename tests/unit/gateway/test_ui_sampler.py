@@ -13,7 +13,7 @@ from services.clients.admin_types import (
 from services.clients.cluster import PartitionInfo
 from services.clients.consumer.records import OffsetAndMetadata
 from services.clients.partition_requests import ListOffsetsResult
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.topic_partition import TopicPartition
 from services.gateway.ui.sampler import DESCRIBE_EVERY_SAMPLES, Sampler
 from services.gateway.ui.series import SampleRing
@@ -48,7 +48,7 @@ class StandInAdmin:
 
     def list_offsets(self, specs, raise_errors=True):
         assert set(specs.values()) == {"latest"}
-        return {tp: KafkaError("no leader", error_name="LEADER_NOT_AVAILABLE") if tp in self.unanswered
+        return {tp: KafkaError("no leader", error=Errors.LEADER_NOT_AVAILABLE) if tp in self.unanswered
                 else ListOffsetsResult(self.ends[tp], -1) for tp in specs}
 
 
@@ -97,3 +97,55 @@ def test_the_task_samples_until_stopped():
         return len(ring)
 
     assert asyncio.run(scenario()) == 1
+
+
+class FailingAdmin(StandInAdmin):
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+
+    def list_topics(self) -> list[str]:
+        if self.down:
+            raise KafkaError("no broker answers", error=Errors.REQUEST_TIMED_OUT)
+        return super().list_topics()
+
+
+def read_once(sampler: Sampler) -> None:
+    try:
+        sampler.succeeded(sampler.sample())
+    except Exception as exc:  # noqa: BLE001 - as the task does
+        sampler.failed(exc)
+
+
+def test_the_status_says_stale_while_samples_fail_and_fresh_once_they_succeed_again(caplog):
+    now = [10_000]
+    admin = FailingAdmin()
+    sampler = Sampler(admin, SampleRing(60_000, 1_000), clock_ms=lambda: now[0])
+    assert sampler.status()["stale"] and sampler.status()["last_sample_ms"] is None
+    read_once(sampler)
+    assert sampler.status() == {"last_sample_ms": 10_000, "stale": False, "failing_since_ms": None, "failures": 0,
+                                "last_error": None}
+    admin.down = True
+    with caplog.at_level("WARNING", logger="services.gateway.ui.sampler"):
+        for _ in range(5):
+            now[0] += 1_000
+            read_once(sampler)
+    status = sampler.status()
+    assert status["stale"] and status["last_sample_ms"] == 10_000 and status["failing_since_ms"] == 11_000
+    assert status["failures"] == 5 and "REQUEST_TIMED_OUT" in status["last_error"]
+    assert len([r for r in caplog.records if r.levelname == "WARNING"]) == 1  # rate-limited
+    admin.down = False
+    now[0] += 1_000
+    read_once(sampler)
+    assert sampler.status()["stale"] is False and sampler.status()["last_sample_ms"] == 16_000
+    assert len(sampler.ring) == 2
+
+
+def test_a_read_that_hangs_shows_stale_after_a_few_intervals():
+    now = [10_000]
+    sampler = Sampler(StandInAdmin(), SampleRing(60_000, 1_000), clock_ms=lambda: now[0])
+    read_once(sampler)
+    now[0] += 3_000
+    assert not sampler.status()["stale"]
+    now[0] += 1
+    assert sampler.status()["stale"]

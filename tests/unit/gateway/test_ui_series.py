@@ -87,3 +87,12 @@ def test_series_of_fewer_than_two_samples_has_no_points():
 def test_a_point_without_any_comparable_topic_has_no_total():
     (point,) = series([sample(0, {}), sample(1_000, {"new": 5})])["points"]
     assert point["total_rate"] is None and point["rates"] == {}
+
+
+def test_deleted_topics_and_groups_leave_the_legend_at_once():
+    samples = [Sample(0, {"gone": 0, "kept": 0}, {"old-group": 5, "g": 1}),
+               Sample(1000, {"gone": 100, "kept": 10}, {"old-group": 5, "g": 2}),
+               Sample(2000, {"kept": 20}, {"g": 3})]
+    answer = series(samples)
+    assert answer["topics"] == ["kept"] and answer["groups"] == ["g"]
+    assert answer["points"][0]["rates"] == {"kept": 10.0}

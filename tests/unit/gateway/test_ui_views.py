@@ -7,7 +7,7 @@ from services.clients.cli_groups import partition_offsets
 from services.clients.cluster import PartitionInfo
 from services.clients.consumer.records import OffsetAndMetadata
 from services.clients.partition_requests import ListOffsetsResult
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.topic_partition import TopicPartition
 from services.gateway.ui import views
 
@@ -37,7 +37,7 @@ def test_a_topic_row_counts_under_replicated_offline_partitions_and_messages():
 
 def test_a_topic_row_without_every_offset_has_no_message_count():
     topic = TopicDescription("t", False, (info(0, 1, (1,), (1,)), info(1, 1, (1,), (1,))))
-    latest = {**offsets(4), TopicPartition("t", 1): KafkaError("down", error_name="NOT_LEADER_OR_FOLLOWER")}
+    latest = {**offsets(4), TopicPartition("t", 1): KafkaError("down", error=Errors.NOT_LEADER_OR_FOLLOWER)}
     assert views.topic_row(topic, offsets(0, 0), latest)["messages"] is None
 
 

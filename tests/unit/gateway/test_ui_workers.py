@@ -9,7 +9,7 @@ import asyncio
 import httpx
 from fastapi import FastAPI
 
-from services.common.proc import free_port
+from services.devcluster.proc import free_port
 from services.gateway.config import GatewayConfig
 from services.gateway.errors import install_error_handlers
 from services.gateway.metrics import WORKER_HOP_HEADER, GatewayMetrics

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from services.clients.admin_types import ClusterDescription, ConsumerGroupDescription, MemberDescription
 from services.clients.cluster import Node, PartitionInfo
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.topic_partition import TopicPartition
 from services.gateway.errors import from_kafka_error_v3
 from services.gateway.routes.v3 import cluster_data, replica_data
@@ -74,7 +74,7 @@ def test_only_brokers_are_linked_as_brokers():
 
 def test_kafka_errors_as_v3_answers_them():
     def answer(name: str) -> tuple[int, int]:
-        error = from_kafka_error_v3(KafkaError("x", error_name=name))
+        error = from_kafka_error_v3(KafkaError("x", error=Errors[name]))
         return error.status, error.error_code
 
     assert answer("UNKNOWN_TOPIC_OR_PARTITION") == (404, 40403)
@@ -84,4 +84,4 @@ def test_kafka_errors_as_v3_answers_them():
     assert answer("REQUEST_TIMED_OUT") == (500, 50003)
     assert answer("CORRUPT_MESSAGE") == (500, 50003)
     assert answer("MESSAGE_TOO_LARGE") == (500, 50002)
-    assert "REQUEST_TIMED_OUT" in from_kafka_error_v3(KafkaError("x", error_name="REQUEST_TIMED_OUT")).message
+    assert "REQUEST_TIMED_OUT" in from_kafka_error_v3(KafkaError("x", error=Errors.REQUEST_TIMED_OUT)).message

@@ -1,4 +1,5 @@
-"""`odradek jobs run JOB ...` hands the job's own options to `python -m jobs.<job> run`."""
+"""`odradek jobs run JOB ...` hands the job's own options to `python -m jobs.<job> run`, finding the jobs in
+the working directory when they are not on the path (they are not installed with the package)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from jobs.clickstream import __main__ as clickstream
 from services.clients import cli
+from tests.deploy_support import REPO_ROOT
 
 
 def test_jobs_run_passes_the_options_after_the_job_name(monkeypatch: pytest.MonkeyPatch):
@@ -39,3 +41,29 @@ def test_by_default_the_traffic_ends_about_now(monkeypatch: pytest.MonkeyPatch):
     sent = clickstream.generator.generate_events(300, seed=args.seed, start_ms=clickstream.start_ms(args))
     closing_ms = clickstream.events.read_event(sent.records[-1].value).event_time_ms
     assert now_ms - clickstream.events.WINDOW_MS < closing_ms <= now_ms
+
+
+def test_the_jobs_run_from_the_working_directory_of_a_checkout(monkeypatch: pytest.MonkeyPatch, tmp_path):
+    from services.clients import cli_jobs
+
+    monkeypatch.setattr(cli_jobs.importlib.util, "find_spec", lambda name: None)  # jobs/ is not on the path
+    monkeypatch.setattr(cli_jobs.sys, "path", list(cli_jobs.sys.path))
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    args = cli.build_parser().parse_args(["jobs", "run", "clickstream"])
+    assert args.run(args, out) == 1
+    assert "runs from a checkout of Odradek" in out.getvalue()
+    monkeypatch.chdir(REPO_ROOT)
+    assert cli_jobs.job_module("clickstream") is clickstream and cli_jobs.sys.path[0] == str(REPO_ROOT)
+
+
+def test_without_pyspark_the_jobs_say_which_extra_to_install(monkeypatch: pytest.MonkeyPatch):
+    from services.clients import cli_jobs
+
+    def missing_pyspark(name: str):
+        raise ModuleNotFoundError("No module named 'pyspark'", name="pyspark")
+
+    monkeypatch.setattr(cli_jobs.importlib, "import_module", missing_pyspark)
+    out = io.StringIO()
+    args = cli.build_parser().parse_args(["jobs", "run", "clickstream"])
+    assert args.run(args, out) == 1 and "pip install 'odradek[spark]'" in out.getvalue()

@@ -98,8 +98,9 @@ function renderOverview(view) {
   const brokers = h("div", {id: "brokers"});
   const throughput = h("div", {class: "chart", id: "throughput-chart"});
   const lag = h("div", {class: "chart", id: "lag-chart"});
+  const freshness = h("div", {id: "series-status", class: "series-status", "data-state": "unknown"});
   view.append(h("h1", {}, "Cluster overview"), cards,
-    h("section", {class: "panel"}, h("h2", {}, "Brokers"), brokers),
+    h("section", {class: "panel"}, h("h2", {}, "Brokers"), brokers), freshness,
     h("div", {class: "grid2"},
       h("section", {class: "panel"}, h("h2", {}, "Messages produced per second"), throughput),
       h("section", {class: "panel"}, h("h2", {}, "Consumer lag (messages)"), lag)));
@@ -126,11 +127,28 @@ function renderOverview(view) {
     }
     brokers.replaceChildren(table([["ID", "num"], ["Host:port"], ["Rack"], ["Status"]], rows, {class: "fit"}));
   });
-  every(2000, () => drawSeries(throughput, lag));
+  every(2000, () => drawSeries(throughput, lag, freshness));
 }
 
-async function drawSeries(throughput, lag) {
+// When the charts' data was last sampled; while the sampler fails, a stale banner says since when and why.
+function showFreshness(freshness, sampled) {
+  const at = sampled.last_sample_ms ? new Date(sampled.last_sample_ms).toLocaleTimeString() : null;
+  if (sampled.stale) {
+    freshness.dataset.state = "stale";
+    freshness.className = "series-status stale";
+    freshness.replaceChildren(badge("stale", "bad"), " ",
+      at ? `Charts last sampled at ${at}` : "No sample yet",
+      sampled.last_error ? h("span", {class: "sub mono", title: sampled.last_error}, ` — ${sampled.last_error}`) : "");
+  } else {
+    freshness.dataset.state = "fresh";
+    freshness.className = "series-status";
+    freshness.replaceChildren(badge("live", "ok"), " ", `Charts sampled at ${at}`);
+  }
+}
+
+async function drawSeries(throughput, lag, freshness) {
   const sampled = await getJson("/ui/api/series");
+  showFreshness(freshness, sampled);
   const times = sampled.points.map((p) => p.time_ms);
   const total = {name: "all topics", values: sampled.points.map((p) => p.total_rate), total: true};
   const topics = sampled.topics.map((t) => ({name: t, values: sampled.points.map((p) => p.rates[t] ?? null)}));

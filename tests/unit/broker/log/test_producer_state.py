@@ -15,7 +15,7 @@ from services.broker.log.errors import (
     InvalidTxnStateError,
     OutOfOrderSequenceError,
 )
-from services.broker.log.producer_state import (
+from services.broker.log.producer_snapshot import (
     MAX_SEQUENCE,
     BatchMetadata,
     ProducerStateEntry,

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.broker.log import LogConfig, LogSegment
+from services.broker.log.file_records import whole_batches_end
 from services.broker.log.files import log_file
-from services.broker.log.segment import whole_batches_end
 from services.common.records import build_batch
 
 from .support import START_MS, batches_in, manual_clock, open_descriptors

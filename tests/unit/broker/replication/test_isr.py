@@ -9,7 +9,8 @@ import pytest
 from services.broker.log.config import LogConfig, LogManagerConfig
 from services.broker.log.manager import LogManager
 from services.broker.metadata_cache import MetadataCache
-from services.broker.replica_manager import FetchParams, FetchPartition, ReplicaManager
+from services.broker.replica_fetch import FetchParams, FetchPartition
+from services.broker.replica_manager import ReplicaManager
 from services.broker.replication.isr import IsrManager
 from services.common.clock import ManualClock
 from services.common.shared_types import PartitionStateInfo

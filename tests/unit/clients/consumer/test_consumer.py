@@ -23,9 +23,9 @@ from services.clients.consumer.config import load_consumer_config
 from services.common.config import ConfigError
 from services.common.errors import Errors
 from services.common.pb.odradek.broker.v1 import broker_pb2
-from services.common.proc import wait_until
 from services.common.records import build_batch, set_partition_leader_epoch
 from services.common.topic_partition import TopicPartition
+from services.devcluster.proc import wait_until
 from tests.unit.clients.support import metadata_response, partition
 
 TP = TopicPartition("t", 0)

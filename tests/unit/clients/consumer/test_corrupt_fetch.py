@@ -11,9 +11,9 @@ import pytest
 from services.clients import cli
 from services.clients.consumer import Consumer, CorruptRecordError
 from services.common.errors import Errors
-from services.common.proc import wait_until
 from services.common.records import Compression, build_batch
 from services.common.records.batch import ATTRIBUTES_OFFSET, CRC_OFFSET, compute_crc, set_base_offset
+from services.devcluster.proc import wait_until
 from tests.unit.clients.consumer.test_consumer import TP, FakeLog, consumer_for, poll_values, serve
 from tests.unit.test_record_reader import batch, record
 

@@ -1,7 +1,8 @@
 """Offsets of a group against a fake coordinator: what commits carry, how commit errors map
 (CommitFailedError and friends, retried coordinator errors, timeouts), asynchronous commits and
 their callbacks' order, committed offsets as starting positions (also with manual assignment),
-and auto-commit: its interval on a manual clock, before a rebalance and on close."""
+auto-commit (its interval on a manual clock, before a rebalance and on close), and kafka-python's
+`commit` and `commit_async` calls."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ from services.clients.consumer.heartbeat import NO_GENERATION, MemberState
 from services.clients.consumer.subscription import FetchPosition
 from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
-from services.common.proc import wait_until
 from services.common.topic_partition import TopicPartition
+from services.devcluster.proc import wait_until
 from tests.unit.clients.consumer.test_group_fakes import (
     FAST,
     GroupHarness,
@@ -299,3 +300,22 @@ def test_manual_assignment_commits_outside_the_membership(group_cluster):
         with pytest.raises(ValueError, match="negative offset"):
             consumer.commit_sync({T0: -1})
     assert cluster.groups.requests("JoinGroup") == []
+
+
+def test_kafka_pythons_commit_is_commit_sync_and_its_commit_async_call_works(group_cluster):
+    cluster = group_cluster({"t": 2})
+    with Consumer(bootstrap_servers=cluster.bootstrap, group_id="g", **FAST) as consumer:
+        consumer.assign([T0, T1])
+        consumer.seek(T0, 4)
+        consumer.commit({T1: OffsetAndMetadata(6, "m")}, 5000)
+        consumer.commit()  # every consumed position: T0's
+        assert consumer.committed([T0, T1]) == {T0: OffsetAndMetadata(4), T1: OffsetAndMetadata(6, "m")}
+        consumer.commit(offsets={T0: 5}, timeout_ms=5000)
+        assert consumer.committed([T0]) == {T0: OffsetAndMetadata(5)}
+        with pytest.raises(ValueError, match="negative offset"):
+            consumer.commit({T0: -1})
+        results = []
+        consumer.commit_async({T1: OffsetAndMetadata(9)}, lambda offsets, error: results.append((offsets, error)))
+        wait_until(lambda: consumer.poll(20) is not None and results, 10, 0)
+        assert results == [({T1: OffsetAndMetadata(9)}, None)]
+        assert len(cluster.groups.requests("OffsetCommit")) == 4

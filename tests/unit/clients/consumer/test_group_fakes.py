@@ -34,20 +34,20 @@ from services.common.pb.odradek.broker.v1 import broker_pb2
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2_grpc
-from services.common.proc import wait_until
 from services.common.records import build_batch
 from services.common.scheduler import Scheduler
 from services.common.service import ServiceRuntime
 from services.common.topic_partition import TopicPartition
 from services.common.zk.coordinator_directory import DirectorySnapshot
+from services.coordinator.group import CommittedOffset as OM
 from services.coordinator.group import (
     GroupConfig,
     GroupCoordinator,
     GroupCoordinatorCore,
     Outcome,
 )
-from services.coordinator.group import OffsetAndMetadata as OM
 from services.coordinator.servicer import CoordinatorServicer
+from services.devcluster.proc import wait_until
 from tests.unit.clients.support import FakeNode, metadata_response, partition
 
 GROUP_CONFIG = {"group_initial_rebalance_delay_ms": 0}

@@ -11,8 +11,8 @@ import pytest
 from services.clients.consumer import FencedInstanceIdError
 from services.clients.consumer.heartbeat import NO_GENERATION, Heartbeat, MemberState
 from services.common.errors import Errors
-from services.common.proc import wait_until
 from services.common.topic_partition import TopicPartition
+from services.devcluster.proc import wait_until
 from tests.unit.clients.consumer.test_group_fakes import (
     GroupHarness,
     RecordingListener,

@@ -20,8 +20,8 @@ from services.clients.consumer.protocol import (
     encode_subscription,
 )
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
-from services.common.proc import wait_until
 from services.common.topic_partition import TopicPartition
+from services.devcluster.proc import wait_until
 from tests.unit.clients.consumer.test_group_fakes import (
     FAST,
     GroupHarness,

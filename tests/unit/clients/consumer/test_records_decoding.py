@@ -1,6 +1,7 @@
 """The consumer's record path without servers: batches decoded into ConsumerRecords (cross-checked with
 the shared codec's rows), what a CompletedFetch skips (records before the fetch offset, control batches, a
-truncated last batch), CRC checks, deserializers, and ConsumerRecords."""
+truncated last batch), CRC checks, deserializers, and ConsumerRecords (as the Java client's records and as
+kafka-python's dict by partition)."""
 
 from __future__ import annotations
 
@@ -229,3 +230,28 @@ def test_consumer_records_group_records_by_partition():
     assert record == ConsumerRecord("t", 3, 0, record.timestamp, 0, None, b"a", (), 5, -1, 1)
     built = ConsumerRecords.from_records({TP: [record]})
     assert list(built) == [record] and built.partitions() == {TP}
+
+
+def test_consumer_records_read_by_partition_as_kafka_pythons_dict():
+    other = TopicPartition("u", 0)
+    block_t = decode_batch(batch_at(0, [b"a", b"b"]), 0, validate_batch(batch_at(0, [b"a", b"b"])), "t", 3)
+    block_u = decode_batch(batch_at(7, [b"c"]), 0, validate_batch(batch_at(7, [b"c"])), "u", 0)
+    records = ConsumerRecords({TP: [block_t[:1], block_t[1:]], other: [block_u]})
+    assert values_of(records[TP]) == [b"a", b"b"] and values_of(records[("u", 0)]) == [b"c"]
+    with pytest.raises(KeyError):
+        records[TopicPartition("t", 9)]
+    assert (TP in records, ("u", 0) in records, TopicPartition("t", 9) in records, "t" in records) == \
+        (True, True, False, False)
+    assert records.get(other) == records[other] and records.get(TopicPartition("t", 9)) is None
+    assert records.get(TopicPartition("t", 9), []) == []
+    assert set(records.keys()) == {TP, other} and len(records.keys()) == 2
+    assert [values_of(part) for part in records.values()] == [[b"a", b"b"], [b"c"]]
+    assert [(tp, values_of(part)) for tp, part in records.items()] == [(TP, [b"a", b"b"]), (other, [b"c"])]
+    as_dict = dict(records)
+    assert as_dict == {TP: records[TP], other: records[other]}
+    assert sum(len(part) for part in as_dict.values()) == len(records) == 3  # len() counts records, as before
+    assert values_of(records) == [b"a", b"b", b"c"]  # and iterating yields records
+    record = records[other][0]
+    assert record in records and record._replace(offset=8) not in records and [1] not in records
+    empty = ConsumerRecords()
+    assert (dict(empty), list(empty.keys()), empty.get(TP), TP in empty) == ({}, [], None, False)

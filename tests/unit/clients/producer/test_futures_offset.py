@@ -6,7 +6,7 @@ import pytest
 
 from services.clients.producer import KafkaTimeoutError
 from services.clients.producer.batch import ProducerBatch
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 
 
 def batch_of(count: int) -> tuple[ProducerBatch, list]:
@@ -27,7 +27,7 @@ def test_offsets_and_partition_match_the_metadata():
 
 def test_a_failed_record_raises_its_error():
     batch, futures = batch_of(2)
-    error = KafkaError("gone", error_name="NOT_LEADER_OR_FOLLOWER")
+    error = KafkaError("gone", error=Errors.NOT_LEADER_OR_FOLLOWER)
     batch.complete_range(0, 2, -1, -1, error)
     with pytest.raises(KafkaError):
         futures[1].offset()

@@ -15,8 +15,8 @@ from services.clients.producer import KafkaTimeoutError, Producer, RecordTooLarg
 from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2
 from services.common.pb.odradek.common.v1 import common_pb2
-from services.common.proc import wait_until
 from services.common.records import iter_records, parse_header
+from services.devcluster.proc import wait_until
 from tests.unit.clients.support import FakeNode, metadata_response, partition
 
 FAST = {"retry_backoff_ms": 20, "request_timeout_ms": 2000, "max_block_ms": 2000}

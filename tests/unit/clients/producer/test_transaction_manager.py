@@ -68,7 +68,7 @@ def test_invalid_transitions_are_refused():
 
 def test_an_abortable_error_allows_only_an_abort_then_a_new_transaction():
     manager = in_transaction()
-    failure = KafkaError("boom", error_name="TOPIC_AUTHORIZATION_FAILED")
+    failure = KafkaError("boom", error=Errors.TOPIC_AUTHORIZATION_FAILED)
     manager.batch_failed(Errors.TOPIC_AUTHORIZATION_FAILED, failure)
     assert manager.state is TxnState.ABORTABLE_ERROR
     with pytest.raises(KafkaError) as raised:
@@ -134,7 +134,7 @@ def test_partitions_are_added_once_per_transaction_and_only_while_sending():
 
 def test_a_failed_send_is_abortable_but_a_fenced_or_unauthorized_one_is_fatal():
     manager = in_transaction()
-    manager.batch_failed(Errors.INVALID_PRODUCER_EPOCH, KafkaError(error_name="INVALID_PRODUCER_EPOCH"))
+    manager.batch_failed(Errors.INVALID_PRODUCER_EPOCH, KafkaError(error=Errors.INVALID_PRODUCER_EPOCH))
     assert manager.state is TxnState.ABORTABLE_ERROR and manager.epoch_bump_required
     for code in (Errors.PRODUCER_FENCED, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED):
         manager = in_transaction()
@@ -145,7 +145,7 @@ def test_a_failed_send_is_abortable_but_a_fenced_or_unauthorized_one_is_fatal():
 def test_failures_while_aborting_do_not_change_the_state_and_the_bump_resets():
     manager = in_transaction()
     manager.begin_abort()
-    manager.batch_failed(Errors.OUT_OF_ORDER_SEQUENCE_NUMBER, KafkaError(error_name="OUT_OF_ORDER_SEQUENCE_NUMBER"))
+    manager.batch_failed(Errors.OUT_OF_ORDER_SEQUENCE_NUMBER, KafkaError(error=Errors.OUT_OF_ORDER_SEQUENCE_NUMBER))
     assert manager.state is TxnState.ABORTING_TRANSACTION and manager.epoch_bump_required
     manager.initialized(7, 1)
     assert not manager.epoch_bump_required and manager.producer_epoch == 1
@@ -156,7 +156,7 @@ def test_failures_while_aborting_do_not_change_the_state_and_the_bump_resets():
 def test_an_error_while_initializing_is_fatal():
     manager = TransactionManager("tx", 60000)
     manager.begin_init()
-    manager.fail_for(Action.ABORTABLE, KafkaError(error_name="GROUP_AUTHORIZATION_FAILED"))
+    manager.fail_for(Action.ABORTABLE, KafkaError(error=Errors.GROUP_AUTHORIZATION_FAILED))
     assert manager.state is TxnState.FATAL_ERROR
 
 

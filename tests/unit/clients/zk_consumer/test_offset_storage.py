@@ -2,7 +2,7 @@
 moved offsets, commit retries and giving up, fetch retries until stopped; with fake stores."""
 
 from services.clients.zk_consumer.offset_storage import KafkaOffsets, OffsetStorage, ZooKeeperOffsets, newest_offsets
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.topic_partition import TopicPartition
 from tests.unit.clients.zk_consumer.fake_zk import FakeZk
 
@@ -21,7 +21,7 @@ class FakeGroupOffsets:
         self.calls += 1
         if self.failures:
             self.failures -= 1
-            raise KafkaError("coordinator away", error_name="COORDINATOR_NOT_AVAILABLE")
+            raise KafkaError("coordinator away", error=Errors.COORDINATOR_NOT_AVAILABLE)
 
     def list_consumer_group_offsets(self, group_id, partitions=None, *, timeout_ms=None):
         self._maybe_fail()

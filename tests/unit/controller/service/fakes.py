@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 from kazoo.exceptions import NoNodeError
 
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.shared_types import BrokerInfo, EndPoint
 from services.common.topic_partition import TopicPartition
 from services.common.zk import (
@@ -151,7 +151,7 @@ class FakeZooKeeper:
     def create_topic(self, assignment: TopicAssignment, config: Mapping[str, str] | None = None) -> None:
         self.calls.append(("create_topic", assignment.topic))
         if assignment.topic in self.topics:
-            raise KafkaError("exists", error_name="TOPIC_ALREADY_EXISTS")
+            raise KafkaError("exists", error=Errors.TOPIC_ALREADY_EXISTS)
         self.topics[assignment.topic] = assignment
         self.configs[assignment.topic] = dict(config or {})
 

@@ -9,11 +9,11 @@ import grpc
 
 from services.common.pb.odradek.broker.v1 import broker_pb2
 from services.common.pb.odradek.common.v1 import common_pb2
-from services.common.proc import wait_until
 from services.common.shared_types import BrokerInfo, EndPoint
 from services.common.topic_partition import TopicPartition
 from services.controller.channel_manager import ControllerChannelManager
 from services.controller.state.effects import SendStopReplica, SendUpdateMetadata, StopReplicaPartition
+from services.devcluster.proc import wait_until
 
 CONTROLLER = common_pb2.Node(node_id=1001, host="ctl", port=9093)
 

@@ -42,7 +42,7 @@ def test_create_topics_request_to_new_topics():
 def test_create_topics_response_keeps_request_order_and_kafka_fields():
     results = {
         "b": TopicCreation("b", {0: (1, 2), 1: (2, 1)}, {}),
-        "a": KafkaError("no brokers", error_name="INVALID_REPLICATION_FACTOR"),
+        "a": KafkaError("no brokers", error=Errors.INVALID_REPLICATION_FACTOR),
     }
     response = controller_protos.create_topics_response(["a", "b", "a"], results)
     assert [(t.name, t.error_code, t.num_partitions, t.replication_factor) for t in response.topics] == [
@@ -61,7 +61,7 @@ def test_create_partitions_request_and_response():
         NewPartitions("u", 2, None),
     )
     response = controller_protos.create_partitions_response(
-        ["t", "u"], {"t": None, "u": KafkaError(error_name="INVALID_PARTITIONS")}
+        ["t", "u"], {"t": None, "u": KafkaError(error=Errors.INVALID_PARTITIONS)}
     )
     assert [(r.name, r.error_code) for r in response.results] == [
         ("t", 0),
@@ -77,7 +77,7 @@ def test_alter_isr_round_trip():
     isrs = controller_protos.isrs_to_alter(request)
     assert isrs == {T0: LeaderAndIsr(2, 4, (2, 3), 7), T1: LeaderAndIsr(2, 1, (2,), 1)}
     response = controller_protos.alter_isr_response(
-        {T0: LeaderAndIsr(2, 4, (2, 3), 8), T1: KafkaError(error_name="FENCED_LEADER_EPOCH")}
+        {T0: LeaderAndIsr(2, 4, (2, 3), 8), T1: KafkaError(error=Errors.FENCED_LEADER_EPOCH)}
     )
     (topic_result,) = response.topics
     ok, fenced = topic_result.partitions
@@ -98,7 +98,7 @@ def test_elect_leaders_request_and_response():
     assert controller_protos.election_partitions(request) == frozenset({T0, T1})
     assert controller_protos.election_partitions(pb.ElectLeadersRequest(all_partitions=True)) is None
     response = controller_protos.elect_leaders_response(
-        {T1: KafkaError(error_name="ELECTION_NOT_NEEDED"), T0: 3}
+        {T1: KafkaError(error=Errors.ELECTION_NOT_NEEDED), T0: 3}
     )
     (result,) = response.replica_election_results
     assert [(p.partition_id, p.error_code) for p in result.partition_result] == [
@@ -113,7 +113,7 @@ def test_controlled_shutdown_response_lists_remaining_partitions():
 
 
 def test_errors_map_to_kafka_codes():
-    assert controller_protos.kafka_error(KafkaError(error_name="NOT_CONTROLLER")).code == 41
+    assert controller_protos.kafka_error(KafkaError(error=Errors.NOT_CONTROLLER)).code == 41
     assert controller_protos.kafka_error(TimeoutError("slow")).code == Errors.REQUEST_TIMED_OUT
     assert controller_protos.kafka_error(RuntimeError("bug")).code == Errors.UNKNOWN_SERVER_ERROR
 

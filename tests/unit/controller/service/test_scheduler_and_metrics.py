@@ -5,12 +5,12 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 
 from services.common.clock import ManualClock
-from services.common.proc import wait_until
 from services.common.scheduler import ManualScheduler
 from services.controller.metrics import ControllerMetrics
 from services.controller.scheduler import EventScheduler
 from services.controller.state.events import AutoPreferredReplicaLeaderElection, Reelect
 from services.controller.view import ControllerView, view_of
+from services.devcluster.proc import wait_until
 from tests.unit.controller.cluster import make_context, online_topic
 
 LATER_S = 60.0

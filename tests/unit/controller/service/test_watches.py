@@ -8,7 +8,6 @@ import threading
 import pytest
 from kazoo.protocol.states import KazooState, WatchedEvent
 
-from services.common.proc import wait_until
 from services.common.zk import ZkEvent
 from services.controller import watches
 from services.controller.service_events import ConfigChangeNotification
@@ -26,6 +25,7 @@ from services.controller.state.events import (
     TopicChange,
     TopicDeletion,
 )
+from services.devcluster.proc import wait_until
 
 
 @pytest.mark.parametrize(

@@ -11,11 +11,11 @@ from typing import Any
 from services.common.clock import ManualClock
 from services.common.errors import Errors
 from services.coordinator.group import (
+    CommittedOffset,
     GroupConfig,
     GroupCoordinator,
     JoinGroupResult,
     ManualScheduler,
-    OffsetAndMetadata,
     SyncGroupResult,
     TopicPartition,
 )
@@ -176,14 +176,14 @@ class Harness:
 
     def commit(
         self,
-        offsets: dict[TopicPartition, int | OffsetAndMetadata],
+        offsets: dict[TopicPartition, int | CommittedOffset],
         member_id: str = "",
         generation: int = -1,
         group: str = GROUP,
         instance_id: str | None = None,
     ) -> Box:
         box = Box()
-        full = {tp: o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(o) for tp, o in offsets.items()}
+        full = {tp: o if isinstance(o, CommittedOffset) else CommittedOffset(o) for tp, o in offsets.items()}
         self.coordinator.handle_commit_offsets(group, member_id, instance_id, generation, full, box)
         return box
 

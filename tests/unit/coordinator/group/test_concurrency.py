@@ -11,8 +11,8 @@ from collections.abc import Callable
 from services.common.clock import SYSTEM_CLOCK
 from services.common.errors import Errors
 from services.common.scheduler import Scheduler
+from services.coordinator.group import CommittedOffset as OM
 from services.coordinator.group import GroupConfig, GroupCoordinator, TopicPartition
-from services.coordinator.group import OffsetAndMetadata as OM
 
 DEADLINE_S = 20
 MEMBERS = 4

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from services.common.errors import Errors
-from services.coordinator.group import OffsetAndMetadata, TopicPartition
+from services.coordinator.group import CommittedOffset, TopicPartition
 from services.coordinator.group.records import OffsetCommitKey, decode_key, decode_offset_commit_value
 from tests.unit.coordinator.group.support import Harness, subscription
 
@@ -17,7 +17,7 @@ def test_commit_from_the_current_generation_is_visible_after_the_write():
     h = Harness()
     (a,), generation = h.stable_group(1)
     h.store.hold = True
-    box = h.commit({T0: 5, T1: OffsetAndMetadata(9, leader_epoch=3, metadata="meta")}, a, generation)
+    box = h.commit({T0: 5, T1: CommittedOffset(9, leader_epoch=3, metadata="meta")}, a, generation)
     assert not box.done
     assert h.fetch([T0, T1]) == {T0: -1, T1: -1}
     h.store.release(0)
@@ -83,9 +83,9 @@ def test_commit_during_completing_rebalance_is_refused_and_during_preparing_acce
 
 def test_metadata_too_large():
     h = Harness(offset_metadata_max_bytes=4)
-    result = h.commit({T0: OffsetAndMetadata(1, metadata="12345"), T1: OffsetAndMetadata(1, metadata="1234")})
+    result = h.commit({T0: CommittedOffset(1, metadata="12345"), T1: CommittedOffset(1, metadata="1234")})
     assert result.value == {T0: Errors.OFFSET_METADATA_TOO_LARGE, T1: Errors.NONE}
-    only_large = h.commit({T0: OffsetAndMetadata(1, metadata="12345")})
+    only_large = h.commit({T0: CommittedOffset(1, metadata="12345")})
     assert only_large.value == {T0: Errors.OFFSET_METADATA_TOO_LARGE}
     assert h.fetch() == {T1: 1}
 
@@ -131,7 +131,7 @@ def test_late_commit_to_an_empty_group_counts_from_the_commit():
 def test_standalone_offsets_expire_from_their_commit_time_and_explicit_expiry_wins():
     h = Harness(offsets_retention_minutes=60, offsets_retention_check_interval_ms=NEVER)
     now = h.clock.time_ms()
-    h.commit({T0: 1, T1: OffsetAndMetadata(2, expire_timestamp_ms=now + 1000)})
+    h.commit({T0: 1, T1: CommittedOffset(2, expire_timestamp_ms=now + 1000)})
     h.tick(1000)
     assert h.coordinator.cleanup_expired_offsets() == 1
     assert h.fetch() == {T0: 1}
@@ -159,3 +159,36 @@ def test_periodic_cleanup_runs_on_the_scheduler():
     h.tick(60000)
     assert h.fetch([T0]) == {T0: -1}
     assert h.state() == "Dead"
+
+
+def test_a_deleted_topics_offsets_leave_every_group_with_tombstones():
+    h = Harness(offsets_retention_check_interval_ms=NEVER)
+    (a,), generation = h.stable_group(1)
+    kept = TopicPartition("kept", 0)
+    h.commit({T0: 1, T1: 2, kept: 3}, a, generation)
+    h.commit({T0: 4}, group="standalone")
+    h.commit({kept: 5}, group="other")
+    assert h.coordinator.run(lambda core: core.offset_topics()) == {"t", "kept"}
+    appends = len(h.store.appends)
+    removed = h.coordinator.run(lambda core: core.handle_deleted_topics({"t"}))
+    assert removed == 3
+    assert h.fetch() == {kept: 3} and h.state() == "Stable"
+    assert h.fetch(group="standalone") == {} and h.state("standalone") == "Dead"
+    assert h.fetch(group="other") == {kept: 5}
+    tombstones = [decode_key(key) for _, batch in h.store.appends[appends:] for key, value in batch if value is None]
+    assert sorted(tombstones, key=repr) == [OffsetCommitKey("group-a", "t", 0), OffsetCommitKey("group-a", "t", 1),
+                                            OffsetCommitKey("standalone", "t", 0)]
+    assert h.coordinator.run(lambda core: core.offset_topics()) == {"kept"}
+    assert h.coordinator.run(lambda core: core.handle_deleted_topics({"t"})) == 0
+    assert len(h.store.appends) == appends + 2
+
+
+def test_a_commit_in_flight_for_a_deleted_topic_does_not_bring_it_back():
+    h = Harness(offsets_retention_check_interval_ms=NEVER)
+    h.commit({T0: 1})
+    h.store.hold = True
+    box = h.commit({T0: 2})
+    h.coordinator.run(lambda core: core.handle_deleted_topics({"t"}))
+    h.store.release(0)
+    assert box.value == {T0: Errors.NONE}
+    assert h.fetch() == {}

@@ -10,7 +10,7 @@ from pathlib import Path
 import services.coordinator.group as group_package
 from services.common.clock import ManualClock
 from services.common.errors import Errors
-from services.coordinator.group import GroupConfig, GroupCoordinatorCore, OffsetAndMetadata, Outcome, TopicPartition
+from services.coordinator.group import CommittedOffset, GroupConfig, GroupCoordinatorCore, Outcome, TopicPartition
 from services.coordinator.group.effects import JoinDeadline, TxnProducer
 from services.coordinator.group.join_sync import JoinRequest
 from tests.unit.controller.test_purity import imported_modules
@@ -131,19 +131,19 @@ def test_outcomes_are_data_and_replaying_their_records_gives_the_same_state():
         sent = plan if result.member_id == leader else {}
         d.run(d.core.handle_sync_group("g", 1, result.member_id, None, "consumer", "range", sent, reply))
     assert [a.assignment for a in d.answers["y1"] + d.answers["y2"]] == [b"for-first", b"for-second"]
-    d.run(d.core.handle_commit_offsets("g", first.member_id, None, 1, {T0: OffsetAndMetadata(7)}, "c1"))
-    solo = {T0: OffsetAndMetadata(3), T1: OffsetAndMetadata(4)}
+    d.run(d.core.handle_commit_offsets("g", first.member_id, None, 1, {T0: CommittedOffset(7)}, "c1"))
+    solo = {T0: CommittedOffset(3), T1: CommittedOffset(4)}
     d.run(d.core.handle_commit_offsets("solo", "", None, -1, solo, "c2"))
-    d.run(d.core.handle_commit_offsets("gone", "", None, -1, {T1: OffsetAndMetadata(9)}, "c3"))
+    d.run(d.core.handle_commit_offsets("gone", "", None, -1, {T1: CommittedOffset(9)}, "c3"))
     d.run(
         d.core.handle_txn_commit_offsets(
-            "g", TxnProducer(70, 1), first.member_id, None, 1, {T1: OffsetAndMetadata(8)}, "t1"
+            "g", TxnProducer(70, 1), first.member_id, None, 1, {T1: CommittedOffset(8)}, "t1"
         )
     )
     d.marker("g", 70, commit=True)
-    d.run(d.core.handle_txn_commit_offsets("solo", TxnProducer(71, 0), "", None, -1, {T1: OffsetAndMetadata(2)}, "t2"))
-    d.run(d.core.handle_commit_offsets("gone", "", None, -1, {T0: OffsetAndMetadata(9)}, "c4"))
-    d.run(d.core.handle_txn_commit_offsets("gone", TxnProducer(72, 0), "", None, -1, {T0: OffsetAndMetadata(1)}, "t3"))
+    d.run(d.core.handle_txn_commit_offsets("solo", TxnProducer(71, 0), "", None, -1, {T1: CommittedOffset(2)}, "t2"))
+    d.run(d.core.handle_commit_offsets("gone", "", None, -1, {T0: CommittedOffset(9)}, "c4"))
+    d.run(d.core.handle_txn_commit_offsets("gone", TxnProducer(72, 0), "", None, -1, {T0: CommittedOffset(1)}, "t3"))
     d.run(d.core.handle_delete_groups(["gone"], "del"))
     assert d.answers["del"] == [{"gone": Errors.NONE}]
     assert d.answers["c2"] == [{T0: Errors.NONE, T1: Errors.NONE}]
@@ -166,8 +166,8 @@ def test_outcomes_are_data_and_replaying_their_records_gives_the_same_state():
     assert live["g"][0] == "Stable"
     now = d.clock.time_ms()
     assert live["g"][6] == {
-        T0: OffsetAndMetadata(7, commit_timestamp_ms=now),
-        T1: OffsetAndMetadata(8, commit_timestamp_ms=now),
+        T0: CommittedOffset(7, commit_timestamp_ms=now),
+        T1: CommittedOffset(8, commit_timestamp_ms=now),
     }
     assert list(live["solo"][7]) == [71] and list(live["gone"][7]) == [72] and live["gone"][6] == {}
     assert persisted(fresh.core) == live

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from services.coordinator.group import OffsetAndMetadata, RecordFormatError, TopicPartition
+from services.coordinator.group import CommittedOffset, RecordFormatError, TopicPartition
 from services.coordinator.group import records as r
 
 TS = 1_600_000_000_000  # 0x00000174876E8000
@@ -32,13 +32,13 @@ def test_offset_commit_key_version_0_decodes():
 
 def test_offset_commit_value_v3_bytes():
     expected = bytes.fromhex("0003" + "0000000000000064" + "00000005" + s("m") + "00000174876e8000")
-    value = OffsetAndMetadata(100, leader_epoch=5, metadata="m", commit_timestamp_ms=TS)
+    value = CommittedOffset(100, leader_epoch=5, metadata="m", commit_timestamp_ms=TS)
     assert r.encode_offset_commit_value(value) == expected
     assert r.decode_offset_commit_value(expected) == value
 
 
 def test_offset_commit_value_with_expiry_is_written_as_v1():
-    value = OffsetAndMetadata(7, metadata="", commit_timestamp_ms=TS, expire_timestamp_ms=TS + 1)
+    value = CommittedOffset(7, metadata="", commit_timestamp_ms=TS, expire_timestamp_ms=TS + 1)
     expected = bytes.fromhex("0001" + "0000000000000007" + s("") + "00000174876e8000" + "00000174876e8001")
     assert r.encode_offset_commit_value(value) == expected
     assert r.decode_offset_commit_value(expected) == value
@@ -46,13 +46,13 @@ def test_offset_commit_value_with_expiry_is_written_as_v1():
 
 def test_older_offset_commit_values_decode():
     v0 = bytes.fromhex("0000" + "0000000000000009" + s("x") + "00000174876e8000")
-    assert r.decode_offset_commit_value(v0) == OffsetAndMetadata(9, -1, "x", TS)
+    assert r.decode_offset_commit_value(v0) == CommittedOffset(9, -1, "x", TS)
     v1_no_expiry = bytes.fromhex("0001" + "0000000000000009" + s("x") + "00000174876e8000" + "ffffffffffffffff")
-    assert r.decode_offset_commit_value(v1_no_expiry) == OffsetAndMetadata(9, -1, "x", TS, None)
+    assert r.decode_offset_commit_value(v1_no_expiry) == CommittedOffset(9, -1, "x", TS, None)
     v2 = bytes.fromhex("0002" + "0000000000000009" + s("x") + "00000174876e8000")
-    assert r.decode_offset_commit_value(v2) == OffsetAndMetadata(9, -1, "x", TS)
+    assert r.decode_offset_commit_value(v2) == CommittedOffset(9, -1, "x", TS)
     v3_no_epoch = bytes.fromhex("0003" + "0000000000000009" + "ffffffff" + s("x") + "00000174876e8000")
-    assert r.decode_offset_commit_value(v3_no_epoch) == OffsetAndMetadata(9, -1, "x", TS)
+    assert r.decode_offset_commit_value(v3_no_epoch) == CommittedOffset(9, -1, "x", TS)
 
 
 def test_group_metadata_key_bytes():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from services.common.errors import Errors
-from services.coordinator.group import ListedGroup, OffsetAndMetadata, TopicPartition
+from services.coordinator.group import CommittedOffset, ListedGroup, TopicPartition
 from services.coordinator.group import records as r
 from tests.unit.coordinator.group.support import GROUP, Box, Harness
 
@@ -84,7 +84,7 @@ def test_replay_is_idempotent():
 
 
 def commit_record(group: str, tp: TopicPartition, offset: int | None) -> tuple[bytes, bytes | None]:
-    value = None if offset is None else r.encode_offset_commit_value(OffsetAndMetadata(offset, commit_timestamp_ms=1))
+    value = None if offset is None else r.encode_offset_commit_value(CommittedOffset(offset, commit_timestamp_ms=1))
     return r.encode_offset_commit_key(group, tp), value
 
 

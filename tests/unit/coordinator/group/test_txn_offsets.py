@@ -5,7 +5,7 @@ of transactional batches and markers giving the live state."""
 from __future__ import annotations
 
 from services.common.errors import Errors
-from services.coordinator.group import OffsetAndMetadata, TopicPartition
+from services.coordinator.group import CommittedOffset, TopicPartition
 from tests.unit.coordinator.group.support import GROUP, Box, Harness
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
@@ -15,7 +15,7 @@ PID, OTHER_PID = 4000, 4001
 def txn_commit(h: Harness, offsets: dict, producer_id: int = PID, epoch: int = 0, member_id: str = "",
                generation: int = -1, group: str = GROUP, instance_id: str | None = None) -> dict:  # fmt: skip
     box = Box()
-    full = {tp: OffsetAndMetadata(o) for tp, o in offsets.items()}
+    full = {tp: CommittedOffset(o) for tp, o in offsets.items()}
     h.coordinator.handle_txn_commit_offsets(group, producer_id, epoch, member_id, instance_id, generation, full, box)
     return box.value
 
@@ -108,7 +108,7 @@ def test_an_unknown_group_is_created_and_not_coordinator_and_loading_are_answere
 def test_metadata_too_large_is_refused_per_partition():
     h = Harness(offset_metadata_max_bytes=4)
     box = Box()
-    offsets = {T0: OffsetAndMetadata(1, metadata="12345"), T1: OffsetAndMetadata(2, metadata="ok")}
+    offsets = {T0: CommittedOffset(1, metadata="12345"), T1: CommittedOffset(2, metadata="ok")}
     h.coordinator.handle_txn_commit_offsets(GROUP, PID, 0, "", None, -1, offsets, box)
     assert box.value == {T0: Errors.OFFSET_METADATA_TOO_LARGE, T1: Errors.NONE}
 
@@ -175,3 +175,13 @@ def test_replaying_transactional_batches_and_markers_gives_the_live_state():
     marker(fresh, commit=True, producer_id=OTHER_PID + 1, group="open")
     assert view(fresh, groups) == view(h, groups)
     assert h.fetch([T1], "open") == {T1: 9}
+
+
+def test_a_deleted_topics_offsets_of_an_open_transaction_are_dropped():
+    h = Harness()
+    kept = TopicPartition("kept", 0)
+    assert txn_commit(h, {T0: 5, kept: 6}) == {T0: Errors.NONE, kept: Errors.NONE}
+    assert h.coordinator.run(lambda core: core.offset_topics()) == {"t", "kept"}
+    h.coordinator.run(lambda core: core.handle_deleted_topics({"t"}))
+    assert marker(h, commit=True) == {h.coordinator.partition_for(GROUP): Errors.NONE}
+    assert h.fetch() == {kept: 6}

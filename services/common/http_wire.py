@@ -1,5 +1,5 @@
-"""What the gateway's clients (the Spark source and sink, the jobs) share with it without importing
-the server: its media types and the offset headers of range reads."""
+"""The gateway's HTTP wire vocabulary, shared by the gateway and its clients (the Spark source and
+sink, the jobs): its media types and the offset headers of range reads."""
 
 V2_JSON = "application/vnd.kafka.v2+json"
 V2_BINARY = "application/vnd.kafka.binary.v2+json"

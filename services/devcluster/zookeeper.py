@@ -21,7 +21,7 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
-from services.common.proc import (
+from services.devcluster.proc import (
     free_port,
     log_tail,
     running_pid_from_file,

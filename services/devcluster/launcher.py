@@ -24,12 +24,11 @@ from __future__ import annotations
 import json
 import os
 import signal
-import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from services.clients.transport import check_health
-from services.common.proc import (
+from services.common.health import check_health, http_ready
+from services.devcluster.proc import (
     free_port,
     log_tail,
     pid_alive,
@@ -39,7 +38,7 @@ from services.common.proc import (
     wait_until,
     write_pid_file,
 )
-from services.common.zookeeper_server import ZooKeeperServer, running_pid, stop_detached
+from services.devcluster.zookeeper import ZooKeeperServer, running_pid, stop_detached
 
 BROKER_BASE_PORT = 9092
 CONTROLLER_BASE_PORT = 9093
@@ -352,15 +351,6 @@ class LocalCluster:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
-
-
-def http_ready(url: str, timeout_s: float = 2.0) -> bool:
-    """Whether GET `url` answers 200."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:
-            return response.status == 200
-    except (OSError, ValueError):
-        return False
 
 
 def _stringify(config: dict[str, object] | None) -> dict[str, str]:

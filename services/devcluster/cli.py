@@ -28,10 +28,10 @@ from typing import TextIO
 
 from services.clients.admin import Admin
 from services.clients.admin_types import NewTopic
-from services.clients.launcher import LocalCluster
 from services.common.errors import Errors, KafkaError
-from services.common.proc import log_tail
-from services.common.zookeeper_server import running_pid as zookeeper_pid
+from services.devcluster.launcher import LocalCluster
+from services.devcluster.proc import log_tail
+from services.devcluster.zookeeper import running_pid as zookeeper_pid
 
 DEMO_TOPIC = "demo"
 DEMO_PARTITIONS = 3

@@ -1,0 +1,274 @@
+"""The leadership part of the ReplicaManager: the controller's LeaderAndIsr and StopReplica (fenced by
+controller epoch) applied to this broker's partitions, the follower fetchers updated to match, and
+the follower side of replication for the fetcher threads (truncation to the divergence point,
+appends with the leader's offsets, OffsetForLeaderEpoch), with the high-watermark checkpoints."""
+
+from __future__ import annotations
+
+import logging
+
+from services.broker.log.leader_epoch import UNDEFINED_EPOCH
+from services.broker.partition import Partition
+from services.common.errors import Errors, KafkaError
+from services.common.shared_types import (
+    PartitionStateInfo,
+)
+from services.common.topic_partition import TopicPartition
+
+logger = logging.getLogger(__name__)
+
+
+LEADER_AND_ISR_CONCURRENCY = 8  # partitions of one LeaderAndIsr applied at a time
+
+
+class ReplicaLeadership:
+    """Leadership changes and the follower side of the partitions of a `ReplicaManager` (a part of it)."""
+
+    # ------------------------------------------------------------------ controller requests
+
+    def become_leader_or_follower(self, controller_id: int, controller_epoch: int,
+                                  states: list[PartitionStateInfo]) -> dict[TopicPartition, int]:
+        """Applies LeaderAndIsr; returns an error code per partition (0 when applied)."""
+        started_ms = self.clock.monotonic_ms()
+        with self._lock:
+            if controller_epoch < self.controller_epoch:
+                raise KafkaError(f"controller {controller_id} epoch {controller_epoch} is older than "
+                                 f"{self.controller_epoch}", error=Errors.STALE_CONTROLLER_EPOCH)
+            self.controller_epoch = controller_epoch
+            errors: dict[TopicPartition, int] = {}
+            changed = []
+            by_key: dict[TopicPartition, PartitionStateInfo] = {}  # one state per partition
+            for state in states:
+                if self.broker_id in state.replicas:
+                    by_key[state.partition] = state
+                else:
+                    errors[state.partition] = Errors.UNKNOWN_TOPIC_OR_PARTITION
+            hosted = list(by_key.values())
+            self._configure_new_topics(hosted)
+            now = self.clock.monotonic_ms()
+            # opening thousands of new logs is file creation (and a leader epoch checkpoint per
+            # leader): done several partitions at a time, each under its own partition's lock
+            applied = self._leader_and_isr_pool.map(lambda state: self._apply_leader_and_isr(state, now), hosted)
+            for state, error in zip(hosted, applied, strict=True):
+                key = state.partition
+                errors[key] = error
+                if error == Errors.NONE:
+                    changed.append(key)
+            changed_partitions = [self._partitions[key] for key in changed]
+        # outside the manager lock: stopping a fetcher waits for its thread, which may be in
+        # truncate_follower waiting for that lock
+        with self._fetcher_update_lock:
+            self._update_fetchers(changed_partitions)
+        for key in changed:
+            self._complete_delayed(key)
+        leaders = sum(1 for p in changed_partitions if p.is_leader)
+        logger.info("applied LeaderAndIsr of %d partitions from controller %d (epoch %d): %d leaders, "
+                    "%d followers, %d not applied, in %d ms", len(states), controller_id, controller_epoch,
+                    leaders, len(changed) - leaders, len(states) - len(changed),
+                    self.clock.monotonic_ms() - started_ms)
+        return errors
+
+    def _update_fetchers(self, partitions: list[Partition]) -> None:
+        """Leaders stop fetching, followers fetch from their leader; reads each partition's current
+        state, so concurrent LeaderAndIsr requests cannot leave a stale assignment behind."""
+        if self.fetcher_manager is None:
+            return
+        leaders = [p.key for p in partitions if p.is_leader or p.leader_id < 0]
+        followers = {p.key: (p.leader_id, p.leader_epoch) for p in partitions
+                     if not p.is_leader and p.leader_id >= 0}
+        if leaders:
+            self.fetcher_manager.remove_fetchers(leaders)
+        if followers:
+            self.fetcher_manager.add_fetchers(followers)
+
+    def stop_replicas(self, controller_id: int, controller_epoch: int,
+                      partitions: list[tuple[str, int, bool]]) -> dict[TopicPartition, int]:
+        """Applies StopReplica: stop serving (and with delete, remove the log) of each partition."""
+        if controller_epoch < self.controller_epoch:
+            raise KafkaError(f"controller {controller_id} epoch {controller_epoch} is older than "
+                             f"{self.controller_epoch}", error=Errors.STALE_CONTROLLER_EPOCH)
+        if self.fetcher_manager is not None:
+            with self._fetcher_update_lock:
+                self.fetcher_manager.remove_fetchers([(t, i) for t, i, _ in partitions])
+        with self._lock:
+            if controller_epoch < self.controller_epoch:
+                raise KafkaError(f"controller {controller_id} epoch {controller_epoch} is older than "
+                                 f"{self.controller_epoch}", error=Errors.STALE_CONTROLLER_EPOCH)
+            self.controller_epoch = controller_epoch
+            errors = {}
+            removed = []
+            deleted = []
+            for topic, index, delete in partitions:
+                key = TopicPartition(topic, index)
+                partition = self._partitions.get(key)
+                if partition is not None:
+                    partition.leader_id = -1
+                    removed.append(key)
+                if delete:
+                    self._partitions.pop(key, None)
+                    self._checkpointed_hw.pop(key, None)
+                    deleted.append(key)
+                errors[key] = Errors.NONE
+            # one rename per log, then one fsync and one write of each checkpoint per log dir
+            _, failed = self.log_manager.async_delete_logs(deleted)
+            errors.update({tuple(tp): exc.code for tp, exc in failed.items()})
+            self._forget_deleted_topics(deleted)
+        for key in removed:
+            self._complete_delayed(key)
+        return errors
+
+    def _forget_deleted_topics(self, deleted: list[TopicPartition]) -> None:
+        """Drops the traffic counters of topics none of whose partitions is left here."""
+        if not deleted:
+            return
+        hosted = {topic for topic, _ in self._partitions}
+        for topic in {topic for topic, _ in deleted} - hosted:
+            self.topic_stats.remove(topic)
+
+    def _configure_new_topics(self, states: list[PartitionStateInfo]) -> None:
+        """Reads the config of each topic with a log to create, once per request, before any is."""
+        topics = {state.partition.topic for state in states if state.partition not in self._partitions
+                  and self.log_manager.get_log(state.partition) is None}
+        for topic in sorted(topics):
+            overrides = self.topic_config(topic)
+            if overrides:
+                self.log_manager.update_topic_config(topic, overrides)
+
+    def _apply_leader_and_isr(self, state: PartitionStateInfo, now_ms: int) -> int:
+        """One partition's part of LeaderAndIsr: 0 when applied, else its error code."""
+        try:
+            partition = self._get_or_create_partition(*state.partition)
+        except KafkaError as exc:
+            logger.error("cannot open log of %s: %s", state.partition, exc)
+            return exc.code
+        if not partition.apply_leader_and_isr(state, now_ms):
+            return Errors.STALE_CONTROLLER_EPOCH
+        logger.debug("%s: %s (leader %d, epoch %d, isr %s)", state.partition,
+                     "leader" if partition.is_leader else "follower", state.leader, state.leader_epoch,
+                     list(state.isr))
+        return Errors.NONE
+
+    def _get_or_create_partition(self, topic: str, index: int) -> Partition:
+        """The hosted partition, its log created if missing (the topic's config read before)."""
+        key = TopicPartition(topic, index)
+        partition = self._partitions.get(key)
+        if partition is None:
+            log = self.log_manager.get_or_create_log(key)
+            checkpointed = self._checkpointed_hw.pop(key, None)
+            if checkpointed is not None:
+                log.update_high_watermark(min(max(checkpointed, log.log_start_offset), log.log_end_offset))
+            partition = Partition(topic, index, self.broker_id, log)
+            self._partitions[key] = partition
+        return partition
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        return self._partitions.get((topic, index))
+
+    def partitions(self) -> list[Partition]:
+        return list(self._partitions.values())
+
+    def leader_partition(self, topic: str, index: int, leader_epoch: int = -1) -> Partition:
+        partition = self._partitions.get((topic, index))
+        if partition is None:
+            known = self.metadata_cache.partition(topic, index) is not None
+            raise KafkaError(f"{topic}-{index} is not hosted here",
+                             error=Errors.NOT_LEADER_OR_FOLLOWER if known else Errors.UNKNOWN_TOPIC_OR_PARTITION)
+        partition.require_leader(leader_epoch)
+        return partition
+
+
+    # ------------------------------------------------------------------ follower side
+
+    def _follower(self, tp: TopicPartition) -> Partition | None:
+        partition = self._partitions.get(tp)
+        if partition is None or partition.is_leader:
+            return None
+        return partition
+
+    def latest_local_epoch(self, tp: TopicPartition) -> int | None:
+        partition = self._partitions.get(tp)
+        return None if partition is None else partition.log.leader_epoch_cache.latest_epoch
+
+    def divergence_offset(self, tp: TopicPartition, requested_epoch: int, leader_epoch: int,
+                          leader_end_offset: int) -> int | None:
+        """Where the local log stops agreeing with the leader's, from the leader's answer to
+        OffsetForLeaderEpoch(requested_epoch); None means "fall back to the high watermark"."""
+        partition = self._partitions.get(tp)
+        if partition is None or leader_epoch == UNDEFINED_EPOCH or leader_end_offset < 0:
+            return None
+        log = partition.log
+        if leader_epoch == requested_epoch:
+            return min(leader_end_offset, log.log_end_offset)
+        _epoch, local_end = log.leader_epoch_cache.end_offset_for(leader_epoch, log.log_end_offset)
+        return min(leader_end_offset, local_end if local_end >= 0 else log.log_end_offset)
+
+    def truncate_follower(self, tp: TopicPartition, offset: int | None) -> int | None:
+        """Truncates a follower's log to `offset` (its high watermark when None); returns the next
+        offset to fetch, or None when the partition is no longer followed here."""
+        with self._lock:
+            partition = self._follower(tp)
+            if partition is None:
+                return None
+            log = partition.log
+            target = log.high_watermark if offset is None else offset
+            if target < log.log_end_offset:
+                logger.info("%s-%d: truncating follower log from %d to %d", tp[0], tp[1],
+                            log.log_end_offset, target)
+                self.log_manager.truncate_to({tp: target})
+            return log.log_end_offset
+
+    def restart_follower_at(self, tp: TopicPartition, offset: int) -> int | None:
+        """The leader's log starts after ours ends: start over empty at the leader's log start."""
+        with self._lock:
+            partition = self._follower(tp)
+            if partition is None:
+                return None
+            logger.info("%s-%d: follower restarts empty at the leader's log start %d", tp[0], tp[1], offset)
+            self.log_manager.truncate_fully_and_start_at(tp, offset)
+            return partition.log.log_end_offset
+
+    def append_as_follower(self, tp: TopicPartition, records: bytes, leader_high_watermark: int) -> int | None:
+        """Appends replicated batches and takes the leader's high watermark (capped at the local
+        end); returns the next offset to fetch, or None when the partition is not followed here."""
+        partition = self._follower(tp)
+        if partition is None:
+            return None
+        log = partition.log
+        with partition.lock:
+            if records:
+                log.append_as_follower(records)
+                self.topic_stats.replicated(len(records))
+            high_watermark = min(leader_high_watermark, log.log_end_offset)
+            if high_watermark > log.high_watermark:
+                log.update_high_watermark(high_watermark)
+            end = log.log_end_offset
+        if records:
+            self._fetchable_changed(tp)
+        return end
+
+    def offset_for_leader_epoch(self, topic: str, index: int, current_leader_epoch: int,
+                                leader_epoch: int) -> tuple[int, int, int]:
+        """(error code, epoch, end offset): the end of `leader_epoch` (or of the largest epoch
+        below it) in the leader's log, used by followers to find where to truncate."""
+        try:
+            partition = self.leader_partition(topic, index, current_leader_epoch)
+            log = partition.log
+            epoch, end_offset = log.leader_epoch_cache.end_offset_for(leader_epoch, log.log_end_offset)
+            return Errors.NONE, epoch, end_offset
+        except KafkaError as exc:
+            return exc.code, UNDEFINED_EPOCH, -1
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Writes `replication-offset-checkpoint` in every log dir (Kafka's offset checkpoint format)."""
+        by_dir: dict[str, dict] = {d: {} for d in self._hw_checkpoints}
+        for partition in list(self._partitions.values()):
+            log = partition.log
+            by_dir.setdefault(log.parent_dir, {})[partition.key] = log.high_watermark
+        for log_dir, offsets in by_dir.items():
+            checkpoint = self._hw_checkpoints.get(log_dir)
+            if checkpoint is None:
+                continue
+            try:
+                checkpoint.write(offsets)
+            except OSError:
+                logger.exception("writing %s failed", checkpoint)
