@@ -26,9 +26,6 @@ from tests.integration.conftest import CLIENT_CONFIG, TEST_GATEWAY_CONFIG, creat
 
 TOPIC = "fuzzed"
 TOPIC_PARAMETERS = ("topic", "topic_name")
-# A generated topic creation that passes validation creates a real topic: at most this big (the
-# values outside Kafka's ranges are still generated and refused before the clamp matters).
-CREATED_TOPIC_LIMITS = {"partitions_count": 4, "replication_factor": 1}
 GROUP = "fuzz-group"
 INSTANCE = "fuzz-instance"
 CALL_TIMEOUT_S = TEST_GATEWAY_CONFIG["request.timeout.ms"] / 1000 + 10
@@ -36,7 +33,7 @@ calls: Counter[tuple[str, str, int]] = Counter()  # (method, path template, stat
 
 SCHEMATHESIS_CONFIG = Path(__file__).with_name("schemathesis.toml")  # loads schemathesis_hooks (bodies as bytes)
 CHECKS_ALL_EXAMPLES = 8  # per operation and phase: the run takes about a minute here
-import tests.integration.schemathesis_hooks  # noqa: E402,F401 - Arrow bodies generated as bytes
+from tests.integration.schemathesis_hooks import keep_created_topics_small  # noqa: E402 - also Arrow as bytes
 
 
 @pytest.fixture(scope="module")
@@ -107,10 +104,7 @@ def test_no_answer_is_a_5xx_and_refused_requests_change_nothing(case, cluster: L
         key = "partition" if "partition" in parameters else "partition_id"
         if not isinstance(parameters[key], int) or parameters[key] not in (0, 1):
             parameters[key] = 0
-    body = case.body if isinstance(case.body, dict) else {}
-    for key, most in CREATED_TOPIC_LIMITS.items():  # topics are created for real: small ones
-        if isinstance(body.get(key), int) and not isinstance(body[key], bool) and body[key] > most:
-            body[key] = most
+    keep_created_topics_small(case.body)  # topics are created for real: small ones
     before = end_offsets()
     try:
         response = case.call(base_url=cluster.gateway_url(), timeout=CALL_TIMEOUT_S)
