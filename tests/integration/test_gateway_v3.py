@@ -16,6 +16,7 @@ import socket
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 from urllib.parse import urlsplit
 
 import h11
@@ -90,8 +91,7 @@ def test_the_cluster_and_its_brokers(http: httpx.Client, cluster: LocalCluster, 
     assert data["metadata"] == {"self": base, "resource_name": f"crn:///kafka={cluster_id}"}
     assert data["topics"] == {"related": f"{base}/topics"}
     assert data["consumer_groups"] == {"related": f"{base}/consumer-groups"}
-    controller = admin.describe_cluster().controller
-    assert data["controller"] == {"related": f"{base}/brokers/{controller.node_id}"}
+    assert "controller" not in data  # Odradek's controller is a service of its own, not a broker
     assert http.get(f"/v3/clusters/{cluster_id}").json() == data
 
     brokers = http.get(f"/v3/clusters/{cluster_id}/brokers").json()
@@ -417,6 +417,60 @@ def test_a_consumer_groups_lags(http: httpx.Client, cluster: LocalCluster, clust
     for path in ("", "/consumers", "/lags", "/lag-summary"):
         answer = http.get(f"{groups}/no-such-group{path}")
         assert answer.status_code == 404 and answer.json()["error_code"] == 404, (path, answer.text)
+
+
+def links_of(answer: Any) -> Iterator[str]:
+    """Every `self` and `related` URL a v3 answer holds."""
+    if isinstance(answer, dict):
+        for key, value in answer.items():
+            if key in ("self", "related") and isinstance(value, str):
+                yield value
+            else:
+                yield from links_of(value)
+    elif isinstance(answer, list):
+        for item in answer:
+            yield from links_of(item)
+
+
+def test_every_link_of_every_v3_answer_names_a_resource(http: httpx.Client, cluster: LocalCluster, admin: Admin):
+    """From /v3/clusters, every `self` and `related` link of every answer is followed: each answers
+    200, through a topic with records, a group with a member, assignments and committed offsets, and
+    a group that has committed nothing."""
+    topic = create_topic(admin, "v3-crawled", partitions=2)
+    produced = http.post(f"{records_path(admin.describe_cluster().cluster_id, topic)}",
+                         json={"partition_id": 0, "value": {"type": "STRING", "data": "x"}})
+    assert produced.status_code == 200, produced.text
+    settings = {**CLIENT_CONFIG, "session_timeout_ms": SESSION_TIMEOUT_MS, "heartbeat_interval_ms": 500,
+                "fetch_max_wait_ms": 100, "enable_auto_commit": False, "auto_offset_reset": "earliest"}
+    with Consumer(bootstrap_servers=cluster.bootstrap_servers, group_id="v3-crawl-group", **settings) as committing, \
+            Consumer(bootstrap_servers=cluster.bootstrap_servers, group_id="v3-crawl-idle", **settings) as idle:
+        for consumer in (committing, idle):
+            consumer.subscribe([topic])
+            wait_until(lambda c=consumer: c.poll(timeout_ms=100) is not None and len(c.assignment()) == 2, 30,
+                       message="the consumer assigned both partitions")
+        committing.commit_sync({TopicPartition(topic, 0): 1})
+
+        base = cluster.gateway_url()
+        referrers = {f"{base}/v3/clusters": "the start"}
+        kinds: set[str] = set()
+        pending = list(referrers)
+        while pending:
+            url = pending.pop()
+            assert url.startswith(f"{base}/v3/clusters"), (url, referrers[url])
+            answer = http.get(url)
+            assert answer.status_code == 200, f"{url} (from {referrers[url]}): {answer.status_code} {answer.text}"
+            body = answer.json()
+            kinds.update(item["kind"] for item in (body, *body.get("data", ())))
+            for link in links_of(body):
+                if link not in referrers:
+                    referrers[link] = url
+                    pending.append(link)
+    assert kinds >= {"KafkaClusterList", "KafkaCluster", "KafkaBrokerList", "KafkaBroker", "KafkaReplicaList",
+                     "KafkaReplica", "KafkaTopicList", "KafkaTopic", "KafkaPartitionList", "KafkaPartition",
+                     "KafkaTopicConfigList", "KafkaTopicConfig", "KafkaConsumerGroupList", "KafkaConsumerGroup",
+                     "KafkaConsumerList", "KafkaConsumer", "KafkaConsumerAssignmentList",
+                     "KafkaConsumerAssignment", "KafkaConsumerGroupLagSummary"}, kinds
+    print(f"{len(referrers)} links followed")
 
 
 # --------------------------------------------------------------------------------------------- bad input

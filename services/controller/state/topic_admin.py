@@ -11,6 +11,11 @@ the configs are checked. CreatePartitions: the topic must exist, not be queued f
 (INVALID_TOPIC_EXCEPTION) nor being reassigned (REASSIGNMENT_IN_PROGRESS), and grow. DeleteTopics:
 TOPIC_DELETION_DISABLED unless `delete.topic.enable`; unknown topics are UNKNOWN_TOPIC_OR_PARTITION;
 a topic already marked for deletion succeeds again.
+
+A CreateTopics or CreatePartitions request that would add more than `MAX_PARTITIONS_PER_REQUEST`
+partitions in all fails whole with POLICY_VIOLATION, as Kafka's KRaft controller refuses it, before
+any assignment is computed: a typo of 2**31 - 1 partitions is refused at once instead of holding
+the controller while it assigns them.
 """
 
 from __future__ import annotations
@@ -38,6 +43,16 @@ from services.controller.state.topics import (
 
 NO_NUM_PARTITIONS = -1
 NO_REPLICATION_FACTOR = -1
+MAX_PARTITIONS_PER_REQUEST = 10_000
+
+
+def _check_request_partitions(new_partitions: int) -> None:
+    if new_partitions > MAX_PARTITIONS_PER_REQUEST:
+        raise KafkaError(
+            f"Excessively large number of partitions per request: {new_partitions} new partitions, "
+            f"at most {MAX_PARTITIONS_PER_REQUEST}.",
+            error=Errors.POLICY_VIOLATION,
+        )
 
 
 @dataclass(frozen=True)
@@ -95,6 +110,13 @@ def plan_topic_creations(
     """Check each topic of a CreateTopics request; topics planned earlier in the same request count
     as existing for the later ones."""
     counts = Counter(t.name for t in topics)
+    try:
+        _check_request_partitions(sum(
+            len(t.assignments) if t.assignments
+            else config.num_partitions if t.num_partitions == NO_NUM_PARTITIONS else max(t.num_partitions, 0)
+            for t in topics))
+    except KafkaError as e:
+        return {t.name: e for t in topics}
     existing = set(context.all_topics)
     results: dict[str, TopicCreation | KafkaError] = {}
     for topic in topics:
@@ -155,6 +177,11 @@ def plan_partition_creations(
     requests: Sequence[NewPartitions], context: ControllerContext, rand: RandomSource | None = None
 ) -> dict[str, PartitionCreation | KafkaError]:
     counts = Counter(r.name for r in requests)
+    try:
+        _check_request_partitions(sum(
+            max(r.count - len(context.topic_assignment(r.name)), 0) for r in requests))
+    except KafkaError as e:
+        return {r.name: e for r in requests}
     results: dict[str, PartitionCreation | KafkaError] = {}
     for request in requests:
         if counts[request.name] > 1:

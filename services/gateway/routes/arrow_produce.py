@@ -40,10 +40,10 @@ from services.clients.producer.errors import RecordTooLargeError
 from services.gateway.errors import V3_INVALID_PAYLOAD, RestError, error_responses, partition_not_found
 from services.gateway.media import ARROW_STREAM, media_type
 from services.gateway.produce_bridge import Outgoing, Sent, produce_bridge, refusal
-from services.gateway.routes.v3_resources import KnownCluster, bad_request, describe_topic, invalid_payload
+from services.gateway.routes.v3_resources import V3_ERRORS, KnownCluster, bad_request, describe_topic, invalid_payload
 from services.gateway.state import GatewayState, State
 
-router = APIRouter(tags=["v3"])
+router = APIRouter(tags=["v3"], responses=V3_ERRORS)
 
 SENT_COLUMNS = ("value", "key", "topic", "partition", "headers")
 IGNORED_COLUMNS = ("offset", "timestamp", "timestampType")
@@ -243,7 +243,7 @@ def _read_body(body: bytes, default_topic: str | None, max_record_bytes: int) ->
                  "type": "string", "format": "binary",
                  "description": "An Arrow IPC stream with columns value, and optionally key, topic, partition, "
                                 "headers"}}}}},
-             responses={200: {"model": ArrowProduceAnswer}, **error_responses(400, 404, 413, 415, 422, 500, 503)})
+             responses={200: {"model": ArrowProduceAnswer}, **error_responses(415)})
 async def produce_arrow(request: Request, state: State, cluster_id: KnownCluster,
                         topic: str | None = Query(None, description="The topic of rows whose topic is null or "
                                                                     "absent")) -> ArrowProduceAnswer:

@@ -41,9 +41,19 @@ from datetime import datetime
 from typing import Annotated, Any
 from urllib.parse import quote
 
+from annotated_types import Le
 from fastapi import APIRouter, Body, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictStr,
+    WithJsonSchema,
+    field_validator,
+)
 from starlette.exceptions import HTTPException
 
 from services.clients.consumer import Consumer, OffsetAndMetadata
@@ -70,18 +80,30 @@ from services.gateway.consumer_instances import (
 )
 from services.gateway.errors import (
     CONSUMER_FORMAT_MISMATCH,
+    ERROR_BODY_REF,
     INVALID_BODY,
     INVALID_CONSUMER_CONFIG,
     INVALID_FORMAT,
     INVALID_OFFSET,
     RestError,
+    error_responses,
     partition_not_found,
     topic_not_found,
 )
-from services.gateway.media import V2_BINARY, V2_EMBEDDED_JSON, V2_JSON, EmbeddedFormat, check_accept, media_type
+from services.gateway.media import (
+    JSON,
+    V2_BINARY,
+    V2_EMBEDDED_JSON,
+    V2_JSON,
+    EmbeddedFormat,
+    V2Response,
+    check_accept,
+    media_type,
+)
+from services.gateway.schemas import INT64_JSON_MAX, TOPIC_NAME_PATTERN
 from services.gateway.state import GatewayState, gateway_state
 
-router = APIRouter(tags=["v2 consumers"])
+router = APIRouter(tags=["v2 consumers"], default_response_class=V2Response, responses=error_responses(400, 422))
 
 REGISTRY = "consumers_v2"
 WORKER_URLS = "consumers_v2.worker_urls"
@@ -94,20 +116,54 @@ _MEDIA_OF = {EmbeddedFormat.BINARY: V2_BINARY, EmbeddedFormat.JSON: V2_EMBEDDED_
 # ---------------------------------------------------------------------------------------------- bodies
 
 
+def _json_integer(value: Any) -> Any:
+    """An integer as JSON Schema reads one: 3 or 3.0, not true or "3"."""
+    if isinstance(value, bool | str):
+        raise ValueError("must be an integer")
+    return value
+
+
+JsonInt = Annotated[int, BeforeValidator(_json_integer)]
+
+
+def _either_case(*words: str) -> str:
+    """A JSON Schema pattern of these words in any case ("json" -> "[Jj][Ss][Oo][Nn]")."""
+    return "^(" + "|".join("".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else re.escape(c) for c in word)
+                           for word in words) + ")$"
+
+
+# The settings' texts a create accepts (checked by `instance_settings`, so a refusal keeps its code).
+FETCH_MIN_BYTES_TEXT = re.compile(r"0*[0-9]{1,7}")  # 0 to 9999999: within RESPONSE_MIN_BYTES_MAX
+TIMEOUT_MS_TEXT = re.compile(r"[0-9]+")
+
+
+def _documented(schema: dict[str, Any]) -> Any:
+    """The OpenAPI schema of a create setting: `schema` or null."""
+    return WithJsonSchema({"anyOf": [schema, {"type": "null"}]})
+
+
 class CreateConsumerRequest(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="ignore")
 
-    name: str | None = Field(None, description="The instance id; generated when absent.")
-    format: str | None = Field(None, description="binary (default) or json.")
-    auto_offset_reset: str | None = Field(None, alias="auto.offset.reset", description="earliest, latest or none.")
-    auto_commit_enable: str | bool | None = Field(None, alias="auto.commit.enable", description="true or false.")
-    isolation_level: str | None = Field(None, alias="isolation.level",
-                                        description="read_uncommitted (default) or read_committed: whether records "
-                                                    "of aborted and open transactions are read.")
-    fetch_min_bytes: int | str | None = Field(
+    name: Annotated[StrictStr | None, _documented({"type": "string", "pattern": f"^{LEGAL_NAME.pattern}$"})] = Field(
+        None, description="The instance id; generated when absent.")
+    format: Annotated[StrictStr | None, _documented({"type": "string", "pattern": _either_case("binary", "json")})] = \
+        Field(None, description="binary (default) or json.")
+    auto_offset_reset: Annotated[StrictStr | None, _documented({"enum": sorted(AUTO_OFFSET_RESETS)})] = Field(
+        None, alias="auto.offset.reset", description="earliest, latest or none.")
+    auto_commit_enable: Annotated[StrictStr | StrictBool | None, _documented({"anyOf": [
+        {"type": "boolean"}, {"type": "string", "pattern": _either_case("true", "false")}]})] = Field(
+        None, alias="auto.commit.enable", description="true or false.")
+    isolation_level: Annotated[StrictStr | None, _documented({"enum": sorted(ISOLATION_LEVEL_NAMES)})] = Field(
+        None, alias="isolation.level", description="read_uncommitted (default) or read_committed: whether records "
+                                                   "of aborted and open transactions are read.")
+    fetch_min_bytes: Annotated[JsonInt | StrictStr | None, _documented({"anyOf": [
+        {"type": "integer", "minimum": -1, "maximum": RESPONSE_MIN_BYTES_MAX},
+        {"type": "string", "pattern": f"^{FETCH_MIN_BYTES_TEXT.pattern}$"}]})] = Field(
         None, alias="fetch.min.bytes", description="A read answers once it holds more bytes than this (-1: never "
                                                    "before its timeout).")
-    consumer_request_timeout_ms: int | str | None = Field(
+    consumer_request_timeout_ms: Annotated[JsonInt | StrictStr | None, _documented({"anyOf": [
+        {"type": "integer", "minimum": 0}, {"type": "string", "pattern": f"^{TIMEOUT_MS_TEXT.pattern}$"}]})] = Field(
         None, alias="consumer.request.timeout.ms", description="The longest a records read waits.")
 
 
@@ -117,7 +173,6 @@ class CreateConsumerResponse(BaseModel):
 
 
 INT32_MAX = 2**31 - 1
-INT64_MAX = 2**63 - 1
 
 
 def legal_topic(name: str) -> str:
@@ -129,8 +184,24 @@ def legal_topic(name: str) -> str:
     return name
 
 
+def _date_time(value: Any) -> Any:
+    """A date-time as text (ISO 8601), not a number or a text of one."""
+    if not isinstance(value, str) or value.strip().lstrip("+-").replace(".", "", 1).isdigit():
+        raise ValueError("must be an ISO 8601 date-time")
+    return value
+
+
+DateTime = Annotated[datetime, BeforeValidator(_date_time)]
+TopicName = Annotated[str, WithJsonSchema({"type": "string", "pattern": TOPIC_NAME_PATTERN})]
+
+
 class SubscriptionRequest(BaseModel):
-    topics: list[str] | None = None
+    model_config = ConfigDict(json_schema_extra={"anyOf": [
+        {"required": ["topics"], "properties": {"topics": {"type": "array"}}},
+        {"required": ["topic_pattern"], "properties": {"topic_pattern": {"type": "string", "format": "regex",
+                                                                     "minLength": 1}}}]})
+
+    topics: list[TopicName] | None = None
     topic_pattern: str | None = None
 
     @field_validator("topics")
@@ -144,8 +215,8 @@ class SubscriptionResponse(BaseModel):
 
 
 class PartitionRef(BaseModel):
-    topic: str
-    partition: int = Field(ge=0, le=INT32_MAX)
+    topic: TopicName
+    partition: JsonInt = Field(ge=0, le=INT32_MAX)
 
     @field_validator("topic")
     @classmethod
@@ -158,12 +229,13 @@ class PartitionsRequest(BaseModel):
 
 
 class PartitionOffsetRequest(PartitionRef):
-    offset: int = Field(le=INT64_MAX - 1)
+    offset: JsonInt = Field(le=INT64_JSON_MAX, json_schema_extra={"minimum": 0})  # 42203 below, by the routes
     metadata: str | None = None
 
 
 class PartitionTimestamp(PartitionRef):
-    timestamp: datetime | int = Field(description="ISO 8601, or ms since the epoch")
+    timestamp: DateTime | Annotated[int, Le(INT64_JSON_MAX), BeforeValidator(_json_integer)] = Field(
+        description="ISO 8601, or ms since the epoch (a time before 1970 seeks as 1970 does)")
     metadata: str | None = None
 
 
@@ -213,13 +285,14 @@ def _invalid_config(message: str) -> RestError:
     return RestError(422, INVALID_CONSUMER_CONFIG, f"Invalid consumer configuration: {message}")
 
 
-def _int_setting(key: str, value: int | str | None, low: int, high: int | None = None) -> int | None:
+def _int_setting(key: str, value: int | str | None, text: re.Pattern[str], low: int,
+                 high: int | None = None) -> int | None:
+    """A setting given as an integer, or as a text of digits `text` matches."""
     if value is None:
         return None
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise _invalid_config(f"{key} must be an integer, not {value!r}") from None
+    if isinstance(value, str) and not text.fullmatch(value):
+        raise _invalid_config(f"{key} must be an integer, not {value!r}")
+    number = int(value)
     if number < low or (high is not None and number > high):
         bounds = f"at least {low}" if high is None else f"between {low} and {high}"
         raise _invalid_config(f"{key} must be {bounds}, not {number}")
@@ -228,7 +301,7 @@ def _int_setting(key: str, value: int | str | None, low: int, high: int | None =
 
 def instance_settings(body: CreateConsumerRequest) -> InstanceSettings:
     """The checked settings of a create request (422: 42201 for the format, 42206 for the rest)."""
-    name = (body.format or "binary").lower()
+    name = "binary" if body.format is None else body.format.lower()
     if name in SCHEMA_FORMATS:
         raise RestError(422, INVALID_FORMAT, f"The {name} format needs a schema registry, which Odradek has not; "
                                              f"use binary or json.")
@@ -255,8 +328,8 @@ def instance_settings(body: CreateConsumerRequest) -> InstanceSettings:
         consumer_settings["isolation_level"] = body.isolation_level
     return InstanceSettings(
         embedded, consumer_settings,
-        _int_setting("fetch.min.bytes", body.fetch_min_bytes, -1, RESPONSE_MIN_BYTES_MAX),
-        _int_setting("consumer.request.timeout.ms", body.consumer_request_timeout_ms, 0))
+        _int_setting("fetch.min.bytes", body.fetch_min_bytes, FETCH_MIN_BYTES_TEXT, -1, RESPONSE_MIN_BYTES_MAX),
+        _int_setting("consumer.request.timeout.ms", body.consumer_request_timeout_ms, TIMEOUT_MS_TEXT, 0))
 
 
 def _check_name(name: str) -> str:
@@ -356,10 +429,21 @@ Instance = Annotated[ConsumerInstance, Depends(owned_instance)]
 # ---------------------------------------------------------------------------------------------- routes
 
 INSTANCE = "/consumers/{group}/instances/{instance}"
+ON_ANOTHER_WORKER = {307: {"description": "The instance is another worker's: Location is this request on its port.",
+                           "headers": {"Location": {"schema": {"type": "string"}}},
+                           "content": {JSON: {"schema": ERROR_BODY_REF}}}}
+CREATE_ANSWERS = {**ON_ANOTHER_WORKER, **error_responses(409, 429)}
+instances = APIRouter(responses={**ON_ANOTHER_WORKER, **error_responses(404, 409)})  # the routes of INSTANCE
+
+
+class RecordsResponse(JSONResponse):
+    """Records read, in the binary embedded format (or the json one: see `read_records`)."""
+
+    media_type = V2_BINARY
 
 
 @router.post("/consumers/{group}", response_model=CreateConsumerResponse,
-             summary="Create a consumer instance in the group")
+             summary="Create a consumer instance in the group", responses=CREATE_ANSWERS)
 async def create_instance(group: str, request: Request,
                           body: Annotated[CreateConsumerRequest | None, Body()] = None) -> JSONResponse:
     state = gateway_state(request)
@@ -380,13 +464,13 @@ async def create_instance(group: str, request: Request,
     return v2_json({"instance_id": instance_id, "base_uri": base_uri})
 
 
-@router.delete(INSTANCE, status_code=NO_CONTENT, summary="Close the instance; it leaves its group")
+@instances.delete(INSTANCE, status_code=NO_CONTENT, summary="Close the instance; it leaves its group")
 async def delete_instance(request: Request, instance: Instance) -> Response:
     await registry_of(gateway_state(request)).delete(instance.group, instance.instance_id)
     return no_content()
 
 
-@router.post(INSTANCE + "/subscription", status_code=NO_CONTENT, summary="Subscribe to topics or a pattern")
+@instances.post(INSTANCE + "/subscription", status_code=NO_CONTENT, summary="Subscribe to topics or a pattern")
 async def subscribe(request: Request, body: SubscriptionRequest,
                     instance: Instance) -> Response:
     if body.topics is None and body.topic_pattern is None:
@@ -401,19 +485,19 @@ async def subscribe(request: Request, body: SubscriptionRequest,
     return no_content()
 
 
-@router.get(INSTANCE + "/subscription", response_model=SubscriptionResponse, summary="The subscribed topics")
+@instances.get(INSTANCE + "/subscription", response_model=SubscriptionResponse, summary="The subscribed topics")
 async def subscription(request: Request, instance: Instance) -> JSONResponse:
     topics = await on_consumer(gateway_state(request), instance, instance.consumer.subscription)
     return v2_json({"topics": sorted(topics)})
 
 
-@router.delete(INSTANCE + "/subscription", status_code=NO_CONTENT, summary="Unsubscribe from every topic")
+@instances.delete(INSTANCE + "/subscription", status_code=NO_CONTENT, summary="Unsubscribe from every topic")
 async def unsubscribe(request: Request, instance: Instance) -> Response:
     await on_consumer(gateway_state(request), instance, instance.unsubscribe)
     return no_content()
 
 
-@router.post(INSTANCE + "/assignments", status_code=NO_CONTENT, summary="Assign partitions by hand")
+@instances.post(INSTANCE + "/assignments", status_code=NO_CONTENT, summary="Assign partitions by hand")
 async def assign(request: Request, body: PartitionsRequest,
                  instance: Instance) -> Response:
     state = gateway_state(request)
@@ -423,20 +507,18 @@ async def assign(request: Request, body: PartitionsRequest,
     return no_content()
 
 
-@router.get(INSTANCE + "/assignments", response_model=PartitionsRequest, summary="The assigned partitions")
+@instances.get(INSTANCE + "/assignments", response_model=PartitionsRequest, summary="The assigned partitions")
 async def assignments(request: Request, instance: Instance) -> JSONResponse:
     assigned = await on_consumer(gateway_state(request), instance, instance.consumer.assignment)
     return v2_json({"partitions": [{"topic": tp.topic, "partition": tp.partition} for tp in sorted(assigned)]})
 
 
 def _epoch_ms(value: datetime | int) -> int:
-    epoch_ms = value if isinstance(value, int) else int(value.timestamp() * 1000)
-    if not 0 <= epoch_ms <= INT64_MAX:
-        raise RestError(422, INVALID_OFFSET, f"A timestamp must be from 1970 on: {value}")
-    return epoch_ms
+    """The ms since the epoch to seek to: a time before 1970 seeks to the first record, as 1970 does."""
+    return max(0, value if isinstance(value, int) else int(value.timestamp() * 1000))
 
 
-@router.post(INSTANCE + "/positions", status_code=NO_CONTENT, summary="Seek partitions to offsets or timestamps")
+@instances.post(INSTANCE + "/positions", status_code=NO_CONTENT, summary="Seek partitions to offsets or timestamps")
 async def seek(request: Request, body: PositionsRequest,
                instance: Instance) -> Response:
     state = gateway_state(request)
@@ -446,6 +528,7 @@ async def seek(request: Request, body: PositionsRequest,
             raise RestError(422, INVALID_OFFSET, f"Offset {item.offset} of {item.topic}-{item.partition} is negative.")
         offsets[TopicPartition(item.topic, item.partition)] = item.offset
     timestamps = {TopicPartition(item.topic, item.partition): _epoch_ms(item.timestamp) for item in body.timestamps}
+    await check_partitions_exist(state, list(timestamps))  # 404 at once, not a search of a log that is not there
     if offsets:
         await on_consumer(state, instance, instance.seek, offsets)
     if timestamps:
@@ -453,14 +536,15 @@ async def seek(request: Request, body: PositionsRequest,
     return no_content()
 
 
-@router.post(INSTANCE + "/positions/beginning", status_code=NO_CONTENT, summary="Seek partitions to their first offset")
+@instances.post(INSTANCE + "/positions/beginning", status_code=NO_CONTENT,
+                summary="Seek partitions to their first offset")
 async def seek_to_beginning(request: Request, body: PartitionsRequest,
                             instance: Instance) -> Response:
     await on_consumer(gateway_state(request), instance, instance.seek_to, _partitions(body.partitions), True)
     return no_content()
 
 
-@router.post(INSTANCE + "/positions/end", status_code=NO_CONTENT, summary="Seek partitions to their end")
+@instances.post(INSTANCE + "/positions/end", status_code=NO_CONTENT, summary="Seek partitions to their end")
 async def seek_to_end(request: Request, body: PartitionsRequest,
                       instance: Instance) -> Response:
     await on_consumer(gateway_state(request), instance, instance.seek_to, _partitions(body.partitions), False)
@@ -483,9 +567,9 @@ def check_records_accept(request: Request, embedded: EmbeddedFormat) -> str:
     return check_accept(request, own)
 
 
-@router.get(INSTANCE + "/records", response_model=list[ConsumerRecordResponse],
-            summary="Read records (long poll) in the instance's embedded format",
-            responses={200: {"content": {V2_BINARY: {}, V2_EMBEDDED_JSON: {}}}})
+@instances.get(INSTANCE + "/records", response_model=list[ConsumerRecordResponse],
+            summary="Read records (long poll) in the instance's embedded format", response_class=RecordsResponse,
+            responses={200: {"content": {V2_EMBEDDED_JSON: {}}}, **error_responses(406)})
 async def read_records(request: Request, instance: Instance,
                        timeout: Annotated[int | None, Query(description="ms, at most the instance's "
                                                                         "consumer.request.timeout.ms")] = None,
@@ -517,7 +601,7 @@ async def read_records(request: Request, instance: Instance,
     return JSONResponse(progress.records, media_type=answered_as)
 
 
-@router.post(INSTANCE + "/offsets", summary="Commit offsets (no body: every record answered so far)")
+@instances.post(INSTANCE + "/offsets", summary="Commit offsets (no body: every record answered so far)")
 async def commit_offsets(request: Request, instance: Instance,
                          body: Annotated[CommitRequest | None, Body()] = None) -> JSONResponse:
     state = gateway_state(request)
@@ -530,19 +614,21 @@ async def commit_offsets(request: Request, instance: Instance,
         if item.offset < 0:
             raise RestError(422, INVALID_OFFSET, f"Offset {item.offset} of {item.topic}-{item.partition} is negative.")
         offsets[TopicPartition(item.topic, item.partition)] = OffsetAndMetadata(item.offset + 1, item.metadata or "")
+    await check_partitions_exist(state, list(offsets))  # as Kafka refuses a commit of an unknown partition
     await on_consumer(state, instance, instance.commit, offsets, timeout_ms)
     return v2_json([])
 
 
-@router.get(INSTANCE + "/offsets", response_model=CommittedResponse, summary="The group's committed offsets")
+@instances.get(INSTANCE + "/offsets", response_model=CommittedResponse, summary="The group's committed offsets")
 async def committed_offsets(request: Request, instance: Instance,
-                            body: Annotated[PartitionsRequest | None, Body()] = None) -> JSONResponse:
+                            body: Annotated[PartitionsRequest, Body()]) -> JSONResponse:
     state = gateway_state(request)
-    if body is None:
-        raise RestError(422, INVALID_BODY, 'Name the partitions: {"partitions": [{"topic": ..., "partition": ...}]}')
     partitions = _partitions(body.partitions)
     committed = await on_consumer(state, instance, instance.consumer.committed, partitions,
                                   state.config.request_timeout_ms) if partitions else {}
     return v2_json({"offsets": [{"topic": tp.topic, "partition": tp.partition, "offset": found.offset,
                                  "metadata": found.metadata}
                                 for tp in partitions if (found := committed.get(tp)) is not None]})
+
+
+router.include_router(instances)

@@ -20,14 +20,14 @@ from pydantic import BaseModel, Field
 
 from services.common.shared_types import IsolationLevel
 from services.common.topic_partition import TopicPartition
-from services.gateway.errors import error_responses
 from services.gateway.routes.ranges import ReadIsolation
-from services.gateway.routes.v3_resources import KnownCluster, cluster_call, describe_topic
+from services.gateway.routes.v3_resources import V3_ERRORS, KnownCluster, cluster_call, describe_topic
+from services.gateway.schemas import INT64_JSON_MAX
 from services.gateway.state import GatewayState, State
 
-router = APIRouter(tags=["v3 range reads"])
+router = APIRouter(tags=["v3 range reads"], responses=V3_ERRORS)
 
-MAX_TIMESTAMP_MS = 2**63 - 1
+MAX_TIMESTAMP_MS = INT64_JSON_MAX
 
 
 class PartitionOffsets(BaseModel):
@@ -46,7 +46,7 @@ class TopicOffsets(BaseModel):
 
 @router.get("/v3/clusters/{cluster_id}/topics/{topic_name}/offsets", response_model=TopicOffsets,
             summary="Every partition's earliest, latest and high-watermark offsets (and the offset of a "
-                    "timestamp)", responses=error_responses(404, 500, 503))
+                    "timestamp)")
 async def topic_offsets(state: State, _cluster: KnownCluster, topic_name: str,
                         isolation_level: ReadIsolation = ReadIsolation.READ_UNCOMMITTED,
                         timestamp: int | None = Query(None, ge=0, le=MAX_TIMESTAMP_MS,

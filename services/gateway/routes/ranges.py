@@ -54,16 +54,18 @@ from services.gateway.errors import (
     topic_not_found,
 )
 from services.gateway.media import ARROW_STREAM, JSON, check_accept
+from services.gateway.routes.v3_resources import V3_ERRORS
+from services.gateway.schemas import INT64_JSON_MAX
 from services.gateway.state import GatewayState, State
 
-router = APIRouter(tags=["v3 range reads"])
+router = APIRouter(tags=["v3 range reads"], responses=V3_ERRORS)
 
 CLIENT_KEY = "ranges.client"
 DEFAULT_RANGE_BYTES = 8 * 1024 * 1024
 MAX_RANGE_BYTES = 64 * 1024 * 1024
 MIN_FETCH_BYTES = 64 * 1024
 FIRST_FETCH_BYTES = 1024 * 1024
-MAX_OFFSET = 2**63 - 1
+MAX_OFFSET = INT64_JSON_MAX
 SMALL_PIECE_BYTES = 64 * 1024  # IPC pieces below this are sent joined
 TIMESTAMP_TYPES = {0: "CREATE_TIME", 1: "LOG_APPEND_TIME"}
 
@@ -124,16 +126,21 @@ async def shutdown(state: GatewayState) -> None:
         client.close()
 
 
+OFFSET_RANGE = {"minimum": 0, "maximum": MAX_OFFSET}  # documented; checked by `read_range` (42203 outside)
+
+
 @router.get("/v3/clusters/{cluster_id}/topics/{topic_name}/partitions/{partition_id}/records",
             summary="Read an offset range of one partition, in JSON or as an Arrow IPC stream",
             responses={200: {"model": RangeAnswer, "content": {ARROW_STREAM: {"schema": {
                 "type": "string", "format": "binary", "description": "An Arrow IPC stream of Spark's Kafka source "
-                "schema; the offsets in X-Odradek-* headers"}}}}, **error_responses(404, 406, 422, 500, 503)})
+                "schema; the offsets in X-Odradek-* headers"}}}}, **error_responses(406)})
 async def read_range(request: Request, state: State, cluster_id: str,
                      topic_name: str, partition_id: int,
-                     offset: int | None = Query(None, description="The first offset (default: the earliest)."),
+                     offset: int | None = Query(None, description="The first offset (default: the earliest).",
+                                                json_schema_extra=OFFSET_RANGE),
                      end_offset: int | None = Query(None, description="The offset after the last (default: the "
-                                                                      "high watermark)."),
+                                                                      "high watermark).",
+                                                    json_schema_extra=OFFSET_RANGE),
                      max_bytes: int = Query(DEFAULT_RANGE_BYTES, ge=1, description="About the most record bytes."),
                      isolation_level: ReadIsolation = ReadIsolation.READ_UNCOMMITTED) -> Response:
     media = check_accept(request, JSON, ARROW_STREAM)

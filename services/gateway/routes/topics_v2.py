@@ -18,7 +18,7 @@ A request is checked whole before anything is sent, so a refused request writes 
 Content-Type (415), its JSON (400, as REST Proxy answers unparsable JSON), its shape (422, 42202),
 base64 (42204 key, 42205 value), each record's key plus value against `max.record.bytes` (422,
 42202), the topic (404, 40401; never created by a produce) and each partition (404, 40402). A
-record may name a partition; under `/partitions/{p}` it may only name p. The records are then handed
+record may name a partition, except under `/partitions/{p}` (null there). The records are then handed
 to the process's idempotent Producer through the produce bridge (`produce_bridge`; records without
 key or partition take its fast path) and their acknowledgements are awaited on the event loop, so no
 thread waits on the cluster; everything is bounded by `request.timeout.ms`. The topic's partition count is described at
@@ -32,12 +32,10 @@ import json
 import math
 import time
 from dataclasses import dataclass
-from http import HTTPStatus
 from typing import Any
 
 import orjson
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
@@ -51,11 +49,13 @@ from services.gateway.errors import (
     INVALID_VALUE,
     PARTITION_NOT_FOUND,
     RestError,
+    error_responses,
     partition_not_found,
     topic_not_found,
 )
-from services.gateway.media import EmbeddedFormat
+from services.gateway.media import EmbeddedFormat, V2Response
 from services.gateway.produce_bridge import Sent, error_code, produce_bridge
+from services.gateway.schemas import json_integer
 from services.gateway.state import GatewayState, State
 
 MALFORMED_JSON = 400  # REST Proxy answers a body that is not JSON with 400 and error code 400
@@ -65,17 +65,8 @@ PRODUCE_BODY_FIELDS = frozenset({"records", "key_schema", "key_schema_id", "valu
 PRODUCE_RECORD_FIELDS = frozenset({"key", "value", "partition"})
 
 
-class V2Response(JSONResponse):
-    """An answer in `application/vnd.kafka.v2+json`, encoded by orjson (the JSON of a 500-record
-    produce answer costs a third of what the standard library's does)."""
-
-    media_type = media.V2_JSON
-
-    def render(self, content: Any) -> bytes:
-        return orjson.dumps(content)
-
-
-router = APIRouter(tags=["v2 topics and produce"], default_response_class=V2Response)
+router = APIRouter(tags=["v2 topics and produce"], default_response_class=V2Response,
+                   responses=error_responses(406, 422))
 
 
 # ---------------------------------------------------------------------- answers (for OpenAPI)
@@ -115,47 +106,49 @@ class ProduceResponseBody(BaseModel):
     value_schema_id: int | None
 
 
-ERROR_SCHEMA = {"type": "object", "required": ["error_code", "message"],
-                "properties": {"error_code": {"type": "integer"}, "message": {"type": "string"}}}
-
-
 def _answers(model: type[BaseModel] | Any, *errors: int) -> dict[int | str, dict[str, Any]]:
-    described: dict[int | str, dict[str, Any]] = {200: {"model": model, "content": {media.V2_JSON: {}}}}
-    for status in errors:
-        described[status] = {"description": HTTPStatus(status).phrase,
-                             "content": {media.JSON: {"schema": ERROR_SCHEMA}}}
-    return described
+    return {200: {"model": model, "content": {media.V2_JSON: {}}}, **error_responses(*errors)}
 
 
 BASE64_PATTERN = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
 
 
-def _produce_schema(data: dict[str, Any]) -> dict[str, Any]:
-    """The JSON schema of a produce body whose keys and values are `data`."""
+IGNORED = {"description": "Ignored: Odradek has no schema registry."}
+RECORD_PARTITION = {"type": ["integer", "null"], "minimum": 0}
+
+
+def _produce_schema(data: dict[str, Any], partition: dict[str, Any]) -> dict[str, Any]:
+    """The JSON schema of a produce body whose keys and values are `data` and whose records may name
+    a `partition`."""
     record = {"type": "object", "additionalProperties": False,
-              "properties": {"key": data, "value": data, "partition": {"type": ["integer", "null"], "minimum": 0}}}
+              "properties": {"key": data, "value": data, "partition": partition}}
     return {"type": "object", "required": ["records"], "additionalProperties": False, "properties": {
         "records": {"type": "array", "minItems": 1, "items": record},
-        "key_schema": {"type": ["string", "null"]}, "key_schema_id": {"type": ["integer", "null"]},
-        "value_schema": {"type": ["string", "null"]}, "value_schema_id": {"type": ["integer", "null"]}}}
+        "key_schema": IGNORED, "key_schema_id": IGNORED, "value_schema": IGNORED, "value_schema_id": IGNORED}}
 
 
-PRODUCE_OPENAPI = {"requestBody": {"required": True, "content": {
-    media.V2_BINARY: {"schema": _produce_schema({"type": ["string", "null"], "pattern": BASE64_PATTERN})},
-    media.V2_EMBEDDED_JSON: {"schema": _produce_schema({})}}}}
+def _produce_openapi(partition: dict[str, Any]) -> dict[str, Any]:
+    return {"requestBody": {"required": True, "content": {
+        media.V2_BINARY: {"schema": _produce_schema({"type": ["string", "null"], "pattern": BASE64_PATTERN},
+                                                    partition)},
+        media.V2_EMBEDDED_JSON: {"schema": _produce_schema({}, partition)}}}}
+
+
+PRODUCE_OPENAPI = _produce_openapi(RECORD_PARTITION)
+PARTITION_PRODUCE_OPENAPI = _produce_openapi({"type": "null"})  # the path names the partition
 
 
 # ---------------------------------------------------------------------- metadata routes
 
 @router.get("/topics", summary="Names of the topics (internal topics left out)",
-            responses=_answers(list[str], 406, 500))
+            responses=_answers(list[str]))
 async def list_topics(request: Request, state: State) -> V2Response:
     media.check_accept(request, media.V2_JSON)
     return V2Response(await state.blocking(state.admin.list_topics, include_internal=False))
 
 
 @router.get("/topics/{topic}", summary="A topic's configs and partitions",
-            responses=_answers(TopicBody, 404, 406, 500))
+            responses=_answers(TopicBody, 404))
 async def get_topic(topic: str, request: Request, state: State) -> V2Response:
     media.check_accept(request, media.V2_JSON)
     description = await describe_topic(state, topic)
@@ -168,7 +161,7 @@ async def get_topic(topic: str, request: Request, state: State) -> V2Response:
 
 
 @router.get("/topics/{topic}/partitions", summary="A topic's partitions with leader, replicas and ISR",
-            responses=_answers(list[PartitionBody], 404, 406, 500))
+            responses=_answers(list[PartitionBody], 404))
 async def list_partitions(topic: str, request: Request,
                           state: State) -> V2Response:
     media.check_accept(request, media.V2_JSON)
@@ -177,7 +170,7 @@ async def list_partitions(topic: str, request: Request,
 
 
 @router.get("/topics/{topic}/partitions/{partition}", summary="One partition with leader, replicas and ISR",
-            responses=_answers(PartitionBody, 404, 406, 500))
+            responses=_answers(PartitionBody, 404))
 async def get_partition(topic: str, partition: str, request: Request,
                         state: State) -> V2Response:
     media.check_accept(request, media.V2_JSON)
@@ -188,7 +181,7 @@ async def get_partition(topic: str, partition: str, request: Request,
     return V2Response(partition_body(description.partitions[number]))
 
 
-@router.get("/brokers", summary="Ids of the live brokers", responses=_answers(BrokerListBody, 406, 500))
+@router.get("/brokers", summary="Ids of the live brokers", responses=_answers(BrokerListBody))
 async def list_brokers(request: Request, state: State) -> V2Response:
     media.check_accept(request, media.V2_JSON)
     cluster = await state.blocking(state.admin.describe_cluster)
@@ -324,26 +317,26 @@ def _encode_json(data: Any, index: int, field: str, error_code: int) -> bytes:
 def _record_partition(given: Any, where: str, path_partition: int | None) -> int | None:
     if given is None:
         return path_partition
-    if isinstance(given, bool) or not isinstance(given, int) or given < 0:
+    if path_partition is not None:
+        raise _invalid_body(f"{where}.partition is {given!r}, but the request is for partition {path_partition}: "
+                            f"its records name none.")
+    number = json_integer(given)
+    if number is None or number < 0:
         raise _invalid_body(f"{where}.partition must be a partition number (at least 0) or null.")
-    if path_partition is not None and given != path_partition:
-        raise _invalid_body(f"{where}.partition is {given}, but the request is for partition {path_partition}.")
-    return given
+    return number
 
 
 # ---------------------------------------------------------------------- produce
 
 @router.post("/topics/{topic}", summary="Produce records to a topic (by key, or to the partition each names)",
-             openapi_extra=PRODUCE_OPENAPI, responses=_answers(ProduceResponseBody, 400, 404, 406, 413, 415, 422,
-                                                               500))
+             openapi_extra=PRODUCE_OPENAPI, responses=_answers(ProduceResponseBody, 400, 404, 415))
 async def produce_to_topic(topic: str, request: Request,
                            state: State) -> V2Response:
     return await produce(state, request, topic, None)
 
 
 @router.post("/topics/{topic}/partitions/{partition}", summary="Produce records to one partition",
-             openapi_extra=PRODUCE_OPENAPI, responses=_answers(ProduceResponseBody, 400, 404, 406, 413, 415, 422,
-                                                               500))
+             openapi_extra=PARTITION_PRODUCE_OPENAPI, responses=_answers(ProduceResponseBody, 400, 404, 415))
 async def produce_to_partition(topic: str, partition: str, request: Request,
                                state: State) -> V2Response:
     return await produce(state, request, topic, path_partition(topic, partition))

@@ -4,13 +4,19 @@ that also carries the records (`v3_records`) and consumer-group (`v3_groups`) ro
     GET    /v3/clusters                                   KafkaClusterList (the one cluster)
     GET    /v3/clusters/{cluster_id}                      KafkaCluster
     GET    /v3/clusters/{cluster_id}/brokers[/{b}]        KafkaBrokerList, KafkaBroker
+    GET    /v3/clusters/{cluster_id}/brokers/{b}/partition-replicas   KafkaReplicaList (every topic's)
     GET    /v3/clusters/{cluster_id}/topics               KafkaTopicList (internal topics left out)
     POST   /v3/clusters/{cluster_id}/topics               201 KafkaTopic once every broker knows it
                                                           (200 with validate_only)
     GET    /v3/clusters/{cluster_id}/topics/{t}           KafkaTopic
     DELETE /v3/clusters/{cluster_id}/topics/{t}           204
     GET    /v3/clusters/{cluster_id}/topics/{t}/partitions[/{p}]
-    GET    /v3/clusters/{cluster_id}/topics/{t}/configs   KafkaTopicConfigList
+    GET    /v3/clusters/{cluster_id}/topics/{t}/partitions/{p}/replicas[/{b}]   KafkaReplica(List)
+    GET    /v3/clusters/{cluster_id}/topics/{t}/configs[/{name}]   KafkaTopicConfig(List)
+
+Every link an answer holds names a resource of this gateway: the cluster's controller and a
+replica's broker are linked only while they are live brokers (Odradek's controllers are services of
+their own); broker configs, ACLs and reassignments, which Odradek does not serve, are not linked.
 
 An unknown topic is 404/40403 (Kafka's UNKNOWN_TOPIC_OR_PARTITION, as REST Proxy v3 answers it),
 an unknown partition of a known topic 404/404; the admin's refusals of a creation (an existing
@@ -20,6 +26,7 @@ topic, a replication factor larger than the brokers, a bad config) are 400/40002
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -29,9 +36,11 @@ from services.clients.admin_types import CONFIG_SOURCES, ClusterDescription, Con
 from services.clients.cluster import Node, PartitionInfo
 from services.common.config import INT_MAX, SHORT_MAX
 from services.common.errors import KafkaError
+from services.gateway.errors import error_responses
 from services.gateway.routes import v3_groups, v3_records
 from services.gateway.routes.v3_resources import (
     CLUSTER_ID_KEY,
+    V3_ERRORS,
     ClusterLinks,
     KnownCluster,
     Links,
@@ -40,28 +49,31 @@ from services.gateway.routes.v3_resources import (
     describe_topic,
     json_body,
     not_found,
+    topic_call,
 )
+from services.gateway.schemas import TOPIC_NAME_PATTERN, json_integer
 from services.gateway.state import State
 
 logger = logging.getLogger(__name__)
 
-router = APIRouter(tags=["v3"])
+router = APIRouter(tags=["v3"], responses=V3_ERRORS)
 
 
 # ------------------------------------------------------------------ shapes
 
 def cluster_data(at: Links, cluster: ClusterDescription) -> dict[str, Any]:
-    controller = {} if cluster.controller is None else {"controller": at.related("brokers", cluster.controller.node_id)}
-    return at.resource("KafkaCluster", (), (), **controller, acls=at.related("acls"),
-                       brokers=at.related("brokers"), broker_configs=at.related("broker-configs"),
-                       consumer_groups=at.related("consumer-groups"), topics=at.related("topics"),
-                       partition_reassignments=at.related("topics", "-", "partitions", "-", "reassignment"))
+    """The cluster; its controller is linked only when it is a broker (Odradek's controllers are
+    services of their own, not brokers)."""
+    brokers = {node.node_id for node in cluster.nodes}
+    controller = {"controller": at.related("brokers", cluster.controller.node_id)} \
+        if cluster.controller is not None and cluster.controller.node_id in brokers else {}
+    return at.resource("KafkaCluster", (), (), **controller, brokers=at.related("brokers"),
+                       consumer_groups=at.related("consumer-groups"), topics=at.related("topics"))
 
 
 def broker_data(at: Links, node: Node) -> dict[str, Any]:
     return at.resource("KafkaBroker", ("brokers", node.node_id), (("broker", node.node_id),),
                        broker_id=node.node_id, host=node.host, port=node.port, rack=node.rack,
-                       configs=at.related("brokers", node.node_id, "configs"),
                        partition_replicas=at.related("brokers", node.node_id, "partition-replicas"))
 
 
@@ -70,8 +82,7 @@ def topic_data(at: Links, name: str, *, internal: bool, replication_factor: int,
     return at.resource("KafkaTopic", ("topics", name), (("topic", name),), topic_name=name, is_internal=internal,
                        replication_factor=replication_factor, partitions_count=partitions_count,
                        partitions=at.related("topics", name, "partitions"),
-                       configs=at.related("topics", name, "configs"),
-                       partition_reassignments=at.related("topics", name, "partitions", "-", "reassignment"))
+                       configs=at.related("topics", name, "configs"))
 
 
 def described_topic_data(at: Links, topic: TopicDescription) -> dict[str, Any]:
@@ -84,7 +95,17 @@ def partition_data(at: Links, partition: PartitionInfo) -> dict[str, Any]:
     leader = {"leader": at.related(*path, "replicas", partition.leader)} if partition.has_leader else {}
     return at.resource("KafkaPartition", path, (("topic", partition.topic), ("partition", partition.partition)),
                        topic_name=partition.topic, partition_id=partition.partition, **leader,
-                       replicas=at.related(*path, "replicas"), reassignment=at.related(*path, "reassignment"))
+                       replicas=at.related(*path, "replicas"))
+
+
+def replica_data(at: Links, partition: PartitionInfo, broker_id: int, live: set[int]) -> dict[str, Any]:
+    """A replica of the partition on `broker_id`, linked to its broker while the broker is live."""
+    topic, number = partition.topic, partition.partition
+    broker = {"broker": at.related("brokers", broker_id)} if broker_id in live else {}
+    return at.resource("KafkaReplica", ("topics", topic, "partitions", number, "replicas", broker_id),
+                       (("topic", topic), ("partition", number), ("replica", broker_id)), topic_name=topic,
+                       partition_id=number, broker_id=broker_id, is_leader=broker_id == partition.leader,
+                       is_in_sync=broker_id in partition.isr, **broker)
 
 
 def topic_config_data(at: Links, topic: str, entry: ConfigEntry) -> dict[str, Any]:
@@ -128,6 +149,24 @@ async def get_broker(broker_id: int, state: State, at: ClusterLinks) -> dict[str
     raise not_found()
 
 
+async def live_brokers(state: State) -> set[int]:
+    return {node.node_id for node in (await cluster_call(state, state.admin.describe_cluster)).nodes}
+
+
+@router.get("/v3/clusters/{cluster_id}/brokers/{broker_id}/partition-replicas",
+            summary="List the partition replicas a broker holds")
+async def list_broker_replicas(broker_id: int, state: State, at: ClusterLinks) -> dict[str, Any]:
+    live = await live_brokers(state)
+    if broker_id not in live:
+        raise not_found()
+    names = await cluster_call(state, state.admin.list_topics, include_internal=True)
+    described = await cluster_call(state, state.admin.describe_topics, names, raise_errors=False)
+    held = sorted((p for topic in described.values() if isinstance(topic, TopicDescription)
+                   for p in topic.partitions if broker_id in p.replicas), key=lambda p: (p.topic, p.partition))
+    return at.collection("KafkaReplicaList", ("brokers", broker_id, "partition-replicas"),
+                         [replica_data(at, p, broker_id, live) for p in held])
+
+
 # ------------------------------------------------------------------ topics
 
 @router.get("/v3/clusters/{cluster_id}/topics", summary="List topics")
@@ -139,14 +178,24 @@ async def list_topics(state: State, at: ClusterLinks) -> dict[str, Any]:
     return at.collection("KafkaTopicList", ("topics",), data)
 
 
+LEGAL_PARTITION_ID = re.compile(r"[0-9]{1,9}")  # a partition id of replicas_assignments
+
+
+def _count_schema(maximum: int) -> dict[str, Any]:
+    """A count of a CreateTopicRequest: -1 or null (the broker's default) or 1 to `maximum`."""
+    return {"anyOf": [{"const": -1}, {"type": "integer", "minimum": 1, "maximum": maximum}, {"type": "null"}]}
+
+
 CREATE_TOPIC_SCHEMA = {
     "type": "object", "required": ["topic_name"],
     "properties": {
-        "topic_name": {"type": "string"},
-        "partitions_count": {"type": "integer"},
-        "replication_factor": {"type": "integer"},
-        "replicas_assignments": {"type": "object",
-                                 "additionalProperties": {"type": "array", "items": {"type": "integer"}}},
+        "topic_name": {"type": "string", "pattern": TOPIC_NAME_PATTERN},
+        "partitions_count": _count_schema(INT_MAX),
+        "replication_factor": _count_schema(SHORT_MAX),
+        "replicas_assignments": {"type": ["object", "null"],
+                                 "propertyNames": {"pattern": f"^{LEGAL_PARTITION_ID.pattern}$"},
+                                 "additionalProperties": {"type": "array", "items": {
+                                     "type": "integer", "minimum": 0, "maximum": INT_MAX}}},
         "configs": {"type": "array", "items": {"type": "object", "required": ["name"], "properties": {
             "name": {"type": "string"}, "value": {"type": ["string", "null"]}}}},
         "validate_only": {"type": "boolean"},
@@ -165,7 +214,7 @@ def new_topic(body: Any) -> tuple[NewTopic, bool]:
     counts = {"partitions_count": _optional_int(body, "partitions_count", INT_MAX),
               "replication_factor": _optional_int(body, "replication_factor", SHORT_MAX)}
     assignment = _assignment(body.get("replicas_assignments"))
-    configs = body.get("configs") or []
+    configs = body.get("configs", [])
     if not isinstance(configs, list) or not all(
             isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("value"), (str, type(None)))
             for c in configs):
@@ -182,10 +231,11 @@ def new_topic(body: Any) -> tuple[NewTopic, bool]:
 
 def _optional_int(body: dict[str, Any], key: str, maximum: int) -> int:
     """A count of the body: -1 (the broker's default) when absent, else 1..maximum or -1."""
-    value = body.get(key)
-    if value is None:
+    given = body.get(key)
+    if given is None:
         return -1
-    if isinstance(value, bool) or not isinstance(value, int):
+    value = json_integer(given)
+    if value is None:
         raise bad_request(f"{key} must be an integer.")
     if value != -1 and not 1 <= value <= maximum:
         raise bad_request(f"{key} must be -1 (the default) or between 1 and {maximum}, not {value}.")
@@ -196,12 +246,11 @@ def _assignment(value: Any) -> dict[int, list[int]]:
     if value is None:
         return {}
     try:
-        if not isinstance(value, dict):
+        if not isinstance(value, dict) or not all(LEGAL_PARTITION_ID.fullmatch(p) for p in value):
             raise ValueError
-        assignment = {int(partition): list(brokers) for partition, brokers in value.items()}
+        assignment = {int(partition): [json_integer(b) for b in brokers] for partition, brokers in value.items()}
         if not all(0 <= p <= INT_MAX for p in assignment) or not all(
-                isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= INT_MAX
-                for bs in assignment.values() for b in bs):
+                b is not None and 0 <= b <= INT_MAX for bs in assignment.values() for b in bs):
             raise ValueError
         return assignment
     except (TypeError, ValueError):
@@ -209,7 +258,7 @@ def _assignment(value: Any) -> dict[int, list[int]]:
 
 
 @router.post("/v3/clusters/{cluster_id}/topics", status_code=201, summary="Create a topic",
-             openapi_extra={"requestBody": {"required": True,
+             responses=error_responses(415), openapi_extra={"requestBody": {"required": True,
                                             "content": {"application/json": {"schema": CREATE_TOPIC_SCHEMA}}}})
 async def create_topic(request: Request, state: State, at: ClusterLinks) -> JSONResponse:
     topic, validate_only = new_topic(await json_body(request))
@@ -240,7 +289,7 @@ async def get_topic(topic_name: str, state: State, at: ClusterLinks) -> dict[str
 
 @router.delete("/v3/clusters/{cluster_id}/topics/{topic_name}", status_code=204, summary="Delete a topic")
 async def delete_topic(topic_name: str, state: State, _cluster_id: KnownCluster) -> Response:
-    await cluster_call(state, state.admin.delete_topics, [topic_name])
+    await topic_call(state, topic_name, state.admin.delete_topics, [topic_name])
     return Response(status_code=204)
 
 
@@ -256,18 +305,54 @@ async def list_partitions(topic_name: str, state: State, at: ClusterLinks) -> di
 
 @router.get("/v3/clusters/{cluster_id}/topics/{topic_name}/partitions/{partition_id}", summary="Get a partition")
 async def get_partition(topic_name: str, partition_id: int, state: State, at: ClusterLinks) -> dict[str, Any]:
-    topic = await describe_topic(state, topic_name)
-    for partition in topic.partitions:
+    return partition_data(at, await partition_of(state, topic_name, partition_id))
+
+
+async def partition_of(state: State, topic_name: str, partition_id: int) -> PartitionInfo:
+    """The partition's leadership and replicas; 404 for an unknown topic or partition."""
+    for partition in (await describe_topic(state, topic_name)).partitions:
         if partition.partition == partition_id:
-            return partition_data(at, partition)
+            return partition
     raise not_found()
+
+
+@router.get("/v3/clusters/{cluster_id}/topics/{topic_name}/partitions/{partition_id}/replicas",
+            summary="List a partition's replicas")
+async def list_replicas(topic_name: str, partition_id: int, state: State, at: ClusterLinks) -> dict[str, Any]:
+    partition = await partition_of(state, topic_name, partition_id)
+    live = await live_brokers(state)
+    return at.collection("KafkaReplicaList", ("topics", topic_name, "partitions", partition_id, "replicas"),
+                         [replica_data(at, partition, broker, live) for broker in sorted(partition.replicas)])
+
+
+@router.get("/v3/clusters/{cluster_id}/topics/{topic_name}/partitions/{partition_id}/replicas/{broker_id}",
+            summary="Get a partition's replica on a broker")
+async def get_replica(topic_name: str, partition_id: int, broker_id: int, state: State,
+                      at: ClusterLinks) -> dict[str, Any]:
+    partition = await partition_of(state, topic_name, partition_id)
+    if broker_id not in partition.replicas:
+        raise not_found()
+    return replica_data(at, partition, broker_id, await live_brokers(state))
+
+
+async def topic_configs(state: State, topic_name: str) -> dict[str, ConfigEntry]:
+    return (await topic_call(state, topic_name, state.admin.describe_configs, [topic_name],
+                             include_synonyms=True))[topic_name]
 
 
 @router.get("/v3/clusters/{cluster_id}/topics/{topic_name}/configs", summary="List a topic's configs")
 async def list_topic_configs(topic_name: str, state: State, at: ClusterLinks) -> dict[str, Any]:
-    configs = (await cluster_call(state, state.admin.describe_configs, [topic_name], include_synonyms=True))[topic_name]
+    configs = await topic_configs(state, topic_name)
     return at.collection("KafkaTopicConfigList", ("topics", topic_name, "configs"),
                          [topic_config_data(at, topic_name, configs[name]) for name in sorted(configs)])
+
+
+@router.get("/v3/clusters/{cluster_id}/topics/{topic_name}/configs/{config_name}", summary="Get a topic's config")
+async def get_topic_config(topic_name: str, config_name: str, state: State, at: ClusterLinks) -> dict[str, Any]:
+    entry = (await topic_configs(state, topic_name)).get(config_name)
+    if entry is None:
+        raise not_found()
+    return topic_config_data(at, topic_name, entry)
 
 
 router.include_router(v3_records.router)

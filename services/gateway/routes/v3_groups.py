@@ -4,14 +4,15 @@ each of their committed offsets is.
     GET /v3/clusters/{cluster_id}/consumer-groups                   KafkaConsumerGroupList
     GET /v3/clusters/{cluster_id}/consumer-groups/{g}               KafkaConsumerGroup
     GET /v3/clusters/{cluster_id}/consumer-groups/{g}/consumers[/{consumer_id}]
+    GET /v3/clusters/{cluster_id}/consumer-groups/{g}/consumers/{c}/assignments[/{topic}/partitions/{p}]
     GET /v3/clusters/{cluster_id}/consumer-groups/{g}/lags[/{topic}/partitions/{p}]
     GET /v3/clusters/{cluster_id}/consumer-groups/{g}/lag-summary
 
 A group's lag, per partition it has committed an offset for, is the partition's log end offset
 (read_committed: its last stable offset, as REST Proxy reads it) less the committed offset, never
 below 0; the partition's consumer is the member it is assigned to ("" when none is). A group the
-coordinator does not know (Dead, with no protocol) is 404, as is one that has committed nothing
-(for its lags).
+coordinator does not know (Dead, with no protocol) is 404; one that has committed nothing has no
+lags and a lag summary of 0.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from services.clients.admin_types import ConsumerGroupDescription, MemberDescrip
 from services.clients.partition_requests import ListOffsetsResult
 from services.common.shared_types import IsolationLevel
 from services.common.topic_partition import TopicPartition
-from services.gateway.errors import RestError
 from services.gateway.routes.v3_resources import ClusterLinks, Links, cluster_call, not_found
 from services.gateway.state import GatewayState, State
 
@@ -52,12 +52,12 @@ def state_name(state: str) -> str:
 
 
 def group_data(at: Links, group: ConsumerGroupDescription) -> dict[str, Any]:
+    """The group; its coordinator is not linked (coordinators are services of their own, not brokers)."""
     path = ("consumer-groups", group.group_id)
-    coordinator = {} if group.coordinator is None else {"coordinator": at.related("brokers", group.coordinator.node_id)}
     return at.resource("KafkaConsumerGroup", path, (("consumer-group", group.group_id),),
                        consumer_group_id=group.group_id, is_simple=group.is_simple_consumer_group,
                        partition_assignor=group.partition_assignor, state=state_name(group.state), type="CLASSIC",
-                       is_mixed_consumer_group=False, **coordinator, consumers=at.related(*path, "consumers"),
+                       is_mixed_consumer_group=False, consumers=at.related(*path, "consumers"),
                        lag_summary=at.related(*path, "lag-summary"))
 
 
@@ -67,6 +67,17 @@ def consumer_data(at: Links, group_id: str, member: MemberDescription) -> dict[s
                        consumer_group_id=group_id, consumer_id=member.member_id,
                        instance_id=member.group_instance_id, client_id=member.client_id,
                        assignments=at.related(*path, "assignments"))
+
+
+def assignment_data(at: Links, group_id: str, member: MemberDescription, tp: TopicPartition) -> dict[str, Any]:
+    """A partition assigned to a consumer (its lag is not linked: it exists once an offset is committed)."""
+    path = ("consumer-groups", group_id, "consumers", member.member_id, "assignments", tp.topic, "partitions",
+            tp.partition)
+    return at.resource("KafkaConsumerAssignment", path,
+                       (("consumer-group", group_id), ("consumer", member.member_id), ("assignment", tp.topic),
+                        ("partition", tp.partition)), consumer_group_id=group_id, consumer_id=member.member_id,
+                       topic_name=tp.topic, partition_id=tp.partition,
+                       partition=at.related("topics", tp.topic, "partitions", tp.partition))
 
 
 def _member_fields(member: MemberDescription | None) -> dict[str, Any]:
@@ -85,17 +96,21 @@ def lag_data(at: Links, group_id: str, lag: PartitionLag) -> dict[str, Any]:
 
 
 def lag_summary_data(at: Links, group_id: str, lags: list[PartitionLag]) -> dict[str, Any]:
-    """The largest lag (the first of equals, in partition order) and the total."""
-    largest = max(lags, key=lambda lag: lag.lag)
-    fields = {f"max_lag_{name}": value for name, value in _member_fields(largest.member).items()}
-    consumer = fields["max_lag_consumer_id"]
-    topic, partition = largest.partition
+    """The largest lag (the first of equals, in partition order) and the total; a group that has
+    committed no offset lags by 0 on no partition (its max_lag topic and partition are null). The
+    consumer is linked when a member holds the partition."""
+    largest = max(lags, key=lambda lag: lag.lag) if lags else None
+    fields = {f"max_lag_{name}": value for name, value in _member_fields(largest and largest.member).items()}
+    topic, partition = (None, None) if largest is None else largest.partition
+    links = {}
+    if fields["max_lag_consumer_id"]:
+        links["max_lag_consumer"] = at.related("consumer-groups", group_id, "consumers", fields["max_lag_consumer_id"])
+    if largest is not None:
+        links["max_lag_partition"] = at.related("topics", topic, "partitions", partition)
     return at.resource("KafkaConsumerGroupLagSummary", ("consumer-groups", group_id, "lag-summary"),
                        (("consumer-group", group_id), ("lag-summary", None)), consumer_group_id=group_id,
-                       **fields, max_lag_topic_name=topic, max_lag_partition_id=partition, max_lag=largest.lag,
-                       total_lag=sum(lag.lag for lag in lags),
-                       max_lag_consumer=at.related("consumer-groups", group_id, "consumers", consumer),
-                       max_lag_partition=at.related("topics", topic, "partitions", partition))
+                       **fields, max_lag_topic_name=topic, max_lag_partition_id=partition,
+                       max_lag=0 if largest is None else largest.lag, total_lag=sum(lag.lag for lag in lags), **links)
 
 
 # ------------------------------------------------------------------ reading the cluster
@@ -103,10 +118,6 @@ def lag_summary_data(at: Links, group_id: str, lags: list[PartitionLag]) -> dict
 def exists(group: ConsumerGroupDescription) -> bool:
     """Whether the coordinator knows the group (it describes an unknown one as Dead and simple)."""
     return not (group.state == DEAD and group.is_simple_consumer_group)
-
-
-def offsets_not_found() -> RestError:
-    return RestError(404, 404, "Consumer group offsets could not be found.")
 
 
 async def describe_group(state: GatewayState, group_id: str) -> ConsumerGroupDescription:
@@ -121,7 +132,7 @@ async def group_lags(state: GatewayState, group_id: str) -> list[PartitionLag]:
     group = await describe_group(state, group_id)
     committed = await cluster_call(state, state.admin.list_consumer_group_offsets, group_id)
     if not committed:
-        raise offsets_not_found()
+        return []
     ends = await cluster_call(state, state.admin.list_offsets, dict.fromkeys(committed, "latest"),
                               isolation_level=IsolationLevel.READ_COMMITTED, raise_errors=False)
     owners = {tp: member for member in group.members for tp in member.assignment}
@@ -164,20 +175,42 @@ async def list_consumer_lags(consumer_group_id: str, state: State, at: ClusterLi
 @router.get("/v3/clusters/{cluster_id}/consumer-groups/{consumer_group_id}/lag-summary",
             summary="Get a consumer group's largest and total lag")
 async def get_lag_summary(consumer_group_id: str, state: State, at: ClusterLinks) -> dict[str, Any]:
-    lags = await group_lags(state, consumer_group_id)
-    if not lags:
-        raise offsets_not_found()
-    return lag_summary_data(at, consumer_group_id, lags)
+    return lag_summary_data(at, consumer_group_id, await group_lags(state, consumer_group_id))
+
+
+async def group_member(state: GatewayState, group_id: str, consumer_id: str) -> MemberDescription:
+    """The group's member `consumer_id`; 404 when the group or the member is unknown."""
+    for member in (await describe_group(state, group_id)).members:
+        if member.member_id == consumer_id:
+            return member
+    raise not_found()
 
 
 @router.get("/v3/clusters/{cluster_id}/consumer-groups/{consumer_group_id}/consumers/{consumer_id}",
             summary="Get a consumer of a consumer group")
 async def get_consumer(consumer_group_id: str, consumer_id: str, state: State, at: ClusterLinks) -> dict[str, Any]:
-    group = await describe_group(state, consumer_group_id)
-    for member in group.members:
-        if member.member_id == consumer_id:
-            return consumer_data(at, consumer_group_id, member)
-    raise not_found()
+    return consumer_data(at, consumer_group_id, await group_member(state, consumer_group_id, consumer_id))
+
+
+@router.get("/v3/clusters/{cluster_id}/consumer-groups/{consumer_group_id}/consumers/{consumer_id}/assignments",
+            summary="List the partitions assigned to a consumer")
+async def list_assignments(consumer_group_id: str, consumer_id: str, state: State,
+                           at: ClusterLinks) -> dict[str, Any]:
+    member = await group_member(state, consumer_group_id, consumer_id)
+    return at.collection("KafkaConsumerAssignmentList",
+                         ("consumer-groups", consumer_group_id, "consumers", consumer_id, "assignments"),
+                         [assignment_data(at, consumer_group_id, member, tp) for tp in sorted(member.assignment)])
+
+
+@router.get("/v3/clusters/{cluster_id}/consumer-groups/{consumer_group_id}/consumers/{consumer_id}/assignments/"
+            "{topic_name}/partitions/{partition_id}", summary="Get a partition assigned to a consumer")
+async def get_assignment(consumer_group_id: str, consumer_id: str, topic_name: str, partition_id: int, state: State,
+                         at: ClusterLinks) -> dict[str, Any]:
+    member = await group_member(state, consumer_group_id, consumer_id)
+    tp = TopicPartition(topic_name, partition_id)
+    if tp not in member.assignment:
+        raise not_found()
+    return assignment_data(at, consumer_group_id, member, tp)
 
 
 @router.get("/v3/clusters/{cluster_id}/consumer-groups/{consumer_group_id}/lags/{topic_name}/partitions/{partition_id}",

@@ -36,7 +36,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.requests import ClientDisconnect
 
 from services.common.errors import Errors, KafkaError
-from services.gateway.errors import RestError, from_kafka_error_v3
+from services.gateway.errors import RestError, error_responses, from_kafka_error_v3
 from services.gateway.produce_bridge import Sent, produce_bridge, refusal
 from services.gateway.routes.v3_produce_body import (
     JsonValueSplitter,
@@ -62,7 +62,7 @@ REPORT_SEPARATOR = b"\r\n"
 REPORT_GRACE_S = 2.0
 NOT_UTF8 = "Error processing JSON: the body is not UTF-8."
 
-_DATA_SCHEMA = {"type": ["object", "null"], "properties": {
+_DATA_SCHEMA = {"type": ["object", "null"], "required": ["type"], "properties": {
     "type": {"type": "string", "enum": ["BINARY", "JSON", "STRING"]}, "data": {}}}
 PRODUCE_REQUEST_SCHEMA = {
     "type": "object",
@@ -246,7 +246,7 @@ async def whole_body_texts(body: bytes) -> list[str]:
 @router.post("/v3/clusters/{cluster_id}/topics/{topic_name}/records",
              summary="Produce records: one, or a stream answered by a stream of delivery reports",
              openapi_extra={"requestBody": {"required": True, "content": {
-                 "application/json": {"schema": PRODUCE_REQUEST_SCHEMA}}}})
+                 "application/json": {"schema": PRODUCE_REQUEST_SCHEMA}}}}, responses=error_responses(415))
 async def produce_records(topic_name: str, request: Request, state: State, cluster_id: KnownCluster) -> Response:
     check_json_content(request)
     topic = await describe_topic(state, topic_name)

@@ -24,14 +24,25 @@ from urllib.parse import quote
 from fastapi import Depends, Request
 
 from services.clients.admin_types import TopicDescription
-from services.common.errors import KafkaError
-from services.gateway.errors import V3_INVALID_PAYLOAD, RestError, bad_request, cluster_not_found, from_kafka_error_v3
+from services.common.errors import Errors, KafkaError
+from services.gateway.errors import (
+    KAFKA_UNKNOWN_TOPIC_PARTITION,
+    V3_INVALID_PAYLOAD,
+    RestError,
+    bad_request,
+    cluster_not_found,
+    error_responses,
+    from_kafka_error_v3,
+)
 from services.gateway.media import JSON, media_type
 from services.gateway.state import GatewayState, State
 
 T = TypeVar("T")
 
 CLUSTER_ID_KEY = "v3.cluster_id"
+# What every v3 route may answer: a Kafka refusal, an unknown cluster or resource, a bad parameter, a
+# Kafka error, an unavailable broker (the `responses` of every v3 router).
+V3_ERRORS = error_responses(400, 404, 422, 500, 503)
 
 
 async def cluster_call(state: GatewayState, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -42,9 +53,20 @@ async def cluster_call(state: GatewayState, call: Callable[..., T], *args: Any, 
         raise from_kafka_error_v3(error) from None
 
 
+async def topic_call(state: GatewayState, name: str, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """`cluster_call` of a request about the existing topic `name`: a name Kafka calls illegal names
+    no topic (404/40403, as an unknown topic)."""
+    try:
+        return await state.blocking(call, *args, **kwargs)
+    except KafkaError as error:
+        if error.code == Errors.INVALID_TOPIC_EXCEPTION:
+            raise RestError(404, KAFKA_UNKNOWN_TOPIC_PARTITION, f"Topic {name} not found: {error}") from None
+        raise from_kafka_error_v3(error) from None
+
+
 async def describe_topic(state: GatewayState, name: str) -> TopicDescription:
     """The topic's description; 404/40403 when there is no such topic."""
-    return (await cluster_call(state, state.admin.describe_topics, [name]))[name]
+    return (await topic_call(state, name, state.admin.describe_topics, [name]))[name]
 
 
 def not_found() -> RestError:

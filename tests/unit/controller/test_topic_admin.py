@@ -11,6 +11,7 @@ from services.common.shared_types import ReplicaAssignment
 from services.controller.state.effects import CreateTopic, CreateTopicDeletionMarker, UpdateTopicAssignment
 from services.controller.state.records import PartitionAssignmentChanged, TopicDeletionQueued
 from services.controller.state.topic_admin import (
+    MAX_PARTITIONS_PER_REQUEST,
     NewPartitions,
     NewTopic,
     plan_partition_creations,
@@ -112,6 +113,22 @@ def test_create_topics_request_level_checks():
     assert results["ok"].assignment == {0: (1,)}
 
 
+def test_a_request_of_too_many_partitions_fails_whole_at_once():
+    context = make_context(live=[1])
+    results = plan_topic_creations([NewTopic("huge", 2**31 - 1, 1), NewTopic("small", 1, 1)], context, config())
+    assert {name: error_of(result) for name, result in results.items()} == {
+        "huge": "POLICY_VIOLATION", "small": "POLICY_VIOLATION"}
+    assert "Excessively large number of partitions per request" in results["huge"].args[0]
+    half = MAX_PARTITIONS_PER_REQUEST // 2
+    together = plan_topic_creations([NewTopic("a", half, 1), NewTopic("b", half + 1, 1)], context, config())
+    assert all(error_of(result) == "POLICY_VIOLATION" for result in together.values())
+    # defaults count: num.partitions for -1
+    defaults = plan_topic_creations([NewTopic("d")], context, config(num_partitions=MAX_PARTITIONS_PER_REQUEST + 1))
+    assert error_of(defaults["d"]) == "POLICY_VIOLATION"
+    at_most = plan_topic_creations([NewTopic("a", half, 1), NewTopic("b", half, 1)], context, config())
+    assert at_most["b"].num_partitions == half
+
+
 # --- CreatePartitions -------------------------------------------------------------------------
 
 
@@ -127,6 +144,13 @@ def test_create_partitions_continues_the_assignment():
     assert plan.new_assignment == {3: (0, 3, 4), 4: (1, 4, 0), 5: (2, 1, 3)}
     assert plan.full_assignment[0] == (2, 3, 4) and len(plan.full_assignment) == 6
     assert plan.effect() == UpdateTopicAssignment("t", plan.full_assignment)
+
+
+def test_create_partitions_of_too_many_new_partitions_fails_at_once():
+    results = plan_partition_creations([NewPartitions("t", 3 + MAX_PARTITIONS_PER_REQUEST + 1)], partitions_context())
+    assert error_of(results["t"]) == "POLICY_VIOLATION"
+    assert plan_partition_creations([NewPartitions("t", 3 + MAX_PARTITIONS_PER_REQUEST)],
+                                    partitions_context())["t"].new_assignment
 
 
 def test_create_partitions_with_explicit_assignment():

@@ -52,8 +52,17 @@ def test_json_values_become_compact_utf8_json_text():
 
 
 def test_the_path_partition_is_every_records_partition():
-    records = parse({"records": [{"value": None}, {"value": None, "partition": 3}]}, partition=3)
+    records = parse({"records": [{"value": None}, {"value": None, "partition": None}]}, partition=3)
     assert [r.partition for r in records] == [3, 3]
+    for named in (3, 4):  # under a partition path a record names none, as REST Proxy's PartitionProduceRecord
+        status, code, _ = refusal({"records": [{"value": None, "partition": named}]}, partition=3)
+        assert (status, code) == (422, INVALID_BODY)
+
+
+def test_a_partition_is_a_json_integer():
+    assert [r.partition for r in parse({"records": [{"value": None, "partition": 2.0}]})] == [2]
+    for bad in (2.5, True, "2", -1):
+        assert refusal({"records": [{"value": None, "partition": bad}]})[:2] == (422, INVALID_BODY)
 
 
 @pytest.mark.parametrize("raw", [b"", b"{", b'{"records": [}', b"\xff\xfe", b'{"records": [{"value": NaN}]}',

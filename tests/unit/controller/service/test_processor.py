@@ -186,22 +186,23 @@ def test_a_topic_whose_assignment_znode_cannot_fit_is_refused_before_anything_is
 ):
     processor.process(Startup())
     answers = Answers()
-    topics = (NewTopic("too-wide", 60000, 2), NewTopic("fine", 1, 1))
+    wide = {p: list(range(1000, 1020)) for p in range(9000)}  # replicas of 20 unknown brokers each
+    topics = (NewTopic("too-wide", assignments=wide), NewTopic("fine", 1, 1))
     processor.process(CreateTopics(topics, validate_only=validate_only, callback=answers))
 
     refused = answers[0]["too-wide"]
-    assert refused.code == Errors.INVALID_REQUEST and "60000 partitions" in str(refused)
+    assert refused.code == Errors.INVALID_REQUEST and "9000 partitions" in str(refused)
     assert isinstance(answers[0]["fine"], TopicCreation)
     assert "too-wide" not in zk.topics and ("fine" in zk.topics) != validate_only
     assert not [tp for tp in zk.states if tp.topic == "too-wide"]
 
 
-def test_partitions_whose_assignment_znode_cannot_fit_are_refused_before_anything_is_written(processor, zk):
+def test_partitions_beyond_the_request_limit_are_refused_before_anything_is_written(processor, zk):
     processor.process(Startup())
     answers = Answers()
     processor.process(CreatePartitions((NewPartitions("t", 60000),), validate_only=False, callback=answers))
 
-    assert answers[0]["t"].code == Errors.INVALID_REQUEST
+    assert answers[0]["t"].code == Errors.POLICY_VIOLATION
     assert len(zk.topics["t"].partitions) == 1 and len(processor.context.partitions_for_topic("t")) == 1
 
 
