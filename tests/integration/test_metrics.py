@@ -115,7 +115,8 @@ def test_a_stopped_follower_is_under_replicated_on_the_leader_then_rejoins(clust
     leader, follower = info.leader, sorted(set(info.replicas) - {info.leader})[0]
     shrinks_before = broker_value(cluster, leader, "odradek_replica_manager_isr_shrinks_total")
     expands_before = broker_value(cluster, leader, "odradek_replica_manager_isr_expands_total")
-    assert broker_value(cluster, leader, "odradek_replica_manager_under_replicated_partitions") == 0
+    wait_until(lambda: broker_value(cluster, leader, "odradek_replica_manager_under_replicated_partitions") == 0,
+               30, 0.2, message="every partition the leader leads to have its full ISR before the pause")
     with paused(cluster, follower):
         writer.produce(topic, 0, build_batch([b"while the follower is stopped"]), acks=1)
         wait_until(lambda: broker_value(cluster, leader, "odradek_replica_manager_under_replicated_partitions") >= 1,
