@@ -11,7 +11,7 @@ back), when the ZooKeeper session reconnects (its watches are gone), and every
 offsets.retention.check.interval.ms, with the offsets expiration.
 
 A full pass reads the topics with offsets before the children: a topic committed to was in the
-children unless it has been deleted since (or never existed: Kafka refuses commits for those), so
+children unless it has been deleted since (or never existed: its commits are refused, as Kafka refuses them), so
 the offsets of a topic created meanwhile are kept.
 """
 

@@ -178,25 +178,33 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
         now_ms = self.clock.time_ms()
         expire_ms = now_ms + request.retention_time_ms if request.retention_time_ms > 0 else None
         offsets = _requested_offsets(request, now_ms, expire_ms)
-        if self.waiting.try_acquire():
+        known, unknown = await self._known_offsets(offsets)
+        if not known:
+            results, refused = unknown, Errors.UNKNOWN_TOPIC_OR_PARTITION
+        elif self.waiting.try_acquire():
             results = await self._call_and_wait(lambda reply: self.groups.handle_commit_offsets(
                 request.group_id, request.member_id, _optional(request, "group_instance_id"),
-                request.generation_id, offsets, reply), _wait_s(context, 60.0))
+                request.generation_id, known, reply), _wait_s(context, 60.0))
+            results = None if results is None else {**results, **unknown}
             refused = Errors.REQUEST_TIMED_OUT
         else:
-            results, refused = {}, Errors.THROTTLING_QUOTA_EXCEEDED
+            results, refused = unknown, Errors.THROTTLING_QUOTA_EXCEEDED
         return _commit_response(pb.OffsetCommitResponse(), offsets, results, refused)
 
     async def TxnOffsetCommit(self, request, context):
         offsets = _requested_offsets(request, self.clock.time_ms(), None)
-        if self.waiting.try_acquire():
+        known, unknown = await self._known_offsets(offsets)
+        if not known:
+            results, refused = unknown, Errors.UNKNOWN_TOPIC_OR_PARTITION
+        elif self.waiting.try_acquire():
             results = await self._call_and_wait(lambda reply: self.groups.handle_txn_commit_offsets(
                 request.group_id, request.producer_id, request.producer_epoch, request.member_id,
-                _optional(request, "group_instance_id"), request.generation_id, offsets, reply),
+                _optional(request, "group_instance_id"), request.generation_id, known, reply),
                 _wait_s(context, 60.0))
+            results = None if results is None else {**results, **unknown}
             refused = Errors.REQUEST_TIMED_OUT
         else:
-            results, refused = {}, Errors.THROTTLING_QUOTA_EXCEEDED
+            results, refused = unknown, Errors.THROTTLING_QUOTA_EXCEEDED
         return _commit_response(pb.TxnOffsetCommitResponse(), offsets, results, refused)
 
     async def WriteTxnMarkers(self, request, context):
@@ -321,8 +329,16 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
                                              error_code=codes[TopicPartition(topic.name, partition)])
         return response
 
+    async def _known_offsets(self, offsets: dict[TopicPartition, CommittedOffset]) -> tuple[
+            dict[TopicPartition, CommittedOffset], dict[TopicPartition, int]]:
+        """The offsets of partitions the cluster has, and UNKNOWN_TOPIC_OR_PARTITION for the others:
+        Kafka commits no offset of a topic or partition that does not exist."""
+        unknown = await self._unknown(list(offsets))
+        return ({tp: offset for tp, offset in offsets.items() if tp not in unknown},
+                dict.fromkeys(unknown, Errors.UNKNOWN_TOPIC_OR_PARTITION))
+
     async def _unknown(self, partitions: list[TopicPartition]) -> set[TopicPartition]:
-        if self.unknown_partitions is None or self.transactions is None:
+        if self.unknown_partitions is None:
             return set()
         try:
             return await asyncio.get_running_loop().run_in_executor(None, self.unknown_partitions, partitions)

@@ -168,6 +168,12 @@ def check_deleted_topic_offsets(cluster: LocalCluster, admin: Admin, prefix: str
                message="the offsets of a topic deleted while no coordinator ran to be removed on load")
     expected |= {(g, tp) for g in group_ids for tp in partitions_of(gone_later, partitions)}
     assert expected <= tombstoned(cluster, group_ids)
+    # a commit for a deleted topic, or for a partition a live topic does not have, is refused
+    for refused in (TopicPartition(gone_later, 0), TopicPartition(live, partitions)):
+        with pytest.raises(KafkaError) as error:
+            admin.alter_consumer_group_offsets(group_ids[0], {refused: 9})
+        assert error.value.error_name == "UNKNOWN_TOPIC_OR_PARTITION", error.value
+    assert committed_topics(admin, group_ids[0]) == {live}
     return took
 
 

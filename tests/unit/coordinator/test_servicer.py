@@ -131,3 +131,27 @@ def test_markers_for_consumer_offsets_wait_for_the_coordinator_and_other_topics_
     codes = {(t.name, p.partition_index): p.error_code for t in answer.topics for p in t.partitions}
     assert answer.producer_id == 42
     assert codes == {("__consumer_offsets", 4): 0, ("__consumer_offsets", 9): 0, ("orders", 0): Errors.NOT_COORDINATOR}
+
+
+def test_commits_of_unknown_topics_or_partitions_are_refused_and_the_rest_committed():
+    groups = ParkingGroups()
+    groups.txn_commits, groups.markers = [], []
+    servicer = CoordinatorServicer(groups, DirectorySnapshot, parked_max_requests=LIMIT,
+                                   unknown_partitions=lambda tps: {tp for tp in tps if tp.topic == "gone"})
+    with serving(coordinator_pb2_grpc.add_CoordinatorServiceServicer_to_server, servicer) as channel:
+        stub = coordinator_pb2_grpc.CoordinatorServiceStub(channel)
+        request = commit_request()
+        request.topics.add(name="gone").partitions.add(partition_index=0, committed_offset=1)
+        mixed = stub.OffsetCommit.future(request, timeout=30)
+        wait_until(lambda: len(groups) == 1, 10, 0.01, message="the known partition's commit to wait")
+        groups.answer()
+        assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions])
+                for t in mixed.result(timeout=10).topics] == [
+            ("t", [(0, Errors.NONE)]), ("gone", [(0, Errors.UNKNOWN_TOPIC_OR_PARTITION)])]
+
+        only_unknown = pb.TxnOffsetCommitRequest(transactional_id="app", group_id="g", producer_id=42,
+                                                 producer_epoch=3, generation_id=-1, member_id="")
+        only_unknown.topics.add(name="gone").partitions.add(partition_index=2, committed_offset=8)
+        answer = stub.TxnOffsetCommit(only_unknown, timeout=10).topics[0].partitions[0]
+        assert answer.error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION
+        assert groups.txn_commits == []  # nothing reached the group coordinator
