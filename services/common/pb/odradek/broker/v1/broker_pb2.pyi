@@ -75,7 +75,7 @@ class ProduceResponse(_message.Message):
     def __init__(self, throttle_time_ms: _Optional[int] = ..., responses: _Optional[_Iterable[_Union[ProduceResponse.TopicProduceResponse, _Mapping]]] = ...) -> None: ...
 
 class FetchRequest(_message.Message):
-    __slots__ = ("replica_id", "max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "topics", "rack_id")
+    __slots__ = ("replica_id", "max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "topics", "rack_id", "session_id", "session_epoch", "forgotten_topics_data")
     class FetchPartition(_message.Message):
         __slots__ = ("partition", "current_leader_epoch", "fetch_offset", "last_fetched_epoch", "log_start_offset", "partition_max_bytes")
         PARTITION_FIELD_NUMBER: _ClassVar[int]
@@ -98,6 +98,13 @@ class FetchRequest(_message.Message):
         topic: str
         partitions: _containers.RepeatedCompositeFieldContainer[FetchRequest.FetchPartition]
         def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[FetchRequest.FetchPartition, _Mapping]]] = ...) -> None: ...
+    class ForgottenTopic(_message.Message):
+        __slots__ = ("topic", "partitions")
+        TOPIC_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        topic: str
+        partitions: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[_Iterable[int]] = ...) -> None: ...
     REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
     MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     MIN_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -105,6 +112,9 @@ class FetchRequest(_message.Message):
     ISOLATION_LEVEL_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     RACK_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    FORGOTTEN_TOPICS_DATA_FIELD_NUMBER: _ClassVar[int]
     replica_id: int
     max_wait_ms: int
     min_bytes: int
@@ -112,10 +122,13 @@ class FetchRequest(_message.Message):
     isolation_level: _common_pb2.IsolationLevel
     topics: _containers.RepeatedCompositeFieldContainer[FetchRequest.FetchTopic]
     rack_id: str
-    def __init__(self, replica_id: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., isolation_level: _Optional[_Union[_common_pb2.IsolationLevel, str]] = ..., topics: _Optional[_Iterable[_Union[FetchRequest.FetchTopic, _Mapping]]] = ..., rack_id: _Optional[str] = ...) -> None: ...
+    session_id: int
+    session_epoch: int
+    forgotten_topics_data: _containers.RepeatedCompositeFieldContainer[FetchRequest.ForgottenTopic]
+    def __init__(self, replica_id: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., isolation_level: _Optional[_Union[_common_pb2.IsolationLevel, str]] = ..., topics: _Optional[_Iterable[_Union[FetchRequest.FetchTopic, _Mapping]]] = ..., rack_id: _Optional[str] = ..., session_id: _Optional[int] = ..., session_epoch: _Optional[int] = ..., forgotten_topics_data: _Optional[_Iterable[_Union[FetchRequest.ForgottenTopic, _Mapping]]] = ...) -> None: ...
 
 class FetchResponse(_message.Message):
-    __slots__ = ("throttle_time_ms", "error_code", "error_message", "responses")
+    __slots__ = ("throttle_time_ms", "error_code", "error_message", "responses", "session_id")
     class EpochEndOffset(_message.Message):
         __slots__ = ("epoch", "end_offset")
         EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -171,11 +184,13 @@ class FetchResponse(_message.Message):
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     RESPONSES_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     throttle_time_ms: int
     error_code: int
     error_message: str
     responses: _containers.RepeatedCompositeFieldContainer[FetchResponse.FetchableTopicResponse]
-    def __init__(self, throttle_time_ms: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., responses: _Optional[_Iterable[_Union[FetchResponse.FetchableTopicResponse, _Mapping]]] = ...) -> None: ...
+    session_id: int
+    def __init__(self, throttle_time_ms: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., responses: _Optional[_Iterable[_Union[FetchResponse.FetchableTopicResponse, _Mapping]]] = ..., session_id: _Optional[int] = ...) -> None: ...
 
 class ListOffsetsRequest(_message.Message):
     __slots__ = ("replica_id", "isolation_level", "topics")
