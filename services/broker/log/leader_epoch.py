@@ -1,10 +1,17 @@
 """`LeaderEpochFileCache`: the (leader epoch -> first offset of that epoch) history of one partition.
 
 Kept in memory and mirrored to the partition's `leader-epoch-checkpoint` (format in
-`checkpoints`) after every change. Appends stamp each batch with its leader epoch and the log
-calls `assign` for each new epoch; followers use `end_offset_for` (OffsetsForLeaderEpoch) to find
-where their log diverges from the leader's; truncation and log start offset moves trim the history.
-Entries are strictly increasing in both epoch and start offset. Thread-safe.
+`checkpoints`). Appends stamp each batch with its leader epoch and the log calls `assign` for each
+new epoch before it writes the batch; followers use `end_offset_for` (OffsetsForLeaderEpoch) to
+find where their log diverges from the leader's; truncation and log start offset moves trim the
+history. Entries are strictly increasing in both epoch and start offset. Thread-safe.
+
+When the file is written: truncations and log start offset moves write it at once. A new entry
+(`assign`) waits until the log flushes past its start offset (`flush_entries_below`, called by the
+log before it moves its recovery point, and at close): an entry above the recovery point is
+rebuilt from the batches' headers by the recovery after a crash, and one at or above the log end
+offset is dropped at load anyway, so writing it at once buys nothing. A broker made leader of
+thousands of new partitions then writes no file for any of them.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ class LeaderEpochFileCache:
         self._lock = threading.RLock()
         self._epochs: list[EpochEntry] = []
         self.latest_epoch: int | None = None  # kept in step with _epochs; read on every append
+        self._unwritten_from: int | None = None  # lowest start offset of an entry not in the file yet
         for entry in checkpoint.read():
             self._assign(entry)
         self._changed()
@@ -86,7 +94,8 @@ class LeaderEpochFileCache:
     # -- changes -------------------------------------------------------------------------------
 
     def assign(self, epoch: int, start_offset: int) -> None:
-        """Records that `epoch` starts at `start_offset` (a no-op if already known)."""
+        """Records that `epoch` starts at `start_offset` (a no-op if already known); the file gets
+        it from `flush_entries_below`, or with the next truncation."""
         if epoch < 0:
             return
         latest = self._epochs[-1] if self._epochs else None
@@ -94,8 +103,19 @@ class LeaderEpochFileCache:
             return
         with self._lock:
             if self._assign(EpochEntry(epoch, start_offset)):
-                self._flush()
+                unwritten = self._unwritten_from
+                self._unwritten_from = start_offset if unwritten is None else min(unwritten, start_offset)
                 self._changed()
+
+    def flush_entries_below(self, offset: int) -> bool:
+        """Writes the file if an entry starting below `offset` is not in it yet; returns whether
+        it wrote."""
+        with self._lock:
+            unwritten = self._unwritten_from
+            if unwritten is None or unwritten >= offset:
+                return False
+            self._flush()
+            return True
 
     def _assign(self, entry: EpochEntry) -> bool:
         if entry.start_offset < 0:
@@ -159,6 +179,7 @@ class LeaderEpochFileCache:
 
     def _flush(self) -> None:
         self.checkpoint.write(self._epochs)
+        self._unwritten_from = None
 
     def _changed(self) -> None:
         self.latest_epoch = self._epochs[-1].epoch if self._epochs else None

@@ -16,7 +16,8 @@ keeps the offsets it is given.
 
 Offsets: [log_start_offset, log_end_offset) are readable; `high_watermark` (set by replication) is
 the usual upper bound for consumers and the limit for retention; `recovery_point` is the offset
-below which everything has been fsynced, so a restart after a crash re-validates only from there.
+below which everything has been fsynced (the leader epochs starting below it included, see
+`leader_epoch`), so a restart after a crash re-validates only from there.
 
 Concurrency: one lock per Log serialises appends, rolls, truncation, retention and swaps. Reads
 take no lock: they use immutable snapshots of the segment list and of the end offset metadata
@@ -182,6 +183,8 @@ class Log(LocalLog):
                     if producers[1] is not None:
                         return self._duplicate_append_info(producers[1])
                     self._producer_state.before_write(first)
+            if self.leader_epoch_cache.latest_epoch != leader_epoch:
+                self.leader_epoch_cache.assign(leader_epoch, first)
             prefix = HEADER_PREFIX.pack(first, length, leader_epoch)
             segment = self._view[1][-1]
             try:
@@ -199,8 +202,6 @@ class Log(LocalLog):
                             offset_of_max, None, self._clock.time_ms())
             if producers is not None:
                 self._update_producer_state(producers)
-            if self.leader_epoch_cache.latest_epoch != leader_epoch:
-                self.leader_epoch_cache.assign(leader_epoch, first)
             return _new_tuple(LogAppendInfo, (first, last, max_timestamp, offset_of_max, NO_TIMESTAMP,
                                               self._log_start_offset, 1, fields[12], length + LOG_OVERHEAD,
                                               False))
@@ -225,11 +226,11 @@ class Log(LocalLog):
                 if producers[1] is not None:
                     return self._duplicate_append_info(producers[1])
                 self._producer_state.before_write(first)
+            if self.leader_epoch_cache.latest_epoch != leader_epoch:
+                self.leader_epoch_cache.assign(leader_epoch, first)
             self._write(pieces, total, first, last, max_timestamp, offset_of_max, marks, now)
             if producers is not None:
                 self._update_producer_state(producers)
-            if self.leader_epoch_cache.latest_epoch != leader_epoch:
-                self.leader_epoch_cache.assign(leader_epoch, first)
             return _new_tuple(LogAppendInfo, (first, last, max_timestamp, offset_of_max,
                                               now if log_append_time else NO_TIMESTAMP,
                                               self._log_start_offset, len(batches), count, total, False))
@@ -271,12 +272,12 @@ class Log(LocalLog):
             if with_producers:
                 producers = self._producer_state.analyze(view, batches, None, AppendOrigin.REPLICATION)
                 self._producer_state.before_write(first)
+            for _, header in batches:
+                self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
             self._write(view[:valid], valid, first, previous_last, max_timestamp, offset_of_max,
                         marks if len(marks) > 1 else None, self._clock.time_ms())
             if producers is not None:
                 self._update_producer_state(producers)
-            for _, header in batches:
-                self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
             return LogAppendInfo(first, previous_last, max_timestamp, offset_of_max, NO_TIMESTAMP,
                                  self._log_start_offset, len(batches), count, valid)
 
@@ -458,6 +459,7 @@ class Log(LocalLog):
             self._closed = True
             self._cancel_producer_expiration()
             try:
+                self.leader_epoch_cache.flush_entries_below(self._end.message_offset)
                 self._producer_state.take_snapshot(self._end.message_offset)
                 self._producer_state.retain_snapshots(self._recovery_point)
             finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from services.broker.log.checkpoints import LeaderEpochCheckpointFile
 from services.broker.log.files import log_file, offset_index_file, time_index_file
 
 from .support import batch, config, open_log, read_all, segment_files
@@ -155,9 +156,10 @@ def test_preallocated_segments_recover_to_their_data(tmp_path):
 
 
 def test_loading_logs_rewrites_no_leader_epoch_checkpoint(tmp_path):
-    """A restart with thousands of logs must not rewrite (and fsync) a file per log: an epoch
-    assigned to an empty log is dropped in memory at load, the file keeps it, and assigning it
-    again (the next LeaderAndIsr) leaves the file as it is."""
+    """A restart with thousands of logs must not rewrite (and fsync) a file per log, and neither
+    must a LeaderAndIsr that makes this broker leader of thousands of empty logs: an epoch that
+    starts at the log end is dropped in memory at load, so no file gets it; one with batches after
+    it is written when the log is flushed past it or closed, and loading keeps that file as it is."""
     empty = open_log(tmp_path / "t-0", had_clean_shutdown=True)
     empty.leader_epoch_cache.assign(3, 0)
     written = open_log(tmp_path / "t-1", had_clean_shutdown=True)
@@ -165,14 +167,54 @@ def test_loading_logs_rewrites_no_leader_epoch_checkpoint(tmp_path):
     written.append_as_leader(batch(2, epoch=2), 2)
     for log in (empty, written):
         log.close()
-    files = [tmp_path / name / "leader-epoch-checkpoint" for name in ("t-0", "t-1")]
-    before = [(f.stat().st_ino, f.read_text()) for f in files]
+    assert not (tmp_path / "t-0" / "leader-epoch-checkpoint").exists()
+    file = tmp_path / "t-1" / "leader-epoch-checkpoint"
+    before = (file.stat().st_ino, file.read_text())
+    assert before[1] == "0\n1\n2 0\n"
     empty, written = (open_log(tmp_path / name, had_clean_shutdown=True) for name in ("t-0", "t-1"))
     assert empty.leader_epoch_cache.latest_epoch is None  # the epoch started at the log end
     assert written.leader_epoch_cache.latest_epoch == 2
-    empty.leader_epoch_cache.assign(3, 0)
-    assert [(f.stat().st_ino, f.read_text()) for f in files] == before
+    assert (file.stat().st_ino, file.read_text()) == before
     empty.leader_epoch_cache.assign(4, 0)
-    assert files[0].read_text() == "0\n1\n4 0\n"
+    empty.append_as_leader(batch(1, epoch=4), 4)
+    assert not (tmp_path / "t-0" / "leader-epoch-checkpoint").exists()
+    empty.flush()
+    assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text() == "0\n1\n4 0\n"
     for log in (empty, written):
         log.close()
+
+
+def epochs_in_file(log):
+    return LeaderEpochCheckpointFile(os.path.join(log.dir, "leader-epoch-checkpoint")).read()
+
+
+def test_leader_epochs_below_the_recovery_point_are_in_the_file(tmp_path):
+    """An epoch is assigned before its first batch is written and reaches the file no later than
+    the flush that moves the recovery point past its start (`flush.messages` 1: at once)."""
+    log = open_log(tmp_path / "t-0", config(flush_messages=1))
+    log.leader_epoch_cache.assign(2, 0)  # made leader of the empty log: nothing written yet
+    assert epochs_in_file(log) == []
+    log.append_as_leader(batch(2), 2)
+    assert log.recovery_point == 2 and epochs_in_file(log) == [(2, 0)]
+    log.append_as_follower(batch(1, base_offset=2, epoch=3) + batch(1, base_offset=3, epoch=4))
+    assert log.recovery_point == 4 and epochs_in_file(log) == [(2, 0), (3, 2), (4, 3)]
+    log.close()
+
+
+def test_leader_epochs_above_the_recovery_point_are_rebuilt_after_a_crash(tmp_path):
+    cfg = config(segment_bytes=2 * ONE)
+    log = open_log(tmp_path / "t-0", cfg)
+    log.leader_epoch_cache.assign(0, 0)
+    log.append_as_leader(batch(2), 0)
+    log.append_as_leader(batch(2), 0)
+    log.leader_epoch_cache.assign(5, 4)
+    log.append_as_leader(batch(2), 5)  # rolls at 4: the flush of the first segment writes the file
+    assert log.recovery_point == 4 and epochs_in_file(log)[:1] == [(0, 0)]
+    log.leader_epoch_cache.assign(7, 6)
+    log.append_as_leader(batch(2), 7)
+    log.close_handlers()  # a crash: epoch 7 never reached the file
+    assert (7, 6) not in epochs_in_file(log)
+    reopened = open_log(log.dir, cfg, recovery_point=4)
+    assert reopened.leader_epoch_cache.epoch_entries == [(0, 0), (5, 4), (7, 6)]
+    assert reopened.log_end_offset == 8
+    reopened.close()
