@@ -141,6 +141,37 @@ def test_an_empty_directory_starts_at_the_log_start_offset(tmp_path):
     log = open_log(tmp_path / "t-3", log_start_offset=42)
     assert (log.log_start_offset, log.log_end_offset, log.active_segment.base_offset) == (42, 42, 42)
     assert log.topic_partition == ("t", 3)
+    # its first segment's name keeps the offset: the log start offset checkpoint leaves it out
+    assert segment_files(log.dir) == ["00000000000000000042.index", "00000000000000000042.log",
+                                      "00000000000000000042.timeindex"]
+    at_zero = open_log(tmp_path / "t-4")
+    assert segment_files(at_zero.dir) == [] and at_zero.active_segment.base_offset == 0
+
+
+def test_a_new_log_crashed_after_its_first_batches_recovers_them(tmp_path):
+    os.mkdir(tmp_path / "t-0")
+    cfg = config(index_interval_bytes=1)
+    log = open_log(tmp_path / "t-0", cfg)
+    assert os.listdir(log.dir) == []
+    for _ in range(3):
+        log.append_as_leader(batch(2), 0)
+    log.close_handlers()  # a crash: nothing flushed, indexes untrimmed
+    reopened = open_log(log.dir, cfg)
+    assert reopened.log_end_offset == 6 and read_all(reopened) == list(range(6))
+    assert reopened.active_segment.offset_index.entries == 2
+    assert reopened.leader_epoch_cache.epoch_entries == [(0, 0)]
+    reopened.close()
+
+
+def test_a_crash_between_creating_a_new_segments_files_loads_the_empty_log(tmp_path):
+    os.mkdir(tmp_path / "t-0")
+    open(log_file(os.fspath(tmp_path / "t-0"), 0), "wb").close()  # the .log made, its indexes not
+    log = open_log(tmp_path / "t-0")
+    assert log.log_end_offset == 0
+    log.append_as_leader(batch(2), 0)
+    assert segment_files(log.dir) == ["00000000000000000000.index", "00000000000000000000.log",
+                                      "00000000000000000000.timeindex"]
+    log.close()
 
 
 def test_preallocated_segments_recover_to_their_data(tmp_path):
