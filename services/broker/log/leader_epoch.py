@@ -28,14 +28,15 @@ logger = logging.getLogger(__name__)
 
 
 class LeaderEpochFileCache:
-    def __init__(self, topic_partition, checkpoint: LeaderEpochCheckpointFile) -> None:
+    def __init__(self, topic_partition, checkpoint: LeaderEpochCheckpointFile, *, read_checkpoint: bool = True) -> None:
+        """Starts from the checkpoint's entries, or with none without `read_checkpoint` (a new log's)."""
         self.topic_partition = topic_partition
         self.checkpoint = checkpoint
         self._lock = threading.RLock()
         self._epochs: list[EpochEntry] = []
         self.latest_epoch: int | None = None  # kept in step with _epochs; read on every append
         self._unwritten_from: int | None = None  # lowest start offset of an entry not in the file yet
-        for entry in checkpoint.read():
+        for entry in checkpoint.read() if read_checkpoint else ():
             self._assign(entry)
         self._changed()
 

@@ -145,6 +145,13 @@ def load_segments(log_dir: str, config: LogConfig, clock: Clock, *, log_start_of
     return LoadedSegments(ordered, next_offset, recovery_point)
 
 
+def new_log_segments(log_dir: str, config: LogConfig, clock: Clock, log_start_offset: int) -> LoadedSegments:
+    """The segments of a log whose directory was just created empty (step 5 alone: nothing to
+    list, remove or recover)."""
+    return LoadedSegments([_empty_segment(log_dir, log_start_offset, config, clock)], log_start_offset,
+                          log_start_offset)
+
+
 def _empty_segment(log_dir: str, base_offset: int, config: LogConfig, clock: Clock) -> LogSegment:
     """Step 5's segment; its files wait for its first batch when it starts at 0."""
     return LogSegment.open(log_dir, base_offset, config, clock, init_file_size=config.initial_file_size(),

@@ -65,7 +65,7 @@ from services.broker.log.files import (
 )
 from services.broker.log.info import LogAppendInfo, LogOffsetMetadata
 from services.broker.log.leader_epoch import LeaderEpochFileCache
-from services.broker.log.loader import load_segments, rebuild_producer_state
+from services.broker.log.loader import load_segments, new_log_segments, rebuild_producer_state
 from services.broker.log.local_log import LocalLog
 from services.broker.log.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
@@ -97,7 +97,9 @@ class Log(LocalLog):
                  clock: Clock = SYSTEM_CLOCK, scheduler=None, had_clean_shutdown: bool = False,
                  producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
                  producer_id_expiration_check_interval_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
-                 ) -> None:
+                 new_dir: bool = False) -> None:
+        """Opens (loads, recovers) the log in `log_dir`, made if missing; with `new_dir` the
+        caller has just created the directory empty, so nothing is read from it."""
         self.dir = os.path.abspath(log_dir)
         self.topic_partition = parse_topic_partition_name(self.dir)
         self.config = config
@@ -105,12 +107,17 @@ class Log(LocalLog):
         self._scheduler = scheduler
         self._lock = threading.RLock()
         self._closed = False
-        os.makedirs(self.dir, exist_ok=True)
+        if not new_dir:
+            os.makedirs(self.dir, exist_ok=True)
         checkpoint = LeaderEpochCheckpointFile(os.path.join(self.dir, LEADER_EPOCH_CHECKPOINT_FILE))
-        self.leader_epoch_cache = LeaderEpochFileCache(self.topic_partition, checkpoint)
-        loaded = load_segments(self.dir, config, clock, log_start_offset=log_start_offset,
-                               recovery_point=recovery_point, had_clean_shutdown=had_clean_shutdown,
-                               leader_epoch_cache=self.leader_epoch_cache)
+        self.leader_epoch_cache = LeaderEpochFileCache(self.topic_partition, checkpoint, read_checkpoint=not new_dir)
+        if new_dir:
+            loaded = new_log_segments(self.dir, config, clock, log_start_offset)
+            had_clean_shutdown = True  # nothing to recover
+        else:
+            loaded = load_segments(self.dir, config, clock, log_start_offset=log_start_offset,
+                                   recovery_point=recovery_point, had_clean_shutdown=had_clean_shutdown,
+                                   leader_epoch_cache=self.leader_epoch_cache)
         self._segments = {segment.base_offset: segment for segment in loaded.segments}
         self._publish_segments()
         self._recovery_point = loaded.recovery_point
@@ -123,7 +130,8 @@ class Log(LocalLog):
         self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
         self._high_watermark = self._log_start_offset
         self._last_flush_ms = clock.time_ms()
-        self._producer_state = ProducerStateManager(self.topic_partition, self.dir, producer_id_expiration_ms)
+        self._producer_state = ProducerStateManager(self.topic_partition, self.dir, producer_id_expiration_ms,
+                                                    list_snapshots=not new_dir)
         index_from = self._end.message_offset
         if not had_clean_shutdown:  # entries at or above the recovery point may be torn or missing
             index_from = self._recovery_point

@@ -254,11 +254,15 @@ class LogManager:
             for log_dir in log_dirs:
                 path = os.path.join(log_dir, log_dir_name(tp))
                 try:
-                    os.makedirs(path, exist_ok=True)
+                    os.mkdir(path)
+                    new_dir = True
+                except FileExistsError:
+                    new_dir = False  # left by an earlier attempt: loaded as it is
                 except OSError as e:
                     errors.append(e)
                     continue
-                log = Log(path, self.log_config_for(tp.topic), clock=self._clock, scheduler=self.scheduler)
+                log = Log(path, self.log_config_for(tp.topic), clock=self._clock, scheduler=self.scheduler,
+                          new_dir=new_dir)
                 with self._lock:
                     self._logs[tp] = log
                     self._logs_per_dir[log_dir] += 1

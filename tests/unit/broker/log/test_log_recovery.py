@@ -151,7 +151,7 @@ def test_an_empty_directory_starts_at_the_log_start_offset(tmp_path):
 def test_a_new_log_crashed_after_its_first_batches_recovers_them(tmp_path):
     os.mkdir(tmp_path / "t-0")
     cfg = config(index_interval_bytes=1)
-    log = open_log(tmp_path / "t-0", cfg)
+    log = open_log(tmp_path / "t-0", cfg, new_dir=True)
     assert os.listdir(log.dir) == []
     for _ in range(3):
         log.append_as_leader(batch(2), 0)
