@@ -7,11 +7,12 @@ find where their log diverges from the leader's; truncation and log start offset
 history. Entries are strictly increasing in both epoch and start offset. Thread-safe.
 
 When the file is written: truncations and log start offset moves write it at once. A new entry
-(`assign`) waits until the log flushes past its start offset (`flush_entries_below`, called by the
-log before it moves its recovery point, and at close): an entry above the recovery point is
-rebuilt from the batches' headers by the recovery after a crash, and one at or above the log end
-offset is dropped at load anyway, so writing it at once buys nothing. A broker made leader of
-thousands of new partitions then writes no file for any of them.
+(`assign`) is written by `flush_entries_below`, which the log calls before it moves its recovery
+point past the entry's start, when it closes, and from a background task soon after a batch
+follows the entry: an entry above the recovery point is rebuilt from the batches' headers by the
+recovery after a crash, and one at or above the log end offset is dropped at load anyway, so
+writing it at once buys nothing. A broker made leader of thousands of new partitions then writes
+no file for any of them until they get data, and then not on the path of an append.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ class LeaderEpochFileCache:
         self._lock = threading.RLock()
         self._epochs: list[EpochEntry] = []
         self.latest_epoch: int | None = None  # kept in step with _epochs; read on every append
-        self._unwritten_from: int | None = None  # lowest start offset of an entry not in the file yet
+        # the lowest start offset of an entry not in the file yet (None when all are); read without
+        # the lock after every append, as latest_epoch is
+        self.unwritten_from: int | None = None
         for entry in checkpoint.read() if read_checkpoint else ():
             self._assign(entry)
         self._changed()
@@ -104,15 +107,15 @@ class LeaderEpochFileCache:
             return
         with self._lock:
             if self._assign(EpochEntry(epoch, start_offset)):
-                unwritten = self._unwritten_from
-                self._unwritten_from = start_offset if unwritten is None else min(unwritten, start_offset)
+                unwritten = self.unwritten_from
+                self.unwritten_from = start_offset if unwritten is None else min(unwritten, start_offset)
                 self._changed()
 
     def flush_entries_below(self, offset: int) -> bool:
         """Writes the file if an entry starting below `offset` is not in it yet; returns whether
         it wrote."""
         with self._lock:
-            unwritten = self._unwritten_from
+            unwritten = self.unwritten_from
             if unwritten is None or unwritten >= offset:
                 return False
             self._flush()
@@ -180,7 +183,7 @@ class LeaderEpochFileCache:
 
     def _flush(self) -> None:
         self.checkpoint.write(self._epochs)
-        self._unwritten_from = None
+        self.unwritten_from = None
 
     def _changed(self) -> None:
         self.latest_epoch = self._epochs[-1].epoch if self._epochs else None

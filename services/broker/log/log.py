@@ -107,6 +107,7 @@ class Log(LocalLog):
         self._scheduler = scheduler
         self._lock = threading.RLock()
         self._closed = False
+        self._leader_epochs_write_due = False  # a background write of the leader epochs is scheduled
         if not new_dir:
             os.makedirs(self.dir, exist_ok=True)
         checkpoint = LeaderEpochCheckpointFile(os.path.join(self.dir, LEADER_EPOCH_CHECKPOINT_FILE))
@@ -208,6 +209,8 @@ class Log(LocalLog):
             else:  # a roll first, or a batch too large for any segment
                 self._write([prefix, view[PREFIX_SIZE:]], length + LOG_OVERHEAD, first, last, max_timestamp,
                             offset_of_max, None, self._clock.time_ms())
+            if self.leader_epoch_cache.unwritten_from is not None:
+                self._write_leader_epochs_soon()
             if producers is not None:
                 self._update_producer_state(producers)
             return _new_tuple(LogAppendInfo, (first, last, max_timestamp, offset_of_max, NO_TIMESTAMP,
@@ -237,6 +240,8 @@ class Log(LocalLog):
             if self.leader_epoch_cache.latest_epoch != leader_epoch:
                 self.leader_epoch_cache.assign(leader_epoch, first)
             self._write(pieces, total, first, last, max_timestamp, offset_of_max, marks, now)
+            if self.leader_epoch_cache.unwritten_from is not None:
+                self._write_leader_epochs_soon()
             if producers is not None:
                 self._update_producer_state(producers)
             return _new_tuple(LogAppendInfo, (first, last, max_timestamp, offset_of_max,
@@ -284,10 +289,35 @@ class Log(LocalLog):
                 self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
             self._write(view[:valid], valid, first, previous_last, max_timestamp, offset_of_max,
                         marks if len(marks) > 1 else None, self._clock.time_ms())
+            if self.leader_epoch_cache.unwritten_from is not None:
+                self._write_leader_epochs_soon()
             if producers is not None:
                 self._update_producer_state(producers)
             return LogAppendInfo(first, previous_last, max_timestamp, offset_of_max, NO_TIMESTAMP,
                                  self._log_start_offset, len(batches), count, valid)
+
+    def _write_leader_epochs_soon(self) -> None:
+        """Batches now follow a leader epoch the checkpoint lacks: a background task writes it (one
+        for every append until it runs), so neither this append nor the next clean shutdown waits
+        for it; a flush past it writes it first anyway (see `leader_epoch`). Without a scheduler
+        it is written now."""
+        if self._leader_epochs_write_due:
+            return
+        if self._scheduler is None:
+            self._write_leader_epochs()
+            return
+        self._leader_epochs_write_due = True
+        self._scheduler.schedule(0, self._write_leader_epochs, name="leader-epoch-checkpoint")
+
+    def _write_leader_epochs(self) -> None:
+        self._leader_epochs_write_due = False
+        if self._closed:
+            return  # close wrote what the log needs
+        try:
+            self.leader_epoch_cache.flush_entries_below(self._end.message_offset)
+        except OSError as e:
+            if not self._closed:
+                raise KafkaStorageError(f"error writing the leader epochs of {self.topic_partition}: {e}") from e
 
     def _update_producer_state(self, producers) -> None:
         """Applies a written append's producer updates; its ABORT markers (all in the active

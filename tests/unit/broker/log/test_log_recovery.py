@@ -6,8 +6,9 @@ import os
 
 from services.broker.log.checkpoints import LeaderEpochCheckpointFile
 from services.broker.log.files import log_file, offset_index_file, time_index_file
+from services.common.scheduler import ManualScheduler
 
-from .support import batch, config, open_log, read_all, segment_files
+from .support import batch, config, manual_clock, open_log, read_all, segment_files
 
 ONE = len(batch(2))
 
@@ -207,12 +208,29 @@ def test_loading_logs_rewrites_no_leader_epoch_checkpoint(tmp_path):
     assert written.leader_epoch_cache.latest_epoch == 2
     assert (file.stat().st_ino, file.read_text()) == before
     empty.leader_epoch_cache.assign(4, 0)
-    empty.append_as_leader(batch(1, epoch=4), 4)
-    assert not (tmp_path / "t-0" / "leader-epoch-checkpoint").exists()
-    empty.flush()
+    empty.append_as_leader(batch(1, epoch=4), 4)  # a batch follows the epoch: written (without a scheduler, at once)
     assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text() == "0\n1\n4 0\n"
     for log in (empty, written):
         log.close()
+
+
+def test_a_leader_epoch_followed_by_a_batch_is_written_in_the_background(tmp_path):
+    clock = manual_clock()
+    scheduler = ManualScheduler(clock)
+    log = open_log(tmp_path / "t-0", clock=clock, scheduler=scheduler)
+    file = tmp_path / "t-0" / "leader-epoch-checkpoint"
+    log.leader_epoch_cache.assign(2, 0)
+    scheduler.run_due()
+    assert not file.exists()  # no batch after it yet
+    log.append_as_leader(batch(1), 2)
+    log.append_as_leader(batch(1), 2)
+    assert not file.exists() and [t.name for t in scheduler.pending()].count("leader-epoch-checkpoint") == 1
+    scheduler.run_due()
+    assert file.read_text() == "0\n1\n2 0\n"
+    log.append_as_follower(batch(1, base_offset=2, epoch=3))
+    log.close()  # before the task ran: close writes what a clean load needs
+    assert file.read_text() == "0\n2\n2 0\n3 2\n"
+    scheduler.run_due()  # the task finds the log closed
 
 
 def epochs_in_file(log):
@@ -234,13 +252,17 @@ def test_leader_epochs_below_the_recovery_point_are_in_the_file(tmp_path):
 
 def test_leader_epochs_above_the_recovery_point_are_rebuilt_after_a_crash(tmp_path):
     cfg = config(segment_bytes=2 * ONE)
-    log = open_log(tmp_path / "t-0", cfg)
+    clock = manual_clock()
+    scheduler = ManualScheduler(clock)  # never run: the background writes never happen
+    log = open_log(tmp_path / "t-0", cfg, clock=clock, scheduler=scheduler)
     log.leader_epoch_cache.assign(0, 0)
     log.append_as_leader(batch(2), 0)
     log.append_as_leader(batch(2), 0)
     log.leader_epoch_cache.assign(5, 4)
-    log.append_as_leader(batch(2), 5)  # rolls at 4: the flush of the first segment writes the file
-    assert log.recovery_point == 4 and epochs_in_file(log)[:1] == [(0, 0)]
+    log.append_as_leader(batch(2), 5)  # rolls at 4
+    assert epochs_in_file(log) == []
+    log.flush(4)  # as the flush the roll scheduled: the epochs go first
+    assert log.recovery_point == 4 and epochs_in_file(log) == [(0, 0), (5, 4)]
     log.leader_epoch_cache.assign(7, 6)
     log.append_as_leader(batch(2), 7)
     log.close_handlers()  # a crash: epoch 7 never reached the file
