@@ -268,7 +268,7 @@ class LogManager:
                 with self._lock:
                     self._logs[tp] = log
                     self._logs_per_dir[log_dir] += 1
-                logger.info("created log for %s in %s", tp, path)
+                logger.debug("created log for %s in %s", tp, path)
                 return log
             raise KafkaStorageError(f"no log directory could hold {tp}: {errors}")
         finally:
