@@ -115,7 +115,7 @@ class IsrManager:
         for partition in self.replica_manager.partitions():
             if not partition.is_leader:
                 continue
-            new_isr = partition.isr_to_shrink(now_ms, self.lag_max_ms)
+            new_isr = partition.isr_to_shrink(now_ms, self.lag_max_ms, self.replica_manager.session_fetch_ms)
             if new_isr is not None:
                 changes.append((partition, new_isr))
         for partition, new_isr in self._write_all(changes):

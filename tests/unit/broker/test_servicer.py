@@ -7,6 +7,7 @@ import threading
 
 import pytest
 
+from services.broker.fetch_session_cache import FetchSessionCache
 from services.broker.metadata_cache import MetadataCache
 from services.broker.replica_fetch import FetchParams, LogReadResult
 from services.broker.servicer import INLINE_APPEND_MAX_BYTES, BrokerServicer
@@ -21,6 +22,8 @@ LIMIT = 3
 
 class ParkingReplicaManager(Parked):
     """Holds every produce and fetch until the test answers it."""
+
+    fetch_sessions = FetchSessionCache()
 
     def fetch_messages(self, params, respond) -> None:
         self.hold(params, respond)
