@@ -13,9 +13,11 @@ The cache holds at most `max.incremental.fetch.session.cache.slots` sessions. Wh
 new session takes the slot of one not used for `EVICTION_MS`, else of the least valuable one it
 outranks: a follower's session (privileged) outranks a consumer's and may take any slot, a
 consumer's only a consumer's, and between sessions of the same kind the one with more partitions
-wins (a tie keeps the old one). A full fetch the cache has no slot for is answered
-outside any session (session id 0). Thread-safe: fetches run on the broker's event loop while
-appends and leadership changes mark partitions from other threads.
+wins (a tie keeps the old one). A follower's new session replaces its previous one (a broker
+fetches from a leader in one session; the old one is a restarted broker's or an abandoned one).
+A full fetch the cache has no slot for is answered outside any session (session id 0).
+Thread-safe: fetches run on the broker's event loop while appends and leadership changes mark
+partitions from other threads.
 """
 
 from __future__ import annotations
@@ -204,6 +206,9 @@ class FetchSessionCache:
                                                               r.current_leader_epoch) for r in named}
         candidate = FetchSession(self._new_id(), replica_id, read_committed, now_ms, now_ms,
                                  partitions=partitions)
+        if candidate.privileged:  # a follower fetches from a leader in one session: the older is over
+            for session in [s for s in self._sessions.values() if s.replica_id == replica_id]:
+                self._remove(session)
         if len(self._sessions) >= self.max_slots and not self._try_evict(candidate, now_ms):
             return None
         self._sessions[candidate.id] = candidate

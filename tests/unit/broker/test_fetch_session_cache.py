@@ -118,3 +118,12 @@ def test_a_session_unused_for_the_eviction_time_gives_its_slot_to_anyone():
 def test_no_slots_means_no_sessions():
     cache = FetchSessionCache(max_slots=0)
     assert cache.new_context(2, 0, INITIAL_EPOCH, named(0), [], False, 0).session is None
+
+
+def test_a_followers_new_session_replaces_its_previous_one():
+    cache = FetchSessionCache(max_slots=2)
+    first = open_session(cache, replica_id=2, partitions=(0, 1))
+    consumer = open_session(cache, replica_id=-1, partitions=(0,))
+    second = open_session(cache, replica_id=2, partitions=(0,))
+    assert first.closed and not consumer.closed and cache.size == 2 and cache.evictions == 0
+    assert cache.holders(("t", 1)) == [] and set(cache.holders(("t", 0))) == {consumer, second}
