@@ -35,7 +35,7 @@ MAX_EPOCH = 2**31 - 1
 
 class SessionFetch(NamedTuple):
     """What to send: the session fields, the partitions to name and those to forget. For a full
-    fetch `partitions` is every partition; its mappings are the handler's until the next build."""
+    fetch `partitions` is every partition, left as it is until the next `build()`."""
 
     session_id: int
     session_epoch: int

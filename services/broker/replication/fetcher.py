@@ -12,8 +12,9 @@ no work per fetch: the fetcher tells its `FetchSessionHandler` when a partition'
 (it starts fetching after truncation, its fetch offset moves after an append, it backs off after
 an error and leaves the session until its backoff ends, it is removed), keeps the partitions to
 truncate and those backing off apart, and each fetch names only the changed partitions; the
-leader answers only partitions with records, an error or new offsets. A leader that answers
-outside any session gets and answers every partition each time, and still works.
+leader answers only partitions with records, an error or new offsets. A leader without room for
+a session is sent every partition each time and answers them all; the idle answers are then
+skipped in one pass.
 
 The network side is a `LeaderEndpoint` (see `leader_endpoint`); the fetcher itself is plain
 threads and logic, driven by the ReplicaManager through `ReplicaFetcherManager`.
