@@ -62,6 +62,7 @@ class ReplicaManager(ReplicaLeadership, ReplicaAppends, ReplicaFetches):
         self._hw_checkpoints = {d: OffsetCheckpointFile(f"{d}/{HIGH_WATERMARK_CHECKPOINT_FILE}")
                                 for d in getattr(log_manager, "log_dirs", [])}
         self._checkpointed_hw: dict[TopicPartition, int] = {}
+        self._hw_written: dict[str, dict] = {}  # log dir -> the high watermarks last written there
         for checkpoint in self._hw_checkpoints.values():
             try:
                 self._checkpointed_hw.update({tuple(tp): offset for tp, offset in checkpoint.read().items()})
