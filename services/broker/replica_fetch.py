@@ -145,6 +145,13 @@ class ReplicaFetches:
         replica_id = params.replica_id
         hosted = self._partitions
         broker_id, isr_manager = self.broker_id, self.isr_manager
+        if params.session is not None and isr_manager is not None:
+            # partitions the follower is out of the ISR of may be idle, and so never named: its
+            # fetch at the offset the session holds may be what brings it back
+            held = params.session.partitions
+            for key in isr_manager.outside_isr(replica_id):
+                if key in held:
+                    isr_manager.request_expand(key)
         for request in params.partitions:
             partition = hosted.get((request.topic, request.partition))
             if partition is None or partition.leader_id != broker_id:

@@ -5,6 +5,7 @@ though their fetches no longer name those partitions."""
 from __future__ import annotations
 
 import threading
+from types import SimpleNamespace
 
 import pytest
 
@@ -180,3 +181,12 @@ def test_followers_of_idle_partitions_stay_in_the_isr_through_their_session_fetc
     finally:
         manager.shutdown()
         logs.shutdown()
+
+
+def test_a_session_fetch_offers_idle_partitions_its_follower_is_out_of_the_isr_of_for_expansion(manager):
+    session = open_session(manager)
+    requested = []
+    manager.isr_manager = SimpleNamespace(outside_isr=lambda replica: {("t", 4), ("t", 999)} if replica == FOLLOWER
+                                          else set(), request_expand=requested.append)
+    incremental(manager, session, max_wait_ms=0)
+    assert requested == [("t", 4)]
