@@ -12,13 +12,17 @@ ports, a temp dir), creates `--partitions` partitions with replication factor 3 
    and threads, and the RSS once more after the idle window;
 3. p50/p99 latency of `--produce-requests` sequential acks=all produces of one small batch to one
    partition, the others idle;
+   and, before and after the partitions are created, to a one-partition topic "quiet" (RF=3): the
+   p50/p99 of such produces and the records/s of a plain `Producer` loop (`--loop-records` records
+   of 100 B, then flush), with the ratios after / before (targets: p99 at most 1.5x, the loop at
+   least 0.8x), and the idle CPU per broker before and after (target: at most 2%);
 4. a broker restart: SIGTERM (controlled shutdown) and start again, timed until the broker exits,
    until it serves again, and until every one of its replicas is back in its ISR; then the same
    after kill -9 (where the controller notices the death by the ZooKeeper session timeout, and the
    broker recovers its logs without a clean-shutdown marker).
 
     python bench/broker_partitions.py [--partitions 4000] [--topic-partitions 4000]
-        [--idle-seconds 10] [--produce-requests 300] [--no-restarts]
+        [--idle-seconds 10] [--produce-requests 300] [--loop-records 200000] [--no-restarts]
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from services.clients.admin import Admin  # noqa: E402
 from services.clients.admin_types import NewTopic  # noqa: E402
+from services.clients.producer import Producer  # noqa: E402
 from services.common.pb.odradek.broker.v1 import broker_pb2  # noqa: E402
 from services.common.records import build_batch  # noqa: E402
 from services.common.service import insecure_channel  # noqa: E402
@@ -46,6 +51,7 @@ from services.devcluster.proc import pid_alive, wait_until  # noqa: E402
 SESSION_TIMEOUT_MS = 6000
 REPLICATION_FACTOR = 3
 TOPIC_PREFIX = "scale"
+QUIET_TOPIC = "quiet"
 PRODUCE = "/odradek.broker.v1.BrokerService/Produce"
 CLIENT_CONFIG = {"request_timeout_ms": 30000, "default_api_timeout_ms": 120000}
 CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
@@ -178,25 +184,31 @@ def wait_applied(cluster: LocalCluster, marks: dict[str, int], replicas_per_brok
     return f"every broker applied LeaderAndIsr for all its replicas after {time.monotonic() - start:.2f} s"
 
 
-def measure_idle(cluster: LocalCluster, args, label: str) -> None:
+def measure_idle(cluster: LocalCluster, args, label: str) -> float:
+    """Prints each broker's figures over an idle window; returns the largest CPU%."""
     pids = {name: cluster.running_pid(name) for name in cluster.broker_names}
     before = {name: (cpu_seconds(pid), status_fields(pid)) for name, pid in pids.items()}
     start = time.monotonic()
     time.sleep(args.idle_seconds)
     elapsed = time.monotonic() - start
     print(f"idle ({label}): {elapsed:.1f} s with every partition idle")
+    busiest = 0.0
     for name, pid in pids.items():
         cpu_before, status_before = before[name]
         cpu = (cpu_seconds(pid) - cpu_before) / elapsed * 100
+        busiest = max(busiest, cpu)
         status = status_fields(pid)
         print(f"  {name}: CPU {cpu:5.1f}%  RSS {status['VmRSS'] / MIB:6.1f} MiB "
               f"(anon {status['RssAnon'] / MIB:.1f}, file {status['RssFile'] / MIB:.1f}; "
               f"{status_before['VmRSS'] / MIB:.1f} at the start of the window)  "
               f"virtual {status['VmSize'] / MIB / 1024:.1f} GiB  fds {open_fds(pid)} (limit {fd_limit(pid)})  "
               f"threads {status['Threads']}")
+    return busiest
 
 
-def measure_produce(cluster: LocalCluster, admin: Admin, topic: str, requests: int) -> None:
+def measure_produce(cluster: LocalCluster, admin: Admin, topic: str, requests: int,
+                    label: str = "the other partitions idle") -> tuple[float, float]:
+    """Sequential acks=all produces of one record; prints and returns (p50, p99) in ms."""
     (description,) = admin.describe_topics([topic]).values()
     leader = next(p.leader for p in description.partitions if p.partition == 0)
     channel = insecure_channel(cluster.endpoint(cluster.broker_name(leader)))
@@ -219,9 +231,28 @@ def measure_produce(cluster: LocalCluster, admin: Admin, topic: str, requests: i
         channel.close()
     latencies.sort()
     p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+    p50 = statistics.median(latencies)
     print(f"produce: {requests} sequential acks=all produces of one 100 B record to {topic}-0 "
-          f"(leader broker {leader}), the other partitions idle")
-    print(f"  p50 {statistics.median(latencies):.2f} ms  p99 {p99:.2f} ms  max {latencies[-1]:.2f} ms")
+          f"(leader broker {leader}), {label}")
+    print(f"  p50 {p50:.2f} ms  p99 {p99:.2f} ms  max {latencies[-1]:.2f} ms")
+    return p50, p99
+
+
+def measure_producer_loop(cluster: LocalCluster, topic: str, records: int, label: str) -> float:
+    """A plain `Producer` loop of `records` 100 B records, then flush; prints and returns records/s."""
+    value = b"x" * 100
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
+    try:
+        send = producer.send
+        start = time.perf_counter()
+        for _ in range(records):
+            send(topic, value)
+        producer.flush()
+        rate = records / (time.perf_counter() - start)
+    finally:
+        producer.close()
+    print(f"producer loop: {records} records of 100 B to {topic}, {label}: {rate:,.0f} records/s")
+    return rate
 
 
 def measure_restart(cluster: LocalCluster, admin: Admin, topics: list[str], total: int, broker_id: int,
@@ -267,6 +298,7 @@ def main() -> None:
                         help="partitions of each topic created (default: one topic of them all)")
     parser.add_argument("--idle-seconds", type=float, default=10.0)
     parser.add_argument("--produce-requests", type=int, default=300)
+    parser.add_argument("--loop-records", type=int, default=200_000)
     parser.add_argument("--no-restarts", action="store_true", help="skip the restart measurements")
     parser.add_argument("--timeout", type=float, default=600.0, help="patience of each wait, seconds")
     parser.add_argument("--keep", help="lay the cluster out in this directory and leave it there")
@@ -281,8 +313,19 @@ def main() -> None:
             cluster.start()
             print(f"cluster: 3 brokers, 1 controller, {os.cpu_count()} CPUs, {base}")
             with Admin(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG) as admin:
+                admin.create_topics([NewTopic(QUIET_TOPIC, 1, REPLICATION_FACTOR)])
+                wait_all_full(admin, [QUIET_TOPIC], 1, args.timeout)
+                idle_before = measure_idle(cluster, args, "before creation")
+                _, quiet_p99 = measure_produce(cluster, admin, QUIET_TOPIC, args.produce_requests, "no other topic")
+                quiet_rate = measure_producer_loop(cluster, QUIET_TOPIC, args.loop_records, "no other topic")
                 topics = create(cluster, admin, args)
-                measure_idle(cluster, args, "after creation")
+                idle_after = measure_idle(cluster, args, "after creation")
+                label = f"beside {args.partitions} idle partitions"
+                _, beside_p99 = measure_produce(cluster, admin, QUIET_TOPIC, args.produce_requests, label)
+                beside_rate = measure_producer_loop(cluster, QUIET_TOPIC, args.loop_records, label)
+                print(f"idle partitions' cost: acks=all p99 {beside_p99 / quiet_p99:.2f}x the quiet cluster's "
+                      f"(target <= 1.5x); producer loop {beside_rate / quiet_rate:.2f}x (target >= 0.8x); "
+                      f"busiest broker's idle CPU {idle_after:.1f}% (target <= 2%), {idle_before:.1f}% before")
                 measure_produce(cluster, admin, topics[0], args.produce_requests)
                 measure_idle(cluster, args, "after the produces")
                 if not args.no_restarts:

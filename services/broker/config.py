@@ -57,6 +57,10 @@ class BrokerConfig(Config):
         doc="Default of the topic-level max.message.decompressed.bytes: the largest size a produced "
             "compressed batch may decompress to.")
     fetch_max_bytes: int = setting(ConfigType.INT, 57671680, at_least(1024))
+    max_incremental_fetch_session_cache_slots: int = setting(
+        ConfigType.INT, 1000, at_least(0),
+        doc="Incremental fetch sessions (KIP-227) the broker keeps for followers and consumers; a full "
+            "fetch that finds no slot is answered outside any session.")
     replica_lag_time_max_ms: int = setting(ConfigType.LONG, 30000, at_least(1))
     replica_fetch_wait_max_ms: int = setting(ConfigType.INT, 500, at_least(0))
     replica_fetch_min_bytes: int = setting(ConfigType.INT, 1, at_least(1))

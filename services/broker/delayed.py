@@ -20,7 +20,8 @@ class DelayedFetch(DelayedOperation):
     """Completes once the partitions asked for hold `min_bytes` new bytes (or one of them errs).
     A check is skipped when nothing changed since the last one (the manager's `fetch_generation`
     is the same): a follower's fetch asks for thousands of partitions, and the purgatory checks
-    it once before and once after it starts watching."""
+    it once before and once after it starts watching. An incremental session fetch looks only at
+    its session's changed partitions."""
 
     def __init__(self, manager: ReplicaManager, params: FetchParams,
                  respond: Callable[[dict], None]) -> None:
@@ -34,6 +35,8 @@ class DelayedFetch(DelayedOperation):
         generation = self.manager.fetch_generation
         if generation == self._checked_generation:
             return False
+        if self.params.incremental and not self.params.session.changed:
+            return False  # nothing of its session changed (the generation is not kept: it may)
         self._checked_generation = generation
         if self.manager.fetch_is_satisfied(self.params):
             return self.force_complete()

@@ -7,7 +7,9 @@
   for all topics, and replication bytes in/out;
 - Log: size, segment count, log end and log start offset of every hosted partition;
 - DelayedOperationPurgatory: purgatory size (watch list entries) and delayed operations, by
-  `delayed_operation` (Produce, Fetch), and the operations that expired.
+  `delayed_operation` (Produce, Fetch), and the operations that expired;
+- FetchSessionCache: incremental fetch sessions held, partitions they cache, sessions evicted,
+  and the full and incremental fetches served.
 
 A scrape costs O(hosted partitions + purgatory watch keys): nothing walks records."""
 
@@ -38,6 +40,7 @@ class BrokerMetrics(ServiceCollector):
         yield from self._topic_traffic(manager.topic_stats)
         yield from self._logs(partitions)
         yield from self._purgatories(manager)
+        yield from self._fetch_sessions(manager.fetch_sessions)
 
     def _replica_manager(self, manager, partitions) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         leaders = [p for p in partitions if p.is_leader]
@@ -55,6 +58,18 @@ class BrokerMetrics(ServiceCollector):
                            isr.shrinks if isr is not None else 0)
         yield self.counter("odradek_replica_manager_isr_expands", "ISR expansions this broker wrote as leader.",
                            isr.expands if isr is not None else 0)
+
+    def _fetch_sessions(self, cache) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        yield self.gauge("odradek_fetch_session_cache_num_incremental_fetch_sessions",
+                         "Incremental fetch sessions the broker holds.", cache.size)
+        yield self.gauge("odradek_fetch_session_cache_num_incremental_fetch_partitions_cached",
+                         "Partitions held by the incremental fetch sessions.", cache.partitions_cached)
+        yield self.counter("odradek_fetch_session_cache_incremental_fetch_session_evictions",
+                           "Sessions evicted to make room for another.", cache.evictions)
+        yield self.counter("odradek_fetch_session_cache_full_fetches",
+                           "Fetches that opened or closed a session or came without one.", cache.full_fetches)
+        yield self.counter("odradek_fetch_session_cache_incremental_fetches",
+                           "Fetches that continued a session.", cache.incremental_fetches)
 
     def _topic_traffic(self, stats) -> Iterator[CounterMetricFamily]:
         traffic = stats.snapshot()

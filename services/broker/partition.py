@@ -4,14 +4,16 @@ the high watermark and the ISR follow.
 
 High watermark (leader): the smallest log end offset over the ISR, the leader's own included; it
 never moves backwards. A follower counts as caught up at time T when a fetch at T asked for the
-leader's log end offset as of T, or as of its previous fetch (Kafka's rule). A follower that has
-not been caught up for `replica.lag.time.max.ms` leaves the ISR; one whose log end offset reached
-the high watermark and the start of the current leader epoch rejoins it.
+leader's log end offset as of T, or as of its previous fetch (Kafka's rule); one whose fetch
+session holds the partition at the log end was caught up at the session's last fetch. A follower
+that has not been caught up for `replica.lag.time.max.ms` leaves the ISR; one whose log end offset
+reached the high watermark and the start of the current leader epoch rejoins it.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from services.broker.log.info import UNKNOWN_OFFSET
@@ -159,14 +161,26 @@ class Partition:
                        and (alive is None or r in alive)]
             return tuple(self.isr) + tuple(sorted(joining)) if joining else None
 
-    def isr_to_shrink(self, now_ms: int, lag_max_ms: int) -> tuple[int, ...] | None:
-        """The ISR without followers not caught up for `lag_max_ms`, or None when all are."""
+    def isr_to_shrink(self, now_ms: int, lag_max_ms: int,
+                      session_fetch_ms: Callable[[int, TopicPartition], int] | None = None
+                      ) -> tuple[int, ...] | None:
+        """The ISR without followers not caught up for `lag_max_ms`, or None when all are.
+        `session_fetch_ms(replica, key)`: when the replica's fetch session last fetched this
+        partition without naming it, i.e. at the offset it last named; a follower whose offset is
+        the log end was caught up then."""
         with self.lock:
             lagging = {r for r in self.isr if r != self.local_broker_id and r in self.followers
-                       and now_ms - self.followers[r].last_caught_up_ms > lag_max_ms}
+                       and now_ms - self._last_caught_up_ms(r, session_fetch_ms) > lag_max_ms}
             if not lagging:
                 return None
             return tuple(r for r in self.isr if r not in lagging)
+
+    def _last_caught_up_ms(self, replica_id: int, session_fetch_ms) -> int:
+        follower = self.followers[replica_id]
+        caught_up_ms = follower.last_caught_up_ms
+        if session_fetch_ms is not None and follower.log_end_offset >= self.log.log_end_offset:
+            caught_up_ms = max(caught_up_ms, session_fetch_ms(replica_id, self.key))
+        return caught_up_ms
 
     def apply_isr(self, isr: tuple[int, ...], zk_version: int) -> None:
         """The leader's own ISR change, once written to ZooKeeper."""

@@ -92,6 +92,7 @@ class ReplicaAppends:
                     if acks == -1 and len(partition.isr) < min_isr:
                         raise KafkaError(f"{topic}-{index}: {len(partition.isr)} in-sync replicas, "
                                          f"{min_isr} required", error=Errors.NOT_ENOUGH_REPLICAS)
+                    self._settle_session_catch_up(partition)
                     info = partition.log.append_as_leader(records, partition.leader_epoch, origin)
                     # a producer's retry of a batch already in the log wrote nothing and answers
                     # with the original batch's offsets (acks=-1 still waits for that batch)

@@ -3,7 +3,14 @@ the last stable offset for read_committed ones, with the aborted transactions of
 the log end to followers, whose fetches move the high watermark and may grow the ISR; long polls
 park in the fetch purgatory and are tried after the last of overlapping appends to a partition, so
 a burst of produces travels in one response. Also ListOffsets, and the request and result types of
-a fetch."""
+a fetch.
+
+A fetch in an incremental fetch session (see `fetch_session_cache`) reads only the partitions
+marked changed in its session since its last answer (and those it names), answers only those whose
+records, error or offsets differ from what the session last answered, and parks watching its
+session alone; every change to a partition marks the sessions holding it before parked fetches
+are tried. A follower's session fetch names only partitions whose offset moved, so the idle ones
+are caught up as of the session's last fetch (`session_fetch_ms`)."""
 
 from __future__ import annotations
 
@@ -13,6 +20,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from services.broker.delayed import DelayedFetch
+from services.broker.fetch_session_cache import FetchSession
 from services.broker.partition import Partition
 from services.common.errors import Errors, KafkaError
 from services.common.records.batch import HEADER_SIZE, next_offset_after
@@ -67,8 +75,10 @@ class FetchParams:
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
-    partitions: tuple[FetchPartition, ...]
+    partitions: tuple[FetchPartition, ...]  # those the request names
     read_committed: bool = False  # consumers only: read below the last stable offset
+    session: FetchSession | None = None
+    incremental: bool = False  # read the session's changed partitions, answer only what changed
 
 
 
@@ -81,11 +91,13 @@ class ReplicaFetches:
         """Reads now if `min_bytes` are there (or on error / max_wait 0), else parks the fetch."""
         if params.replica_id >= 0:
             self._update_follower_fetch_states(params)
-        if params.max_wait_ms <= 0 or params.min_bytes <= 0 or not params.partitions:
+        if params.max_wait_ms <= 0 or params.min_bytes <= 0 or not (params.partitions or params.incremental):
             respond(self.read_for_fetch(params))
             return
         operation = DelayedFetch(self, params, respond)  # answers at once if it can
-        if params.replica_id >= 0:  # thousands of partitions: one key, not one per partition
+        if params.session is not None:
+            keys = [params.session.wake_key]
+        elif params.replica_id >= 0:  # thousands of partitions: one key, not one per partition
             keys = [ReplicaFetchKey(params.replica_id)]
         else:
             keys = [(p.topic, p.partition) for p in params.partitions]
@@ -102,16 +114,44 @@ class ReplicaFetches:
                     self.fetch_purgatory.check_and_complete(ReplicaFetchKey(replica))
 
     def _fetchable_changed(self, key: TopicPartition) -> None:
-        """What a fetch of `key` would return may have changed: a new `fetch_generation`, then
-        the fetches watching `key` are tried."""
+        """What a fetch of `key` would return may have changed: the sessions holding it mark it,
+        a new `fetch_generation`, then the fetches watching `key` or those sessions are tried.
+        (Marked first: a parked fetch that sees the new generation sees the mark too.)"""
+        sessions = self.fetch_sessions.mark_changed(key)
         self.fetch_generation = next(self._fetch_generations)
         self.fetch_purgatory.check_and_complete(key)
+        for session in sessions:
+            self.fetch_purgatory.check_and_complete(session.wake_key)
+
+    def session_fetch_ms(self, replica_id: int, key: TopicPartition) -> int:
+        """When follower `replica_id` last fetched `key` without naming it (0 if it never did)."""
+        return self.fetch_sessions.last_fetch_ms(replica_id, key)
+
+    def _settle_session_catch_up(self, partition: Partition) -> None:
+        """Before an append to a partition led here (under its lock): a follower whose session
+        holds it at the log end was caught up at the session's last fetch. Once the log end moves
+        that no longer follows from the session, so it is written down now."""
+        sessions = self.fetch_sessions.holders(partition.key)
+        if sessions:
+            end = partition.log.log_end_offset
+            for session in sessions:
+                follower = partition.followers.get(session.replica_id)
+                if (follower is not None and follower.log_end_offset >= end
+                        and session.last_used_ms > follower.last_caught_up_ms):
+                    follower.last_caught_up_ms = session.last_used_ms
 
     def _update_follower_fetch_states(self, params: FetchParams) -> None:
         now = self.clock.monotonic_ms()
         replica_id = params.replica_id
         hosted = self._partitions
         broker_id, isr_manager = self.broker_id, self.isr_manager
+        if params.session is not None and isr_manager is not None:
+            # partitions the follower is out of the ISR of may be idle, and so never named: its
+            # fetch at the offset the session holds may be what brings it back
+            held = params.session.partitions
+            for key in isr_manager.outside_isr(replica_id):
+                if key in held:
+                    isr_manager.request_expand(key)
         for request in params.partitions:
             partition = hosted.get((request.topic, request.partition))
             if partition is None or partition.leader_id != broker_id:
@@ -138,7 +178,7 @@ class ReplicaFetches:
     def fetch_is_satisfied(self, params: FetchParams) -> bool:
         accumulated = 0
         from_follower = params.replica_id >= 0
-        for request in params.partitions:
+        for request in self._partitions_to_check(params):
             try:
                 log = self._fetched_leader(request).log
             except KafkaError:
@@ -159,15 +199,56 @@ class ReplicaFetches:
                 return True
         return False
 
+    def _partitions_to_check(self, params: FetchParams):
+        """What a parked fetch looks at: the named partitions, or its session's changed ones."""
+        if not params.incremental:
+            return params.partitions
+        return [FetchPartition(topic, index, cached.fetch_offset, cached.max_bytes, cached.leader_epoch)
+                for (topic, index), cached in self.fetch_sessions.peek_changed(params.session)]
+
     def read_for_fetch(self, params: FetchParams) -> dict[TopicPartition, LogReadResult]:
+        """The fetch's answer: every named partition, or in a session only what changed."""
+        session = params.session
+        if session is None:
+            return self._read(params, params.partitions)[0]
+        taken = self.fetch_sessions.take_changed(session)
+        if params.incremental:
+            requests = [FetchPartition(topic, index, cached.fetch_offset, cached.max_bytes, cached.leader_epoch)
+                        for (topic, index), cached in taken]
+        else:
+            requests = params.partitions
+        results, unfinished = self._read(params, requests)
+        cached_partitions = session.partitions
+        answer = {}
+        for key, result in results.items():
+            cached = cached_partitions.get(key)
+            if cached is None:  # forgotten meanwhile
+                continue
+            if (params.incremental and not result.records and result.error_code == Errors.NONE
+                    and result.high_watermark == cached.high_watermark
+                    and result.last_stable_offset == cached.last_stable_offset
+                    and result.log_start_offset == cached.log_start_offset):
+                continue
+            cached.high_watermark = result.high_watermark
+            cached.last_stable_offset = result.last_stable_offset
+            cached.log_start_offset = result.log_start_offset
+            answer[key] = result
+        if unfinished:
+            self.fetch_sessions.mark_unfinished(session, unfinished)
+        return answer
+
+    def _read(self, params: FetchParams, requests) -> tuple[dict[TopicPartition, LogReadResult], list]:
+        """Reads `requests`; also the partitions left with more to read (or an error): a session
+        must look at them again even if nothing changes."""
         results: dict[TopicPartition, LogReadResult] = {}
+        unfinished = []
         remaining = params.max_bytes
         min_one_message = True
         from_follower = params.replica_id >= 0
         read_committed = params.read_committed and not from_follower
         served: dict[str, int] = {}  # record bytes by topic, for the traffic counters
         served_messages: dict[str, int] = {}  # records served by topic (offsets from the fetch offset)
-        for request in params.partitions:
+        for request in requests:
             # a plain tuple equals (and hashes as) the TopicPartition and costs a tenth as much to
             # build: a follower's fetch carries every partition it follows from this leader
             key = (request.topic, request.partition)
@@ -181,6 +262,7 @@ class ReplicaFetches:
                     results[key] = LogReadResult(Errors.NONE, high_watermark, log.log_start_offset, b"",
                                                last_stable_offset=last_stable)
                     continue
+                unfinished.append(key)  # records to read, returned now or not
                 limit = min(request.partition_max_bytes, remaining)
                 if limit <= 0 and not min_one_message:
                     records = b""
@@ -206,12 +288,14 @@ class ReplicaFetches:
                 hw = partition.high_watermark if partition is not None else -1
                 start = partition.log.log_start_offset if partition is not None else -1
                 results[key] = LogReadResult(exc.code, hw, start, b"", str(exc))
+                unfinished.append(key)
             except Exception as exc:
                 logger.exception("fetch from %s-%d failed", *key)
                 results[key] = LogReadResult(Errors.UNKNOWN_SERVER_ERROR, error_message=str(exc))
+                unfinished.append(key)
         if served:
             self.topic_stats.fetched(served, served_messages, from_follower)
-        return results
+        return results, unfinished
 
 
     # ------------------------------------------------------------------ offsets

@@ -272,16 +272,18 @@ class ReplicaLeadership:
             return exc.code, UNDEFINED_EPOCH, -1
 
     def checkpoint_high_watermarks(self) -> None:
-        """Writes `replication-offset-checkpoint` in every log dir (Kafka's offset checkpoint format)."""
+        """Writes `replication-offset-checkpoint` in every log dir (Kafka's offset checkpoint format),
+        unless it would write what the dir's file already holds (the idle case)."""
         by_dir: dict[str, dict] = {d: {} for d in self._hw_checkpoints}
         for partition in list(self._partitions.values()):
             log = partition.log
             by_dir.setdefault(log.parent_dir, {})[partition.key] = log.high_watermark
         for log_dir, offsets in by_dir.items():
             checkpoint = self._hw_checkpoints.get(log_dir)
-            if checkpoint is None:
+            if checkpoint is None or self._hw_written.get(log_dir) == offsets:
                 continue
             try:
                 checkpoint.write(offsets)
+                self._hw_written[log_dir] = offsets
             except OSError:
                 logger.exception("writing %s failed", checkpoint)

@@ -30,6 +30,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from services.broker.fetch_session_cache import FetchSessionCache
 from services.broker.log.checkpoints import OffsetCheckpointFile
 from services.broker.metadata_cache import MetadataCache
 from services.broker.partition import Partition
@@ -50,7 +51,8 @@ class ReplicaManager(ReplicaLeadership, ReplicaAppends, ReplicaFetches):
     def __init__(self, broker_id: int, log_manager, metadata_cache: MetadataCache,
                  topic_config: Callable[[str], dict[str, str]] | None = None,
                  fetch_purgatory: DelayedOperationPurgatory | None = None,
-                 produce_purgatory: DelayedOperationPurgatory | None = None, clock=SYSTEM_CLOCK) -> None:
+                 produce_purgatory: DelayedOperationPurgatory | None = None, clock=SYSTEM_CLOCK,
+                 fetch_sessions: FetchSessionCache | None = None) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.metadata_cache = metadata_cache
@@ -60,6 +62,7 @@ class ReplicaManager(ReplicaLeadership, ReplicaAppends, ReplicaFetches):
         self._hw_checkpoints = {d: OffsetCheckpointFile(f"{d}/{HIGH_WATERMARK_CHECKPOINT_FILE}")
                                 for d in getattr(log_manager, "log_dirs", [])}
         self._checkpointed_hw: dict[TopicPartition, int] = {}
+        self._hw_written: dict[str, dict] = {}  # log dir -> the high watermarks last written there
         for checkpoint in self._hw_checkpoints.values():
             try:
                 self._checkpointed_hw.update({tuple(tp): offset for tp, offset in checkpoint.read().items()})
@@ -79,6 +82,7 @@ class ReplicaManager(ReplicaLeadership, ReplicaAppends, ReplicaFetches):
         # leadership): a parked fetch that already looked at this generation need not look again
         self._fetch_generations = itertools.count(1)
         self.fetch_generation = 0
+        self.fetch_sessions = fetch_sessions or FetchSessionCache()
         self._leader_and_isr_pool = ThreadPoolExecutor(LEADER_AND_ISR_CONCURRENCY,
                                                        thread_name_prefix=f"leader-and-isr-{broker_id}")
         self.delayed_fetch_expired = 0

@@ -14,6 +14,7 @@ import time
 from kazoo.client import KazooClient, KazooState
 
 from services.broker.config import BrokerConfig
+from services.broker.fetch_session_cache import FetchSessionCache
 from services.broker.log.config import LogConfig, LogManagerConfig
 from services.broker.log.manager import LogManager
 from services.broker.metadata_cache import MetadataCache
@@ -68,8 +69,9 @@ class BrokerServer:
         self.metadata_cache = MetadataCache()
         self.log_defaults = LogConfig.from_props(config.log_defaults())
         self.log_manager = LogManager(LogManagerConfig.from_mapping(config.as_dict()), self.log_defaults)
-        self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, self.metadata_cache,
-                                              topic_config=self._topic_config)
+        self.replica_manager = ReplicaManager(
+            self.broker_id, self.log_manager, self.metadata_cache, topic_config=self._topic_config,
+            fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots))
         self._leader_endpoints: dict[int, str] = {}
         self.replica_manager.fetcher_manager = ReplicaFetcherManager(
             self.replica_manager,

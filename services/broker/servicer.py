@@ -23,12 +23,13 @@ import functools
 import logging
 from collections.abc import Callable
 
+from services.broker.fetch_session_cache import FINAL_EPOCH, FetchContext
 from services.broker.log.validation import AppendOrigin
 from services.broker.metadata_cache import BrokerNode, MetadataCache
 from services.broker.replica_fetch import FetchParams, FetchPartition
 from services.broker.replica_manager import ReplicaManager
 from services.common.coordinator_lookup import coordinator_nodes, find_coordinator
-from services.common.errors import Errors, KafkaError
+from services.common.errors import Errors, KafkaError, error_for_code
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.producer_id_manager import ProducerIdManager
@@ -146,8 +147,13 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                                                  part.current_leader_epoch))
         max_bytes = min(request.max_bytes if request.max_bytes > 0 else self.fetch_max_bytes,
                         self.fetch_max_bytes)
+        read_committed = request.isolation_level == common_pb2.READ_COMMITTED
+        session = self._fetch_context(request, partitions, read_committed)
+        if session.error:
+            return broker_pb2.FetchResponse(error_code=session.error,
+                                            error_message=error_for_code(session.error).description)
         params = FetchParams(request.replica_id, request.max_wait_ms, request.min_bytes, max_bytes,
-                             tuple(partitions), request.isolation_level == common_pb2.READ_COMMITTED)
+                             tuple(partitions), read_committed, session.session, not session.full)
         limited = request.replica_id < 0
         if limited and not self.client_requests.try_acquire():
             return broker_pb2.FetchResponse(error_code=Errors.THROTTLING_QUOTA_EXCEEDED,
@@ -162,15 +168,14 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         if results is None:
             return broker_pb2.FetchResponse(error_code=Errors.REQUEST_TIMED_OUT,
                                             error_message="fetch did not complete in time")
-        response = broker_pb2.FetchResponse()
+        response = broker_pb2.FetchResponse(session_id=session.session_id)
         by_topic = {}
-        for request_part in partitions:
-            key = (request_part.topic, request_part.partition)
-            result = results[key]
-            out = by_topic.get(request_part.topic)
+        for key, result in results.items():
+            topic, index = key
+            out = by_topic.get(topic)
             if out is None:
-                out = by_topic[request_part.topic] = response.responses.add(topic=request_part.topic)
-            data = out.partitions.add(partition_index=request_part.partition, error_code=result.error_code,
+                out = by_topic[topic] = response.responses.add(topic=topic)
+            data = out.partitions.add(partition_index=index, error_code=result.error_code,
                                       high_watermark=result.high_watermark,
                                       last_stable_offset=result.last_stable_offset,
                                       log_start_offset=result.log_start_offset,
@@ -180,6 +185,15 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
             if result.error_code:
                 self._fill_current_leader(data, *key)
         return response
+
+    def _fetch_context(self, request, partitions: list[FetchPartition], read_committed: bool) -> FetchContext:
+        """The fetch's session (KIP-227); a request without session fields is a full fetch outside
+        any session, as before sessions existed."""
+        epoch = request.session_epoch if request.HasField("session_epoch") else FINAL_EPOCH
+        forgotten = [(topic.topic, index) for topic in request.forgotten_topics_data for index in topic.partitions]
+        return self.replica_manager.fetch_sessions.new_context(
+            request.replica_id, request.session_id, epoch, partitions, forgotten, read_committed,
+            self.replica_manager.clock.monotonic_ms())
 
     def _fill_current_leader(self, data, topic: str, index: int) -> None:
         meta = self.metadata_cache.partition(topic, index)

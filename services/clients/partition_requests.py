@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple
 
+from services.clients.fetch_session import PartitionFetch, SessionFetch
 from services.common.errors import Errors, KafkaError, error_for_code
 from services.common.pb.odradek.broker.v1 import broker_pb2
 from services.common.pb.odradek.common.v1 import common_pb2
@@ -130,17 +131,45 @@ def produce_failure(tp: TopicPartition, error: KafkaError) -> ProduceResult:
 def fetch_request(positions: Mapping[TopicPartition, int], *, partition_max_bytes: int, max_wait_ms: int,
                   min_bytes: int, max_bytes: int, isolation_level: int = IsolationLevel.READ_UNCOMMITTED,
                   rack_id: str = "") -> broker_pb2.FetchRequest:
+    """A fetch outside any session."""
     request = broker_pb2.FetchRequest(replica_id=CONSUMER_REPLICA_ID, max_wait_ms=max_wait_ms,
                                       min_bytes=min_bytes, max_bytes=max_bytes,
                                       isolation_level=isolation_level, rack_id=rack_id)
-    for topic, tps in _by_topic(positions).items():
-        request.topics.add(topic=topic, partitions=[
-            broker_pb2.FetchRequest.FetchPartition(
-                partition=tp.partition, current_leader_epoch=NO_LEADER_EPOCH, fetch_offset=positions[tp],
-                last_fetched_epoch=NO_LEADER_EPOCH, log_start_offset=-1,
-                partition_max_bytes=partition_max_bytes)
-            for tp in tps])
+    add_fetch_partitions(request, {tp: (offset, NO_LEADER_EPOCH, partition_max_bytes)
+                                   for tp, offset in positions.items()})
     return request
+
+
+def session_fetch_request(fetch: SessionFetch, *, replica_id: int = CONSUMER_REPLICA_ID, max_wait_ms: int,
+                          min_bytes: int, max_bytes: int, isolation_level: int = IsolationLevel.READ_UNCOMMITTED,
+                          rack_id: str = "") -> broker_pb2.FetchRequest:
+    """A fetch in a session, as its `FetchSessionHandler` built it."""
+    request = broker_pb2.FetchRequest(replica_id=replica_id, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
+                                      max_bytes=max_bytes, isolation_level=isolation_level, rack_id=rack_id,
+                                      session_id=fetch.session_id, session_epoch=fetch.session_epoch)
+    add_fetch_partitions(request, fetch.partitions)
+    forgotten: dict[str, list[int]] = {}
+    for topic, index in fetch.forgotten:
+        forgotten.setdefault(topic, []).append(index)
+    for topic, indexes in forgotten.items():
+        request.forgotten_topics_data.add(topic=topic, partitions=indexes)
+    return request
+
+
+def add_fetch_partitions(request: broker_pb2.FetchRequest, partitions: Mapping[tuple[str, int], PartitionFetch]
+                         ) -> list[broker_pb2.FetchRequest.FetchPartition]:
+    """Adds `partitions` (tp -> (fetch_offset, current_leader_epoch, partition_max_bytes)) to the
+    request, grouped by topic; returns their messages in the order of `partitions`."""
+    by_topic: dict[str, broker_pb2.FetchRequest.FetchTopic] = {}
+    added = []
+    for (topic, index), (offset, epoch, partition_max) in partitions.items():
+        entry = by_topic.get(topic)
+        if entry is None:
+            entry = by_topic[topic] = request.topics.add(topic=topic)
+        added.append(entry.partitions.add(partition=index, fetch_offset=offset, current_leader_epoch=epoch,
+                                          last_fetched_epoch=NO_LEADER_EPOCH, log_start_offset=-1,
+                                          partition_max_bytes=partition_max))
+    return added
 
 
 def parse_fetch(response: broker_pb2.FetchResponse) -> dict[TopicPartition, tuple[int, FetchResult]]:

@@ -7,6 +7,15 @@ then the partition is *fetching* from the local log end offset. Each fetch respo
 appended with the leader's offsets and the follower's high watermark becomes
 min(leader's high watermark, local log end offset).
 
+Fetches run in an incremental fetch session (KIP-227) with the leader, and an idle partition costs
+no work per fetch: the fetcher tells its `FetchSessionHandler` when a partition's fetch changes
+(it starts fetching after truncation, its fetch offset moves after an append, it backs off after
+an error and leaves the session until its backoff ends, it is removed), keeps the partitions to
+truncate and those backing off apart, and each fetch names only the changed partitions; the
+leader answers only partitions with records, an error or new offsets. A leader without room for
+a session is sent every partition each time and answers them all; the idle answers are then
+skipped in one pass.
+
 The network side is a `LeaderEndpoint` (see `leader_endpoint`); the fetcher itself is plain
 threads and logic, driven by the ReplicaManager through `ReplicaFetcherManager`.
 """
@@ -15,9 +24,11 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
+from services.clients.fetch_session import FetchSessionHandler, SessionFetch
 from services.common.errors import Errors
 from services.common.records.batch import CorruptRecordError
 from services.common.topic_partition import TopicPartition
@@ -56,12 +67,20 @@ class FetchedPartition(Protocol):
     records: bytes
 
 
+class FetchAnswer(NamedTuple):
+    """A FetchResponse: error_code is the whole request's (NETWORK_EXCEPTION for a failed call)."""
+
+    error_code: int
+    session_id: int
+    partitions: Mapping[TopicPartition, FetchedPartition]
+
+
 class LeaderEndpoint(Protocol):
     """How a fetcher talks to one leader broker."""
 
     def fetch(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
-              partitions: dict[TopicPartition, tuple[int, int, int]]) -> dict[TopicPartition, FetchedPartition]:
-        """partitions: tp -> (fetch_offset, current_leader_epoch, partition_max_bytes)."""
+              fetch: SessionFetch) -> FetchAnswer:
+        """fetch: the session fields, the partitions to name and those to forget."""
 
     def offsets_for_leader_epoch(self, partitions: dict[TopicPartition, tuple[int, int]]
                                  ) -> dict[TopicPartition, tuple[int, int, int]]:
@@ -82,6 +101,11 @@ class ReplicaFetcherThread:
         self.clock = clock
         self._lock = threading.Lock()
         self._partitions: dict[TopicPartition, PartitionFetchState] = {}
+        # the partitions waiting for truncation, and those backing off in the order their backoff
+        # ends (it is the same for all); the others are fetching, each in the session as it is
+        self._truncating: dict[TopicPartition, None] = {}
+        self._delayed: dict[TopicPartition, float] = {}
+        self._session = FetchSessionHandler()
         self._wakeup = threading.Event()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"ReplicaFetcherThread-{leader_id}",
@@ -95,12 +119,21 @@ class ReplicaFetcherThread:
         with self._lock:
             for tp, epoch in partitions.items():
                 self._partitions[tp] = PartitionFetchState(-1, epoch, truncating=True)
+                self._truncating[tp] = None
+                self._delayed.pop(tp, None)
+                self._session.remove_partition(tp)
         self._wakeup.set()
 
     def remove_partitions(self, partitions) -> None:
         with self._lock:
             for tp in partitions:
-                self._partitions.pop(tp, None)
+                self._remove_locked(tp)
+
+    def _remove_locked(self, tp: TopicPartition) -> None:
+        if self._partitions.pop(tp, None) is not None:
+            self._truncating.pop(tp, None)
+            self._delayed.pop(tp, None)
+            self._session.remove_partition(tp)
 
     @property
     def partition_count(self) -> int:
@@ -136,41 +169,76 @@ class ReplicaFetcherThread:
                 self._wakeup.clear()
 
     def _run_once(self) -> bool:
-        now = self.clock.monotonic_ms()
         with self._lock:
-            truncating = {tp: s.leader_epoch for tp, s in self._partitions.items()
-                          if s.truncating and s.delayed_until <= now}
+            self._end_backoffs(self.clock.monotonic_ms())
+            truncating = {tp: self._partitions[tp].leader_epoch for tp in self._truncating}
         if truncating:
             self._truncate(truncating)
         with self._lock:
-            fetching = {tp: (s.fetch_offset, s.leader_epoch, self.config.partition_max_bytes)
-                        for tp, s in self._partitions.items() if not s.truncating and s.delayed_until <= now}
-        if not fetching:
-            return bool(truncating)
-        results = self.endpoint.fetch(self.config.replica_id, self.config.max_wait_ms, self.config.min_bytes,
-                                      self.config.max_bytes, fetching)
+            if not self._session.has_partitions:
+                return bool(truncating)
+            fetch = self._session.build()
+        answer = self.endpoint.fetch(self.config.replica_id, self.config.max_wait_ms, self.config.min_bytes,
+                                     self.config.max_bytes, fetch)
+        with self._lock:
+            if not self._session.handle_response(answer):
+                self._fetch_failed(fetch, answer.error_code)
+                return True
+            changed = self._changed_answers(answer.partitions)
         failed: dict[int, list[TopicPartition]] = {}
-        for tp, data in self._changed_answers(fetching, results):
-            if not self._process(tp, fetching[tp][0], data):
+        for tp, fetch_offset, data in changed:
+            if not self._process(tp, fetch_offset, data):
                 failed.setdefault(data.error_code, []).append(tp)
         self._log_failures("fetch", failed)
         return True
 
-    def _changed_answers(self, fetching: dict[TopicPartition, tuple[int, int, int]],
-                         results: dict[TopicPartition, FetchedPartition]
-                         ) -> list[tuple[TopicPartition, FetchedPartition]]:
-        """The answers that change something: not those without records, error or a new high
-        watermark (most of them, when thousands of partitions are idle), picked in one pass."""
+    def _fetch_failed(self, fetch: SessionFetch, error_code: int) -> None:
+        """The whole fetch failed. A session the leader lost is opened again by the next fetch,
+        at once; any other failure backs off every partition fetched."""
+        if not fetch.full and error_code in (Errors.FETCH_SESSION_ID_NOT_FOUND, Errors.INVALID_FETCH_SESSION_EPOCH):
+            logger.info("fetch session %d with leader %d answered error %d; fetching every partition again",
+                        fetch.session_id, self.leader_id, error_code)
+            return
+        partitions = list(self._session.partitions)
+        for tp in partitions:
+            self._delay_locked(tp)
+        self._log_failures("fetch", {error_code: partitions})
+
+    def _end_backoffs(self, now: float) -> None:
+        """Partitions whose backoff ended go back to truncating or into the session."""
+        ended = []
+        for tp, until in self._delayed.items():
+            if until > now:
+                break
+            ended.append(tp)
+        for tp in ended:
+            del self._delayed[tp]
+            state = self._partitions[tp]
+            if state.truncating:
+                self._truncating[tp] = None
+            else:
+                self._session.set_partition(tp, state.fetch_offset, state.leader_epoch,
+                                            self.config.partition_max_bytes)
+
+    def _changed_answers(self, results: Mapping[TopicPartition, FetchedPartition]
+                         ) -> list[tuple[TopicPartition, int, FetchedPartition]]:
+        """The answers that change something, each with the offset it was fetched from: not those
+        without records, error or a new high watermark (all an answer outside a session holds for
+        idle partitions), picked in one pass."""
         changed = []
-        with self._lock:
-            partitions = self._partitions
-            for tp, data in results.items():
-                if data.error_code == Errors.NONE and not data.records:
-                    state = partitions.get(tp)
-                    if (state is not None and not state.truncating and state.fetch_offset == fetching[tp][0]
-                            and data.high_watermark == state.leader_high_watermark):
-                        continue
-                changed.append((tp, data))
+        partitions = self._partitions
+        asked = self._session.session_partitions
+        for tp, data in results.items():
+            fetched = asked.get(tp)
+            if fetched is None:
+                continue  # not asked for
+            fetch_offset = fetched[0]
+            if data.error_code == Errors.NONE and not data.records:
+                state = partitions.get(tp)
+                if (state is not None and not state.truncating and state.fetch_offset == fetch_offset
+                        and data.high_watermark == state.leader_high_watermark):
+                    continue
+            changed.append((tp, fetch_offset, data))
         return changed
 
     def _log_failures(self, what: str, failed: dict[int, list[TopicPartition]]) -> None:
@@ -205,20 +273,36 @@ class ReplicaFetcherThread:
     def _start_fetching(self, tp: TopicPartition, epoch: int, fetch_offset: int | None) -> None:
         with self._lock:
             state = self._partitions.get(tp)
-            if state is None or state.leader_epoch != epoch:
+            if state is None or state.leader_epoch != epoch or not state.truncating:
                 return  # removed or re-added meanwhile
             if fetch_offset is None:
-                self._partitions.pop(tp, None)
+                self._remove_locked(tp)
                 return
-            state.fetch_offset = fetch_offset
             state.truncating = False
             state.leader_high_watermark = -1
+            self._truncating.pop(tp, None)
+            self._move_locked(tp, state, fetch_offset)
+
+    def _move_locked(self, tp: TopicPartition, state: PartitionFetchState, fetch_offset: int) -> None:
+        """Sets where a fetching partition fetches from next (in the session unless backing off)."""
+        state.fetch_offset = fetch_offset
+        if tp not in self._delayed:
+            self._session.set_partition(tp, fetch_offset, state.leader_epoch, self.config.partition_max_bytes)
 
     def _delay(self, tp: TopicPartition) -> None:
         with self._lock:
-            state = self._partitions.get(tp)
-            if state is not None:
-                state.delayed_until = self.clock.monotonic_ms() + self.config.backoff_ms
+            self._delay_locked(tp)
+
+    def _delay_locked(self, tp: TopicPartition) -> None:
+        """Backs a partition off: out of the session, and not truncated, until its backoff ends."""
+        state = self._partitions.get(tp)
+        if state is None:
+            return
+        state.delayed_until = self.clock.monotonic_ms() + self.config.backoff_ms
+        self._delayed.pop(tp, None)
+        self._delayed[tp] = state.delayed_until
+        self._truncating.pop(tp, None)
+        self._session.remove_partition(tp)
 
     def _process(self, tp: TopicPartition, fetch_offset: int, data: FetchedPartition) -> bool:
         """Applies one partition's answer; False when it was an error the partition backs off on."""
@@ -239,18 +323,21 @@ class ReplicaFetcherThread:
                 return True
             with self._lock:
                 if state is self._partitions.get(tp):
-                    state.fetch_offset = next_offset
                     state.leader_high_watermark = data.high_watermark
+                    self._move_locked(tp, state, next_offset)
             return True
         if data.error_code == Errors.OFFSET_OUT_OF_RANGE:
             if fetch_offset < data.log_start_offset:
                 offset = self.manager.restart_follower_at(tp, data.log_start_offset)
                 with self._lock:
                     if state is self._partitions.get(tp) and offset is not None:
-                        state.fetch_offset = offset
+                        self._move_locked(tp, state, offset)
             else:
                 with self._lock:
-                    state.truncating = True
+                    if state is self._partitions.get(tp):
+                        state.truncating = True
+                        self._truncating[tp] = None
+                        self._session.remove_partition(tp)
             return True
         self._delay(tp)
         return False

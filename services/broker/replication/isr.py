@@ -43,6 +43,7 @@ class IsrManager:
         self.expands = 0
         self._lock = threading.Lock()
         self._expand_requests: set[TopicPartition] = set()
+        self.lagging: dict[int, set[TopicPartition]] = {}  # replica -> led partitions it is out of the ISR of
         self._changed: set[TopicPartition] = set()
         self._wakeup = threading.Event()
         self._stopping = threading.Event()
@@ -112,15 +113,27 @@ class IsrManager:
 
     def maybe_shrink_isr(self, now_ms: int) -> None:
         changes = []
+        lagging: dict[int, set[TopicPartition]] = {}
         for partition in self.replica_manager.partitions():
             if not partition.is_leader:
                 continue
-            new_isr = partition.isr_to_shrink(now_ms, self.lag_max_ms)
+            new_isr = partition.isr_to_shrink(now_ms, self.lag_max_ms, self.replica_manager.session_fetch_ms)
             if new_isr is not None:
                 changes.append((partition, new_isr))
+            for replica in partition.replicas:
+                if replica not in partition.isr and replica != partition.local_broker_id:
+                    lagging.setdefault(replica, set()).add(partition.key)
         for partition, new_isr in self._write_all(changes):
             self.shrinks += 1
+            for replica in set(partition.replicas) - set(new_isr):
+                lagging.setdefault(replica, set()).add(partition.key)
             logger.info("%s-%d: ISR shrunk to %s", partition.topic, partition.partition, list(new_isr))
+        self.lagging = lagging
+
+    def outside_isr(self, replica_id: int) -> set[TopicPartition]:
+        """Partitions led here whose ISR lacked `replica_id` at the last check: a follower's session
+        fetch names an idle partition no more, so it is offered for expansion from there."""
+        return self.lagging.get(replica_id, set())
 
     def _write_all(self, changes: list[tuple[Partition, tuple[int, ...]]]) -> list[tuple[Partition, tuple[int, ...]]]:
         """Writes the changes, several at a time when there are many; returns those written."""

@@ -13,6 +13,12 @@ arriving during a long drain are taken in between its batches and the next fetch
 A prefetched answer whose offset no longer matches the position when its turn comes (after a
 seek, or an error part-way) is dropped.
 
+Each broker's fetches run in an incremental fetch session (KIP-227, one `FetchSessionHandler` per
+broker): a fetch names only the partitions whose offset, leader epoch or size changed, forgets
+those not fetched this time (paused, buffered, moved away), and the broker answers only the
+partitions with records, an error or new offsets. A broker that lost the session or refused its
+epoch is sent a full fetch next, without backing off and without an error for the user.
+
 Answers become one `CompletedFetch` per partition, queued in arrival order. `collect_fetch()`
 drains them into at most `max.poll.records` records: a fetch whose offset no longer matches the
 partition's position (a seek happened meanwhile) is dropped, a paused partition's data is kept
@@ -37,11 +43,12 @@ from services.clients.consumer.errors import OffsetOutOfRangeError
 from services.clients.consumer.metrics import ConsumerMetrics
 from services.clients.consumer.records import RecordBlock
 from services.clients.consumer.subscription import FetchPosition, LeaderAndEpoch, SubscriptionState
+from services.clients.fetch_session import FetchSessionHandler, SessionFetch
 from services.clients.metadata import Metadata
-from services.clients.partition_requests import fetch_request
+from services.clients.partition_requests import session_fetch_request
 from services.clients.transport import BROKER, AsyncRequests
 from services.common.clock import Clock
-from services.common.errors import Errors, KafkaError
+from services.common.errors import Errors, KafkaError, error_for_code
 from services.common.pb.odradek.broker.v1 import broker_pb2
 from services.common.shared_types import NO_LEADER_EPOCH
 from services.common.topic_partition import TopicPartition
@@ -55,6 +62,8 @@ REFRESH_AND_RETRY = frozenset({
 # Answers a partition may have waiting to be drained while it is fetched again.
 MAX_BUFFERED_FETCHES = 2
 RETRY = frozenset({Errors.UNKNOWN_SERVER_ERROR, Errors.CORRUPT_MESSAGE, Errors.REQUEST_TIMED_OUT})
+# Whole-fetch errors answered by fetching every partition again, in a new session.
+SESSION_ERRORS = frozenset({Errors.FETCH_SESSION_ID_NOT_FOUND, Errors.INVALID_FETCH_SESSION_EPOCH})
 
 
 class Fetcher:
@@ -75,6 +84,7 @@ class Fetcher:
         self._draining: CompletedFetch | None = None
         self._nodes_with_pending_fetch: set[str] = set()
         self._node_backoff_until_ms: dict[str, int] = {}
+        self._sessions: dict[int, FetchSessionHandler] = {}  # by broker id
 
     # ------------------------------------------------------------------ sending
 
@@ -85,24 +95,26 @@ class Fetcher:
         than moved to validation, so no partition changes state (used while records are drained).
         """
         requests = self._prepare_fetch_requests(check_leaders)
+        config = self._config
+        partition_max_bytes = config.max_partition_fetch_bytes
         for node, positions in requests.items():
-            request = fetch_request(
-                {tp: position.offset for tp, position in positions.items()},
-                partition_max_bytes=self._config.max_partition_fetch_bytes,
-                max_wait_ms=self._config.fetch_max_wait_ms, min_bytes=self._config.fetch_min_bytes,
-                max_bytes=self._config.fetch_max_bytes, isolation_level=self._isolation_level,
-                rack_id=self._config.client_rack)
-            for topic in request.topics:
-                for partition in topic.partitions:
-                    epoch = positions[TopicPartition(topic.topic, partition.partition)].current_leader.epoch
-                    partition.current_leader_epoch = NO_LEADER_EPOCH if epoch is None else epoch
+            session = self._sessions.get(node.node_id)
+            if session is None:
+                session = self._sessions[node.node_id] = FetchSessionHandler()
+            fetch = session.build_from({
+                tp: (position.offset, _leader_epoch_field(position.current_leader.epoch), partition_max_bytes)
+                for tp, position in positions.items()})
+            request = session_fetch_request(
+                fetch, max_wait_ms=config.fetch_max_wait_ms, min_bytes=config.fetch_min_bytes,
+                max_bytes=config.fetch_max_bytes, isolation_level=self._isolation_level, rack_id=config.client_rack)
             self._nodes_with_pending_fetch.add(node.address)
             sent_ms = self._clock.monotonic_ms()
             self._requests.send(
                 node.address, BROKER, "Fetch", request, self._fetch_timeout_ms,
-                on_response=lambda response, node=node, positions=positions, sent_ms=sent_ms:
-                    self._on_fetch_response(node, positions, sent_ms, response),
-                on_error=lambda error, node=node, positions=positions: self._on_fetch_error(node, positions, error))
+                on_response=lambda response, node=node, positions=positions, sent_ms=sent_ms, session=session,
+                fetch=fetch: self._on_fetch_response(node, positions, sent_ms, session, fetch, response),
+                on_error=lambda error, node=node, positions=positions, session=session:
+                    self._on_call_error(node, positions, session, error))
         return len(requests)
 
     def _prepare_fetch_requests(self, check_leaders: bool) -> dict[Node, dict[TopicPartition, FetchPosition]]:
@@ -171,10 +183,15 @@ class Fetcher:
     # ------------------------------------------------------------------ answers (on the consumer's thread)
 
     def _on_fetch_response(self, node: Node, positions: dict[TopicPartition, FetchPosition], sent_ms: int,
+                           session: FetchSessionHandler, fetch: SessionFetch,
                            response: broker_pb2.FetchResponse) -> None:
         self._nodes_with_pending_fetch.discard(node.address)
         self._metrics.fetch_completed(self._clock.monotonic_ms() - sent_ms)
-        if response.error_code != Errors.NONE:
+        if not session.handle_response(response):
+            if response.error_code in SESSION_ERRORS and not fetch.full:
+                logger.debug("fetch session %d with %s answered %s; fetching every partition again",
+                             fetch.session_id, node, error_for_code(response.error_code).name)
+                return
             error = KafkaError.from_code(response.error_code, response.error_message)
             logger.debug("fetch from %s failed as a whole: %s", node, error)
             self._on_fetch_error(node, positions, error, count=False)
@@ -196,6 +213,11 @@ class Fetcher:
                     aborted_transactions=tuple((a.producer_id, a.first_offset) for a in data.aborted_transactions),
                     check_crcs=config.check_crcs, key_deserializer=config.key_deserializer,
                     value_deserializer=config.value_deserializer))
+
+    def _on_call_error(self, node: Node, positions: dict[TopicPartition, FetchPosition],
+                       session: FetchSessionHandler, error: KafkaError) -> None:
+        session.handle_error()
+        self._on_fetch_error(node, positions, error)
 
     def _on_fetch_error(self, node: Node, positions: dict[TopicPartition, FetchPosition], error: KafkaError,
                         count: bool = True) -> None:
@@ -346,3 +368,7 @@ class Fetcher:
         if self._next_in_line is not None and not keep(self._next_in_line.tp):
             self._next_in_line.drain()
             self._next_in_line = None
+
+
+def _leader_epoch_field(epoch: int | None) -> int:
+    return NO_LEADER_EPOCH if epoch is None else epoch

@@ -6,7 +6,9 @@ from types import SimpleNamespace
 
 from prometheus_client import CollectorRegistry, generate_latest
 
+from services.broker.fetch_session_cache import INITIAL_EPOCH, FetchSessionCache
 from services.broker.metrics import BrokerMetrics
+from services.broker.replica_fetch import FetchPartition
 from services.broker.topic_stats import BrokerTopicStats
 
 
@@ -32,7 +34,7 @@ def fake_manager(stats: BrokerTopicStats, hosted):
     return SimpleNamespace(
         partitions=lambda: hosted, fetch_purgatory=purgatory(9, 4), produce_purgatory=purgatory(3, 2),
         isr_manager=SimpleNamespace(shrinks=5, expands=6), delayed_fetch_expired=7, delayed_produce_expired=8,
-        topic_stats=stats)
+        topic_stats=stats, fetch_sessions=FetchSessionCache())
 
 
 def test_gauges_and_counters_carry_the_broker_id():
@@ -91,3 +93,20 @@ def test_closing_unregisters():
                             registry)
     metrics.close()
     assert generate_latest(registry).decode() == ""
+
+
+def test_fetch_session_cache_figures():
+    manager = fake_manager(BrokerTopicStats(), [])
+    cache = manager.fetch_sessions = FetchSessionCache(max_slots=1)
+    partitions = [FetchPartition("a", i, 0, 1024) for i in range(3)]
+    session = cache.new_context(2, 0, INITIAL_EPOCH, partitions, [], False, 0).session
+    cache.new_context(2, session.id, 1, [], [], False, 0)
+    cache.new_context(3, 0, INITIAL_EPOCH, partitions + [FetchPartition("a", 3, 0, 1024)], [], False, 0)
+    text, metrics = scrape(manager)
+    for line in ('odradek_fetch_session_cache_num_incremental_fetch_sessions{broker="1"} 1.0',
+                 'odradek_fetch_session_cache_num_incremental_fetch_partitions_cached{broker="1"} 4.0',
+                 'odradek_fetch_session_cache_incremental_fetch_session_evictions_total{broker="1"} 1.0',
+                 'odradek_fetch_session_cache_full_fetches_total{broker="1"} 2.0',
+                 'odradek_fetch_session_cache_incremental_fetches_total{broker="1"} 1.0'):
+        assert line in text, line
+    metrics.close()

@@ -7,9 +7,11 @@ import threading
 
 import pytest
 
+from services.broker.fetch_session_cache import FetchSessionCache
 from services.broker.metadata_cache import MetadataCache
 from services.broker.replica_fetch import FetchParams, LogReadResult
 from services.broker.servicer import INLINE_APPEND_MAX_BYTES, BrokerServicer
+from services.common.clock import SYSTEM_CLOCK
 from services.common.errors import Errors
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
 from services.common.shared_types import ProduceResult
@@ -21,6 +23,9 @@ LIMIT = 3
 
 class ParkingReplicaManager(Parked):
     """Holds every produce and fetch until the test answers it."""
+
+    fetch_sessions = FetchSessionCache()
+    clock = SYSTEM_CLOCK
 
     def fetch_messages(self, params, respond) -> None:
         self.hold(params, respond)

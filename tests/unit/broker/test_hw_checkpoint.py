@@ -1,0 +1,38 @@
+"""The high-watermark checkpoint: written when a high watermark moved, not rewritten while every
+partition is idle."""
+
+from __future__ import annotations
+
+from services.broker.log.checkpoints import OffsetCheckpointFile
+from services.broker.log.config import LogConfig, LogManagerConfig
+from services.broker.log.manager import LogManager
+from services.broker.metadata_cache import MetadataCache
+from services.broker.replica_manager import ReplicaManager
+from services.common.records import build_batch
+from services.common.shared_types import PartitionStateInfo
+from services.common.topic_partition import TopicPartition
+
+
+def test_an_idle_broker_does_not_rewrite_its_high_watermark_checkpoint(tmp_path, monkeypatch):
+    logs = LogManager(LogManagerConfig(log_dirs=(str(tmp_path / "logs"),)), LogConfig())
+    logs.startup()
+    manager = ReplicaManager(1, logs, MetadataCache())
+    try:
+        manager.become_leader_or_follower(1001, 1, [
+            PartitionStateInfo(TopicPartition("t", i), 1, 1, 0, (1,), 0, (1,), is_new=True) for i in range(3)])
+        writes = []
+        original = OffsetCheckpointFile.write
+        monkeypatch.setattr(OffsetCheckpointFile, "write",
+                            lambda self, offsets: (writes.append(dict(offsets)), original(self, offsets)))
+        manager.checkpoint_high_watermarks()
+        manager.checkpoint_high_watermarks()
+        assert len(writes) == 1
+        manager.append_records(1, 1000, {("t", 2): build_batch([b"v"])}, lambda results: None)
+        manager.checkpoint_high_watermarks()
+        manager.checkpoint_high_watermarks()
+        assert len(writes) == 2 and writes[-1][("t", 2)] == 1
+        checkpoint = OffsetCheckpointFile(str(tmp_path / "logs" / "replication-offset-checkpoint"))
+        assert {tuple(tp): offset for tp, offset in checkpoint.read().items()}[("t", 2)] == 1
+    finally:
+        manager.shutdown()
+        logs.shutdown()
