@@ -193,3 +193,14 @@ def test_a_session_fetch_offers_idle_partitions_its_follower_is_out_of_the_isr_o
     finally:
         manager.isr_manager = None
     assert requested == [("t", 4)]
+
+
+def test_answers_that_run_out_of_bytes_take_turns_among_the_partitions(manager):
+    session = open_session(manager)
+    for index in (10, 11, 12):
+        append(manager, index, b"x" * 400)
+    served = []
+    for _ in range(3):
+        done, box = incremental(manager, session, max_bytes=100)
+        served += [key for key, result in box.items() if result.records]
+    assert sorted(served) == [("t", 10), ("t", 11), ("t", 12)]
