@@ -14,7 +14,12 @@ p99(no pollers) (target: within 2x). A broker whose parked requests held threads
 the produce, and the followers' fetches it waits for, as soon as the pollers outnumber those
 threads.
 
+With `--consumers 0,400` the idle consumers are real `Consumer`s instead (their defaults:
+fetch.max.wait.ms 500, one fetch session per broker), each assigned one idle partition at its end
+and polling in a thread of its own, spread over `--consumer-processes` processes (default 4).
+
     python bench/broker_load.py [--pollers 0,100,500] [--seconds 10] [--max-wait-ms 3000]
+    python bench/broker_load.py --consumers 0,400 [--consumer-processes 4]
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import grpc  # noqa: E402
 
 from services.clients.admin import Admin  # noqa: E402
 from services.clients.admin_types import NewTopic  # noqa: E402
+from services.clients.consumer import Consumer  # noqa: E402
 from services.clients.lowlevel import LowLevelClient  # noqa: E402
 from services.clients.partition_requests import fetch_request, produce_request  # noqa: E402
 from services.clients.transport import BROKER  # noqa: E402
@@ -166,22 +172,73 @@ def serve_pollers(bootstrap: str, count: int, max_wait_ms: int) -> None:
         print(json.dumps({"answered": polling.completed, "errors": polling.errors}), flush=True)
 
 
+def serve_consumers(bootstrap: str, count: int) -> None:
+    """A consumers' process: `count` Consumers, each on one idle partition at its end, polling in a
+    thread of its own until SIGTERM; then prints the polls answered as JSON."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    polls = [0] * count
+    errors: list[str] = []
+    consumers = []
+    for number in range(count):
+        consumer = Consumer(bootstrap_servers=bootstrap)
+        tp = TopicPartition(IDLE, number % 3)
+        consumer.assign([tp])
+        consumer.seek_to_end(tp)
+        consumer.position(tp)
+        consumers.append(consumer)
+
+    def poll(number: int) -> None:
+        try:
+            while not stop.is_set():
+                consumers[number].poll(timeout_ms=1000)
+                polls[number] += 1
+        except Exception as exc:  # reported at the end
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=poll, args=(n,), daemon=True) for n in range(count)]
+    for thread in threads:
+        thread.start()
+    print("started", flush=True)
+    stop.wait()
+    for thread in threads:
+        thread.join(10)
+    for consumer in consumers:
+        consumer.close()
+    print(json.dumps({"answered": sum(polls), "errors": errors}), flush=True)
+
+
 def measure(client: LowLevelClient, bootstrap: str, pollers: int, log_dir: Path,
             args) -> tuple[int, float, float, int]:
-    """(produces, p50 ms, p99 ms, long polls answered) with `pollers` idle long polls."""
-    log = log_dir / f"pollers-{pollers}.log"
-    process = start_process([sys.executable, __file__, "--serve-pollers", str(pollers), "--bootstrap", bootstrap,
-                             "--max-wait-ms", str(args.max_wait_ms)], log)
+    """(produces, p50 ms, p99 ms, polls answered) with `pollers` idle long polls, or idle Consumers
+    in `args.consumer_processes` processes when `args.consumers` is given."""
+    if args.consumers and pollers:
+        share = [pollers // args.consumer_processes + (i < pollers % args.consumer_processes)
+                 for i in range(args.consumer_processes)]
+        commands = [[sys.executable, __file__, "--serve-consumers", str(n), "--bootstrap", bootstrap]
+                    for n in share if n]
+    elif pollers or not args.consumers:
+        commands = [[sys.executable, __file__, "--serve-pollers", str(pollers), "--bootstrap", bootstrap,
+                     "--max-wait-ms", str(args.max_wait_ms)]]
+    else:
+        commands = []
+    logs = [log_dir / f"pollers-{pollers}-{i}.log" for i in range(len(commands))]
+    processes = [start_process(command, log) for command, log in zip(commands, logs, strict=True)]
     try:
-        wait_until(lambda: "started" in log.read_text(), 120, 0.1, message="the pollers to start")
+        for log in logs:
+            wait_until(lambda log=log: "started" in log.read_text(), 300, 0.1, message="the pollers to start")
         produce_latencies_ms(client, 1.0)  # warm-up
         latencies = produce_latencies_ms(client, args.seconds)
     finally:
-        stop_process(process, timeout_s=args.max_wait_ms / 1000 + FETCH_CALL_MARGIN_S)
-    report = json.loads(log.read_text().splitlines()[-1])
-    if report["errors"]:
-        raise RuntimeError(f"{len(report['errors'])} long polls failed, first: {report['errors'][0]}")
-    return len(latencies), statistics.median(latencies), percentile(latencies, 0.99), report["answered"]
+        for process in processes:
+            stop_process(process, timeout_s=args.max_wait_ms / 1000 + FETCH_CALL_MARGIN_S)
+    answered = 0
+    for log in logs:
+        report = json.loads(log.read_text().splitlines()[-1])
+        if report["errors"]:
+            raise RuntimeError(f"{len(report['errors'])} polls failed, first: {report['errors'][0]}")
+        answered += report["answered"]
+    return len(latencies), statistics.median(latencies), percentile(latencies, 0.99), answered
 
 
 def main() -> None:
@@ -190,11 +247,18 @@ def main() -> None:
                         help="numbers of idle long-polling consumers, comma-separated")
     parser.add_argument("--seconds", type=float, default=10.0, help="produce time per level")
     parser.add_argument("--max-wait-ms", type=int, default=3000, help="the long polls' max_wait_ms")
+    parser.add_argument("--consumers", type=lambda text: [int(n) for n in text.split(",")],
+                        help="numbers of idle Consumers, comma-separated (instead of --pollers)")
+    parser.add_argument("--consumer-processes", type=int, default=4)
     parser.add_argument("--serve-pollers", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--serve-consumers", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_pollers is not None:
         serve_pollers(args.bootstrap, args.serve_pollers, args.max_wait_ms)
+        return
+    if args.serve_consumers is not None:
+        serve_consumers(args.bootstrap, args.serve_consumers)
         return
 
     with tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
@@ -213,9 +277,12 @@ def main() -> None:
                       f"partition per broker, long polls of max_wait_ms={args.max_wait_ms}; acks=all produces "
                       f"of 10 x 100 B to {REPLICATED!r} (RF=3, min.insync.replicas=2), one at a time, "
                       f"{args.seconds:g} s per level")
+                if args.consumers:
+                    print(f"idle Consumers (fetch.max.wait.ms 500, fetch sessions) in "
+                          f"{args.consumer_processes} processes, each polling in a thread of its own")
                 print(f"{'pollers':>8}{'produces':>10}{'p50 ms':>9}{'p99 ms':>9}{'long polls answered':>21}")
                 p99 = {}
-                for pollers in args.pollers:
+                for pollers in args.consumers or args.pollers:
                     count, p50, p99[pollers], answered = measure(client, cluster.bootstrap_servers, pollers,
                                                                  Path(tmp), args)
                     print(f"{pollers:>8}{count:>10}{p50:>9.2f}{p99[pollers]:>9.2f}{answered:>21}")

@@ -8,9 +8,10 @@ Starts its own cluster (ZooKeeper, one controller, three brokers, one coordinato
    and `min.insync.replicas`=2: the idempotent producer (its defaults: acks=all, idempotent, no
    transactions) beside a transactional producer committing every 100 records and one committing
    every 10,000 records (begin, sends, commit; the time includes every commit). Each mode writes
-   its own topic; rounds alternate the order of the modes. Printed: records/s, MB/s of values and
-   the ratio to the idempotent producer of the same round. One idempotent round before them is not
-   counted (the first writes to a new cluster are slower).
+   its own topic; rounds alternate the order of the modes. Printed: records/s, MB/s of values,
+   the ratio to the idempotent producer of the same round and, for the transactional ones,
+   transactions/s (target: 250 transactions of 100 records a second). One idempotent round
+   before them is not counted (the first writes to a new cluster are slower).
 2. Consumer throughput over the same data: the topics the transactional producers wrote (data
    batches with a COMMIT marker after each transaction on each partition it touched), read from
    the beginning to the end by `Consumer.poll()` with isolation.level=read_committed beside
@@ -47,6 +48,7 @@ RECORD_BYTES = 100
 IDEMPOTENT = "idempotent"
 TRANSACTION_SIZES = (100, 10_000)
 CLIENT_CONFIG = {"request_timeout_ms": 10000, "retry_backoff_ms": 50}
+TARGET_TRANSACTIONS_PER_S = 250
 
 
 def mode_topic(mode: str) -> str:
@@ -110,8 +112,10 @@ def measure_produce(bootstrap: str, args) -> None:
         rates = {mode: produce_rate(bootstrap, mode, values, round_index) for mode in order}
         for mode in modes:
             ratio = rates[mode] / rates[IDEMPOTENT]
+            per_txn = "" if mode == IDEMPOTENT else f", {rates[mode] / int(mode.split('-')[1]):,.1f} transactions/s"
             print(f"  round {round_index + 1}, {mode:<10}: {rates[mode]:>9,.0f} records/s "
-                  f"{megabytes_per_s(rates[mode]):>6.2f} MB/s, {ratio:.3f}x idempotent")
+                  f"{megabytes_per_s(rates[mode]):>6.2f} MB/s, {ratio:.3f}x idempotent{per_txn}")
+    print(f"  target: >= {TARGET_TRANSACTIONS_PER_S} transactions of 100 records/s for one transactional producer")
 
 
 def measure_consume(bootstrap: str, args) -> None:

@@ -69,7 +69,7 @@ class FetchSession:
     last_used_ms: int
     epoch: int = 1  # the epoch the next incremental fetch must carry
     partitions: dict[tuple[str, int], CachedPartition] = field(default_factory=dict)
-    changed: set[tuple[str, int]] = field(default_factory=set)
+    changed: dict[tuple[str, int], None] = field(default_factory=dict)  # in the order to read them
     closed: bool = False
 
     @property
@@ -136,7 +136,7 @@ class FetchSessionCache:
             session.last_used_ms = now_ms
             for key in forgotten:
                 if session.partitions.pop(key, None) is not None:
-                    session.changed.discard(key)
+                    session.changed.pop(key, None)
                     self._unhold(key, session)
             for request in named:
                 key = (request.topic, request.partition)
@@ -149,13 +149,13 @@ class FetchSessionCache:
                     cached.fetch_offset = request.fetch_offset
                     cached.max_bytes = request.partition_max_bytes
                     cached.leader_epoch = request.current_leader_epoch
-                session.changed.add(key)
+                session.changed[key] = None
         return FetchContext(session=session, full=False)
 
     def take_changed(self, session: FetchSession) -> list[tuple[tuple[str, int], CachedPartition]]:
         """The session's changed partitions with their cached state; none is changed after."""
         with self._lock:
-            changed, session.changed = session.changed, set()
+            changed, session.changed = session.changed, {}
             partitions = session.partitions
             return [(key, partitions[key]) for key in changed if key in partitions]
 
@@ -175,14 +175,19 @@ class FetchSessionCache:
             if not holders:
                 return []
             for session in holders:
-                session.changed.add(key)
+                session.changed[key] = None
             return list(holders)
 
     def mark_unfinished(self, session: FetchSession, keys: Iterable[tuple[str, int]]) -> None:
-        """Keeps partitions changed that an answer left with more to read (or an error)."""
+        """Keeps partitions changed that an answer left with more to read (or an error), after
+        those marked since, in the order given: an answer that ran out of bytes puts the
+        partitions it served last, so none is passed over fetch after fetch."""
         with self._lock:
             if not session.closed:
-                session.changed.update(key for key in keys if key in session.partitions)
+                changed, partitions = session.changed, session.partitions
+                for key in keys:
+                    if key in partitions:
+                        changed[key] = None
 
     def holders(self, key: tuple[str, int]) -> list[FetchSession]:
         with self._lock:

@@ -233,8 +233,10 @@ class ReplicaFetches:
             cached.last_stable_offset = result.last_stable_offset
             cached.log_start_offset = result.log_start_offset
             answer[key] = result
-        if unfinished:
-            self.fetch_sessions.mark_unfinished(session, unfinished)
+        if unfinished:  # those passed over first, those served after them
+            served = [key for key in unfinished if key in answer and answer[key].records]
+            passed_over = [key for key in unfinished if key not in answer or not answer[key].records]
+            self.fetch_sessions.mark_unfinished(session, passed_over + served)
         return answer
 
     def _read(self, params: FetchParams, requests) -> tuple[dict[TopicPartition, LogReadResult], list]:

@@ -3,12 +3,13 @@ metadata cache, encodes responses. Kafka errors travel as per-partition `error_c
 that fails as a whole (a stale controller epoch) carries a top-level error code.
 
 Produce, Fetch and ListOffsets run on the server's event loop: the ReplicaManager's synchronous
-part (a read, the append of a produce of up to `INLINE_APPEND_MAX_BYTES`) runs inline, a larger
-append in the runtime's executor, and a produce or fetch that has to wait parks in its purgatory
-while the coroutine awaits the `Completion` the purgatory resolves; no thread is held. Clients'
-produces and fetches (not followers') count against `parked.max.requests`; one more is answered
-at once with THROTTLING_QUOTA_EXCEEDED. The other methods (controller requests, metadata, which
-may call the controller or ZooKeeper) run in the runtime's executor.
+part (a read, the append of a produce of up to `INLINE_APPEND_MAX_BYTES`, or of that many bytes
+of transaction markers) runs inline, a larger append in the runtime's executor, and a produce or
+fetch that has to wait parks in its purgatory while the coroutine awaits the `Completion` the
+purgatory resolves; no thread is held. Clients' produces and fetches (not followers') count
+against `parked.max.requests`; one more is answered at once with THROTTLING_QUOTA_EXCEEDED. The
+other methods (controller requests, metadata, which may call the controller or ZooKeeper) run in
+the runtime's executor.
 
 Transactions: a produce from a live coordinator instance appends with the COORDINATOR origin;
 WriteTxnMarkers (from coordinators) waits, as an acks=all produce does, up to
@@ -45,6 +46,7 @@ _WAIT_SLACK_S = 5.0
 # a produce carrying more runs its append (validation, CRC, the write) in the executor, where
 # several overlap and the loop goes on serving meanwhile; a smaller one costs less inline
 INLINE_APPEND_MAX_BYTES = 64 * 1024
+CONTROL_BATCH_BYTES = 78  # a transaction marker's batch: header and one control record
 
 
 def node_to_proto(node: BrokerNode) -> common_pb2.Node:
@@ -279,7 +281,10 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                    for m in request.markers]
         reply = Completion()
         write = functools.partial(self.replica_manager.write_txn_markers, markers, self.request_timeout_ms, reply)
-        await asyncio.get_running_loop().run_in_executor(None, write)
+        if sum(len(partitions) for _, partitions in markers) * CONTROL_BATCH_BYTES <= INLINE_APPEND_MAX_BYTES:
+            write()  # a few control batches: inline, as a small produce
+        else:
+            await asyncio.get_running_loop().run_in_executor(None, write)
         codes = await reply.result(self.request_timeout_ms / 1000 + _WAIT_SLACK_S)
         response = common_pb2.WriteTxnMarkersResponse()
         for i, (marker, partitions) in enumerate(markers):

@@ -10,7 +10,9 @@ THROTTLING_QUOTA_EXCEEDED. Every other call answers at once, in the runtime's ex
 FindCoordinator is answered from the coordinator directory, as brokers answer it.
 
 Transactions: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn wait (as above) until
-the transaction coordinator has written their record to `__transaction_state`; EndTxn answers once
+the transaction coordinator has written their record to `__transaction_state` (the first
+AddPartitionsToTxn / AddOffsetsToTxn of a transaction also while the previous transaction
+completes: see `txn.coordinator`); EndTxn answers once
 PrepareCommit / PrepareAbort is written, before the markers, with the epoch the producer continues
 with (bumped by an abort with `bump_epoch`). AddPartitionsToTxn naming a partition
 the cluster does not have adds none: UNKNOWN_TOPIC_OR_PARTITION for it, OPERATION_NOT_ATTEMPTED for

@@ -47,7 +47,7 @@ class TxnAdmin:
                         and txn.start_timestamp_ms + txn.timeout_ms < now_ms):
                     logger.info("Aborting transaction %s (producer id %d): it passed its timeout of %d ms",
                                 txn.transactional_id, txn.producer_id, txn.timeout_ms)
-                    self._append(partition, owned, txn, txn.prepare_fenced_abort(now_ms), "timeout", None, fx)
+                    self._append(partition, owned, txn, (txn.prepare_fenced_abort(now_ms),), "timeout", None, fx)
         return fx
 
     def remove_expired_transactional_ids(self) -> TxnOutcome:
@@ -57,7 +57,7 @@ class TxnAdmin:
         for partition, owned in self._served():
             for txn in list(owned.transactions.values()):
                 if txn.state in COMPLETED and txn.pending is None and txn.last_update_timestamp_ms <= horizon_ms:
-                    self._append(partition, owned, txn, txn.prepare_dead(), "expire", None, fx)
+                    self._append(partition, owned, txn, (txn.prepare_dead(),), "expire", None, fx)
         return fx
 
     def _served(self) -> list[tuple[int, Any]]:

@@ -7,10 +7,20 @@ written (`on_append_done` applies it) or replayed (`replay`); while a record is 
 transaction is `pending` and other requests for it answer CONCURRENT_TRANSACTIONS. A new
 transactional id enters memory as Empty with no epoch before its first record, as in Kafka.
 
+The one exception: AddPartitionsToTxn (and AddOffsetsToTxn) of the transaction's own producer
+while the previous transaction is completing (PrepareCommit / PrepareAbort, its markers being
+written) is parked instead, one per transactional id (a newer one answers the older
+CONCURRENT_TRANSACTIONS). Once the markers are written, CompleteCommit / CompleteAbort and the new
+transaction's Ongoing go in one append (two records of one batch, replayed in that order), and the
+parked request is answered when it is written: Kafka's order of records, without the producer's
+retry loop or a second write. `expire_parked_add` answers a request parked too long
+CONCURRENT_TRANSACTIONS (the runtime's timer, `TxnOutcome.parked`), which the producer retries.
+
     begin_loading / replay / complete_loading / unload     partition ownership; completing a load
                                     re-sends the markers of every PrepareCommit / PrepareAbort found
     handle_init_producer_id / handle_add_partitions / handle_end_txn    answered through `reply`
     on_append_done(append_id, error_code) / on_markers_done(...)        effects finishing
+    expire_parked_add(transactional_id, reply)                          a parked add's time is up
     (admin.py) handle_list_transactions / handle_describe_transaction   answered at once
     (admin.py) abort_timed_out_transactions / remove_expired_transactional_ids   periodic tasks
 
@@ -48,6 +58,7 @@ from services.coordinator.txn.admin import COMPLETED, TxnAdmin
 from services.coordinator.txn.config import TransactionConfig
 from services.coordinator.txn.effects import TxnAppend, TxnMarkers, TxnOutcome
 from services.coordinator.txn.metadata import TransactionMetadata, TxnTransit, is_epoch_exhausted
+from services.coordinator.txn.parked_adds import ParkedAdd, ParkedAdds
 from services.coordinator.txn.records import TransactionState as S
 
 logger = logging.getLogger(__name__)
@@ -81,12 +92,13 @@ class TxnPartition:
 
 @dataclass(frozen=True, slots=True)
 class _Written:
-    """What to do once an append is written: `kind` names the command that asked for it."""
+    """What to do once an append is written: its transitions, applied in order, and `kind`, the
+    command that asked for it."""
 
     partition: int
     coordinator_epoch: int
     transactional_id: str
-    transit: TxnTransit
+    transits: tuple[TxnTransit, ...]
     kind: str
     reply: Any
 
@@ -99,6 +111,7 @@ class TransactionCoordinatorCore(TxnAdmin):
         self.active = False
         self.partitions: dict[int, TxnPartition] = {}
         self._inflight: dict[int, _Written] = {}
+        self._parked_adds = ParkedAdds()
         self._last_append_id = 0
 
     # ------------------------------------------------------------------ lifecycle and ownership
@@ -161,6 +174,8 @@ class TransactionCoordinatorCore(TxnAdmin):
             if written.partition == partition:
                 del self._inflight[append_id]
                 fx.respond(written.reply, self._error_result(written.kind, Errors.NOT_COORDINATOR))
+        for parked in self._parked_adds.drop_partition(partition):
+            fx.respond(parked.reply, Errors.NOT_COORDINATOR)
 
     def served_partitions(self) -> set[int]:
         return {p for p, owned in self.partitions.items() if not owned.loading}
@@ -211,7 +226,7 @@ class TransactionCoordinatorCore(TxnAdmin):
             fx.respond(reply, InitProducerIdResult(transit))
             return fx
         kind = "fence" if transit.state == S.PREPARE_ABORT else "init"
-        self._append(partition, owned, txn, transit, kind, reply, fx)
+        self._append(partition, owned, txn, (transit,), kind, reply, fx)
         return fx
 
     def _check_init(self, transactional_id: str | None, timeout_ms: int, producer_id: int,
@@ -267,15 +282,29 @@ class TransactionCoordinatorCore(TxnAdmin):
         added = frozenset(partitions)
         error, partition, owned, txn = self._fenced(transactional_id, producer_id, producer_epoch)
         if txn is not None:
+            if _is_completing(txn):
+                parked = ParkedAdd(partition, owned.coordinator_epoch, producer_id, producer_epoch, added, reply)
+                replaced = self._parked_adds.park(transactional_id, parked)
+                if replaced is not None:
+                    fx.respond(replaced.reply, Errors.CONCURRENT_TRANSACTIONS)
+                fx.parked.append((transactional_id, reply))
+                return fx
             if txn.pending is not None or txn.state in _PREPARED:
                 error = Errors.CONCURRENT_TRANSACTIONS
             elif txn.state == S.ONGOING and added <= txn.partitions:
                 error = Errors.NONE
             else:
                 transit = txn.prepare_add_partitions(added, self._clock.time_ms())
-                self._append(partition, owned, txn, transit, "add", reply, fx)
+                self._append(partition, owned, txn, (transit,), "add", reply, fx)
                 return fx
         fx.respond(reply, error)
+        return fx
+
+    def expire_parked_add(self, transactional_id: str, reply: Any) -> TxnOutcome:
+        """Answers CONCURRENT_TRANSACTIONS to `reply` if it is still parked for `transactional_id`."""
+        fx = TxnOutcome()
+        if self._parked_adds.expire(transactional_id, reply):
+            fx.respond(reply, Errors.CONCURRENT_TRANSACTIONS)
         return fx
 
     def _fenced(self, transactional_id: str, producer_id: int, producer_epoch: int
@@ -314,7 +343,7 @@ class TransactionCoordinatorCore(TxnAdmin):
                 now_ms = self._clock.time_ms()
                 transit = (txn.prepare_bumped_abort(now_ms) if bump_epoch and not txn.is_epoch_exhausted
                            else txn.prepare_abort_or_commit(commit, now_ms))
-                self._append(partition, owned, txn, transit, "end", reply, fx)
+                self._append(partition, owned, txn, (transit,), "end", reply, fx)
                 return fx
             else:
                 error = _end_txn_answer(txn.state, commit)
@@ -345,21 +374,28 @@ class TransactionCoordinatorCore(TxnAdmin):
         if (txn is None or txn.pending is not None or txn.state not in _PREPARED
                 or (txn.producer_id, txn.producer_epoch) != (markers.producer_id, markers.producer_epoch)):
             return fx
-        transit = txn.prepare_complete(self._clock.time_ms())
-        self._append(markers.txn_partition, owned, txn, transit, "complete", None, fx)
+        now_ms = self._clock.time_ms()
+        complete = txn.prepare_complete(now_ms)
+        parked = self._parked_adds.take(txn.transactional_id, markers.txn_partition, owned.coordinator_epoch,
+                                        txn.producer_id, txn.producer_epoch)
+        if parked is None:
+            self._append(markers.txn_partition, owned, txn, (complete,), "complete", None, fx)
+        else:  # the next transaction begins in the same write
+            ongoing = txn.after(complete).prepare_add_partitions(parked.partitions, now_ms)
+            self._append(markers.txn_partition, owned, txn, (complete, ongoing), "add", parked.reply, fx)
         return fx
 
     # ------------------------------------------------------------------ appends
 
-    def _append(self, partition: int, owned: TxnPartition, txn: TransactionMetadata, transit: TxnTransit,
-                kind: str, reply: Any, fx: TxnOutcome) -> None:
+    def _append(self, partition: int, owned: TxnPartition, txn: TransactionMetadata,
+                transits: tuple[TxnTransit, ...], kind: str, reply: Any, fx: TxnOutcome) -> None:
         self._last_append_id += 1
-        txn.pending = transit
-        value = None if kind == "expire" else records.encode_value(transit.value)
+        txn.pending = transits[-1]
+        key = records.encode_key(txn.transactional_id)
+        written = [(key, None if kind == "expire" else records.encode_value(transit.value)) for transit in transits]
         self._inflight[self._last_append_id] = _Written(partition, owned.coordinator_epoch, txn.transactional_id,
-                                                        transit, kind, reply)
-        fx.appends.append(TxnAppend(self._last_append_id, partition,
-                                    [(records.encode_key(txn.transactional_id), value)]))
+                                                        transits, kind, reply)
+        fx.appends.append(TxnAppend(self._last_append_id, partition, written))
 
     def on_append_done(self, append_id: int, error_code: int, first_offset: int | None = None) -> TxnOutcome:
         fx = TxnOutcome()
@@ -369,19 +405,24 @@ class TransactionCoordinatorCore(TxnAdmin):
         owned = self.partitions.get(written.partition)
         txn = owned.transactions.get(written.transactional_id) if owned is not None else None
         if owned is None or owned.coordinator_epoch != written.coordinator_epoch or txn is None \
-                or txn.pending != written.transit:
+                or txn.pending != written.transits[-1]:
             fx.respond(written.reply, self._error_result(written.kind, Errors.NOT_COORDINATOR))
             return fx
         if error_code != Errors.NONE:
             txn.pending = None
             logger.warning("Writing transaction %s's %s failed with error %d", txn.transactional_id,
-                           written.transit.state.display_name, error_code)
+                           " and ".join(t.state.display_name for t in written.transits), error_code)
             fx.respond(written.reply, self._error_result(written.kind, txn_store_error(error_code)))
+            if written.kind == "complete":
+                parked = self._parked_adds.pop(txn.transactional_id)
+                if parked is not None:
+                    fx.respond(parked.reply, txn_store_error(error_code))
             return fx
         if written.kind == "expire":
             del owned.transactions[txn.transactional_id]
             return fx
-        txn.apply(written.transit)
+        for transit in written.transits:
+            txn.apply(transit)
         if written.kind == "init":
             fx.respond(written.reply, InitProducerIdResult(Errors.NONE, txn.producer_id, txn.producer_epoch))
         elif written.kind == "fence":
@@ -390,6 +431,12 @@ class TransactionCoordinatorCore(TxnAdmin):
             fx.respond(written.reply, Errors.NONE)
         elif written.kind == "end":
             fx.respond(written.reply, EndTxnResult(Errors.NONE, txn.producer_epoch))
+        elif written.kind == "complete":
+            parked = self._parked_adds.take(txn.transactional_id, written.partition, owned.coordinator_epoch,
+                                            txn.producer_id, txn.producer_epoch)
+            if parked is not None:  # it came while the completion was being written
+                transit = txn.prepare_add_partitions(parked.partitions, self._clock.time_ms())
+                self._append(written.partition, owned, txn, (transit,), "add", parked.reply, fx)
         if txn.state in _PREPARED:
             fx.markers.append(self._markers(written.partition, owned, txn))
         return fx
@@ -404,6 +451,12 @@ class TransactionCoordinatorCore(TxnAdmin):
     def _markers(partition: int, owned: TxnPartition, txn: TransactionMetadata) -> TxnMarkers:
         return TxnMarkers(txn.transactional_id, txn.producer_id, txn.producer_epoch,
                           txn.state == S.PREPARE_COMMIT, owned.coordinator_epoch, partition, txn.partitions)
+
+
+def _is_completing(txn: TransactionMetadata) -> bool:
+    """Whether the transaction is prepared and waits only for its markers and its completion record."""
+    return txn.state in _PREPARED and (txn.pending is None or txn.pending.state in (S.COMPLETE_COMMIT,
+                                                                                    S.COMPLETE_ABORT))
 
 
 def _is_valid_producer_id(txn: TransactionMetadata, producer_id: int, producer_epoch: int) -> bool:

@@ -8,6 +8,8 @@ The core decides and never acts; the runtime (runtime.py) carries an outcome out
 - `markers`: `TxnMarkers`, the COMMIT or ABORT markers one transaction needs written to each of its
   partitions; once every partition has its marker the runtime calls the core's `on_markers_done`.
 - `responses`: `(reply, result)` pairs answering requests (parked while their record is written).
+- `parked`: `(transactional_id, reply)` of each AddPartitionsToTxn parked until the previous
+  transaction completes; after a while the runtime calls the core's `expire_parked_add` for it.
 - `result`: the immediate answer of a command that answers at once.
 """
 
@@ -47,6 +49,7 @@ class TxnOutcome:
     responses: list[tuple[Any, Any]] = field(default_factory=list)
     appends: list[TxnAppend] = field(default_factory=list)
     markers: list[TxnMarkers] = field(default_factory=list)
+    parked: list[tuple[str, Any]] = field(default_factory=list)
     result: Any = None
 
     def respond(self, reply: Any, result: Any) -> None:

@@ -21,6 +21,7 @@ through its CompleteAbort), so that a retry of its EndTxn is recognised after a 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from services.common.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
@@ -101,6 +102,13 @@ class TransactionMetadata:
         self.bumped_from_epoch = value.bumped_from_epoch
         if self.pending == transit:
             self.pending = None
+
+    def after(self, transit: TxnTransit) -> TransactionMetadata:
+        """A copy of this transaction with `transit` applied (this one unchanged), to prepare the
+        transition that will follow it in the same write."""
+        copy = dataclasses.replace(self, pending=None)
+        copy.apply(transit)
+        return copy
 
     # ------------------------------------------------------------------ preparing transitions
 

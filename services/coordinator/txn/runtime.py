@@ -1,7 +1,9 @@
 """`TransactionCoordinator`: the coordinator runtime (`services.coordinator.runtime`) over the pure
 `TransactionCoordinatorCore`, with the transaction requests, the periodic tasks on a `Scheduler`,
 and the marker writer: the markers an outcome carries are sent after the runtime's lock is released,
-and their completion runs `on_markers_done`.
+and their completion runs `on_markers_done`. An AddPartitionsToTxn the core parks until the previous
+transaction completes is answered CONCURRENT_TRANSACTIONS after `PARKED_ADD_MAX_MS` at the latest
+(markers that cannot be written now), well inside a producer's request timeout.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from services.coordinator.txn.admin import DescribedTransaction
 from services.coordinator.txn.config import TransactionConfig
 from services.coordinator.txn.coordinator import TransactionCoordinatorCore
 from services.coordinator.txn.effects import TxnMarkers, TxnOutcome
+
+PARKED_ADD_MAX_MS = 1000
 
 
 class MarkerWriter(Protocol):
@@ -40,6 +44,9 @@ class TransactionCoordinator(CoordinatorRuntime[TransactionCoordinatorCore]):
         self._markers = markers
 
     def _apply_released(self, outcome: TxnOutcome) -> None:
+        for transactional_id, reply in outcome.parked:
+            self._scheduler.schedule(PARKED_ADD_MAX_MS, lambda t=transactional_id, r=reply: self._run(
+                self.core.expire_parked_add, t, r))
         for markers in outcome.markers:
             self._send_markers(markers)
 

@@ -195,6 +195,17 @@ def test_a_session_fetch_offers_idle_partitions_its_follower_is_out_of_the_isr_o
     assert requested == [("t", 4)]
 
 
+def test_answers_that_run_out_of_bytes_take_turns_among_the_partitions(manager):
+    session = open_session(manager)
+    for index in (10, 11, 12):
+        append(manager, index, b"x" * 400)
+    served = []
+    for _ in range(3):
+        done, box = incremental(manager, session, max_bytes=100)
+        served += [key for key, result in box.items() if result.records]
+    assert sorted(served) == [("t", 10), ("t", 11), ("t", 12)]
+
+
 def test_a_leader_and_isr_of_many_partitions_answers_a_parked_session_fetch_with_all_of_them(manager):
     """Every partition is marked changed before the parked fetch is tried: one answer holds them
     all, not the first one (then a fetch again for each of the others)."""

@@ -83,7 +83,7 @@ def test_a_transaction_commits_through_markers():
     assert (markers.producer_id, markers.producer_epoch) == (pid, epoch)
     assert d.end(pid, epoch, commit=True) == Errors.CONCURRENT_TRANSACTIONS
     assert d.end(pid, epoch, commit=False) == Errors.INVALID_TXN_STATE
-    assert d.add(pid, epoch, [T0]) == Errors.CONCURRENT_TRANSACTIONS
+    assert d.add(pid + 1, epoch, [T0]) == Errors.INVALID_PRODUCER_ID_MAPPING  # not parked (test_parked_adds)
     assert d.init().error_code == Errors.CONCURRENT_TRANSACTIONS
     d.finish_markers()
     assert d.state() == "CompleteCommit"
