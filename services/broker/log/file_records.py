@@ -10,7 +10,8 @@ baseOffset, batchLength, partitionLeaderEpoch, ..., lastOffsetDelta, baseTimesta
 maxTimestamp), never records — except `search_for_timestamp`, which decodes the one batch that
 holds the answer (as Kafka's ListOffsets does).
 
-The descriptor is kept, closed, renamed and unlinked as every segment file's is (`segment_file`).
+The descriptor is kept, closed, renamed and unlinked as every segment file's is (`segment_file`);
+opened with `create_lazily`, a new file is created (and preallocated) only by `create_file`.
 """
 
 from __future__ import annotations
@@ -60,16 +61,22 @@ def _write_rest(fd: int, records, written: int, position: int) -> None:
 
 
 class FileRecords(SegmentFile):
-    _fd: int  # kept from open to the end: reads after close() fail with EBADF
+    _fd: int  # kept from open (or creation) to the end: reads after close() fail with EBADF
 
-    def __init__(self, path: str, fd: int, size: int) -> None:
-        super().__init__(path)
+    def __init__(self, path: str, fd: int | None, size: int, preallocate_bytes: int = 0) -> None:
+        super().__init__(path, on_disk=fd is not None)
         self.size = size
-        self._keep_fd(fd)
+        self._preallocate_bytes = preallocate_bytes  # the length of a file created lazily
+        if fd is not None:
+            self._keep_fd(fd)
 
     @classmethod
     def open(cls, path: str, *, file_already_exists: bool = False, init_file_size: int = 0,
-             preallocate: bool = False) -> FileRecords:
+             preallocate: bool = False, create_lazily: bool = False) -> FileRecords:
+        """The records of `path`; with `create_lazily` (a new, empty segment) the file is
+        created by `create_file`, before the first write."""
+        if create_lazily and not file_already_exists:
+            return cls(path, None, 0, init_file_size if preallocate else 0)
         fd = open_fd(path, create=True)
         try:
             if not file_already_exists and preallocate and init_file_size > 0:
@@ -81,6 +88,12 @@ class FileRecords(SegmentFile):
             os.close(fd)
             raise
         return cls(path, fd, size)
+
+    def _on_file_created(self, fd: int) -> bool:
+        if self._preallocate_bytes > 0:
+            os.ftruncate(fd, self._preallocate_bytes)
+        self._keep_fd(fd)
+        return True
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -130,7 +143,7 @@ class FileRecords(SegmentFile):
 
     def trim(self) -> None:
         """Drops preallocated space after the data."""
-        if os.fstat(self._fd).st_size != self.size:
+        if self.on_disk and os.fstat(self._fd).st_size != self.size:
             self._set_file_length(self.size)
 
     # -- reads ---------------------------------------------------------------------------------
@@ -195,6 +208,7 @@ class FileRecords(SegmentFile):
 
     @property
     def last_modified_ms(self) -> int:
+        """The file's modification time (of a file on disk)."""
         return os.fstat(self._fd).st_mtime_ns // 1_000_000
 
     def set_last_modified_ms(self, ms: int) -> None:

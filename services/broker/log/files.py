@@ -19,6 +19,10 @@ Layout (Kafka's, byte for byte in the names):
             leader-epoch-checkpoint             see `checkpoints`
         <topic>-<partition>.<32 hex>-delete/    a log renamed for asynchronous deletion
 
+A partition that never held a batch has its directory alone: its first segment's files come with
+its first batch (see `segment`), its leader-epoch-checkpoint once a batch follows an epoch (see
+`leader_epoch`).
+
 Segment files may carry a second suffix while in transit: `.cleaned` (written by the cleaner, not
 yet swapped in), `.swap` (about to replace older segments), `.deleted` (removed from the log,
 waiting for `file.delete.delay.ms`).

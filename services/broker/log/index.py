@@ -1,8 +1,9 @@
 """`MmapIndex`: what the offset and time indexes share — a memory-mapped file of fixed-size entries.
 
 A new index file is preallocated to `segment.index.bytes` rounded down to a whole number of
-entries; `trim_to_valid_size` cuts it back to its valid entries when the segment stops being active
-or is closed. An existing file is assumed full of valid entries (its length / entry size);
+entries (with `create_lazily`, when `create_file` creates it: the segment's first write);
+`trim_to_valid_size` cuts it back to its valid entries when the segment stops being active or is
+closed. An existing file is assumed full of valid entries (its length / entry size);
 `sanity_check` verifies that, and the owning segment rebuilds both indexes when it fails.
 
 Lookups read a read-only shared mapping of the file, made on the first lookup that reaches the
@@ -85,30 +86,46 @@ class MmapIndex(SegmentFile):
     ENTRY_SIZE: ClassVar[int]
     ENTRY: ClassVar[struct.Struct]
 
-    def __init__(self, path: str, base_offset: int, max_index_size: int) -> None:
-        super().__init__(path)
+    def __init__(self, path: str, base_offset: int, max_index_size: int, *, create_lazily: bool = False) -> None:
+        super().__init__(path, on_disk=not create_lazily)
         self.base_offset = base_offset
         self.max_index_size = max_index_size
+        # mapped on the first lookup that needs the file, written through a descriptor opened
+        # on the first write: an idle index holds neither (a mapping keeps a descriptor too)
+        self._mm: mmap.mmap | _Unmapped | None = UNMAPPED
+        self._opening_fd: int | None = None
+        if create_lazily:  # a new segment's index: empty, its file made by `create_file`
+            self._check_max_index_size()
+            self._set_entries(round_down(max_index_size, self.ENTRY_SIZE), 0)
+            return
         newly_created = not os.path.exists(path)
         fd = open_fd(path, create=True)
         try:
             if newly_created:
-                if max_index_size < self.ENTRY_SIZE:
-                    raise ValueError(f"invalid max index size {max_index_size}")
+                self._check_max_index_size()
                 os.ftruncate(fd, round_down(max_index_size, self.ENTRY_SIZE))
             length = os.fstat(fd).st_size
-            # mapped on the first lookup that needs the file, written through a descriptor opened
-            # on the first write: an idle index holds neither (a mapping keeps a descriptor too)
-            self._mm: mmap.mmap | _Unmapped | None = UNMAPPED
-            self._opening_fd: int | None = fd
-            self._length = length
-            self._max_entries = length // self.ENTRY_SIZE
-            self._entries = 0 if newly_created else self._max_entries
-            self._tail: tuple[int, list[tuple[int, int]]] = (self._entries, [])  # (in the file, not yet)
-            self._on_entries_changed()
+            self._opening_fd = fd
+            self._set_entries(length, 0 if newly_created else length // self.ENTRY_SIZE)
         finally:
             self._opening_fd = None
             os.close(fd)
+
+    def _set_entries(self, length: int, entries: int) -> None:
+        """The state of a file of `length` bytes holding `entries` entries, all written."""
+        self._length = length
+        self._max_entries = length // self.ENTRY_SIZE
+        self._entries = entries
+        self._tail: tuple[int, list[tuple[int, int]]] = (entries, [])  # (in the file, not yet)
+        self._on_entries_changed()
+
+    def _check_max_index_size(self) -> None:
+        if self.max_index_size < self.ENTRY_SIZE:
+            raise ValueError(f"invalid max index size {self.max_index_size}")
+
+    def _on_file_created(self, fd: int) -> bool:
+        os.ftruncate(fd, self._length)
+        return False
 
     def _mapping(self) -> mmap.mmap | None:
         """The mapping of the file's entries, made on first use; None if empty or gone."""
@@ -134,6 +151,7 @@ class MmapIndex(SegmentFile):
     def _write_fd(self) -> int:
         """The descriptor appends write through: kept while the index grows, closed once trimmed."""
         if self._fd is None:
+            self.create_file()
             return self._keep_fd(open_fd(self.path))
         return self._fd
 
@@ -250,6 +268,8 @@ class MmapIndex(SegmentFile):
         self.write_pending()
         size = self._entries * self.ENTRY_SIZE
         mm = self._mm
+        if not size:
+            return b""
         if mm is UNMAPPED:
             with open(self.path, "rb") as f:
                 return f.read(size)
@@ -301,7 +321,7 @@ class MmapIndex(SegmentFile):
         super().flush()
 
     def close(self) -> None:
-        if not os.path.exists(self.path):
+        if not self.on_disk or not os.path.exists(self.path):
             self.close_handler()
             return
         self.trim_to_valid_size()

@@ -1,10 +1,18 @@
 """`LeaderEpochFileCache`: the (leader epoch -> first offset of that epoch) history of one partition.
 
 Kept in memory and mirrored to the partition's `leader-epoch-checkpoint` (format in
-`checkpoints`) after every change. Appends stamp each batch with its leader epoch and the log
-calls `assign` for each new epoch; followers use `end_offset_for` (OffsetsForLeaderEpoch) to find
-where their log diverges from the leader's; truncation and log start offset moves trim the history.
-Entries are strictly increasing in both epoch and start offset. Thread-safe.
+`checkpoints`). Appends stamp each batch with its leader epoch and the log calls `assign` for each
+new epoch before it writes the batch; followers use `end_offset_for` (OffsetsForLeaderEpoch) to
+find where their log diverges from the leader's; truncation and log start offset moves trim the
+history. Entries are strictly increasing in both epoch and start offset. Thread-safe.
+
+When the file is written: truncations and log start offset moves write it at once. A new entry
+(`assign`) is written by `flush_entries_below`, which the log calls before it moves its recovery
+point past the entry's start, when it closes, and from a background task soon after a batch
+follows the entry: an entry above the recovery point is rebuilt from the batches' headers by the
+recovery after a crash, and one at or above the log end offset is dropped at load anyway, so
+writing it at once buys nothing. A broker made leader of thousands of new partitions then writes
+no file for any of them until they get data, and then not on the path of an append.
 """
 
 from __future__ import annotations
@@ -21,13 +29,17 @@ logger = logging.getLogger(__name__)
 
 
 class LeaderEpochFileCache:
-    def __init__(self, topic_partition, checkpoint: LeaderEpochCheckpointFile) -> None:
+    def __init__(self, topic_partition, checkpoint: LeaderEpochCheckpointFile, *, read_checkpoint: bool = True) -> None:
+        """Starts from the checkpoint's entries, or with none without `read_checkpoint` (a new log's)."""
         self.topic_partition = topic_partition
         self.checkpoint = checkpoint
         self._lock = threading.RLock()
         self._epochs: list[EpochEntry] = []
         self.latest_epoch: int | None = None  # kept in step with _epochs; read on every append
-        for entry in checkpoint.read():
+        # the lowest start offset of an entry not in the file yet (None when all are); read without
+        # the lock after every append, as latest_epoch is
+        self.unwritten_from: int | None = None
+        for entry in checkpoint.read() if read_checkpoint else ():
             self._assign(entry)
         self._changed()
 
@@ -86,7 +98,8 @@ class LeaderEpochFileCache:
     # -- changes -------------------------------------------------------------------------------
 
     def assign(self, epoch: int, start_offset: int) -> None:
-        """Records that `epoch` starts at `start_offset` (a no-op if already known)."""
+        """Records that `epoch` starts at `start_offset` (a no-op if already known); the file gets
+        it from `flush_entries_below`, or with the next truncation."""
         if epoch < 0:
             return
         latest = self._epochs[-1] if self._epochs else None
@@ -94,8 +107,19 @@ class LeaderEpochFileCache:
             return
         with self._lock:
             if self._assign(EpochEntry(epoch, start_offset)):
-                self._flush()
+                unwritten = self.unwritten_from
+                self.unwritten_from = start_offset if unwritten is None else min(unwritten, start_offset)
                 self._changed()
+
+    def flush_entries_below(self, offset: int) -> bool:
+        """Writes the file if an entry starting below `offset` is not in it yet; returns whether
+        it wrote."""
+        with self._lock:
+            unwritten = self.unwritten_from
+            if unwritten is None or unwritten >= offset:
+                return False
+            self._flush()
+            return True
 
     def _assign(self, entry: EpochEntry) -> bool:
         if entry.start_offset < 0:
@@ -159,6 +183,7 @@ class LeaderEpochFileCache:
 
     def _flush(self) -> None:
         self.checkpoint.write(self._epochs)
+        self.unwritten_from = None
 
     def _changed(self) -> None:
         self.latest_epoch = self._epochs[-1].epoch if self._epochs else None

@@ -17,7 +17,10 @@ This is Kafka 2.8's Log.loadSegments / recoverLog, in order:
    there and all later segments are deleted. With a clean shutdown this step is skipped.
 5. The log end offset is the next offset after the last batch; if it is below the log start offset
    (files removed by hand) all segments go. An empty directory gets one empty segment at the log
-   start offset.
+   start offset, whose files wait for its first batch when that offset is 0 (a new log, or one
+   that never held a batch: nothing to create for it at every start). At a later offset they are
+   created at once: the log start offset checkpoint leaves out a log starting where its first
+   segment's name says.
 
 Then the Log rebuilds its producer state (`rebuild_producer_state`): from the newest valid snapshot
 at or below the recovery point (the log end offset after a clean shutdown), replaying the headers
@@ -129,9 +132,7 @@ def load_segments(log_dir: str, config: LogConfig, clock: Clock, *, log_start_of
             if leader_epoch_cache is not None:
                 leader_epoch_cache.clear_and_flush()
     if not segments:
-        segments[log_start_offset] = LogSegment.open(
-            log_dir, log_start_offset, config, clock,
-            init_file_size=config.initial_file_size(), preallocate=config.preallocate)
+        segments[log_start_offset] = _empty_segment(log_dir, log_start_offset, config, clock)
     ordered = [segments[base] for base in sorted(segments)]
     active = ordered[-1]
     if next_offset is None:
@@ -142,6 +143,19 @@ def load_segments(log_dir: str, config: LogConfig, clock: Clock, *, log_start_of
         recovery_point = min(recovery_point, next_offset)
     active.resize_indexes(config.segment_index_bytes)
     return LoadedSegments(ordered, next_offset, recovery_point)
+
+
+def new_log_segments(log_dir: str, config: LogConfig, clock: Clock, log_start_offset: int) -> LoadedSegments:
+    """The segments of a log whose directory was just created empty (step 5 alone: nothing to
+    list, remove or recover)."""
+    return LoadedSegments([_empty_segment(log_dir, log_start_offset, config, clock)], log_start_offset,
+                          log_start_offset)
+
+
+def _empty_segment(log_dir: str, base_offset: int, config: LogConfig, clock: Clock) -> LogSegment:
+    """Step 5's segment; its files wait for its first batch when it starts at 0."""
+    return LogSegment.open(log_dir, base_offset, config, clock, init_file_size=config.initial_file_size(),
+                           preallocate=config.preallocate, create_files_lazily=base_offset == 0)
 
 
 def _open_segments(log_dir: str, config: LogConfig, clock: Clock, replaced: set[int],

@@ -246,6 +246,8 @@ class LocalLog(LogMaintenance):
                 if segment.base_offset >= offset:
                     break
                 segment.flush()
+            # recovery after a crash starts at the recovery point: the epochs below it must be on disk
+            self.leader_epoch_cache.flush_entries_below(offset)
         except OSError as e:
             if self._closed:
                 return

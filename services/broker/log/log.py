@@ -16,7 +16,8 @@ keeps the offsets it is given.
 
 Offsets: [log_start_offset, log_end_offset) are readable; `high_watermark` (set by replication) is
 the usual upper bound for consumers and the limit for retention; `recovery_point` is the offset
-below which everything has been fsynced, so a restart after a crash re-validates only from there.
+below which everything has been fsynced (the leader epochs starting below it included, see
+`leader_epoch`), so a restart after a crash re-validates only from there.
 
 Concurrency: one lock per Log serialises appends, rolls, truncation, retention and swaps. Reads
 take no lock: they use immutable snapshots of the segment list and of the end offset metadata
@@ -64,7 +65,7 @@ from services.broker.log.files import (
 )
 from services.broker.log.info import LogAppendInfo, LogOffsetMetadata
 from services.broker.log.leader_epoch import LeaderEpochFileCache
-from services.broker.log.loader import load_segments, rebuild_producer_state
+from services.broker.log.loader import load_segments, new_log_segments, rebuild_producer_state
 from services.broker.log.local_log import LocalLog
 from services.broker.log.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
@@ -96,7 +97,9 @@ class Log(LocalLog):
                  clock: Clock = SYSTEM_CLOCK, scheduler=None, had_clean_shutdown: bool = False,
                  producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
                  producer_id_expiration_check_interval_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
-                 ) -> None:
+                 new_dir: bool = False) -> None:
+        """Opens (loads, recovers) the log in `log_dir`, made if missing; with `new_dir` the
+        caller has just created the directory empty, so nothing is read from it."""
         self.dir = os.path.abspath(log_dir)
         self.topic_partition = parse_topic_partition_name(self.dir)
         self.config = config
@@ -104,12 +107,18 @@ class Log(LocalLog):
         self._scheduler = scheduler
         self._lock = threading.RLock()
         self._closed = False
-        os.makedirs(self.dir, exist_ok=True)
+        self._leader_epochs_write_due = False  # a background write of the leader epochs is scheduled
+        if not new_dir:
+            os.makedirs(self.dir, exist_ok=True)
         checkpoint = LeaderEpochCheckpointFile(os.path.join(self.dir, LEADER_EPOCH_CHECKPOINT_FILE))
-        self.leader_epoch_cache = LeaderEpochFileCache(self.topic_partition, checkpoint)
-        loaded = load_segments(self.dir, config, clock, log_start_offset=log_start_offset,
-                               recovery_point=recovery_point, had_clean_shutdown=had_clean_shutdown,
-                               leader_epoch_cache=self.leader_epoch_cache)
+        self.leader_epoch_cache = LeaderEpochFileCache(self.topic_partition, checkpoint, read_checkpoint=not new_dir)
+        if new_dir:
+            loaded = new_log_segments(self.dir, config, clock, log_start_offset)
+            had_clean_shutdown = True  # nothing to recover
+        else:
+            loaded = load_segments(self.dir, config, clock, log_start_offset=log_start_offset,
+                                   recovery_point=recovery_point, had_clean_shutdown=had_clean_shutdown,
+                                   leader_epoch_cache=self.leader_epoch_cache)
         self._segments = {segment.base_offset: segment for segment in loaded.segments}
         self._publish_segments()
         self._recovery_point = loaded.recovery_point
@@ -122,7 +131,8 @@ class Log(LocalLog):
         self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
         self._high_watermark = self._log_start_offset
         self._last_flush_ms = clock.time_ms()
-        self._producer_state = ProducerStateManager(self.topic_partition, self.dir, producer_id_expiration_ms)
+        self._producer_state = ProducerStateManager(self.topic_partition, self.dir, producer_id_expiration_ms,
+                                                    list_snapshots=not new_dir)
         index_from = self._end.message_offset
         if not had_clean_shutdown:  # entries at or above the recovery point may be torn or missing
             index_from = self._recovery_point
@@ -182,6 +192,8 @@ class Log(LocalLog):
                     if producers[1] is not None:
                         return self._duplicate_append_info(producers[1])
                     self._producer_state.before_write(first)
+            if self.leader_epoch_cache.latest_epoch != leader_epoch:
+                self.leader_epoch_cache.assign(leader_epoch, first)
             prefix = HEADER_PREFIX.pack(first, length, leader_epoch)
             segment = self._view[1][-1]
             try:
@@ -197,10 +209,10 @@ class Log(LocalLog):
             else:  # a roll first, or a batch too large for any segment
                 self._write([prefix, view[PREFIX_SIZE:]], length + LOG_OVERHEAD, first, last, max_timestamp,
                             offset_of_max, None, self._clock.time_ms())
+            if self.leader_epoch_cache.unwritten_from is not None:
+                self._write_leader_epochs_soon()
             if producers is not None:
                 self._update_producer_state(producers)
-            if self.leader_epoch_cache.latest_epoch != leader_epoch:
-                self.leader_epoch_cache.assign(leader_epoch, first)
             return _new_tuple(LogAppendInfo, (first, last, max_timestamp, offset_of_max, NO_TIMESTAMP,
                                               self._log_start_offset, 1, fields[12], length + LOG_OVERHEAD,
                                               False))
@@ -225,11 +237,13 @@ class Log(LocalLog):
                 if producers[1] is not None:
                     return self._duplicate_append_info(producers[1])
                 self._producer_state.before_write(first)
-            self._write(pieces, total, first, last, max_timestamp, offset_of_max, marks, now)
-            if producers is not None:
-                self._update_producer_state(producers)
             if self.leader_epoch_cache.latest_epoch != leader_epoch:
                 self.leader_epoch_cache.assign(leader_epoch, first)
+            self._write(pieces, total, first, last, max_timestamp, offset_of_max, marks, now)
+            if self.leader_epoch_cache.unwritten_from is not None:
+                self._write_leader_epochs_soon()
+            if producers is not None:
+                self._update_producer_state(producers)
             return _new_tuple(LogAppendInfo, (first, last, max_timestamp, offset_of_max,
                                               now if log_append_time else NO_TIMESTAMP,
                                               self._log_start_offset, len(batches), count, total, False))
@@ -271,14 +285,39 @@ class Log(LocalLog):
             if with_producers:
                 producers = self._producer_state.analyze(view, batches, None, AppendOrigin.REPLICATION)
                 self._producer_state.before_write(first)
-            self._write(view[:valid], valid, first, previous_last, max_timestamp, offset_of_max,
-                        marks if len(marks) > 1 else None, self._clock.time_ms())
-            if producers is not None:
-                self._update_producer_state(producers)
             for _, header in batches:
                 self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+            self._write(view[:valid], valid, first, previous_last, max_timestamp, offset_of_max,
+                        marks if len(marks) > 1 else None, self._clock.time_ms())
+            if self.leader_epoch_cache.unwritten_from is not None:
+                self._write_leader_epochs_soon()
+            if producers is not None:
+                self._update_producer_state(producers)
             return LogAppendInfo(first, previous_last, max_timestamp, offset_of_max, NO_TIMESTAMP,
                                  self._log_start_offset, len(batches), count, valid)
+
+    def _write_leader_epochs_soon(self) -> None:
+        """Batches now follow a leader epoch the checkpoint lacks: a background task writes it (one
+        for every append until it runs), so neither this append nor the next clean shutdown waits
+        for it; a flush past it writes it first anyway (see `leader_epoch`). Without a scheduler
+        it is written now."""
+        if self._leader_epochs_write_due:
+            return
+        if self._scheduler is None:
+            self._write_leader_epochs()
+            return
+        self._leader_epochs_write_due = True
+        self._scheduler.schedule(0, self._write_leader_epochs, name="leader-epoch-checkpoint")
+
+    def _write_leader_epochs(self) -> None:
+        self._leader_epochs_write_due = False
+        if self._closed:
+            return  # close wrote what the log needs
+        try:
+            self.leader_epoch_cache.flush_entries_below(self._end.message_offset)
+        except OSError as e:
+            if not self._closed:
+                raise KafkaStorageError(f"error writing the leader epochs of {self.topic_partition}: {e}") from e
 
     def _update_producer_state(self, producers) -> None:
         """Applies a written append's producer updates; its ABORT markers (all in the active
@@ -458,6 +497,7 @@ class Log(LocalLog):
             self._closed = True
             self._cancel_producer_expiration()
             try:
+                self.leader_epoch_cache.flush_entries_below(self._end.message_offset)
                 self._producer_state.take_snapshot(self._end.message_offset)
                 self._producer_state.retain_snapshots(self._recovery_point)
             finally:

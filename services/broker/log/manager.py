@@ -25,10 +25,12 @@ Truncation pauses the cleaner for the partition (aborting a clean under way) and
 cleaner checkpoint; deletion aborts any clean and drops the partition from the checkpoint.
 
 `shutdown()` flushes and closes every log, writes both checkpoints and then the clean-shutdown
-marker in each directory. New logs go to the directory holding the fewest. Deleting a log renames
-its directory to `<topic>-<partition>.<uuid>-delete` at once and removes it after `file.delete.delay.ms`;
-deleting many (`async_delete_logs`, a StopReplica's) fsyncs each log dir and writes its checkpoints
-once for all of them.
+marker in each directory. New logs go to the directory holding the fewest; creating one is one
+mkdir (nothing is read from the new directory, and its files come with its first batch, see
+`segment`), so a LeaderAndIsr of thousands of new partitions costs little more than their
+directories. Deleting a log renames its directory to `<topic>-<partition>.<uuid>-delete` at once
+and removes it after `file.delete.delay.ms`; deleting many (`async_delete_logs`, a StopReplica's)
+fsyncs each log dir and writes its checkpoints once for all of them.
 """
 
 from __future__ import annotations
@@ -254,15 +256,19 @@ class LogManager:
             for log_dir in log_dirs:
                 path = os.path.join(log_dir, log_dir_name(tp))
                 try:
-                    os.makedirs(path, exist_ok=True)
+                    os.mkdir(path)
+                    new_dir = True
+                except FileExistsError:
+                    new_dir = False  # left by an earlier attempt: loaded as it is
                 except OSError as e:
                     errors.append(e)
                     continue
-                log = Log(path, self.log_config_for(tp.topic), clock=self._clock, scheduler=self.scheduler)
+                log = Log(path, self.log_config_for(tp.topic), clock=self._clock, scheduler=self.scheduler,
+                          new_dir=new_dir)
                 with self._lock:
                     self._logs[tp] = log
                     self._logs_per_dir[log_dir] += 1
-                logger.info("created log for %s in %s", tp, path)
+                logger.debug("created log for %s in %s", tp, path)
                 return log
             raise KafkaStorageError(f"no log directory could hold {tp}: {errors}")
         finally:

@@ -182,7 +182,9 @@ class ProducerStateManager:
     """The producers of one partition log; not thread-safe (the Log's lock guards it)."""
 
     def __init__(self, topic_partition, log_dir: str,
-                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> None:
+                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS, *,
+                 list_snapshots: bool = True) -> None:
+        """Knows the snapshot files in `log_dir`, or none without `list_snapshots` (a new log's)."""
         self.topic_partition = topic_partition
         self.log_dir = log_dir
         self.producer_id_expiration_ms = producer_id_expiration_ms
@@ -190,7 +192,7 @@ class ProducerStateManager:
         self._ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
         # the first offset of the earliest open transaction, or None: read without the Log's lock
         self.first_unstable_offset: int | None = None
-        self._snapshots: dict[int, str] = list_snapshot_files(log_dir)
+        self._snapshots: dict[int, str] = list_snapshot_files(log_dir) if list_snapshots else {}
 
     # -- state ---------------------------------------------------------------------------------
 

@@ -3,6 +3,10 @@
 Files: `<20-digit base offset>.log` (see `file_records`), `.index` (see `offset_index`),
 `.timeindex` (see `time_index`) and, once a transaction aborted in it, `.txnindex` (see
 `txn_index`), each possibly with a transit suffix (`.cleaned`, `.swap`, `.deleted`, see `files`).
+A segment opened with `create_files_lazily` (the first segment of a new log) creates its `.log`,
+`.index` and `.timeindex` files with its first batch, or when it stops being the active segment:
+a partition that never held a batch costs its directory alone, and a crash before the first
+batch leaves an empty directory, which loads as the same empty log.
 
 An append writes a whole batch, or a run of batches, in one call and adds an offset index entry
 (and maybe a time index entry) at every batch that starts more than `index.interval.bytes` after
@@ -73,13 +77,16 @@ class LogSegment:
     @classmethod
     def open(cls, log_dir: str, base_offset: int, config: LogConfig, clock: Clock, *,
              file_already_exists: bool = False, suffix: str = "", init_file_size: int = 0,
-             preallocate: bool = False) -> LogSegment:
+             preallocate: bool = False, create_files_lazily: bool = False) -> LogSegment:
         max_index_size = config.segment_index_bytes
+        lazily = create_files_lazily and not file_already_exists
         return cls(
             FileRecords.open(log_file(log_dir, base_offset, suffix), file_already_exists=file_already_exists,
-                             init_file_size=init_file_size, preallocate=preallocate),
-            OffsetIndex(offset_index_file(log_dir, base_offset, suffix), base_offset, max_index_size),
-            TimeIndex(time_index_file(log_dir, base_offset, suffix), base_offset, max_index_size),
+                             init_file_size=init_file_size, preallocate=preallocate, create_lazily=lazily),
+            OffsetIndex(offset_index_file(log_dir, base_offset, suffix), base_offset, max_index_size,
+                        create_lazily=lazily),
+            TimeIndex(time_index_file(log_dir, base_offset, suffix), base_offset, max_index_size,
+                      create_lazily=lazily),
             base_offset,
             config.index_interval_bytes,
             config.random_segment_jitter(),
@@ -108,7 +115,7 @@ class LogSegment:
     def largest_timestamp(self) -> int:
         """The largest batch timestamp, or the file's modification time when it has none."""
         max_timestamp = self.max_timestamp_so_far
-        return max_timestamp if max_timestamp >= 0 else self.log.last_modified_ms
+        return max_timestamp if max_timestamp >= 0 else self.last_modified_ms
 
     @property
     def largest_record_timestamp(self) -> int | None:
@@ -145,6 +152,8 @@ class LogSegment:
         physical = log.size
         if physical == 0:
             self._rolling_based_timestamp = largest_timestamp
+            if not log.on_disk:
+                self.create_files()
         if not 0 <= largest_offset - self.base_offset <= 0x7FFFFFFF:
             raise LogSegmentOffsetOverflowError(
                 f"offset {largest_offset} overflows segment with base offset {self.base_offset}")
@@ -199,6 +208,8 @@ class LogSegment:
                 return False
         else:
             self._rolling_based_timestamp = max_timestamp
+            if not log.on_disk:
+                self.create_files()
         log.append_stamped(prefix, batch, size)
         if max_timestamp > self._max_timestamp:
             self._max_timestamp = max_timestamp
@@ -406,6 +417,7 @@ class LogSegment:
         return now_ms - self.created_ms
 
     def on_become_inactive_segment(self) -> None:
+        self.create_files()  # every segment but the active one has its files
         self.time_index.maybe_append(self.max_timestamp_so_far, self._offset_of_max_timestamp,
                                      skip_full_check=True)
         self.offset_index.trim_to_valid_size()
@@ -417,6 +429,17 @@ class LogSegment:
         self.time_index.resize(size)
 
     # -- files ---------------------------------------------------------------------------------
+
+    @property
+    def files_on_disk(self) -> bool:
+        return self.log.on_disk
+
+    def create_files(self) -> None:
+        """Creates the files of a segment opened with `create_files_lazily` (a no-op once they
+        exist): the `.log` first, so a crash in between leaves no index without its log."""
+        self.log.create_file()
+        self.offset_index.create_file()
+        self.time_index.create_file()
 
     def flush(self) -> None:
         self.log.flush()
@@ -478,7 +501,9 @@ class LogSegment:
 
     @property
     def last_modified_ms(self) -> int:
-        return self.log.last_modified_ms
+        """The `.log` file's modification time; the creation time of a segment without files."""
+        return self.log.last_modified_ms if self.log.on_disk else self.created_ms
 
     def set_last_modified_ms(self, ms: int) -> None:
+        self.create_files()
         self.log.set_last_modified_ms(ms)

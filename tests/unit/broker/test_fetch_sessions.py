@@ -204,3 +204,14 @@ def test_answers_that_run_out_of_bytes_take_turns_among_the_partitions(manager):
         done, box = incremental(manager, session, max_bytes=100)
         served += [key for key, result in box.items() if result.records]
     assert sorted(served) == [("t", 10), ("t", 11), ("t", 12)]
+
+
+def test_a_leader_and_isr_of_many_partitions_answers_a_parked_session_fetch_with_all_of_them(manager):
+    """Every partition is marked changed before the parked fetch is tried: one answer holds them
+    all, not the first one (then a fetch again for each of the others)."""
+    session = open_session(manager)
+    done, box = incremental(manager, session)
+    manager.become_leader_or_follower(1001, 1, [state(i, leader=3, epoch=1) for i in range(10)])
+    assert done.wait(10)
+    assert sorted(box) == [("t", i) for i in range(10)]
+    assert {box[("t", i)].error_code for i in range(10)} == {Errors.NOT_LEADER_OR_FOLLOWER}

@@ -108,3 +108,17 @@ def test_parking_a_fetch_looks_at_its_partitions_once_when_nothing_changes(manag
     assert done.wait(10)
     assert len(checks) == 2
     assert [r.value for r in iter_records(box[("t", 5)].records)] == [b"new"]
+
+
+def test_a_leader_and_isr_of_many_partitions_looks_at_a_parked_follower_fetch_once(manager, monkeypatch):
+    checks = []
+    real = manager.fetch_is_satisfied
+    monkeypatch.setattr(manager, "fetch_is_satisfied", lambda params: checks.append(1) or real(params))
+    done, _ = park_follower_fetch(manager)
+    assert len(checks) == 1
+    new = [PartitionStateInfo(TopicPartition("u", i), 1, 1, 0, (1, 2, 3), 0, (1, 2, 3), is_new=True)
+           for i in range(10)]
+    assert set(manager.become_leader_or_follower(1001, 1, new).values()) == {0}
+    assert not done.is_set() and len(checks) == 2  # not once per partition
+    manager.become_leader_or_follower(1001, 1, [state(i, leader=3, epoch=1) for i in range(10)])
+    assert done.wait(10) and len(checks) == 3

@@ -207,6 +207,20 @@ def test_a_new_leader_epoch_is_known_before_its_first_append(manager):
     assert manager.offset_for_leader_epoch("t", 0, -1, 3) == (0, 3, 2)
 
 
+def test_leader_and_isr_of_new_partitions_writes_a_directory_each_and_nothing_in_it(manager, tmp_path):
+    """Each new log is one mkdir: its segment files wait for its first batch, and a new leader
+    epoch for the flush past its start (an epoch starting at the log end is dropped at load)."""
+    states = [PartitionStateInfo(TopicPartition("many", i), 1, 1 + i % 2, 0, (1, 2), 0, (1 + i % 2, 2 - i % 2),
+                                 is_new=True) for i in range(20)]
+    assert set(manager.become_leader_or_follower(1001, 1, states).values()) == {0}
+    dirs = sorted(os.listdir(tmp_path / "logs" / f"many-{i}") for i in range(20))
+    assert dirs == [[]] * 20
+    assert manager.offset_for_leader_epoch("many", 0, -1, 0) == (0, 0, 0)
+    produce(manager, {("many", 0): build_batch([b"a"])})
+    assert {"00000000000000000000.index", "00000000000000000000.log", "00000000000000000000.timeindex"} <= set(
+        os.listdir(tmp_path / "logs" / "many-0"))  # and the epoch's checkpoint, written in the background
+
+
 def test_only_followers_on_live_brokers_join_the_isr(manager):
     lead(manager, isr=(1,), replicas=(1, 2))
     produce(manager, {("t", 0): build_batch([b"a"])})

@@ -92,7 +92,11 @@ def test_leader_epoch_cache(tmp_path):
     cache.assign(1, 5)  # same epoch, later offset: nothing to do
     cache.assign(3, 10)
     cache.assign(5, 20)
+    assert not (tmp_path / "leader-epoch-checkpoint").exists()  # written once flushed past an entry
+    assert not cache.flush_entries_below(0)
+    assert cache.flush_entries_below(1)
     assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n3\n1 0\n3 10\n5 20\n"
+    assert not cache.flush_entries_below(30)  # nothing new since
     assert cache.end_offset_for(5, 30) == (5, 30)
     assert cache.end_offset_for(3, 30) == (3, 20)
     assert cache.end_offset_for(4, 30) == (3, 20)

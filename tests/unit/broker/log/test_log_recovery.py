@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 
+from services.broker.log.checkpoints import LeaderEpochCheckpointFile
 from services.broker.log.files import log_file, offset_index_file, time_index_file
+from services.common.scheduler import ManualScheduler
 
-from .support import batch, config, open_log, read_all, segment_files
+from .support import batch, config, manual_clock, open_log, read_all, segment_files
 
 ONE = len(batch(2))
 
@@ -140,6 +142,37 @@ def test_an_empty_directory_starts_at_the_log_start_offset(tmp_path):
     log = open_log(tmp_path / "t-3", log_start_offset=42)
     assert (log.log_start_offset, log.log_end_offset, log.active_segment.base_offset) == (42, 42, 42)
     assert log.topic_partition == ("t", 3)
+    # its first segment's name keeps the offset: the log start offset checkpoint leaves it out
+    assert segment_files(log.dir) == ["00000000000000000042.index", "00000000000000000042.log",
+                                      "00000000000000000042.timeindex"]
+    at_zero = open_log(tmp_path / "t-4")
+    assert segment_files(at_zero.dir) == [] and at_zero.active_segment.base_offset == 0
+
+
+def test_a_new_log_crashed_after_its_first_batches_recovers_them(tmp_path):
+    os.mkdir(tmp_path / "t-0")
+    cfg = config(index_interval_bytes=1)
+    log = open_log(tmp_path / "t-0", cfg, new_dir=True)
+    assert os.listdir(log.dir) == []
+    for _ in range(3):
+        log.append_as_leader(batch(2), 0)
+    log.close_handlers()  # a crash: nothing flushed, indexes untrimmed
+    reopened = open_log(log.dir, cfg)
+    assert reopened.log_end_offset == 6 and read_all(reopened) == list(range(6))
+    assert reopened.active_segment.offset_index.entries == 2
+    assert reopened.leader_epoch_cache.epoch_entries == [(0, 0)]
+    reopened.close()
+
+
+def test_a_crash_between_creating_a_new_segments_files_loads_the_empty_log(tmp_path):
+    os.mkdir(tmp_path / "t-0")
+    open(log_file(os.fspath(tmp_path / "t-0"), 0), "wb").close()  # the .log made, its indexes not
+    log = open_log(tmp_path / "t-0")
+    assert log.log_end_offset == 0
+    log.append_as_leader(batch(2), 0)
+    assert segment_files(log.dir) == ["00000000000000000000.index", "00000000000000000000.log",
+                                      "00000000000000000000.timeindex"]
+    log.close()
 
 
 def test_preallocated_segments_recover_to_their_data(tmp_path):
@@ -155,9 +188,10 @@ def test_preallocated_segments_recover_to_their_data(tmp_path):
 
 
 def test_loading_logs_rewrites_no_leader_epoch_checkpoint(tmp_path):
-    """A restart with thousands of logs must not rewrite (and fsync) a file per log: an epoch
-    assigned to an empty log is dropped in memory at load, the file keeps it, and assigning it
-    again (the next LeaderAndIsr) leaves the file as it is."""
+    """A restart with thousands of logs must not rewrite (and fsync) a file per log, and neither
+    must a LeaderAndIsr that makes this broker leader of thousands of empty logs: an epoch that
+    starts at the log end is dropped in memory at load, so no file gets it; one with batches after
+    it is written when the log is flushed past it or closed, and loading keeps that file as it is."""
     empty = open_log(tmp_path / "t-0", had_clean_shutdown=True)
     empty.leader_epoch_cache.assign(3, 0)
     written = open_log(tmp_path / "t-1", had_clean_shutdown=True)
@@ -165,14 +199,75 @@ def test_loading_logs_rewrites_no_leader_epoch_checkpoint(tmp_path):
     written.append_as_leader(batch(2, epoch=2), 2)
     for log in (empty, written):
         log.close()
-    files = [tmp_path / name / "leader-epoch-checkpoint" for name in ("t-0", "t-1")]
-    before = [(f.stat().st_ino, f.read_text()) for f in files]
+    assert not (tmp_path / "t-0" / "leader-epoch-checkpoint").exists()
+    file = tmp_path / "t-1" / "leader-epoch-checkpoint"
+    before = (file.stat().st_ino, file.read_text())
+    assert before[1] == "0\n1\n2 0\n"
     empty, written = (open_log(tmp_path / name, had_clean_shutdown=True) for name in ("t-0", "t-1"))
     assert empty.leader_epoch_cache.latest_epoch is None  # the epoch started at the log end
     assert written.leader_epoch_cache.latest_epoch == 2
-    empty.leader_epoch_cache.assign(3, 0)
-    assert [(f.stat().st_ino, f.read_text()) for f in files] == before
+    assert (file.stat().st_ino, file.read_text()) == before
     empty.leader_epoch_cache.assign(4, 0)
-    assert files[0].read_text() == "0\n1\n4 0\n"
+    empty.append_as_leader(batch(1, epoch=4), 4)  # a batch follows the epoch: written (without a scheduler, at once)
+    assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text() == "0\n1\n4 0\n"
     for log in (empty, written):
         log.close()
+
+
+def test_a_leader_epoch_followed_by_a_batch_is_written_in_the_background(tmp_path):
+    clock = manual_clock()
+    scheduler = ManualScheduler(clock)
+    log = open_log(tmp_path / "t-0", clock=clock, scheduler=scheduler)
+    file = tmp_path / "t-0" / "leader-epoch-checkpoint"
+    log.leader_epoch_cache.assign(2, 0)
+    scheduler.run_due()
+    assert not file.exists()  # no batch after it yet
+    log.append_as_leader(batch(1), 2)
+    log.append_as_leader(batch(1), 2)
+    assert not file.exists() and [t.name for t in scheduler.pending()].count("leader-epoch-checkpoint") == 1
+    scheduler.run_due()
+    assert file.read_text() == "0\n1\n2 0\n"
+    log.append_as_follower(batch(1, base_offset=2, epoch=3))
+    log.close()  # before the task ran: close writes what a clean load needs
+    assert file.read_text() == "0\n2\n2 0\n3 2\n"
+    scheduler.run_due()  # the task finds the log closed
+
+
+def epochs_in_file(log):
+    return LeaderEpochCheckpointFile(os.path.join(log.dir, "leader-epoch-checkpoint")).read()
+
+
+def test_leader_epochs_below_the_recovery_point_are_in_the_file(tmp_path):
+    """An epoch is assigned before its first batch is written and reaches the file no later than
+    the flush that moves the recovery point past its start (`flush.messages` 1: at once)."""
+    log = open_log(tmp_path / "t-0", config(flush_messages=1))
+    log.leader_epoch_cache.assign(2, 0)  # made leader of the empty log: nothing written yet
+    assert epochs_in_file(log) == []
+    log.append_as_leader(batch(2), 2)
+    assert log.recovery_point == 2 and epochs_in_file(log) == [(2, 0)]
+    log.append_as_follower(batch(1, base_offset=2, epoch=3) + batch(1, base_offset=3, epoch=4))
+    assert log.recovery_point == 4 and epochs_in_file(log) == [(2, 0), (3, 2), (4, 3)]
+    log.close()
+
+
+def test_leader_epochs_above_the_recovery_point_are_rebuilt_after_a_crash(tmp_path):
+    cfg = config(segment_bytes=2 * ONE)
+    clock = manual_clock()
+    scheduler = ManualScheduler(clock)  # never run: the background writes never happen
+    log = open_log(tmp_path / "t-0", cfg, clock=clock, scheduler=scheduler)
+    log.leader_epoch_cache.assign(0, 0)
+    log.append_as_leader(batch(2), 0)
+    log.append_as_leader(batch(2), 0)
+    log.leader_epoch_cache.assign(5, 4)
+    log.append_as_leader(batch(2), 5)  # rolls at 4
+    assert epochs_in_file(log) == []
+    log.flush(4)  # as the flush the roll scheduled: the epochs go first
+    assert log.recovery_point == 4 and epochs_in_file(log) == [(0, 0), (5, 4)]
+    log.leader_epoch_cache.assign(7, 6)
+    log.append_as_leader(batch(2), 7)
+    log.close_handlers()  # a crash: epoch 7 never reached the file
+    assert (7, 6) not in epochs_in_file(log)
+    reopened = open_log(log.dir, cfg, recovery_point=4)
+    assert reopened.leader_epoch_cache.epoch_entries == [(0, 0), (5, 4), (7, 6)]
+    assert reopened.log_end_offset == 8
+    reopened.close()

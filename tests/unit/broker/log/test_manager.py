@@ -106,6 +106,60 @@ def test_unclean_shutdown_recovers(tmp_path):
     again.shutdown()
 
 
+def test_a_new_log_is_a_directory_until_its_first_batch(tmp_path):
+    """LeaderAndIsr creates thousands of logs at once: each costs one mkdir, and its segment files
+    wait for data. A crash before then leaves an empty directory, which loads as the same log."""
+    logs, clock = manager(tmp_path)
+    log = logs.get_or_create_log(TP0)
+    log.leader_epoch_cache.assign(3, 0)  # made leader
+    assert os.listdir(log.dir) == []
+    assert (log.log_start_offset, log.log_end_offset, log.recovery_point) == (0, 0, 0)
+    for each in logs.all_logs():
+        each.close_handlers()
+    logs.release_locks()  # a crash
+    again, _ = manager(tmp_path, clock=clock)
+    assert again.had_clean_shutdown == {os.fspath(tmp_path / "d1"): False}
+    reloaded = again.get_log(TP0)
+    assert reloaded.log_end_offset == 0 and os.listdir(reloaded.dir) == []
+    reloaded.append_as_leader(batch(2), 4)
+    assert sorted(os.listdir(reloaded.dir)) == ["00000000000000000000.index", "00000000000000000000.log",
+                                                "00000000000000000000.timeindex"]
+    again.shutdown()
+    assert "leader-epoch-checkpoint" in os.listdir(reloaded.dir)
+    third, _ = manager(tmp_path, clock=clock)
+    assert read_all(third.get_log(TP0)) == [0, 1]
+    assert third.get_log(TP0).leader_epoch_cache.epoch_entries == [(4, 0)]
+    third.shutdown()
+
+
+def test_logs_that_never_held_a_batch_get_no_files_at_shutdown_or_restart(tmp_path):
+    logs, clock = manager(tmp_path)
+    for i in range(3):
+        logs.get_or_create_log(TopicPartition("t", i)).leader_epoch_cache.assign(1, 0)
+    logs.shutdown()
+    again, _ = manager(tmp_path, clock=clock)
+    assert len(again.all_logs()) == 3
+    assert all(os.listdir(log.dir) == [] for log in again.all_logs())
+    again.async_delete(TP0)
+    clock.advance(again.default_config.file_delete_delay_ms + 100)
+    again.scheduler.run_due()
+    again.shutdown()
+    assert sorted(name for name in os.listdir(tmp_path / "d1") if name.startswith("t-")) == ["t-1", "t-2"]
+
+
+def test_a_directory_left_by_an_earlier_log_is_loaded_not_replaced(tmp_path):
+    logs, clock = manager(tmp_path)
+    log = logs.get_or_create_log(TP0)
+    log.append_as_leader(batch(3), 0)
+    for each in logs.all_logs():
+        each.close_handlers()
+    logs.release_locks()
+    again = LogManager(LogManagerConfig(log_dirs=(os.fspath(tmp_path / "d1"),)), LogConfig(), clock=clock,
+                       scheduler=ManualScheduler(clock))  # not started: the directory is not loaded
+    assert read_all(again.get_or_create_log(TP0)) == [0, 1, 2]
+    again.shutdown()
+
+
 def test_a_directory_is_locked_by_one_manager(tmp_path):
     logs, _ = manager(tmp_path)
     with pytest.raises(KafkaStorageError):

@@ -48,6 +48,44 @@ def test_files_are_named_by_the_zero_padded_base_offset(tmp_path):
     assert segment.read_next_offset() == 42 and segment.size == 0
 
 
+def lazy_segment(path, base=0) -> LogSegment:
+    cfg = LogConfig(index_interval_bytes=INTERVAL, segment_index_bytes=4096)
+    return LogSegment.open(os.fspath(path), base, cfg, manual_clock(), create_files_lazily=True)
+
+
+def test_a_lazily_created_segment_makes_its_files_with_its_first_batch(tmp_path):
+    segment = lazy_segment(tmp_path)
+    assert os.listdir(tmp_path) == [] and not segment.files_on_disk
+    assert segment.read(0, 1000) is None and segment.read_next_offset() == 0
+    assert segment.find_offset_by_timestamp(0) is None and segment.largest_timestamp == segment.created_ms
+    assert segment.truncate_to(0) == 0
+    segment.resize_indexes(8192)
+    segment.flush()
+    assert os.listdir(tmp_path) == []
+    written = fill(segment, batches=10)
+    assert sorted(os.listdir(tmp_path)) == ["00000000000000000000.index", "00000000000000000000.log",
+                                            "00000000000000000000.timeindex"]
+    assert os.path.getsize(tmp_path / "00000000000000000000.index") == 8192  # as resized before
+    assert segment.offset_index.entries > 0
+    assert segment.read(0, 1 << 20).records == b"".join(data for _, data in written)
+    segment.close()
+
+
+def test_a_lazily_created_segment_without_batches_closes_renames_and_deletes_without_files(tmp_path):
+    segment = lazy_segment(tmp_path)
+    segment.change_file_suffixes("", ".deleted")
+    assert segment.log.path.endswith(".log.deleted")
+    segment.delete_if_exists()
+    segment.close()
+    assert os.listdir(tmp_path) == []
+    rolled = lazy_segment(tmp_path)
+    rolled.on_become_inactive_segment()  # every segment but the active one has its files
+    assert sorted(os.listdir(tmp_path)) == ["00000000000000000000.index", "00000000000000000000.log",
+                                            "00000000000000000000.timeindex"]
+    assert all(os.path.getsize(tmp_path / name) == 0 for name in os.listdir(tmp_path))
+    rolled.close()
+
+
 def test_index_entries_are_sparse_and_point_at_batch_starts(tmp_path):
     segment = new_segment(tmp_path)
     written = fill(segment, batches=30)
