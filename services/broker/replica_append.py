@@ -47,8 +47,9 @@ class ReplicaAppends:
         try:
             self._append_to_leaders(acks, entries, results, pending, internal_topics_allowed, origin)
         finally:
-            for key in self._end_appends(entries):
-                self._wake_fetches(key)
+            finished = self._end_appends(entries)
+            if finished:
+                self._wake_fetches_of(finished)
         if not pending:
             respond(results)
             return

@@ -104,24 +104,42 @@ class ReplicaFetches:
         self.fetch_purgatory.try_complete_else_watch(operation, keys)
 
     def _wake_fetches(self, key: TopicPartition) -> None:
-        """Parked fetches that `key`'s new records or new leadership may complete: consumers'
-        (watching the partition) and its other replicas' (watching their `ReplicaFetchKey`)."""
-        self._fetchable_changed(key)
-        partition = self._partitions.get(key)
-        if partition is not None:
-            for replica in partition.replicas:
-                if replica != self.broker_id:
-                    self.fetch_purgatory.check_and_complete(ReplicaFetchKey(replica))
+        """Parked fetches that `key`'s new records or new leadership may complete."""
+        self._wake_fetches_of([key])
+
+    def _wake_fetches_of(self, keys: list[TopicPartition]) -> None:
+        """Parked fetches that the new records or leadership of `keys` may complete, each tried
+        once for all of them: consumers' (watching a partition), sessions' (watching their session)
+        and the other replicas' (watching their `ReplicaFetchKey`). A LeaderAndIsr of thousands
+        would otherwise try the same few follower fetches thousands of times."""
+        self._fetchables_changed(keys)
+        replicas: set[int] = set()
+        hosted = self._partitions
+        for key in keys:
+            partition = hosted.get(key)
+            if partition is not None:
+                replicas.update(partition.replicas)
+        replicas.discard(self.broker_id)
+        for replica in sorted(replicas):
+            self.fetch_purgatory.check_and_complete(ReplicaFetchKey(replica))
 
     def _fetchable_changed(self, key: TopicPartition) -> None:
-        """What a fetch of `key` would return may have changed: the sessions holding it mark it,
-        a new `fetch_generation`, then the fetches watching `key` or those sessions are tried.
-        (Marked first: a parked fetch that sees the new generation sees the mark too.)"""
-        sessions = self.fetch_sessions.mark_changed(key)
+        """What a fetch of `key` would return may have changed (see `_fetchables_changed`)."""
+        self._fetchables_changed([key])
+
+    def _fetchables_changed(self, keys: list[TopicPartition]) -> None:
+        """What a fetch of `keys` would return may have changed: the sessions holding them mark
+        them, a new `fetch_generation`, then the fetches watching the keys or those sessions are
+        tried. (Marked first: a parked fetch that sees the new generation sees the marks too.)"""
+        sessions: dict = {}  # wake keys, in order
+        for key in keys:
+            for session in self.fetch_sessions.mark_changed(key):
+                sessions[session.wake_key] = None
         self.fetch_generation = next(self._fetch_generations)
-        self.fetch_purgatory.check_and_complete(key)
-        for session in sessions:
-            self.fetch_purgatory.check_and_complete(session.wake_key)
+        for key in keys:
+            self.fetch_purgatory.check_and_complete(key)
+        for wake_key in sessions:
+            self.fetch_purgatory.check_and_complete(wake_key)
 
     def session_fetch_ms(self, replica_id: int, key: TopicPartition) -> int:
         """When follower `replica_id` last fetched `key` without naming it (0 if it never did)."""

@@ -9,7 +9,6 @@ import logging
 
 from services.broker.log.leader_epoch import UNDEFINED_EPOCH
 from services.broker.partition import Partition
-from services.broker.replica_fetch import ReplicaFetchKey
 from services.common.errors import Errors, KafkaError
 from services.common.shared_types import (
     PartitionStateInfo,
@@ -72,27 +71,11 @@ class ReplicaLeadership:
         return errors
 
     def _complete_delayed_of(self, partitions: list[Partition]) -> None:
-        """`_complete_delayed` of each partition, with each parked fetch that may care tried once
-        for all of them rather than once per partition (a LeaderAndIsr of thousands tried the same
-        few parked follower fetches, each over a thousand partitions, thousands of times). In the
-        order `_fetchable_changed` keeps: every partition marked changed in the fetch sessions
-        holding it, one new fetch generation, then the fetches watching each partition, each of
-        those sessions and each other replica are tried."""
-        sessions: dict = {}  # wake keys, in order
-        replicas: set[int] = set()
-        for partition in partitions:
-            for session in self.fetch_sessions.mark_changed(partition.key):
-                sessions[session.wake_key] = None
-            replicas.update(partition.replicas)
-        self.fetch_generation = next(self._fetch_generations)
-        for partition in partitions:
-            self.fetch_purgatory.check_and_complete(partition.key)
-            self.produce_purgatory.check_and_complete(partition.key)
-        for wake_key in sessions:
-            self.fetch_purgatory.check_and_complete(wake_key)
-        replicas.discard(self.broker_id)
-        for replica in sorted(replicas):
-            self.fetch_purgatory.check_and_complete(ReplicaFetchKey(replica))
+        """`_complete_delayed` of each partition, each parked fetch that may care tried once."""
+        keys = [partition.key for partition in partitions]
+        self._wake_fetches_of(keys)
+        for key in keys:
+            self.produce_purgatory.check_and_complete(key)
 
     def _update_fetchers(self, partitions: list[Partition]) -> None:
         """Leaders stop fetching, followers fetch from their leader; reads each partition's current
