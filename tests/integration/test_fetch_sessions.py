@@ -7,9 +7,6 @@ that broker: the partition joins the session, and the consumer reads every recor
 
 from __future__ import annotations
 
-import threading
-import warnings
-
 from services.clients.consumer import Consumer
 from services.common.topic_partition import TopicPartition
 from services.devcluster.proc import wait_until
@@ -17,18 +14,12 @@ from tests.integration.conftest import CLIENT_CONFIG, SESSION_TIMEOUT_S, create_
 from tests.integration.test_metrics import scrape, values
 from tests.integration.test_replication import (
     LAG_TIME_MAX_MS,
-    MIN_ISR_CONFIG,
-    SteadyProducer,
-    TailingConsumer,
-    _assert_running,
-    _check_partition,
-    _wait_for_progress,
     admin_for,
     all_brokers,
     client_for,
-    init_producer_id,
-    read_partition,
+    kill_leader_round,
     restart_broker,
+    run_steady_load,
     wait_for_full_isr,
     wait_for_metadata,
 )
@@ -43,50 +34,11 @@ def session_figures(cluster, name: str) -> dict[str, float]:
         "incremental_fetch_session_evictions_total", "full_fetches_total", "incremental_fetches_total")}
 
 
-def run_steady_load(cluster, topic: str, partitions: list[int], rounds, config=MIN_ISR_CONFIG,
-                    replication: int = 3) -> None:
-    """Producers and a tailing consumer on `partitions` while `rounds` (callables taking the
-    round number) disturb the cluster; then every acknowledged record is read back once."""
-    identity = init_producer_id(cluster)
-    if not identity.idempotent:
-        warnings.warn("no producer id from the brokers: duplicates of retried batches are allowed", stacklevel=1)
-    stop = threading.Event()
-    with admin_for(cluster) as admin:
-        create_topic(admin, topic, len(partitions), replication, configs=config)
-    wait_for_full_isr(cluster, topic, 30)
-    producers = [SteadyProducer(cluster, topic, p, identity, stop) for p in partitions]
-    consumer = TailingConsumer(cluster, topic, partitions, stop)
-    for thread in (*producers, consumer):
-        thread.start()
-    try:
-        for number, disturb in enumerate(rounds):
-            _wait_for_progress(producers, consumer)
-            disturb(number)
-        _wait_for_progress(producers, consumer)
-    finally:
-        stop.set()
-        for thread in (*producers, consumer):
-            thread.join(30)
-    _assert_running(producers, consumer)
-    with client_for(cluster) as client:
-        for producer in producers:
-            log = read_partition(client, topic, producer.partition)
-            _check_partition(log, producer, consumer.seen[producer.partition])
-
-
 def test_followers_in_sessions_keep_every_acked_record_through_leader_changes_and_restarts(cluster_factory):
     cluster = cluster_factory(broker_config={"replica.lag.time.max.ms": LAG_TIME_MAX_MS})
     topic, partitions = "sessions", [0, 1, 2]
 
-    def kill_leader(number: int) -> None:
-        partition = partitions[number % len(partitions)]
-        victim = wait_for_full_isr(cluster, topic, 60)[partition].leader
-        cluster.kill_service(cluster.broker_name(victim))
-        survivors = [b for b in all_brokers(cluster) if b != victim]
-        wait_for_metadata(cluster, topic, survivors, lambda v, p=partition, dead=victim: v[p].leader not in (-1, dead),
-                          SESSION_TIMEOUT_S + 20, f"a new leader of {topic}-{partition}")
-        restart_broker(cluster, victim)
-        wait_for_full_isr(cluster, topic, 60)
+    kill_leader = kill_leader_round(cluster, topic, partitions)
 
     def restart_each(number: int) -> None:  # controlled shutdowns: leadership moves, then returns
         for broker in all_brokers(cluster):

@@ -317,33 +317,28 @@ class TailingConsumer(threading.Thread):
 
 # --------------------------------------------------------------------------------------------- tests
 
-def test_acked_records_survive_repeated_leader_kills(cluster_factory):
-    cluster = cluster_factory(broker_config={"replica.lag.time.max.ms": LAG_TIME_MAX_MS})
-    topic, partitions = "chaos", [0, 1]
+def run_steady_load(cluster: LocalCluster, topic: str, partitions: list[int],
+                    rounds: Iterable[Callable[[int], None]], config: dict | None = None,
+                    replication: int = 3) -> None:
+    """Producers and a tailing consumer on `partitions` of a new topic while `rounds` (callables
+    taking the round number) disturb the cluster; then every acknowledged record must be in the
+    log once, in order, at its acknowledged offset, and seen so by the consumer."""
     identity = init_producer_id(cluster)
     if not identity.idempotent:
-        warnings.warn("no producer id from the brokers: the chaos producer is not idempotent "
+        warnings.warn("no producer id from the brokers: the steady producer is not idempotent "
                       "and duplicates of retried batches are allowed", stacklevel=1)
     stop = threading.Event()
     with admin_for(cluster) as admin:
-        create_topic(admin, topic, len(partitions), 3, configs=MIN_ISR_CONFIG)
+        create_topic(admin, topic, len(partitions), replication, configs=MIN_ISR_CONFIG if config is None else config)
     wait_for_full_isr(cluster, topic, 30)
     producers = [SteadyProducer(cluster, topic, p, identity, stop) for p in partitions]
     consumer = TailingConsumer(cluster, topic, partitions, stop)
     for thread in (*producers, consumer):
         thread.start()
     try:
-        for round_ in range(5):
-            partition = partitions[round_ % len(partitions)]
+        for number, disturb in enumerate(rounds):
             _wait_for_progress(producers, consumer)
-            victim = wait_for_full_isr(cluster, topic, 60)[partition].leader
-            cluster.kill_service(cluster.broker_name(victim))
-            survivors = [b for b in all_brokers(cluster) if b != victim]
-            wait_for_metadata(cluster, topic, survivors,
-                              lambda v, p=partition, dead=victim: v[p].leader not in (-1, dead),
-                              SESSION_TIMEOUT_S + 20, f"a new leader of {topic}-{partition}")
-            restart_broker(cluster, victim)
-            wait_for_full_isr(cluster, topic, 60)  # the restarted broker is back in every ISR
+            disturb(number)
         _wait_for_progress(producers, consumer)
     finally:
         stop.set()
@@ -358,6 +353,30 @@ def test_acked_records_survive_repeated_leader_kills(cluster_factory):
                   f"acked={len(producer.acked)} consumed={len(consumer.seen[producer.partition])} "
                   f"retried={len(producer.retried)} errors={dict(producer.errors)}")
             _check_partition(log, producer, consumer.seen[producer.partition])
+
+
+def kill_leader_round(cluster: LocalCluster, topic: str, partitions: list[int]) -> Callable[[int], None]:
+    """A disturbance for `run_steady_load`: round n kills (SIGKILL) the leader of partition n (in
+    turn), waits for a new leader, restarts the victim and waits until it is back in every ISR."""
+
+    def kill_leader(number: int) -> None:
+        partition = partitions[number % len(partitions)]
+        victim = wait_for_full_isr(cluster, topic, 60)[partition].leader
+        cluster.kill_service(cluster.broker_name(victim))
+        survivors = [b for b in all_brokers(cluster) if b != victim]
+        wait_for_metadata(cluster, topic, survivors,
+                          lambda v, p=partition, dead=victim: v[p].leader not in (-1, dead),
+                          SESSION_TIMEOUT_S + 20, f"a new leader of {topic}-{partition}")
+        restart_broker(cluster, victim)
+        wait_for_full_isr(cluster, topic, 60)  # the restarted broker is back in every ISR
+
+    return kill_leader
+
+
+def test_acked_records_survive_repeated_leader_kills(cluster_factory):
+    cluster = cluster_factory(broker_config={"replica.lag.time.max.ms": LAG_TIME_MAX_MS})
+    topic, partitions = "chaos", [0, 1]
+    run_steady_load(cluster, topic, partitions, [kill_leader_round(cluster, topic, partitions)] * 5)
 
 
 def _wait_for_progress(producers: list[SteadyProducer], consumer: TailingConsumer) -> None:
