@@ -7,7 +7,9 @@ ports, a temp dir), creates `--partitions` partitions with replication factor 3 
 1. the time from the first CreateTopics call until every partition has a leader, and until every
    ISR has 3 replicas (as the brokers' metadata shows them), and how long each broker took to apply
    its LeaderAndIsr requests (from the broker logs, where a broker logs it);
-2. per broker, while every partition is idle: CPU% over `--idle-seconds`, RSS (anonymous and
+2. per broker, while every partition is idle: CPU% over `--idle-seconds`, starting
+   `--settle-seconds` after the last change (so the one-time work a change leaves behind, such as
+   the first checkpoints and fetch sessions, is not counted as idle), RSS (anonymous and
    file-backed; mmap'd index files count only where touched), virtual size, open file descriptors
    and threads, and the RSS once more after the idle window;
 3. p50/p99 latency of `--produce-requests` sequential acks=all produces of one small batch to one
@@ -22,7 +24,7 @@ ports, a temp dir), creates `--partitions` partitions with replication factor 3 
    broker recovers its logs without a clean-shutdown marker).
 
     python bench/broker_partitions.py [--partitions 4000] [--topic-partitions 4000]
-        [--idle-seconds 10] [--produce-requests 300] [--loop-records 200000] [--no-restarts]
+        [--idle-seconds 30] [--settle-seconds 10] [--produce-requests 300] [--loop-records 200000] [--no-restarts]
 """
 
 from __future__ import annotations
@@ -185,13 +187,16 @@ def wait_applied(cluster: LocalCluster, marks: dict[str, int], replicas_per_brok
 
 
 def measure_idle(cluster: LocalCluster, args, label: str) -> float:
-    """Prints each broker's figures over an idle window; returns the largest CPU%."""
+    """Prints each broker's figures over an idle window that starts `--settle-seconds` after the
+    last change; returns the largest CPU%."""
+    time.sleep(args.settle_seconds)
     pids = {name: cluster.running_pid(name) for name in cluster.broker_names}
     before = {name: (cpu_seconds(pid), status_fields(pid)) for name, pid in pids.items()}
     start = time.monotonic()
     time.sleep(args.idle_seconds)
     elapsed = time.monotonic() - start
-    print(f"idle ({label}): {elapsed:.1f} s with every partition idle")
+    print(f"idle ({label}): {elapsed:.1f} s with every partition idle, from {args.settle_seconds:g} s "
+          f"after the last change")
     busiest = 0.0
     for name, pid in pids.items():
         cpu_before, status_before = before[name]
@@ -296,7 +301,9 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4000)
     parser.add_argument("--topic-partitions", type=int, default=4000,
                         help="partitions of each topic created (default: one topic of them all)")
-    parser.add_argument("--idle-seconds", type=float, default=10.0)
+    parser.add_argument("--idle-seconds", type=float, default=30.0)
+    parser.add_argument("--settle-seconds", type=float, default=10.0,
+                        help="wait this long after the last change before an idle window starts")
     parser.add_argument("--produce-requests", type=int, default=300)
     parser.add_argument("--loop-records", type=int, default=200_000)
     parser.add_argument("--no-restarts", action="store_true", help="skip the restart measurements")

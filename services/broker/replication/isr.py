@@ -102,9 +102,23 @@ class IsrManager:
             new_isr = partition.isr_to_expand(alive)
             if new_isr is not None:
                 changes.append((partition, new_isr))
-        for partition, new_isr in self._write_all(changes):
+        expanded = self._write_all(changes)
+        for partition, new_isr in expanded:
             self.expands += 1
             logger.info("%s-%d: ISR expanded to %s", partition.topic, partition.partition, list(new_isr))
+        if expanded:
+            self._forget_lagging(expanded)
+
+    def _forget_lagging(self, expanded: list[tuple[Partition, tuple[int, ...]]]) -> None:
+        """Replicas back in an ISR are no longer offered for expansion on each fetch until the next
+        check. `lagging` is replaced, never changed in place: the fetch path reads it unlocked."""
+        lagging = dict(self.lagging)
+        for partition, new_isr in expanded:
+            for replica in new_isr:
+                keys = lagging.get(replica)
+                if keys is not None and partition.key in keys:
+                    lagging[replica] = keys - {partition.key}
+        self.lagging = lagging
 
     def _alive_brokers(self) -> frozenset[int] | None:
         """Ids of the brokers the metadata cache knows alive; None before it knows any."""

@@ -53,3 +53,18 @@ def test_a_follower_rejoining_many_isrs_is_written_several_at_a_time(manager):
     assert all(manager.partition("t", i).isr == (1, 2) for i in range(PARTITIONS))
     isr.shutdown()
     assert announced == [{("t", i) for i in range(PARTITIONS)}]
+
+
+def test_a_replica_back_in_the_isr_is_no_longer_offered_for_expansion(manager):
+    isr = IsrManager(manager, lambda partition, new_isr: partition.zk_version + 1, lambda changed: None,
+                     ManualClock(), lag_max_ms=30000)
+    manager.isr_manager = isr
+    isr.maybe_shrink_isr(0)  # follower 2 is outside every ISR
+    outside_before = isr.outside_isr(2)
+    assert outside_before == {("t", i) for i in range(PARTITIONS)}
+    partitions = tuple(FetchPartition("t", i, 0, 1 << 20, 0) for i in range(2))
+    manager.fetch_messages(FetchParams(2, 0, 1, 1 << 20, partitions), lambda results: None)
+    isr._expand_requested()
+    assert isr.outside_isr(2) == {("t", i) for i in range(2, PARTITIONS)}
+    assert outside_before == {("t", i) for i in range(PARTITIONS)}  # replaced, not changed in place
+    isr.shutdown()
