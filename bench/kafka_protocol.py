@@ -8,8 +8,9 @@ Each system runs alone on the machine, one after the other:
    free ports, a temp dir), or an Odradek already running, given by `--odradek-grpc-bootstrap`
    (and `--odradek-bootstrap` for its Kafka listeners, as `make up` prints them).
 
-On each, a topic of one partition, replication factor 3, min.insync.replicas=2, and `--records`
-records of 100 bytes:
+On each, a topic of one partition, replication factor 3, min.insync.replicas=2 (created by
+librdkafka's AdminClient on Apache Kafka, by Odradek's Admin on Odradek), and `--records` records
+of 100 bytes:
 
 - produce: librdkafka's Producer with acks=all and otherwise its defaults (linger.ms=5, no
   idempotence), `produce()` of every record then `flush()`, timed from the first `produce()` after
@@ -146,7 +147,7 @@ def rdkafka_consume(bootstrap: str, topic: str, count: int, batch: int) -> Consu
 
 
 def measure_rdkafka(bootstrap: str, values: list[bytes], batch: int) -> tuple[float, float]:
-    rdkafka_create_topic(bootstrap, RDKAFKA_TOPIC)
+    """librdkafka's produce and consume rates on `RDKAFKA_TOPIC`, which exists already."""
     produced = rdkafka_produce(bootstrap, RDKAFKA_TOPIC, values)
     consumed = rdkafka_consume(bootstrap, RDKAFKA_TOPIC, len(values) + 1, batch)  # and the warm-up record
     print(f"  librdkafka -> {bootstrap}: first record {consumed.first_record_s:.2f} s after the assignment",
@@ -173,9 +174,11 @@ def odradek_cluster(args, base: Path) -> Iterator[tuple[str, str]]:
 def measure_odradek(args, base: Path, values: list[bytes]) -> dict[str, tuple[float, float] | str]:
     results: dict[str, tuple[float, float] | str] = {}
     with odradek_cluster(args, base) as (grpc_bootstrap, kafka_bootstrap):
-        with Admin(bootstrap_servers=grpc_bootstrap) as admin:
-            admin.create_topics([OdradekNewTopic(GRPC_TOPIC, 1, REPLICATION, configs=TOPIC_CONFIG)])
-            admin.wait_for_topic(GRPC_TOPIC, 60, partitions=1)
+        with Admin(bootstrap_servers=grpc_bootstrap) as admin:  # both topics, through Odradek's own Admin
+            admin.create_topics([OdradekNewTopic(name, 1, REPLICATION, configs=TOPIC_CONFIG)
+                                 for name in (GRPC_TOPIC, RDKAFKA_TOPIC)])
+            for name in (GRPC_TOPIC, RDKAFKA_TOPIC):
+                admin.wait_for_topic(name, 60, partitions=1)
         produced = producer_rate(grpc_bootstrap, GRPC_TOPIC, values, acks="all")
         consumed = odradek_consume(grpc_bootstrap, GRPC_TOPIC, 0, len(values) + 1, args.batch)
         results["grpc"] = (produced, consumed)
@@ -208,6 +211,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="odradek-kafka-protocol-") as tmp:
         base = Path(tmp)
         with KafkaPeer(base / "kafka", brokers=3) as peer:
+            rdkafka_create_topic(peer.bootstrap_servers, RDKAFKA_TOPIC)
             rows[f"librdkafka -> Apache Kafka {KAFKA_VERSION}"] = kafka = measure_rdkafka(
                 peer.bootstrap_servers, values, args.batch)
         print(f"Apache Kafka {KAFKA_VERSION} (3 KRaft nodes): produce {kafka[0]:,.0f} rec/s, "
