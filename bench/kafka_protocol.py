@@ -10,23 +10,24 @@ Each system runs alone on the machine, one after the other:
 
 On each, a topic of one partition, replication factor 3, min.insync.replicas=2 (created by
 librdkafka's AdminClient on Apache Kafka, by Odradek's Admin on Odradek), and `--records` records
-of 100 bytes:
+of 100 bytes, after a fifth as many produced untimed by the same client (new JVMs, like a new
+cluster of any kind, are slower at first):
 
 - produce: librdkafka's Producer with acks=all and otherwise its defaults (linger.ms=5, no
   idempotence), `produce()` of every record then `flush()`, timed from the first `produce()` after
   a warm-up record was acknowledged to the end of the flush; Odradek's Producer (acks=all,
   idempotent: its defaults) the same way over gRPC;
 - consume: librdkafka's Consumer assigned the partition from its beginning, `consume()` up to
-  `--batch` messages at a time until every record came, reading each value, timed from the first
-  batch on, which is not counted (the wait for it, half a second against Apache Kafka here, is
-  printed apart); Odradek's Consumer assigned and sought to the beginning, `poll()` with
-  `max.poll.records` = `--batch`, timed from the assignment.
+  `--batch` messages at a time until every record (the warm-up's too) came, reading each value,
+  timed from the first batch on, which is not counted (the wait for it, half a second against
+  Apache Kafka here, is printed apart); Odradek's Consumer assigned and sought to the beginning,
+  `poll()` with `max.poll.records` = `--batch`, timed from the assignment.
 
 Prints records/s of each and the ratios "librdkafka to Odradek / librdkafka to Apache Kafka" for
 produce and consume. When Odradek's brokers have no Kafka listener (none configured, or nothing
 answers there), that half prints "Odradek has no Kafka listener" and the rest runs.
 
-    python bench/kafka_protocol.py [--records 200000] [--batch 1000] [--kafka-only]
+    python bench/kafka_protocol.py [--records 500000] [--batch 1000] [--kafka-only]
         [--odradek-grpc-bootstrap HOST:PORT] [--odradek-bootstrap HOST:PORT]
 """
 
@@ -64,6 +65,7 @@ RDKAFKA_TOPIC = "rdkafka"
 GRPC_TOPIC = "grpc"
 DEADLINE_S = 600.0
 LISTENER_CHECK_S = 10.0
+WARM_UP_FRACTION = 5  # a fifth of --records, produced untimed before the timed run
 
 
 def make_values(count: int) -> list[bytes]:
@@ -133,7 +135,8 @@ def rdkafka_consume(bootstrap: str, topic: str, count: int, batch: int) -> Consu
         while got < count:
             if time.perf_counter() > assigned + DEADLINE_S:
                 raise RuntimeError(f"librdkafka read {got} of {count} records in {DEADLINE_S:g} s")
-            messages = consumer.consume(num_messages=batch, timeout=1.0)
+            # consume() waits for all of num_messages (or its timeout): never ask for more than are left
+            messages = consumer.consume(num_messages=min(batch, count - got), timeout=1.0)
             for message in messages:
                 if message.error() is not None:
                     raise RuntimeError(f"librdkafka's fetch failed: {message.error()}")
@@ -146,10 +149,17 @@ def rdkafka_consume(bootstrap: str, topic: str, count: int, batch: int) -> Consu
         consumer.close()
 
 
+def warm_up_values(values: list[bytes]) -> list[bytes]:
+    return values[:len(values) // WARM_UP_FRACTION]
+
+
 def measure_rdkafka(bootstrap: str, values: list[bytes], batch: int) -> tuple[float, float]:
     """librdkafka's produce and consume rates on `RDKAFKA_TOPIC`, which exists already."""
+    warm_up = warm_up_values(values)
+    rdkafka_produce(bootstrap, RDKAFKA_TOPIC, warm_up)
     produced = rdkafka_produce(bootstrap, RDKAFKA_TOPIC, values)
-    consumed = rdkafka_consume(bootstrap, RDKAFKA_TOPIC, len(values) + 1, batch)  # and the warm-up record
+    # every record of the topic: both runs' values and their warm-up records
+    consumed = rdkafka_consume(bootstrap, RDKAFKA_TOPIC, len(warm_up) + len(values) + 2, batch)
     print(f"  librdkafka -> {bootstrap}: first record {consumed.first_record_s:.2f} s after the assignment",
           flush=True)
     return produced, consumed.records_per_s
@@ -179,8 +189,10 @@ def measure_odradek(args, base: Path, values: list[bytes]) -> dict[str, tuple[fl
                                  for name in (GRPC_TOPIC, RDKAFKA_TOPIC)])
             for name in (GRPC_TOPIC, RDKAFKA_TOPIC):
                 admin.wait_for_topic(name, 60, partitions=1)
+        warm_up = warm_up_values(values)
+        producer_rate(grpc_bootstrap, GRPC_TOPIC, warm_up, acks="all")
         produced = producer_rate(grpc_bootstrap, GRPC_TOPIC, values, acks="all")
-        consumed = odradek_consume(grpc_bootstrap, GRPC_TOPIC, 0, len(values) + 1, args.batch)
+        consumed = odradek_consume(grpc_bootstrap, GRPC_TOPIC, 0, len(warm_up) + len(values) + 2, args.batch)
         results["grpc"] = (produced, consumed)
         missing = "no Kafka listener is configured" if not kafka_bootstrap else kafka_listener_answers(kafka_bootstrap)
         if missing is None:
@@ -197,7 +209,7 @@ def measure_odradek(args, base: Path, values: list[bytes]) -> dict[str, tuple[fl
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=200000)
+    parser.add_argument("--records", type=int, default=500000)
     parser.add_argument("--batch", type=int, default=1000, help="consume() num_messages, max.poll.records")
     parser.add_argument("--kafka-only", action="store_true", help="measure Apache Kafka alone")
     parser.add_argument("--odradek-grpc-bootstrap", help="a running Odradek's brokers (gRPC), e.g. make up's")
