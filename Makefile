@@ -14,7 +14,7 @@ TEST_INSTALLED := $(VENV)/.installed-test
 # editable_mode=compat puts the checkout itself on the path, so `jobs/` runs from it
 PIP_INSTALL := $(PY) -m pip install -q --config-settings editable_mode=compat -e
 
-.PHONY: setup run-setup system-deps run-deps test-deps bench-deps test unit integration lint proto bench up down \
+.PHONY: setup run-setup system-deps run-deps test-deps bench-deps kafka-jars test unit integration lint proto bench up down \
 	status clean pipeline
 
 # everything: the tests, lint, benchmarks and the Spark jobs
@@ -67,6 +67,14 @@ test-deps:
 	    echo "no chromium: the web console's browser test is skipped ('sudo apt-get install chromium')" >&2; \
 	  fi; \
 	fi
+	@if ! command -v mvn >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Maven (Debian package maven): it fetches Apache Kafka's jars for the tests run beside it"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven >/dev/null; \
+	  else \
+	    echo "no mvn: the tests that run Apache Kafka's tools are skipped ('sudo apt-get install maven')" >&2; \
+	  fi; \
+	fi
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -82,13 +90,23 @@ $(TEST_INSTALLED): pyproject.toml services/common/records/_framing.c | $(PY)
 	$(PIP_INSTALL) '.[dev,spark]'
 	@touch $@ $(RUN_INSTALLED)
 
-test: setup
+# Apache Kafka's broker and Java tools from Maven Central, once, under ~/.cache/odradek
+# (bench/kafka_peer.py): the tests and benchmarks that run Kafka beside Odradek; without them they skip.
+kafka-jars: | $(PY)
+	@if command -v mvn >/dev/null 2>&1; then \
+	  $(PY) bench/kafka_peer.py fetch >/dev/null || \
+	    echo "Apache Kafka's jars could not be fetched: the tests that run Kafka's tools are skipped" >&2; \
+	else \
+	  echo "no mvn: the tests that run Apache Kafka's tools are skipped" >&2; \
+	fi
+
+test: setup kafka-jars
 	$(PY) -m pytest -q --durations=15 $(PYTEST_ARGS) tests
 
 unit: setup
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests/unit
 
-integration: setup
+integration: setup kafka-jars
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests/integration
 
 # ruff, then the import contracts that keep the layers (pyproject.toml's [tool.importlinter])
@@ -110,8 +128,9 @@ bench-deps:
 	  fi; \
 	fi
 
-bench: setup bench-deps
-	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+# every benchmark (bench/kafka_peer.py runs Apache Kafka for the others: no benchmark itself)
+bench: setup bench-deps kafka-jars
+	@for b in bench/*.py; do [ $$b = bench/kafka_peer.py ] && continue; echo "== $$b"; $(PY) $$b || exit 1; done
 
 up: run-setup
 	$(VENV)/bin/odradek dev up --dir var
