@@ -11,18 +11,31 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
+from kio.schema.fetch.v12.request import FetchPartition, FetchTopic
+from kio.schema.list_offsets.v6.request import ListOffsetsPartition, ListOffsetsTopic
+from kio.schema.metadata.v12.request import MetadataRequestTopic
+from kio.schema.produce.v9.request import PartitionProduceData, TopicProduceData
 
 from services.clients.admin import Admin
 from services.clients.consumer import Consumer
+from services.clients.lowlevel import LowLevelClient
 from services.clients.producer import Producer as OdradekProducer
+from services.common.errors import Errors
+from services.common.kafka_wire import kafka_error
+from services.common.records import Compression, build_batch, iter_batch_positions, parse_header
+from services.common.records.batch import CODEC_MASK
 from services.devcluster.launcher import LocalCluster
 from tests.integration.conftest import CLIENT_CONFIG, create_topic, module_cluster
+from tests.kafka_wire_support import WireConnection
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
 DEADLINE_S = 20.0
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, FIND_COORDINATOR = 0, 1, 2, 3, 10
+SASL_HANDSHAKE, API_VERSIONS, INIT_PRODUCER_ID = 17, 18, 22
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 
 
@@ -71,6 +84,21 @@ def odradek_records(cluster: LocalCluster, topic: str, expected: int, partitions
         return found
 
 
+def stored_batches(cluster: LocalCluster, topic: str, partitions: int) -> list[bytes]:
+    """Each partition's batches as Odradek's gRPC Fetch returns them."""
+    with LowLevelClient(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG) as client:
+        return [client.fetch(topic, p, 0, max_wait_ms=0, retry_timeout_ms=15000).records for p in range(partitions)]
+
+
+def leader_connection(cluster: LocalCluster, topic: str, partition: int = 0) -> WireConnection:
+    """A bare Kafka protocol connection to the partition's leader, found by Metadata v12."""
+    with WireConnection(cluster.host, next(iter(kafka_ports(cluster).values()))) as any_broker:
+        metadata = any_broker.call(METADATA, 12, topics=(MetadataRequestTopic(topic_id=None, name=topic),),
+                                   allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    leader = next(p.leader_id for p in metadata.topics[0].partitions if p.partition_index == partition)
+    return WireConnection(cluster.host, kafka_ports(cluster)[leader])
+
+
 # ------------------------------------------------------------------ metadata
 
 
@@ -112,6 +140,11 @@ def test_confluent_idempotent_producer_and_assigned_consumer(cluster: LocalClust
     read = confluent_consume(cluster, topic, 400, 2)
     assert {(m.partition(), m.offset()): (m.key(), m.value()) for m in read} == acknowledged
     assert all(m.headers() == [("i", m.key()[4:])] for m in read)
+    # stored as sent: the producer's codec, and the producer id InitProducerId gave it
+    headers = [parse_header(raw, position) for raw in stored_batches(cluster, topic, 2)
+               for position, _ in iter_batch_positions(raw)]
+    assert {h.attributes & CODEC_MASK for h in headers} == {Compression.parse(codec)}
+    assert len({h.producer_id for h in headers}) == 1 and headers[0].producer_id >= 0
 
 
 # ------------------------------------------------------------------ kafka-python, aiokafka
@@ -213,3 +246,79 @@ def test_records_cross_between_kafka_clients_and_odradek_clients_unchanged(clust
     assert [(r.key, r.value, tuple(r.headers), r.timestamp) for r in by_odradek] == expected
     by_librdkafka = confluent_consume(cluster, topic, 40, 1)
     assert [(m.key(), m.value(), tuple(m.headers()), m.timestamp()[1]) for m in by_librdkafka] == expected
+
+
+# ------------------------------------------------------------------ the wire itself
+
+
+def produce_request(topic: str, records: bytes, acks: int) -> dict:
+    return {"acks": acks, "timeout": timedelta(seconds=15), "transactional_id": None, "topic_data": (
+        TopicProduceData(name=topic, partition_data=(PartitionProduceData(index=0, records=records),)),)}
+
+
+def fetch_request(topic: str, offset: int, session_id: int, session_epoch: int, *, partitions: bool = True) -> dict:
+    wanted = (FetchTopic(topic=topic, partitions=(FetchPartition(partition=0, fetch_offset=offset,
+                                                                 partition_max_bytes=1 << 20),)),)
+    return {"max_wait": timedelta(0), "min_bytes": 1, "isolation_level": 0, "session_id": session_id,
+            "session_epoch": session_epoch, "topics": wanted if partitions else (), "forgotten_topics_data": ()}
+
+
+def test_fetch_returns_the_stored_batches_byte_for_byte(cluster: LocalCluster, admin: Admin):
+    topic = create_topic(admin, "bytes", partitions=1, replication=3)
+    producer = confluent_kafka.Producer({"bootstrap.servers": kafka_bootstrap(cluster), "acks": "all",
+                                         "compression.type": "lz4", "linger.ms": 20})
+    for i in range(300):
+        producer.produce(topic, value=b"%d" % i, partition=0)
+    assert producer.flush(DEADLINE_S) == 0
+    [stored] = stored_batches(cluster, topic, 1)
+    with leader_connection(cluster, topic) as connection:
+        response = connection.call(FETCH, 12, **fetch_request(topic, 0, 0, -1))
+    [data] = response.responses[0].partitions
+    assert data.error_code == kafka_error(Errors.NONE) and data.high_watermark == 300
+    assert bytes(data.records) == stored
+
+
+def test_acks_0_produce_is_not_answered_and_later_requests_are(cluster: LocalCluster, admin: Admin):
+    topic = create_topic(admin, "acks-zero", partitions=1, replication=3)
+    batch = build_batch([b"unanswered-%d" % i for i in range(10)])
+    with leader_connection(cluster, topic) as connection:
+        connection.send(PRODUCE, 9, 1, **produce_request(topic, batch, acks=0))
+        connection.send(API_VERSIONS, 3, 2, client_software_name="tests", client_software_version="1")
+        assert connection.receive(API_VERSIONS, 3)[0] == 2  # the produce's correlation id never comes
+        answered = connection.call(PRODUCE, 9, 3, **produce_request(topic, batch, acks=-1))
+    result = answered.responses[0].partition_responses[0]
+    assert result.error_code == kafka_error(Errors.NONE) and result.base_offset == 10
+
+
+def test_incremental_fetch_sessions_over_the_kafka_protocol(cluster: LocalCluster, admin: Admin):
+    topic = create_topic(admin, "sessions", partitions=1, replication=3)
+    with leader_connection(cluster, topic) as connection:
+        full = connection.call(FETCH, 12, **fetch_request(topic, 0, 0, 0))
+        assert full.error_code == kafka_error(Errors.NONE) and full.session_id > 0
+        nothing_new = connection.call(FETCH, 12, **fetch_request(topic, 0, full.session_id, 1, partitions=False))
+        assert nothing_new.session_id == full.session_id and nothing_new.responses == ()
+        connection.call(PRODUCE, 9, **produce_request(topic, build_batch([b"a", b"b"]), acks=-1))
+        changed = connection.call(FETCH, 12, **fetch_request(topic, 0, full.session_id, 2, partitions=False))
+        [data] = changed.responses[0].partitions
+        assert data.high_watermark == 2 and data.records
+        stale = connection.call(FETCH, 12, **fetch_request(topic, 2, full.session_id, 2, partitions=False))
+        assert stale.error_code == kafka_error(Errors.INVALID_FETCH_SESSION_EPOCH)
+
+
+def test_producer_ids_sasl_coordinators_and_list_offsets(cluster: LocalCluster, admin: Admin):
+    topic = create_topic(admin, "offsets", partitions=1, replication=3)
+    with leader_connection(cluster, topic) as connection:
+        idempotent = connection.call(INIT_PRODUCER_ID, 4, transactional_id=None,
+                                     transaction_timeout=timedelta(seconds=60))
+        assert idempotent.error_code == kafka_error(Errors.NONE) and idempotent.producer_id >= 0
+        transactional = connection.call(INIT_PRODUCER_ID, 4, transactional_id="txn",
+                                        transaction_timeout=timedelta(seconds=60))
+        assert transactional.error_code == kafka_error(Errors.NOT_COORDINATOR)
+        sasl = connection.call(SASL_HANDSHAKE, 1, mechanism="PLAIN")
+        assert sasl.error_code == kafka_error(Errors.UNSUPPORTED_SASL_MECHANISM)
+        coordinator = connection.call(FIND_COORDINATOR, 3, key="group", key_type=0)
+        assert coordinator.error_code == kafka_error(Errors.COORDINATOR_NOT_AVAILABLE)
+        connection.call(PRODUCE, 9, **produce_request(topic, build_batch([b"x"] * 7), acks=-1))
+        offsets = connection.call(LIST_OFFSETS, 6, replica_id=-1, isolation_level=0, topics=(ListOffsetsTopic(
+            name=topic, partitions=(ListOffsetsPartition(partition_index=0, timestamp=-1),)),))
+        assert offsets.topics[0].partitions[0].offset == 7

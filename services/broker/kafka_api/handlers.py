@@ -4,7 +4,9 @@ field of). Record batches stay the bytes they arrived as and are fetched as stor
 
 Metadata answers with each live broker's Kafka listener, and names this broker as the controller:
 Kafka clients send admin requests to the controller, and a broker forwards them. Security is not
-enabled: SaslHandshake is answered UNSUPPORTED_SASL_MECHANISM.
+enabled: SaslHandshake is answered UNSUPPORTED_SASL_MECHANISM. Group and transaction coordinators
+serve only gRPC, so FindCoordinator answers every key COORDINATOR_NOT_AVAILABLE (INVALID_REQUEST for
+an empty one); librdkafka also takes a served FindCoordinator as the sign that a broker takes LZ4.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from services.common.kafka_wire import ApiRegistry, RequestContext, fields_of, k
 from services.common.shared_types import NO_TIMESTAMP, IsolationLevel
 from services.common.topic_partition import TopicPartition
 
-PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, FIND_COORDINATOR = 0, 1, 2, 3, 10
 SASL_HANDSHAKE, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 17, 22, 23
 
 # API key -> (lowest, highest) version served. Fetch stops at 12 (13 names topics by id), Produce at
@@ -34,6 +36,7 @@ API_VERSIONS = {
     FETCH: (4, 12),
     LIST_OFFSETS: (1, 6),
     METADATA: (0, 12),
+    FIND_COORDINATOR: (0, 4),
     OFFSET_FOR_LEADER_EPOCH: (2, 4),
     INIT_PRODUCER_ID: (0, 4),
     SASL_HANDSHAKE: (0, 1),
@@ -56,7 +59,8 @@ class BrokerKafkaApis:
     def register(self, registry: ApiRegistry) -> None:
         handlers: dict[int, Callable] = {
             PRODUCE: self.produce, FETCH: self.fetch, LIST_OFFSETS: self.list_offsets,
-            METADATA: self.metadata, OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
+            METADATA: self.metadata, FIND_COORDINATOR: self.find_coordinator,
+            OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
             INIT_PRODUCER_ID: self.init_producer_id, SASL_HANDSHAKE: self.sasl_handshake,
         }
         for api_key, (low, high) in API_VERSIONS.items():
@@ -208,6 +212,23 @@ class BrokerKafkaApis:
                              for p in view.partitions)) for view in views)
         return fields_of(context.response_type, brokers=brokers, cluster_id=snapshot.cluster_id or None,
                          controller_id=self.broker_id, topics=topics)
+
+    # ------------------------------------------------------------------ coordinators
+
+    async def find_coordinator(self, request: Any, context: RequestContext) -> Any:
+        def answer(key: str) -> tuple[int, str]:
+            if not key:
+                return Errors.INVALID_REQUEST, "the coordinator key must not be empty"
+            return Errors.COORDINATOR_NOT_AVAILABLE, "no coordinator serves Kafka's protocol"
+        if hasattr(request, "coordinator_keys"):  # v4+: a batch of keys
+            module = context.response_module
+            return fields_of(context.response_type, coordinators=tuple(
+                module.Coordinator(key=key, node_id=-1, host="", port=-1, error_code=kafka_error(code),
+                                   error_message=message)
+                for key, (code, message) in ((key, answer(key)) for key in request.coordinator_keys)))
+        code, message = answer(request.key)
+        return fields_of(context.response_type, error_code=kafka_error(code), error_message=message, node_id=-1,
+                         host="", port=-1)
 
     # ------------------------------------------------------------------ producer ids, SASL
 

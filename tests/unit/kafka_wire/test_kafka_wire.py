@@ -4,44 +4,28 @@ connections it closes (each alone) for frames that break the protocol."""
 from __future__ import annotations
 
 import asyncio
-import io
 import struct
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kio.index import load_request_schema, load_response_schema
-from kio.serial import entity_reader, entity_writer
 
 from services.common.errors import Errors
 from services.common.kafka_wire import ApiRegistry, KafkaWireServer, fields_of, kafka_error
 from services.common.kafka_wire.codec import MalformedRequest, api_schema
 from services.common.kafka_wire.framing import FrameError, encode_frame, read_frame
 from services.common.kafka_wire.server import ConnectionClosing
+from tests.kafka_wire_support import decode_response, request_frame
 
 API_VERSIONS = 18
 METADATA = 3
 DEADLINE_S = 5.0
 
 
-def request_frame(api_key: int, version: int, correlation_id: int, **body) -> bytes:
-    request_type = load_request_schema(api_key, version)
-    header_type = request_type.__header_schema__
-    buffer = io.BytesIO()
-    entity_writer(header_type)(buffer, header_type(request_api_key=api_key, request_api_version=version,
-                                                   correlation_id=correlation_id, client_id="unit"))
-    entity_writer(request_type)(buffer, fields_of(request_type, **body))
-    return encode_frame(buffer.getvalue())
-
-
 async def read_response(reader: asyncio.StreamReader, api_key: int, version: int):
     """(correlation id, response body) of the next response."""
     (size,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), DEADLINE_S))
-    data = await asyncio.wait_for(reader.readexactly(size), DEADLINE_S)
-    response_type = load_response_schema(api_key, version)
-    header, offset = entity_reader(response_type.__header_schema__)(data, 0)
-    body, _ = entity_reader(response_type)(data, offset)
-    return header.correlation_id, body
+    return decode_response(api_key, version, await asyncio.wait_for(reader.readexactly(size), DEADLINE_S))
 
 
 async def closed_by_server(reader: asyncio.StreamReader) -> bool:
