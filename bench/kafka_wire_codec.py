@@ -11,6 +11,7 @@ best of `--repeat` rounds of `--requests` requests: microseconds per request and
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import time
@@ -37,6 +38,23 @@ def best_of(repeat: int, fn) -> float:
     return best
 
 
+def decode_produces(schema, frame: bytes, requests: int) -> None:
+    for _ in range(requests):
+        decode_request(schema, frame)
+
+
+def encode_fetches(schema, batch: bytes, partitions: int, requests: int) -> None:
+    """Fetch responses built as the broker's handler builds them, then encoded."""
+    for _ in range(requests):
+        parts = tuple(fields_of(fetch_response.PartitionData, partition_index=i, error_code=kafka_error(Errors.NONE),
+                                high_watermark=1000, last_stable_offset=1000, log_start_offset=0,
+                                aborted_transactions=None, preferred_read_replica=-1, records=batch)
+                      for i in range(partitions))
+        encode_response(schema, 1, fields_of(schema.response_type, error_code=kafka_error(Errors.NONE), session_id=7,
+                                             responses=(fetch_response.FetchableTopicResponse(topic="bench",
+                                                                                              partitions=parts),)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--partitions", default="1,10,100")
@@ -56,18 +74,8 @@ def main() -> None:
         header, request = decode_request(produce, frame)
         assert bytes(request.topic_data[0].partition_data[0].records) == batch
         requests = args.requests // max(1, count // 10)
-        decode_s = best_of(args.repeat, lambda: [decode_request(produce, frame) for _ in range(requests)])
-
-        def encode() -> None:
-            for _ in range(requests):
-                parts = tuple(fields_of(fetch_response.PartitionData, partition_index=i,
-                                        error_code=kafka_error(Errors.NONE), high_watermark=1000,
-                                        last_stable_offset=1000, log_start_offset=0, aborted_transactions=None,
-                                        preferred_read_replica=-1, records=batch) for i in range(count))
-                encode_response(fetch, 1, fields_of(fetch.response_type, error_code=kafka_error(Errors.NONE),
-                                                    session_id=7, responses=(fetch_response.FetchableTopicResponse(
-                                                        topic="bench", partitions=parts),)))
-        encode_s = best_of(args.repeat, encode)
+        decode_s = best_of(args.repeat, functools.partial(decode_produces, produce, frame, requests))
+        encode_s = best_of(args.repeat, functools.partial(encode_fetches, fetch, batch, count, requests))
         decode_us, encode_us = decode_s / requests * 1e6, encode_s / requests * 1e6
         print(f"{count:>10} {decode_us:>18.1f} {decode_us / count:>14.2f} {encode_us:>16.1f} "
               f"{encode_us / count:>14.2f}")
