@@ -141,6 +141,16 @@ def test_metadata_names_every_broker_by_its_kafka_listener(cluster: LocalCluster
     assert all(len(p.replicas) == 3 and p.leader in kafka_ports(cluster) for p in topic.partitions.values())
 
 
+def test_producing_to_a_new_topic_creates_it(cluster: LocalCluster):
+    producer = confluent_kafka.Producer({"bootstrap.servers": kafka_bootstrap(cluster), "acks": "all"})
+    acknowledged = []
+    producer.produce("auto-created", value=b"first", on_delivery=lambda error, message: acknowledged.append(
+        (error, message.offset())))
+    assert producer.flush(DEADLINE_S) == 0
+    assert acknowledged == [(None, 0)]
+    assert [m.value() for m in confluent_consume(cluster, "auto-created", 1, 1)] == [b"first"]
+
+
 # ------------------------------------------------------------------ librdkafka
 
 
