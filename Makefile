@@ -48,7 +48,8 @@ run-deps:
 	fi
 
 # docker-compose validates docker-compose.yml offline (no engine needed); Chromium drives the web
-# console's browser test. kubectl (renders deploy/k8s) must be on PATH.
+# console's browser test; kcat is a Kafka client the Kafka protocol tests run. kubectl (renders
+# deploy/k8s) must be on PATH.
 test-deps:
 	@if ! command -v docker-compose >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
@@ -57,6 +58,14 @@ test-deps:
 	  else \
 	    echo "docker-compose is needed to validate docker-compose.yml: run 'sudo apt-get install docker-compose'" >&2; \
 	    exit 1; \
+	  fi; \
+	fi
+	@if ! command -v kcat >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing kcat (Debian package): the Kafka protocol tests run it against the brokers"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; \
+	  else \
+	    echo "no kcat: its Kafka protocol test is skipped ('sudo apt-get install kcat')" >&2; \
 	  fi; \
 	fi
 	@if ! command -v chromium >/dev/null 2>&1; then \

@@ -20,6 +20,9 @@ class BrokerNode:
     host: str
     port: int
     rack: str | None = None
+    # the Kafka protocol listener, when the broker has one
+    kafka_host: str | None = None
+    kafka_port: int = -1
 
 
 @dataclass

@@ -1,5 +1,6 @@
 """BrokerServer: assembles one broker process — LogManager, ReplicaManager, metadata cache, the gRPC
-servicer, its ZooKeeper registration — and runs its lifecycle: register on start (once the session
+servicer, the Kafka protocol listener (`kafka.listeners`, when set), its ZooKeeper registration of
+both endpoints — and runs its lifecycle: register on start (once the session
 of a previous process with this id is gone, see `previous_session`; and again after a session
 expiry), controlled shutdown on SIGTERM, clean log shutdown last.
 """
@@ -15,6 +16,7 @@ from kazoo.client import KazooClient, KazooState
 
 from services.broker.config import BrokerConfig
 from services.broker.fetch_session_cache import FetchSessionCache
+from services.broker.kafka_api import BrokerKafkaApis
 from services.broker.log.config import LogConfig, LogManagerConfig
 from services.broker.log.manager import LogManager
 from services.broker.metadata_cache import MetadataCache
@@ -26,11 +28,12 @@ from services.broker.replication.leader_endpoint import GrpcLeaderEndpoint
 from services.broker.servicer import BrokerServicer
 from services.common.clock import SYSTEM_CLOCK
 from services.common.errors import Errors, KafkaError
+from services.common.kafka_wire import ApiRegistry, KafkaWireServer
 from services.common.pb.odradek.broker.v1 import broker_pb2_grpc
 from services.common.pb.odradek.controller.v1 import controller_pb2, controller_pb2_grpc
 from services.common.producer_id_manager import ProducerIdManager
 from services.common.service import ServiceRuntime, insecure_channel
-from services.common.shared_types import BrokerInfo, EndPoint
+from services.common.shared_types import KAFKA_LISTENER_NAME, PLAINTEXT, BrokerInfo, EndPoint
 from services.common.topic_partition import TopicPartition
 from services.common.zk import OdradekZkClient, PartitionStateZnode
 from services.common.zk.client import close_session
@@ -92,6 +95,8 @@ class BrokerServer:
         self._session_lost = threading.Event()
         self._stopping = threading.Event()
         self._reregister_thread: threading.Thread | None = None
+        self.kafka_listener: KafkaWireServer | None = None
+        self.kafka_endpoint: EndPoint | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -108,6 +113,7 @@ class BrokerServer:
                                   request_timeout_ms=self.config.request_timeout_ms)
         self.runtime.add_servicer(broker_pb2_grpc.add_BrokerServiceServicer_to_server, servicer)
         port = self.runtime.start()
+        self._start_kafka_listener(servicer)
         self.zk_raw.add_listener(self._on_zk_state)
         self.zk_raw.start(timeout=self.config.zookeeper_connection_timeout_ms / 1000)
         self.zk.ensure_paths()
@@ -121,6 +127,7 @@ class BrokerServer:
         self.replica_manager.isr_manager.start()
         threading.Thread(target=self._checkpoint_high_watermarks_loop, name="hw-checkpoint", daemon=True).start()
         self.runtime.on_shutdown("controlled shutdown", self.controlled_shutdown)
+        self.runtime.on_shutdown("Kafka listener", self._stop_kafka_listener)
         # as Kafka's broker stops taking requests here: a LeaderAndIsr that makes this broker a
         # follower after its controlled shutdown must not start a fetch that re-enters an ISR
         self.runtime.on_shutdown("replica fetchers", self.replica_manager.stop_fetching)
@@ -138,9 +145,30 @@ class BrokerServer:
         self.start()
         self.runtime.run_until_stopped()
 
+    def _start_kafka_listener(self, servicer: BrokerServicer) -> None:
+        """Serves Kafka's protocol on the runtime's event loop, beside gRPC, from the same request
+        handling as the servicer's."""
+        listener = self.config.kafka_listener
+        if listener is None:
+            return
+        registry = ApiRegistry()
+        BrokerKafkaApis(self.broker_id, servicer.handling).register(registry)
+        self.kafka_listener = KafkaWireServer(registry, listener.host, listener.port,
+                                              request_max_bytes=self.config.socket_request_max_bytes)
+        bound = self.runtime.call_on_loop(self.kafka_listener.start())
+        advertised = self.config.kafka_advertised_listener(bound)
+        self.kafka_endpoint = EndPoint(advertised.host, advertised.port, KAFKA_LISTENER_NAME, PLAINTEXT)
+
+    def _stop_kafka_listener(self) -> None:
+        if self.kafka_listener is not None:
+            self.runtime.call_on_loop(self.kafka_listener.stop())
+
     def _register(self) -> None:
         listener = self.config.advertised_listener
-        info = BrokerInfo(self.broker_id, (EndPoint(listener.host, listener.port),),
+        endpoints = (EndPoint(listener.host, listener.port),)
+        if self.kafka_endpoint is not None:
+            endpoints += (self.kafka_endpoint,)
+        info = BrokerInfo(self.broker_id, endpoints,
                           rack=self.config.broker_rack, timestamp_ms=int(time.time() * 1000))
         self.broker_epoch = self.zk.register_broker(info)
         logger.info("registered broker %d at %s:%d (epoch %d)", self.broker_id, listener.host,

@@ -2,14 +2,11 @@
 metadata cache, encodes responses. Kafka errors travel as per-partition `error_code`s; a request
 that fails as a whole (a stale controller epoch) carries a top-level error code.
 
-Produce, Fetch and ListOffsets run on the server's event loop: the ReplicaManager's synchronous
-part (a read, the append of a produce of up to `INLINE_APPEND_MAX_BYTES`, or of that many bytes
-of transaction markers) runs inline, a larger append in the runtime's executor, and a produce or
-fetch that has to wait parks in its purgatory while the coroutine awaits the `Completion` the
-purgatory resolves; no thread is held. Clients' produces and fetches (not followers') count
-against `parked.max.requests`; one more is answered at once with THROTTLING_QUOTA_EXCEEDED. The
-other methods (controller requests, metadata, which may call the controller or ZooKeeper) run in
-the runtime's executor.
+Produce, Fetch, Metadata and InitProducerId are `services.broker.handling`'s, which the Kafka
+protocol handlers call too. Produce, Fetch, ListOffsets and WriteTxnMarkers run on the server's
+event loop (the append of up to `INLINE_APPEND_MAX_BYTES` of transaction markers inline, more in
+the runtime's executor); the other methods (controller requests, metadata, which may call the
+controller or ZooKeeper) run in the runtime's executor.
 
 Transactions: a produce from a live coordinator instance appends with the COORDINATOR origin;
 WriteTxnMarkers (from coordinators) waits, as an acks=all produce does, up to
@@ -24,28 +21,28 @@ import functools
 import logging
 from collections.abc import Callable
 
-from services.broker.fetch_session_cache import FINAL_EPOCH, FetchContext
-from services.broker.log.validation import AppendOrigin
+from services.broker.fetch_session_cache import FINAL_EPOCH
+from services.broker.handling import (
+    DEFAULT_PARTITION_MAX_BYTES,
+    INLINE_APPEND_MAX_BYTES,
+    WAIT_SLACK_S,
+    RequestHandling,
+)
 from services.broker.metadata_cache import BrokerNode, MetadataCache
-from services.broker.replica_fetch import FetchParams, FetchPartition
+from services.broker.replica_fetch import FetchPartition
 from services.broker.replica_manager import ReplicaManager
 from services.common.coordinator_lookup import coordinator_nodes, find_coordinator
-from services.common.errors import Errors, KafkaError, error_for_code
+from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.producer_id_manager import ProducerIdManager
-from services.common.service import DEFAULT_PARKED_MAX_REQUESTS, Completion, RequestLimit
+from services.common.service import DEFAULT_PARKED_MAX_REQUESTS, Completion
 from services.common.shared_types import PartitionStateInfo, TxnMarker
-from services.common.topic_names import INTERNAL_TOPICS
 from services.common.topic_partition import TopicPartition
 from services.common.zk.coordinator_directory import DirectorySnapshot
 
 logger = logging.getLogger(__name__)
 
-_WAIT_SLACK_S = 5.0
-# a produce carrying more runs its append (validation, CRC, the write) in the executor, where
-# several overlap and the loop goes on serving meanwhile; a smaller one costs less inline
-INLINE_APPEND_MAX_BYTES = 64 * 1024
 CONTROL_BATCH_BYTES = 78  # a transaction marker's batch: header and one control record
 
 
@@ -53,11 +50,16 @@ def node_to_proto(node: BrokerNode) -> common_pb2.Node:
     proto = common_pb2.Node(node_id=node.node_id, host=node.host, port=node.port)
     if node.rack is not None:
         proto.rack = node.rack
+    if node.kafka_host is not None:
+        proto.kafka_host = node.kafka_host
+        proto.kafka_port = node.kafka_port
     return proto
 
 
 def node_from_proto(proto: common_pb2.Node) -> BrokerNode:
-    return BrokerNode(proto.node_id, proto.host, proto.port, proto.rack if proto.HasField("rack") else None)
+    return BrokerNode(proto.node_id, proto.host, proto.port, proto.rack if proto.HasField("rack") else None,
+                      proto.kafka_host if proto.HasField("kafka_host") else None,
+                      proto.kafka_port if proto.HasField("kafka_port") else -1)
 
 
 def state_from_proto(proto: common_pb2.PartitionState) -> PartitionStateInfo:
@@ -78,13 +80,13 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                  request_timeout_ms: int = 30000) -> None:
         self.broker_id = broker_id
         self.request_timeout_ms = request_timeout_ms
-        self.client_requests = RequestLimit(parked_max_requests)
+        self.handling = RequestHandling(replica_manager, metadata_cache, fetch_max_bytes=fetch_max_bytes,
+                                        auto_create_topic=auto_create_topic, producer_ids=producer_ids,
+                                        parked_max_requests=parked_max_requests)
+        self.client_requests = self.handling.client_requests
         self.coordinators = coordinators or DirectorySnapshot
-        self.producer_ids = producer_ids
         self.replica_manager = replica_manager
         self.metadata_cache = metadata_cache
-        self.fetch_max_bytes = fetch_max_bytes
-        self.auto_create_topic = auto_create_topic
         self.on_metadata_update = on_metadata_update
         self.on_live_leaders = on_live_leaders
 
@@ -95,25 +97,12 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         for topic in request.topic_data:
             for part in topic.partition_data:
                 entries[TopicPartition(topic.name, part.index)] = part.records
-        if not self.client_requests.try_acquire():
-            return self._produce_response(entries, {}, Errors.THROTTLING_QUOTA_EXCEEDED,
-                                          self.client_requests.describe())
-        try:
-            reply = Completion()
-            # only live coordinator instances write the internal topics
-            internal_allowed = (request.HasField("coordinator_id")
-                                and request.coordinator_id in self.coordinators().live)
-            append = functools.partial(self.replica_manager.append_records, request.acks, request.timeout_ms,
-                                       entries, reply, internal_topics_allowed=internal_allowed,
-                                       origin=AppendOrigin.COORDINATOR if internal_allowed else AppendOrigin.CLIENT)
-            if sum(len(records) for records in entries.values()) <= INLINE_APPEND_MAX_BYTES:
-                append()
-            else:
-                await asyncio.get_running_loop().run_in_executor(None, append)
-            results = await reply.result(max(request.timeout_ms, 0) / 1000 + _WAIT_SLACK_S)
-        finally:
-            self.client_requests.release()
-        return self._produce_response(entries, results or {}, Errors.REQUEST_TIMED_OUT, "")
+        # only live coordinator instances write the internal topics
+        internal_allowed = (request.HasField("coordinator_id")
+                            and request.coordinator_id in self.coordinators().live)
+        outcome = await self.handling.produce(request.acks, request.timeout_ms, entries,
+                                              internal_topics_allowed=internal_allowed)
+        return self._produce_response(entries, outcome.results, outcome.missing_code, outcome.missing_message)
 
     @staticmethod
     def _produce_response(entries, results: dict, missing_code: int, missing_message: str):
@@ -145,34 +134,20 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         for topic in request.topics:
             for part in topic.partitions:
                 partitions.append(FetchPartition(topic.topic, part.partition, part.fetch_offset,
-                                                 part.partition_max_bytes or 1048576,
+                                                 part.partition_max_bytes or DEFAULT_PARTITION_MAX_BYTES,
                                                  part.current_leader_epoch))
-        max_bytes = min(request.max_bytes if request.max_bytes > 0 else self.fetch_max_bytes,
-                        self.fetch_max_bytes)
-        read_committed = request.isolation_level == common_pb2.READ_COMMITTED
-        session = self._fetch_context(request, partitions, read_committed)
-        if session.error:
-            return broker_pb2.FetchResponse(error_code=session.error,
-                                            error_message=error_for_code(session.error).description)
-        params = FetchParams(request.replica_id, request.max_wait_ms, request.min_bytes, max_bytes,
-                             tuple(partitions), read_committed, session.session, not session.full)
-        limited = request.replica_id < 0
-        if limited and not self.client_requests.try_acquire():
-            return broker_pb2.FetchResponse(error_code=Errors.THROTTLING_QUOTA_EXCEEDED,
-                                            error_message=self.client_requests.describe())
-        try:
-            reply = Completion()
-            self.replica_manager.fetch_messages(params, reply)
-            results = await reply.result(max(request.max_wait_ms, 0) / 1000 + _WAIT_SLACK_S)
-        finally:
-            if limited:
-                self.client_requests.release()
-        if results is None:
-            return broker_pb2.FetchResponse(error_code=Errors.REQUEST_TIMED_OUT,
-                                            error_message="fetch did not complete in time")
-        response = broker_pb2.FetchResponse(session_id=session.session_id)
+        outcome = await self.handling.fetch(
+            replica_id=request.replica_id, max_wait_ms=request.max_wait_ms, min_bytes=request.min_bytes,
+            max_bytes=request.max_bytes, partitions=partitions,
+            read_committed=request.isolation_level == common_pb2.READ_COMMITTED,
+            session_id=request.session_id,
+            session_epoch=request.session_epoch if request.HasField("session_epoch") else FINAL_EPOCH,
+            forgotten=[(topic.topic, index) for topic in request.forgotten_topics_data for index in topic.partitions])
+        if outcome.results is None:
+            return broker_pb2.FetchResponse(error_code=outcome.error_code, error_message=outcome.error_message)
+        response = broker_pb2.FetchResponse(session_id=outcome.session_id)
         by_topic = {}
-        for key, result in results.items():
+        for key, result in outcome.results.items():
             topic, index = key
             out = by_topic.get(topic)
             if out is None:
@@ -185,23 +160,10 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
             for txn in result.aborted_transactions:
                 data.aborted_transactions.add(producer_id=txn.producer_id, first_offset=txn.first_offset)
             if result.error_code:
-                self._fill_current_leader(data, *key)
+                leader = self.handling.current_leader(topic, index)
+                if leader is not None:
+                    data.current_leader.leader_id, data.current_leader.leader_epoch = leader
         return response
-
-    def _fetch_context(self, request, partitions: list[FetchPartition], read_committed: bool) -> FetchContext:
-        """The fetch's session (KIP-227); a request without session fields is a full fetch outside
-        any session, as before sessions existed."""
-        epoch = request.session_epoch if request.HasField("session_epoch") else FINAL_EPOCH
-        forgotten = [(topic.topic, index) for topic in request.forgotten_topics_data for index in topic.partitions]
-        return self.replica_manager.fetch_sessions.new_context(
-            request.replica_id, request.session_id, epoch, partitions, forgotten, read_committed,
-            self.replica_manager.clock.monotonic_ms())
-
-    def _fill_current_leader(self, data, topic: str, index: int) -> None:
-        meta = self.metadata_cache.partition(topic, index)
-        if meta is not None:
-            data.current_leader.leader_id = meta.leader
-            data.current_leader.leader_epoch = meta.leader_epoch
 
     async def ListOffsets(self, request, context):
         response = broker_pb2.ListOffsetsResponse()
@@ -225,48 +187,22 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         if snapshot.controller is not None:
             response.controller.CopyFrom(node_to_proto(snapshot.controller))
         response.coordinators.extend(coordinator_nodes(self.coordinators()))
-        names = sorted(snapshot.partitions) if request.all_topics else list(dict.fromkeys(request.topics))
-        for name in names:
-            partitions = snapshot.partitions.get(name)
-            topic = response.topics.add(name=name, is_internal=name in INTERNAL_TOPICS)
-            if partitions is None:
-                topic.error_code = self._unknown_topic_error(name, request.allow_auto_topic_creation)
-                continue
-            for index in sorted(partitions):
-                self._add_partition(topic, partitions[index], snapshot.brokers)
+        views = self.handling.topic_views(snapshot, None if request.all_topics else list(request.topics),
+                                          request.allow_auto_topic_creation)
+        for view in views:
+            topic = response.topics.add(name=view.name, is_internal=view.is_internal, error_code=view.error_code)
+            for p in view.partitions:
+                topic.partitions.add(error_code=p.error_code, partition_index=p.partition_index,
+                                     leader_id=p.leader_id, leader_epoch=p.leader_epoch,
+                                     replica_nodes=p.replica_nodes, isr_nodes=p.isr_nodes,
+                                     offline_replicas=p.offline_replicas)
         return response
-
-    def _unknown_topic_error(self, name: str, allow_auto_create: bool) -> int:
-        if not allow_auto_create or self.auto_create_topic is None or name.startswith("__"):
-            return Errors.UNKNOWN_TOPIC_OR_PARTITION
-        try:
-            self.auto_create_topic(name)
-        except KafkaError as exc:
-            if exc.code == Errors.INVALID_TOPIC_EXCEPTION:
-                return Errors.INVALID_TOPIC_EXCEPTION
-            if exc.code != Errors.TOPIC_ALREADY_EXISTS:
-                logger.warning("auto-creating topic %s failed: %s", name, exc)
-                return Errors.UNKNOWN_TOPIC_OR_PARTITION
-        return Errors.LEADER_NOT_AVAILABLE
-
-    @staticmethod
-    def _add_partition(topic, meta: PartitionStateInfo, live: dict[int, BrokerNode]) -> None:
-        error = 0 if meta.leader in live else Errors.LEADER_NOT_AVAILABLE
-        offline = [r for r in meta.replicas if r not in live]
-        topic.partitions.add(error_code=error, partition_index=meta.partition.partition,
-                             leader_id=meta.leader if meta.leader in live else -1,
-                             leader_epoch=meta.leader_epoch, replica_nodes=list(meta.replicas),
-                             isr_nodes=list(meta.isr), offline_replicas=offline)
 
     def FindCoordinator(self, request, context):
         return find_coordinator(self.coordinators(), request.key, request.key_type)
 
     def InitProducerId(self, request, context):
-        if self.producer_ids is None:
-            return common_pb2.InitProducerIdResponse(
-                error_code=Errors.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1,
-                error_message="this broker does not hand out producer ids")
-        result = self.producer_ids.init_producer_id(
+        result = self.handling.init_producer_id(
             request.transactional_id if request.HasField("transactional_id") else None,
             request.producer_id, request.producer_epoch)
         return common_pb2.InitProducerIdResponse(error_code=result.error_code, producer_id=result.producer_id,
@@ -285,7 +221,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
             write()  # a few control batches: inline, as a small produce
         else:
             await asyncio.get_running_loop().run_in_executor(None, write)
-        codes = await reply.result(self.request_timeout_ms / 1000 + _WAIT_SLACK_S)
+        codes = await reply.result(self.request_timeout_ms / 1000 + WAIT_SLACK_S)
         response = common_pb2.WriteTxnMarkersResponse()
         for i, (marker, partitions) in enumerate(markers):
             out = response.markers.add(producer_id=marker.producer_id)

@@ -27,6 +27,8 @@ EARLIEST_TIMESTAMP = -2  # ListOffsets: the log start offset
 CONSUMER_REPLICA_ID = -1  # Fetch, ListOffsets: asked by a client, not a follower
 NO_LEADER_EPOCH = -1  # a leader epoch that is unknown or not given
 PLAINTEXT = "PLAINTEXT"
+# the listener name under which a broker registers its Kafka protocol endpoint (`kafka.listeners`)
+KAFKA_LISTENER_NAME = "KAFKA"
 CONSUMER_PROTOCOL_TYPE = "consumer"  # the protocol type of consumer groups
 NO_LEADER = -1  # a partition without a leader
 INITIAL_CONTROLLER_EPOCH = 0  # the epoch of the first controller of a cluster

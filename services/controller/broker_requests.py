@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from services.common.pb.odradek.broker.v1 import broker_pb2
 from services.common.pb.odradek.common.v1 import common_pb2
-from services.common.shared_types import PLAINTEXT, BrokerInfo, EndPoint, PartitionStateInfo
+from services.common.shared_types import KAFKA_LISTENER_NAME, PLAINTEXT, BrokerInfo, EndPoint, PartitionStateInfo
 from services.common.topic_partition import TopicPartition
 from services.controller.state.effects import (
     BrokerRequest,
@@ -51,6 +51,10 @@ def node(broker: BrokerInfo) -> common_pb2.Node:
     )
     if broker.rack is not None:
         result.rack = broker.rack
+    kafka = broker.endpoint(KAFKA_LISTENER_NAME)
+    if kafka is not None:
+        result.kafka_host = kafka.host or DEFAULT_HOST
+        result.kafka_port = kafka.port
     return result
 
 

@@ -174,6 +174,8 @@ def print_endpoints(cluster: LocalCluster, out: TextIO) -> None:
     bootstrap = cluster.bootstrap_servers
     first = bootstrap.split(",")[0]
     print(f"\nBootstrap servers: {bootstrap}", file=out)
+    if cluster.kafka_bootstrap_servers:
+        print(f"Kafka protocol bootstrap servers (Kafka clients): {cluster.kafka_bootstrap_servers}", file=out)
     for name in cluster.gateway_names:
         print(f"HTTP gateway ({name}): {cluster.gateway_url(name)}", file=out)
     if cluster.gateway_names:

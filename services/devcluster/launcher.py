@@ -41,6 +41,7 @@ from services.devcluster.proc import (
 from services.devcluster.zookeeper import ZooKeeperServer, running_pid, stop_detached
 
 BROKER_BASE_PORT = 9092
+KAFKA_BASE_PORT = 19092  # a broker's Kafka protocol listener (broker-1: 19092, broker-2: 19192)
 CONTROLLER_BASE_PORT = 9093
 COORDINATOR_BASE_PORT = 9094
 PORT_STRIDE = 100
@@ -61,6 +62,7 @@ class ServiceSpec:
     port: int
     config: dict[str, str] = field(default_factory=dict)
     metrics_port: int = -1  # the Prometheus endpoint (`metrics.port`) of a gRPC service
+    kafka_port: int = -1  # a broker's Kafka protocol listener (`kafka.listeners`)
 
     @property
     def module(self) -> str:
@@ -112,7 +114,7 @@ class LocalCluster:
             node_id = index + 1
             self._add(ServiceSpec(f"broker-{node_id}", "broker", node_id,
                                   port(BROKER_BASE_PORT, index), _stringify(broker_config),
-                                  metrics_port(BROKER_BASE_PORT, index)))
+                                  metrics_port(BROKER_BASE_PORT, index), port(KAFKA_BASE_PORT, index)))
         internal_replication = min(3, brokers)  # the internal topics wait for this many live brokers
         coordinator_config = {"offsets.topic.replication.factor": internal_replication,
                               "transaction.state.log.replication.factor": internal_replication,
@@ -175,6 +177,12 @@ class LocalCluster:
     def bootstrap_servers(self) -> str:
         return ",".join(self.endpoint(n) for n in self.broker_names)
 
+    @property
+    def kafka_bootstrap_servers(self) -> str:
+        """The brokers' Kafka protocol listeners, for Kafka clients."""
+        return ",".join(f"{self.host}:{self.services[n].kafka_port}" for n in self.broker_names
+                        if self.services[n].kafka_port >= 0)
+
     def broker_name(self, broker_id: int) -> str:
         return f"broker-{broker_id}"
 
@@ -202,6 +210,8 @@ class LocalCluster:
         }
         if spec.kind == "broker":
             config["broker.id"] = str(spec.node_id)
+            if spec.kafka_port >= 0:
+                config["kafka.listeners"] = f"PLAINTEXT://{self.host}:{spec.kafka_port}"
             config["log.dirs"] = str(self.data_dir(name))
         elif spec.kind == "coordinator":
             config["coordinator.id"] = str(spec.node_id)

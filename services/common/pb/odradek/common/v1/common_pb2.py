@@ -24,45 +24,45 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1eodradek/common/v1/common.proto\x12\x11odradek.common.v1\"2\n\x0eTopicPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\"O\n\x04Node\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\x05\x12\x11\n\x04rack\x18\x04 \x01(\tH\x00\x88\x01\x01\x42\x07\n\x05_rack\"\x8e\x02\n\x0ePartitionState\x12\x12\n\ntopic_name\x18\x01 \x01(\t\x12\x17\n\x0fpartition_index\x18\x02 \x01(\x05\x12\x18\n\x10\x63ontroller_epoch\x18\x03 \x01(\x05\x12\x0e\n\x06leader\x18\x04 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x05 \x01(\x05\x12\x0b\n\x03isr\x18\x06 \x03(\x05\x12\x12\n\nzk_version\x18\x07 \x01(\x05\x12\x10\n\x08replicas\x18\x08 \x03(\x05\x12\x17\n\x0f\x61\x64\x64ing_replicas\x18\t \x03(\x05\x12\x19\n\x11removing_replicas\x18\n \x03(\x05\x12\x18\n\x10offline_replicas\x18\x0b \x03(\x05\x12\x0e\n\x06is_new\x18\x0c \x01(\x08\"L\n\x0b\x45rrorDetail\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x12\n\nerror_name\x18\x02 \x01(\t\x12\x15\n\rerror_message\x18\x03 \x01(\t\"[\n\x16\x46indCoordinatorRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x34\n\x08key_type\x18\x02 \x01(\x0e\x32\".odradek.common.v1.CoordinatorType\"\x8c\x01\n\x17\x46indCoordinatorResponse\x12\x18\n\x10throttle_time_ms\x18\x01 \x01(\x05\x12\x12\n\nerror_code\x18\x02 \x01(\x05\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12,\n\x0b\x63oordinator\x18\x04 \x01(\x0b\x32\x17.odradek.common.v1.Node\"\x98\x01\n\x15InitProducerIdRequest\x12\x1d\n\x10transactional_id\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x1e\n\x16transaction_timeout_ms\x18\x02 \x01(\x05\x12\x13\n\x0bproducer_id\x18\x03 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x04 \x01(\x05\x42\x13\n\x11_transactional_id\"\x8a\x01\n\x16InitProducerIdResponse\x12\x18\n\x10throttle_time_ms\x18\x01 \x01(\x05\x12\x12\n\nerror_code\x18\x02 \x01(\x05\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\x13\n\x0bproducer_id\x18\x04 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x05 \x01(\x05\"\xf5\x02\n\x16WriteTxnMarkersRequest\x12L\n\x07markers\x18\x01 \x03(\x0b\x32;.odradek.common.v1.WriteTxnMarkersRequest.WritableTxnMarker\x1a\x41\n\x16WritableTxnMarkerTopic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x19\n\x11partition_indexes\x18\x02 \x03(\x05\x1a\xc9\x01\n\x11WritableTxnMarker\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x02 \x01(\x05\x12\x1a\n\x12transaction_result\x18\x03 \x01(\x08\x12P\n\x06topics\x18\x04 \x03(\x0b\x32@.odradek.common.v1.WriteTxnMarkersRequest.WritableTxnMarkerTopic\x12\x19\n\x11\x63oordinator_epoch\x18\x05 \x01(\x05\"\xd9\x03\n\x17WriteTxnMarkersResponse\x12S\n\x07markers\x18\x01 \x03(\x0b\x32\x42.odradek.common.v1.WriteTxnMarkersResponse.WritableTxnMarkerResult\x1aO\n WritableTxnMarkerPartitionResult\x12\x17\n\x0fpartition_index\x18\x01 \x01(\x05\x12\x12\n\nerror_code\x18\x02 \x01(\x05\x1a\x8d\x01\n\x1cWritableTxnMarkerTopicResult\x12\x0c\n\x04name\x18\x01 \x01(\t\x12_\n\npartitions\x18\x02 \x03(\x0b\x32K.odradek.common.v1.WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult\x1a\x87\x01\n\x17WritableTxnMarkerResult\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12W\n\x06topics\x18\x02 \x03(\x0b\x32G.odradek.common.v1.WriteTxnMarkersResponse.WritableTxnMarkerTopicResult*-\n\x0f\x43oordinatorType\x12\t\n\x05GROUP\x10\x00\x12\x0f\n\x0bTRANSACTION\x10\x01*:\n\x0eIsolationLevel\x12\x14\n\x10READ_UNCOMMITTED\x10\x00\x12\x12\n\x0eREAD_COMMITTED\x10\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1eodradek/common/v1/common.proto\x12\x11odradek.common.v1\"2\n\x0eTopicPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\"\x9f\x01\n\x04Node\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\x05\x12\x11\n\x04rack\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x17\n\nkafka_host\x18\x05 \x01(\tH\x01\x88\x01\x01\x12\x17\n\nkafka_port\x18\x06 \x01(\x05H\x02\x88\x01\x01\x42\x07\n\x05_rackB\r\n\x0b_kafka_hostB\r\n\x0b_kafka_port\"\x8e\x02\n\x0ePartitionState\x12\x12\n\ntopic_name\x18\x01 \x01(\t\x12\x17\n\x0fpartition_index\x18\x02 \x01(\x05\x12\x18\n\x10\x63ontroller_epoch\x18\x03 \x01(\x05\x12\x0e\n\x06leader\x18\x04 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x05 \x01(\x05\x12\x0b\n\x03isr\x18\x06 \x03(\x05\x12\x12\n\nzk_version\x18\x07 \x01(\x05\x12\x10\n\x08replicas\x18\x08 \x03(\x05\x12\x17\n\x0f\x61\x64\x64ing_replicas\x18\t \x03(\x05\x12\x19\n\x11removing_replicas\x18\n \x03(\x05\x12\x18\n\x10offline_replicas\x18\x0b \x03(\x05\x12\x0e\n\x06is_new\x18\x0c \x01(\x08\"L\n\x0b\x45rrorDetail\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x12\n\nerror_name\x18\x02 \x01(\t\x12\x15\n\rerror_message\x18\x03 \x01(\t\"[\n\x16\x46indCoordinatorRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x34\n\x08key_type\x18\x02 \x01(\x0e\x32\".odradek.common.v1.CoordinatorType\"\x8c\x01\n\x17\x46indCoordinatorResponse\x12\x18\n\x10throttle_time_ms\x18\x01 \x01(\x05\x12\x12\n\nerror_code\x18\x02 \x01(\x05\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12,\n\x0b\x63oordinator\x18\x04 \x01(\x0b\x32\x17.odradek.common.v1.Node\"\x98\x01\n\x15InitProducerIdRequest\x12\x1d\n\x10transactional_id\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x1e\n\x16transaction_timeout_ms\x18\x02 \x01(\x05\x12\x13\n\x0bproducer_id\x18\x03 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x04 \x01(\x05\x42\x13\n\x11_transactional_id\"\x8a\x01\n\x16InitProducerIdResponse\x12\x18\n\x10throttle_time_ms\x18\x01 \x01(\x05\x12\x12\n\nerror_code\x18\x02 \x01(\x05\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\x13\n\x0bproducer_id\x18\x04 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x05 \x01(\x05\"\xf5\x02\n\x16WriteTxnMarkersRequest\x12L\n\x07markers\x18\x01 \x03(\x0b\x32;.odradek.common.v1.WriteTxnMarkersRequest.WritableTxnMarker\x1a\x41\n\x16WritableTxnMarkerTopic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x19\n\x11partition_indexes\x18\x02 \x03(\x05\x1a\xc9\x01\n\x11WritableTxnMarker\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x02 \x01(\x05\x12\x1a\n\x12transaction_result\x18\x03 \x01(\x08\x12P\n\x06topics\x18\x04 \x03(\x0b\x32@.odradek.common.v1.WriteTxnMarkersRequest.WritableTxnMarkerTopic\x12\x19\n\x11\x63oordinator_epoch\x18\x05 \x01(\x05\"\xd9\x03\n\x17WriteTxnMarkersResponse\x12S\n\x07markers\x18\x01 \x03(\x0b\x32\x42.odradek.common.v1.WriteTxnMarkersResponse.WritableTxnMarkerResult\x1aO\n WritableTxnMarkerPartitionResult\x12\x17\n\x0fpartition_index\x18\x01 \x01(\x05\x12\x12\n\nerror_code\x18\x02 \x01(\x05\x1a\x8d\x01\n\x1cWritableTxnMarkerTopicResult\x12\x0c\n\x04name\x18\x01 \x01(\t\x12_\n\npartitions\x18\x02 \x03(\x0b\x32K.odradek.common.v1.WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult\x1a\x87\x01\n\x17WritableTxnMarkerResult\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12W\n\x06topics\x18\x02 \x03(\x0b\x32G.odradek.common.v1.WriteTxnMarkersResponse.WritableTxnMarkerTopicResult*-\n\x0f\x43oordinatorType\x12\t\n\x05GROUP\x10\x00\x12\x0f\n\x0bTRANSACTION\x10\x01*:\n\x0eIsolationLevel\x12\x14\n\x10READ_UNCOMMITTED\x10\x00\x12\x12\n\x0eREAD_COMMITTED\x10\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'odradek.common.v1.common_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_COORDINATORTYPE']._serialized_start=1921
-  _globals['_COORDINATORTYPE']._serialized_end=1966
-  _globals['_ISOLATIONLEVEL']._serialized_start=1968
-  _globals['_ISOLATIONLEVEL']._serialized_end=2026
+  _globals['_COORDINATORTYPE']._serialized_start=2002
+  _globals['_COORDINATORTYPE']._serialized_end=2047
+  _globals['_ISOLATIONLEVEL']._serialized_start=2049
+  _globals['_ISOLATIONLEVEL']._serialized_end=2107
   _globals['_TOPICPARTITION']._serialized_start=53
   _globals['_TOPICPARTITION']._serialized_end=103
-  _globals['_NODE']._serialized_start=105
-  _globals['_NODE']._serialized_end=184
-  _globals['_PARTITIONSTATE']._serialized_start=187
-  _globals['_PARTITIONSTATE']._serialized_end=457
-  _globals['_ERRORDETAIL']._serialized_start=459
-  _globals['_ERRORDETAIL']._serialized_end=535
-  _globals['_FINDCOORDINATORREQUEST']._serialized_start=537
-  _globals['_FINDCOORDINATORREQUEST']._serialized_end=628
-  _globals['_FINDCOORDINATORRESPONSE']._serialized_start=631
-  _globals['_FINDCOORDINATORRESPONSE']._serialized_end=771
-  _globals['_INITPRODUCERIDREQUEST']._serialized_start=774
-  _globals['_INITPRODUCERIDREQUEST']._serialized_end=926
-  _globals['_INITPRODUCERIDRESPONSE']._serialized_start=929
-  _globals['_INITPRODUCERIDRESPONSE']._serialized_end=1067
-  _globals['_WRITETXNMARKERSREQUEST']._serialized_start=1070
-  _globals['_WRITETXNMARKERSREQUEST']._serialized_end=1443
-  _globals['_WRITETXNMARKERSREQUEST_WRITABLETXNMARKERTOPIC']._serialized_start=1174
-  _globals['_WRITETXNMARKERSREQUEST_WRITABLETXNMARKERTOPIC']._serialized_end=1239
-  _globals['_WRITETXNMARKERSREQUEST_WRITABLETXNMARKER']._serialized_start=1242
-  _globals['_WRITETXNMARKERSREQUEST_WRITABLETXNMARKER']._serialized_end=1443
-  _globals['_WRITETXNMARKERSRESPONSE']._serialized_start=1446
-  _globals['_WRITETXNMARKERSRESPONSE']._serialized_end=1919
-  _globals['_WRITETXNMARKERSRESPONSE_WRITABLETXNMARKERPARTITIONRESULT']._serialized_start=1558
-  _globals['_WRITETXNMARKERSRESPONSE_WRITABLETXNMARKERPARTITIONRESULT']._serialized_end=1637
-  _globals['_WRITETXNMARKERSRESPONSE_WRITABLETXNMARKERTOPICRESULT']._serialized_start=1640
-  _globals['_WRITETXNMARKERSRESPONSE_WRITABLETXNMARKERTOPICRESULT']._serialized_end=1781
-  _globals['_WRITETXNMARKERSRESPONSE_WRITABLETXNMARKERRESULT']._serialized_start=1784
-  _globals['_WRITETXNMARKERSRESPONSE_WRITABLETXNMARKERRESULT']._serialized_end=1919
+  _globals['_NODE']._serialized_start=106
+  _globals['_NODE']._serialized_end=265
+  _globals['_PARTITIONSTATE']._serialized_start=268
+  _globals['_PARTITIONSTATE']._serialized_end=538
+  _globals['_ERRORDETAIL']._serialized_start=540
+  _globals['_ERRORDETAIL']._serialized_end=616
+  _globals['_FINDCOORDINATORREQUEST']._serialized_start=618
+  _globals['_FINDCOORDINATORREQUEST']._serialized_end=709
+  _globals['_FINDCOORDINATORRESPONSE']._serialized_start=712
+  _globals['_FINDCOORDINATORRESPONSE']._serialized_end=852
+  _globals['_INITPRODUCERIDREQUEST']._serialized_start=855
+  _globals['_INITPRODUCERIDREQUEST']._serialized_end=1007
+  _globals['_INITPRODUCERIDRESPONSE']._serialized_start=1010
+  _globals['_INITPRODUCERIDRESPONSE']._serialized_end=1148
+  _globals['_WRITETXNMARKERSREQUEST']._serialized_start=1151
+  _globals['_WRITETXNMARKERSREQUEST']._serialized_end=1524
+  _globals['_WRITETXNMARKERSREQUEST_WRITABLETXNMARKERTOPIC']._serialized_start=1255
+  _globals['_WRITETXNMARKERSREQUEST_WRITABLETXNMARKERTOPIC']._serialized_end=1320
+  _globals['_WRITETXNMARKERSREQUEST_WRITABLETXNMARKER']._serialized_start=1323
+  _globals['_WRITETXNMARKERSREQUEST_WRITABLETXNMARKER']._serialized_end=1524
+  _globals['_WRITETXNMARKERSRESPONSE']._serialized_start=1527
+  _globals['_WRITETXNMARKERSRESPONSE']._serialized_end=2000
+  _globals['_WRITETXNMARKERSRESPONSE_WRITABLETXNMARKERPARTITIONRESULT']._serialized_start=1639
+  _globals['_WRITETXNMARKERSRESPONSE_WRITABLETXNMARKERPARTITIONRESULT']._serialized_end=1718
+  _globals['_WRITETXNMARKERSRESPONSE_WRITABLETXNMARKERTOPICRESULT']._serialized_start=1721
+  _globals['_WRITETXNMARKERSRESPONSE_WRITABLETXNMARKERTOPICRESULT']._serialized_end=1862
+  _globals['_WRITETXNMARKERSRESPONSE_WRITABLETXNMARKERRESULT']._serialized_start=1865
+  _globals['_WRITETXNMARKERSRESPONSE_WRITABLETXNMARKERRESULT']._serialized_end=2000
 # @@protoc_insertion_point(module_scope)

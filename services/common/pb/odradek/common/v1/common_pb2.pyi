@@ -30,16 +30,20 @@ class TopicPartition(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ...) -> None: ...
 
 class Node(_message.Message):
-    __slots__ = ("node_id", "host", "port", "rack")
+    __slots__ = ("node_id", "host", "port", "rack", "kafka_host", "kafka_port")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
     RACK_FIELD_NUMBER: _ClassVar[int]
+    KAFKA_HOST_FIELD_NUMBER: _ClassVar[int]
+    KAFKA_PORT_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     host: str
     port: int
     rack: str
-    def __init__(self, node_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., rack: _Optional[str] = ...) -> None: ...
+    kafka_host: str
+    kafka_port: int
+    def __init__(self, node_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., rack: _Optional[str] = ..., kafka_host: _Optional[str] = ..., kafka_port: _Optional[int] = ...) -> None: ...
 
 class PartitionState(_message.Message):
     __slots__ = ("topic_name", "partition_index", "controller_epoch", "leader", "leader_epoch", "isr", "zk_version", "replicas", "adding_replicas", "removing_replicas", "offline_replicas", "is_new")
