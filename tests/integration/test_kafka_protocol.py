@@ -1,10 +1,11 @@
 """Kafka clients, unchanged, against the brokers' Kafka protocol listeners (three brokers, one
 controller, shared by the module): librdkafka (confluent-kafka) with an idempotent acks=all
 producer under each compression codec and an assigned consumer; kafka-python and aiokafka producing
-and consuming assigned partitions; the Java clients 4.x (when ~/.m2 holds them); kcat's -L, -P and
--C; records crossing between a Kafka client and Odradek's own clients unchanged. Then the wire
-itself: fetched batches byte for byte as stored, acks=0, incremental fetch sessions, producer ids,
-SASL, FindCoordinator and ListOffsets. Every acknowledged record is read back."""
+and consuming assigned partitions; the Java clients 4.x (`bench.kafka_peer`'s jars, when they can
+be fetched); kcat's -L, -P and -C; records crossing between a Kafka client and Odradek's own
+clients unchanged. Then the wire itself: fetched batches byte for byte as stored, acks=0,
+incremental fetch sessions, producer ids, SASL, FindCoordinator and ListOffsets. Every acknowledged
+record is read back."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from kio.schema.list_offsets.v6.request import ListOffsetsPartition, ListOffsets
 from kio.schema.metadata.v12.request import MetadataRequestTopic
 from kio.schema.produce.v9.request import PartitionProduceData, TopicProduceData
 
+from bench.kafka_peer import KafkaJarsUnavailable, fetch_jars, java_argv
 from services.clients.admin import Admin
 from services.clients.consumer import Consumer
 from services.clients.lowlevel import LowLevelClient
@@ -41,29 +43,6 @@ PRODUCE, FETCH, LIST_OFFSETS, METADATA, FIND_COORDINATOR = 0, 1, 2, 3, 10
 SASL_HANDSHAKE, API_VERSIONS, INIT_PRODUCER_ID = 17, 18, 22
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 JAVA_CLIENTS_SOURCE = Path(__file__).parent / "java" / "JavaClients.java"
-MAVEN_REPOSITORY = Path.home() / ".m2" / "repository"
-# the Java client and what it loads at run time, from the local Maven repository
-JAVA_CLIENT_JARS = ("org/apache/kafka/kafka-clients", "org/slf4j/slf4j-api", "at/yawk/lz4/lz4-java",
-                    "com/github/luben/zstd-jni", "org/xerial/snappy/snappy-java")
-
-
-def newest_jar(artifact: str, major: str = "") -> Path | None:
-    """The newest version's jar of a Maven artifact in the local repository (of `major`, if given)."""
-    directory = MAVEN_REPOSITORY / artifact
-    versions = sorted((v for v in directory.glob(f"{major}*") if v.is_dir()),
-                      key=lambda v: [int(part) if part.isdigit() else 0 for part in v.name.split(".")])
-    for version in reversed(versions):
-        jar = version / f"{directory.name}-{version.name}.jar"
-        if jar.exists():
-            return jar
-    return None
-
-
-def java_client_classpath() -> str | None:
-    jars = [newest_jar(JAVA_CLIENT_JARS[0], "4.")] + [newest_jar(a) for a in JAVA_CLIENT_JARS[1:]]
-    return None if None in jars or shutil.which("java") is None else ":".join(str(j) for j in jars)
-
-
 @pytest.fixture(scope="module")
 def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path_factory) -> Iterator[LocalCluster]:
     with module_cluster(request, zookeeper, _zk_root_client, tmp_path_factory, "kafka-protocol", brokers=3,
@@ -244,12 +223,13 @@ def test_aiokafka_produces_and_consumes_assigned_partitions(cluster: LocalCluste
 
 
 def test_java_4_clients_produce_idempotently_and_consume_assigned_partitions(cluster: LocalCluster, admin: Admin):
-    classpath = java_client_classpath()
-    if classpath is None:
-        pytest.skip("no java, or no kafka-clients 4.x (with slf4j-api, lz4-java, zstd-jni, snappy-java) in ~/.m2")
+    try:
+        fetch_jars()
+    except KafkaJarsUnavailable as exc:
+        pytest.skip(f"Apache Kafka's Java clients are not available: {exc}")
     topic = create_topic(admin, "java", partitions=2, replication=3)
-    run = subprocess.run(["java", "-cp", classpath, str(JAVA_CLIENTS_SOURCE), kafka_bootstrap(cluster), topic, "300",
-                          "zstd"], capture_output=True, text=True, timeout=60)
+    argv = java_argv(str(JAVA_CLIENTS_SOURCE), [kafka_bootstrap(cluster), topic, "300", "zstd"])
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.strip().splitlines()[-1] == "acknowledged=300 read=300 matched=300", run.stderr[-3000:]
 
