@@ -1,6 +1,7 @@
 """A broker's live Kafka listener under malformed input, over real sockets: truncated frames, size
 prefixes out of range, garbage, unknown API keys and versions, and real encoded Produce and Fetch
-requests with bytes flipped, cut off or added, in the frame or inside the record batch.
+requests with bytes flipped, cut off or added, in the frame or inside the record batch, or with a
+records length that lies.
 
 Every bad connection is closed by the broker or answered, the broker stays up, one well-behaved
 connection keeps getting answers throughout (a Metadata round trip and the log end offset after
@@ -270,6 +271,37 @@ def test_damaged_produce_and_fetch_frames_are_refused_or_answered(target: Target
     errors = produce_errors(sent, outcome.answers)
     event(f"responses: {len(outcome.answers)}" + "".join(f", {Errors(code).name}" for code in errors))
     check_growth(target, before, intact_batches=intact, errors=errors)
+
+
+def records_length_prefix(version: int, length: int) -> bytes:
+    """How Produce `version` writes the length of a partition's records: an int32 before the
+    flexible versions (9+), an unsigned varint of length + 1 from them on."""
+    if version < 9:
+        return struct.pack(">i", length)
+    value, out = length + 1, bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+@FUZZ_SETTINGS
+@given(version=st.sampled_from(PRODUCE_VERSIONS),
+       length=st.integers(0, 2 * len(BATCH)).filter(lambda n: n != len(BATCH)))
+def test_a_produce_whose_records_length_lies_appends_nothing(target: Target, version: int, length: int):
+    """The records field claims fewer or more bytes than the batch has: the request no longer
+    decodes (closed), or the batch it holds is cut short (refused)."""
+    frame = produce_frame(version)
+    honest = records_length_prefix(version, len(BATCH))
+    at = frame.index(honest + BATCH)
+    payload = frame[4:at] + records_length_prefix(version, length) + frame[at + len(honest):]
+    before = target.log_end_offset()
+    outcome = exchange(target.port, _framed(payload), half_close=True)
+    errors = produce_errors(payload, outcome.answers)
+    assert all(code in CORRUPTION_ERRORS for code in errors), [Errors(code).name for code in errors]
+    event(f"responses: {len(outcome.answers)}" + "".join(f", {Errors(code).name}" for code in errors))
+    check_growth(target, before, intact_batches=0, errors=errors)
 
 
 # ------------------------------------------------------------------ frames the listener must close on
