@@ -38,6 +38,8 @@ DEADLINE_S = 20.0
 CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS, API_VERSIONS_KEY = 19, 20, 32, 18
 ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 43, 44, 60
 TOPIC, BROKER = 2, 4
+# AlterConfigs is one of the APIs served, deprecated in the clients or not
+pytestmark = pytest.mark.filterwarnings("ignore:alter_configs has been deprecated:DeprecationWarning")
 
 
 @pytest.fixture(scope="module")
@@ -243,7 +245,7 @@ def test_api_versions_advertise_the_admin_apis(cluster: LocalCluster):
     assert advertised == {**API_VERSIONS, **ADMIN_API_VERSIONS, API_VERSIONS_KEY: (0, 3)}
 
 
-def test_validate_only_topic_ids_broker_configs_and_elections_over_the_wire(cluster: LocalCluster, admin: Admin):
+def test_create_delete_topic_ids_broker_configs_and_elections_over_the_wire(cluster: LocalCluster, admin: Admin):
     name = new_topic_name("wire")
     with WireConnection(cluster.host, kafka_port(cluster)) as connection:
         checked = connection.call(CREATE_TOPICS, 7, topics=(CreatableTopic(
@@ -253,6 +255,18 @@ def test_validate_only_topic_ids_broker_configs_and_elections_over_the_wire(clus
         assert [(t.error_code, t.num_partitions, t.replication_factor) for t in checked.topics] == [
             (kafka_error(Errors.NONE), 4, 2)]
         assert name not in admin.list_topics()
+        created = connection.call(CREATE_TOPICS, 7, topics=(CreatableTopic(
+            name=name, num_partitions=4, replication_factor=2, assignments=(),
+            configs=(CreatableTopicConfig(name="retention.ms", value="1000"),)),), timeout=timedelta(seconds=10),
+            validate_only=False)
+        (topic_result,) = created.topics
+        assert (topic_result.error_code, topic_result.num_partitions) == (kafka_error(Errors.NONE), 4)
+        configs = {c.name: (c.value, c.config_source) for c in topic_result.configs}
+        assert configs["retention.ms"] == ("1000", 1) and configs["cleanup.policy"] == ("delete", 5)
+        admin.wait_for_topic(name, partitions=4)
+        deleted = connection.call(DELETE_TOPICS, 6, topics=(DeleteTopicState(name=name, topic_id=uuid.UUID(int=0)),),
+                                  timeout=timedelta(seconds=10))
+        assert [(t.name, t.error_code) for t in deleted.responses] == [(name, kafka_error(Errors.NONE))]
 
         by_id = uuid.uuid4()
         deleted = connection.call(DELETE_TOPICS, 6, topics=(DeleteTopicState(name=None, topic_id=by_id),),
@@ -285,5 +299,6 @@ def test_validate_only_topic_ids_broker_configs_and_elections_over_the_wire(clus
         cluster_answer = connection.call(DESCRIBE_CLUSTER, 1, include_cluster_authorized_operations=False,
                                          endpoint_type=1)
         assert cluster_answer.controller_id == 1 and len(cluster_answer.brokers) == 3
+    until(lambda: name not in admin.list_topics(), "the topic gone")
     with pytest.raises(KafkaError):
         admin.describe_topics([name])

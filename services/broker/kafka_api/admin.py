@@ -9,8 +9,9 @@ controllers are retried with the then current controller until the request's tim
 `request.timeout.ms`) runs out, and then REQUEST_TIMED_OUT answers what is left. Every call to the
 controller runs in the loop's executor.
 
-DescribeCluster is answered from the metadata cache, as Metadata is: the brokers' Kafka listeners,
-and this broker as the controller (a broker forwards admin requests). Broker config resources are
+CreateTopics v5+ answers each created topic with its configs, described by the controller after
+the creation. DescribeCluster is answered from the metadata cache, as Metadata is: the brokers' Kafka listeners,
+and this broker as the controller (a broker forwards admin requests; `controller_id`). Broker config resources are
 this broker's own: DescribeConfigs lists its static configs (STATIC_BROKER_CONFIG where set,
 DEFAULT_CONFIG otherwise; passwords hidden) under its id, and none under "" (the cluster-wide
 dynamic defaults, which Odradek does not have); Odradek's broker configs are not dynamic, so
@@ -26,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from services.broker.config import BrokerConfig
-from services.broker.metadata_cache import MetadataCache
+from services.broker.metadata_cache import MetadataCache, MetadataSnapshot
 from services.clients.admin_requests import (
     Answers,
     alter_configs_request,
@@ -83,6 +84,13 @@ Outcome = tuple[int, str | None, Any]  # (error code, error message, value on su
 
 def _ms(delta) -> int:
     return round(delta.total_seconds() * 1000)
+
+
+def controller_id(broker_id: int, snapshot: MetadataSnapshot) -> int:
+    """The controller Kafka clients are told of: this broker, which forwards their admin requests, once
+    its metadata lists it and a controller; -1 (none known yet) before, so that clients ask again."""
+    live = broker_id in snapshot.brokers and snapshot.brokers[broker_id].kafka_host is not None
+    return broker_id if live and snapshot.controller is not None else -1
 
 
 class ControllerForwarder:
@@ -175,15 +183,30 @@ class KafkaAdminApis:
         outcomes.update(await self._blocking(self.controller.forward, "CreateTopics", list(topics), build,
                                              parse_create_topics, _ms(request.timeout)))
         module = context.response_module
+        configs: dict[str, Outcome] = {}
+        created = [n for n in topics if outcomes[n][0] == Errors.NONE]
+        if hasattr(module, "CreatableTopicConfigs") and created and not request.validate_only:
+            configs = await self._blocking(self._topic_configs, created)
         results = []
         for name in dict.fromkeys(names):
-            code, message, created = outcomes[name]
+            code, message, answer = outcomes[name]
+            config_code, _, entries = configs.get(name, (Errors.NONE, None, {}))
             results.append(fields_of(
                 module.CreatableTopicResult, name=name, topic_id=NO_TOPIC_ID, error_code=kafka_error(code),
-                error_message=message or None, topic_config_error_code=kafka_error(Errors.NONE),
-                num_partitions=created.num_partitions if code == Errors.NONE else -1,
-                replication_factor=created.replication_factor if code == Errors.NONE else -1, configs=()))
+                error_message=message or None, topic_config_error_code=kafka_error(config_code),
+                num_partitions=answer.num_partitions if code == Errors.NONE else -1,
+                replication_factor=answer.replication_factor if code == Errors.NONE else -1,
+                configs=tuple(module.CreatableTopicConfigs(name=e.name, value=e.value, read_only=e.read_only,
+                                                           config_source=e.source, is_sensitive=e.is_sensitive)
+                              for e in (entries or {}).values())))
         return fields_of(context.response_type, topics=tuple(results))
+
+    def _topic_configs(self, names: list[str]) -> dict[str, Outcome]:
+        """Every config of each topic, as CreateTopics v5+ answers a created topic with."""
+        return self.controller.forward("DescribeConfigs", names,
+                                       lambda pending, _timeout_ms: describe_configs_request(TOPIC_RESOURCE, pending),
+                                       lambda response: parse_describe_configs(response, TOPIC_RESOURCE),
+                                       self.config.request_timeout_ms)
 
     async def delete_topics(self, request: Any, context: RequestContext) -> Any:
         module = context.response_module
@@ -279,7 +302,7 @@ class KafkaAdminApis:
                         if node.kafka_host is not None)
         return fields_of(context.response_type, error_code=kafka_error(Errors.NONE), error_message=None,
                          endpoint_type=endpoint_type, cluster_id=snapshot.cluster_id or "",
-                         controller_id=self.broker_id, brokers=brokers)
+                         controller_id=controller_id(self.broker_id, snapshot), brokers=brokers)
 
     # ------------------------------------------------------------------ configs
 

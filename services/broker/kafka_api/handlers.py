@@ -20,7 +20,7 @@ from typing import Any
 
 from services.broker.fetch_session_cache import FINAL_EPOCH
 from services.broker.handling import DEFAULT_PARTITION_MAX_BYTES, RequestHandling
-from services.broker.kafka_api.admin import KafkaAdminApis
+from services.broker.kafka_api.admin import KafkaAdminApis, controller_id
 from services.broker.replica_fetch import FetchPartition
 from services.common.errors import Errors
 from services.common.kafka_wire import ApiRegistry, RequestContext, fields_of, kafka_error
@@ -216,7 +216,7 @@ class BrokerKafkaApis:
                                        isr_nodes=p.isr_nodes, offline_replicas=p.offline_replicas)
                              for p in view.partitions)) for view in views)
         return fields_of(context.response_type, brokers=brokers, cluster_id=snapshot.cluster_id or None,
-                         controller_id=self.broker_id, topics=topics)
+                         controller_id=controller_id(self.broker_id, snapshot), topics=topics)
 
     # ------------------------------------------------------------------ coordinators
 
