@@ -154,7 +154,8 @@ class BrokerServer:
         if listener is None:
             return
         registry = ApiRegistry()
-        self.kafka_admin = KafkaAdminApis(self.broker_id, self.metadata_cache, self.config)
+        self.kafka_admin = KafkaAdminApis(self.broker_id, self.metadata_cache, self.replica_manager,
+                                          self.config)
         BrokerKafkaApis(self.broker_id, servicer.handling, self.kafka_admin).register(registry)
         self.kafka_listener = KafkaWireServer(registry, listener.host, listener.port,
                                               request_max_bytes=self.config.socket_request_max_bytes)

@@ -1,6 +1,6 @@
 """Kafka's admin clients, unchanged, against the brokers' Kafka protocol listeners (three brokers,
 one controller, shared by the module): librdkafka's AdminClient (confluent-kafka) creates,
-describes, configures, grows and deletes topics and describes the cluster; kafka-python's and
+describes, configures, grows and deletes topics, deletes records and describes the cluster; kafka-python's and
 aiokafka's admin clients create, describe and delete; the controller's errors come back as Kafka's
 (TOPIC_ALREADY_EXISTS, INVALID_CONFIG, UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICATION_FACTOR);
 Odradek's own Admin sees what the Kafka clients made and they see what it made. Then the wire:
@@ -27,8 +27,9 @@ from services.clients.admin import Admin
 from services.clients.admin_types import NewTopic
 from services.common.errors import Errors, KafkaError
 from services.common.kafka_wire import kafka_error
+from services.common.topic_partition import TopicPartition
 from services.devcluster.launcher import LocalCluster
-from tests.integration.conftest import create_topic, module_cluster
+from tests.integration.conftest import create_topic, module_cluster, produce_values
 from tests.kafka_wire_support import WireConnection
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -188,6 +189,18 @@ def test_odradek_admin_topics_seen_by_confluent_admin(cluster: LocalCluster, adm
     assert outcome(kafka_admin.describe_configs([resource])[resource])["retention.bytes"].value == "1048576"
     assert outcome(kafka_admin.delete_topics([name], operation_timeout=15)[name]) is None
     until(lambda: name not in admin.list_topics(), "the topic gone for Odradek's Admin")
+
+
+def test_confluent_admin_deletes_records_on_the_leader(cluster: LocalCluster, admin: Admin, writer, kafka_admin):
+    topic = create_topic(admin, new_topic_name("rd-records"), partitions=1, replication=3)
+    produce_values(writer, topic, 0, [b"%d" % i for i in range(10)])
+    futures = kafka_admin.delete_records([confluent_kafka.TopicPartition(topic, 0, 4)])
+    assert [outcome(f).low_watermark for f in futures.values()] == [4]
+    assert admin.list_offsets({TopicPartition(topic, 0): "earliest"})[TopicPartition(topic, 0)].offset == 4
+    beyond = kafka_admin.delete_records([confluent_kafka.TopicPartition(topic, 0, 11)])
+    assert [outcome(f) for f in beyond.values()] == ["OFFSET_OUT_OF_RANGE"]
+    everything = kafka_admin.delete_records([confluent_kafka.TopicPartition(topic, 0, confluent_kafka.OFFSET_END)])
+    assert [outcome(f).low_watermark for f in everything.values()] == [10]
 
 
 # ------------------------------------------------------------------ kafka-python, aiokafka

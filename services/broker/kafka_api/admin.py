@@ -9,6 +9,9 @@ controllers are retried with the then current controller until the request's tim
 `request.timeout.ms`) runs out, and then REQUEST_TIMED_OUT answers what is left. Every call to the
 controller runs in the loop's executor.
 
+DeleteRecords is answered by the partitions' leader, this broker (NOT_LEADER_OR_FOLLOWER
+otherwise): `ReplicaManager.delete_records` moves the log start offset, and the answer's low
+watermark is the leader's new log start offset; followers move theirs on their next fetch.
 CreateTopics v5+ answers each created topic with its configs, described by the controller after
 the creation. DescribeCluster is answered from the metadata cache, as Metadata is: the brokers' Kafka listeners,
 and this broker as the controller (a broker forwards admin requests; `controller_id`). Broker config resources are
@@ -28,6 +31,7 @@ from typing import Any, TypeVar
 
 from services.broker.config import BrokerConfig
 from services.broker.metadata_cache import MetadataCache, MetadataSnapshot
+from services.broker.replica_manager import ReplicaManager
 from services.clients.admin_requests import (
     Answers,
     alter_configs_request,
@@ -59,13 +63,15 @@ from services.common.errors import Errors, KafkaError
 from services.common.kafka_wire import ApiRegistry, RequestContext, fields_of, kafka_error
 from services.common.topic_partition import TopicPartition
 
-CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS = 19, 20, 32, 33, 37
+CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS, DESCRIBE_CONFIGS, ALTER_CONFIGS = 19, 20, 21, 32, 33
+CREATE_PARTITIONS = 37
 ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 43, 44, 60
 
 # API key -> (lowest, highest) version served: every version kio has of each.
 ADMIN_API_VERSIONS = {
     CREATE_TOPICS: (2, 7),
     DELETE_TOPICS: (1, 6),
+    DELETE_RECORDS: (0, 2),
     DESCRIBE_CONFIGS: (1, 4),
     ALTER_CONFIGS: (0, 2),
     CREATE_PARTITIONS: (0, 3),
@@ -147,16 +153,18 @@ class ControllerForwarder:
 class KafkaAdminApis:
     """The admin API handlers of one broker; see the module docstring."""
 
-    def __init__(self, broker_id: int, metadata_cache: MetadataCache, config: BrokerConfig) -> None:
+    def __init__(self, broker_id: int, metadata_cache: MetadataCache, replica_manager: ReplicaManager,
+                 config: BrokerConfig) -> None:
         self.broker_id = broker_id
         self.metadata_cache = metadata_cache
+        self.replica_manager = replica_manager
         self.config = config
         self.pool = ChannelPool(config.request_timeout_ms)
         self.controller = ControllerForwarder(metadata_cache, self.pool, config.request_timeout_ms)
 
     def register(self, registry: ApiRegistry) -> None:
         handlers: dict[int, Callable] = {
-            CREATE_TOPICS: self.create_topics, DELETE_TOPICS: self.delete_topics,
+            CREATE_TOPICS: self.create_topics, DELETE_TOPICS: self.delete_topics, DELETE_RECORDS: self.delete_records,
             DESCRIBE_CONFIGS: self.describe_configs, ALTER_CONFIGS: self.alter_configs,
             CREATE_PARTITIONS: self.create_partitions, ELECT_LEADERS: self.elect_leaders,
             INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs, DESCRIBE_CLUSTER: self.describe_cluster,
@@ -245,6 +253,24 @@ class KafkaAdminApis:
             module.CreatePartitionsTopicResult(name=name, error_code=kafka_error(outcomes[name][0]),
                                                error_message=outcomes[name][1] or None)
             for name in dict.fromkeys(names)))
+
+    # ------------------------------------------------------------------ records
+
+    async def delete_records(self, request: Any, context: RequestContext) -> Any:
+        asked = [(topic.name, part.partition_index, part.offset) for topic in request.topics
+                 for part in topic.partitions]
+
+        def delete() -> list[tuple[str, int, int, int]]:
+            return [(name, index, *self.replica_manager.delete_records(name, index, offset))
+                    for name, index, offset in asked]
+
+        module = context.response_module
+        by_topic: dict[str, list] = {}
+        for name, index, code, low_watermark in await self._blocking(delete):
+            by_topic.setdefault(name, []).append(module.DeleteRecordsPartitionResult(
+                partition_index=index, low_watermark=low_watermark, error_code=kafka_error(code)))
+        return fields_of(context.response_type, topics=tuple(
+            module.DeleteRecordsTopicResult(name=name, partitions=tuple(parts)) for name, parts in by_topic.items()))
 
     # ------------------------------------------------------------------ leaders
 
