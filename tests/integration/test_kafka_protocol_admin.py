@@ -24,9 +24,11 @@ from kio.schema.incremental_alter_configs.v1.request import AlterableConfig, Alt
 from services.broker.kafka_api.admin import ADMIN_API_VERSIONS
 from services.broker.kafka_api.handlers import API_VERSIONS
 from services.clients.admin import Admin
-from services.clients.admin_types import NewTopic
+from services.clients.admin_types import BROKER_RESOURCE, NewTopic
+from services.clients.transport import BROKER, ChannelPool
 from services.common.errors import Errors, KafkaError
 from services.common.kafka_wire import kafka_error
+from services.common.pb.odradek.broker.v1 import broker_pb2
 from services.common.topic_partition import TopicPartition
 from services.devcluster.launcher import LocalCluster
 from tests.integration.conftest import create_topic, module_cluster, produce_values
@@ -38,7 +40,6 @@ from confluent_kafka import admin as confluent_admin  # noqa: E402
 DEADLINE_S = 20.0
 CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS, API_VERSIONS_KEY = 19, 20, 32, 18
 ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 43, 44, 60
-TOPIC, BROKER = 2, 4
 # AlterConfigs is one of the APIs served, deprecated in the clients or not
 pytestmark = pytest.mark.filterwarnings("ignore:alter_configs has been deprecated:DeprecationWarning")
 
@@ -199,6 +200,14 @@ def test_confluent_admin_deletes_records_on_the_leader(cluster: LocalCluster, ad
     assert admin.list_offsets({TopicPartition(topic, 0): "earliest"})[TopicPartition(topic, 0)].offset == 4
     beyond = kafka_admin.delete_records([confluent_kafka.TopicPartition(topic, 0, 11)])
     assert [outcome(f) for f in beyond.values()] == ["OFFSET_OUT_OF_RANGE"]
+    # the broker's gRPC DeleteRecords takes the same path
+    leader = admin.describe_topics([topic])[topic].partitions[0].leader
+    address = next(node.address for node in admin.describe_cluster().nodes if node.node_id == leader)
+    request = broker_pb2.DeleteRecordsRequest(topics=[broker_pb2.DeleteRecordsRequest.DeleteRecordsTopic(
+        name=topic, partitions=[broker_pb2.DeleteRecordsRequest.DeleteRecordsPartition(partition_index=0, offset=6)])])
+    with ChannelPool() as pool:
+        answer = pool.call(address, BROKER, "DeleteRecords", request, 10000)
+    assert [(p.low_watermark, p.error_code) for p in answer.topics[0].partitions] == [(6, Errors.NONE)]
     everything = kafka_admin.delete_records([confluent_kafka.TopicPartition(topic, 0, confluent_kafka.OFFSET_END)])
     assert [outcome(f).low_watermark for f in everything.values()] == [10]
 
@@ -288,15 +297,16 @@ def test_create_delete_topic_ids_broker_configs_and_elections_over_the_wire(clus
             (by_id, kafka_error(Errors.UNKNOWN_TOPIC_ID))]
 
         configs = connection.call(DESCRIBE_CONFIGS, 4, resources=(
-            DescribeConfigsResource(resource_type=BROKER, resource_name="2", configuration_keys=("num.partitions",)),
-            DescribeConfigsResource(resource_type=BROKER, resource_name="", configuration_keys=None)),
+            DescribeConfigsResource(resource_type=BROKER_RESOURCE, resource_name="2",
+                                    configuration_keys=("num.partitions",)),
+            DescribeConfigsResource(resource_type=BROKER_RESOURCE, resource_name="", configuration_keys=None)),
             include_synonyms=True, include_documentation=False)
         other, defaults = configs.results
         assert other.error_code == kafka_error(Errors.INVALID_REQUEST)  # this broker is 1: Kafka asks broker 2 itself
         assert defaults.error_code == kafka_error(Errors.NONE) and defaults.configs == ()
 
         altered = connection.call(INCREMENTAL_ALTER_CONFIGS, 1, resources=(AlterConfigsResource(
-            resource_type=BROKER, resource_name="1", configs=(AlterableConfig(
+            resource_type=BROKER_RESOURCE, resource_name="1", configs=(AlterableConfig(
                 name="num.partitions", config_operation=0, value="3"),)),), validate_only=False)
         assert altered.responses[0].error_code == kafka_error(Errors.INVALID_REQUEST)
         assert "num.partitions" in altered.responses[0].error_message
