@@ -1,7 +1,8 @@
 """Kafka's admin clients, unchanged, against the brokers' Kafka protocol listeners (three brokers,
 one controller, shared by the module): librdkafka's AdminClient (confluent-kafka) creates,
 describes, configures, grows and deletes topics, deletes records and describes the cluster; kafka-python's and
-aiokafka's admin clients create, describe and delete; the controller's errors come back as Kafka's
+aiokafka's admin clients create, describe and delete; the Java AdminClient 4.x (when ~/.m2 holds
+it) creates, configures, grows, describes and deletes; the controller's errors come back as Kafka's
 (TOPIC_ALREADY_EXISTS, INVALID_CONFIG, UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICATION_FACTOR);
 Odradek's own Admin sees what the Kafka clients made and they see what it made. Then the wire:
 ApiVersions, broker configs, ElectLeaders, validate_only and topic ids."""
@@ -9,10 +10,12 @@ ApiVersions, broker configs, ElectLeaders, validate_only and topic ids."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from kio.schema.create_topics.v7.request import CreatableTopic, CreatableTopicConfig
@@ -32,12 +35,14 @@ from services.common.pb.odradek.broker.v1 import broker_pb2
 from services.common.topic_partition import TopicPartition
 from services.devcluster.launcher import LocalCluster
 from tests.integration.conftest import create_topic, module_cluster, produce_values
+from tests.integration.test_kafka_protocol import java_client_classpath
 from tests.kafka_wire_support import WireConnection
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import admin as confluent_admin  # noqa: E402
 
 DEADLINE_S = 20.0
+JAVA_ADMIN_SOURCE = Path(__file__).parent / "java" / "JavaAdmin.java"
 CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS, API_VERSIONS_KEY = 19, 20, 32, 18
 ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 43, 44, 60
 # AlterConfigs is one of the APIs served, deprecated in the clients or not
@@ -255,6 +260,23 @@ def test_aiokafka_admin_creates_and_deletes(cluster: LocalCluster, admin: Admin)
 
     assert asyncio.run(run()) == (Errors.NONE, Errors.NONE)
     until(lambda: name not in admin.list_topics(), "the topic gone")
+
+
+# ------------------------------------------------------------------ the Java AdminClient
+
+
+def test_java_4_admin_client_creates_configures_grows_and_deletes(cluster: LocalCluster, admin: Admin):
+    classpath = java_client_classpath()
+    if classpath is None:
+        pytest.skip("no java, or no kafka-clients 4.x (with slf4j-api, lz4-java, zstd-jni, snappy-java) in ~/.m2")
+    topic = new_topic_name("java-admin")
+    run = subprocess.run(["java", "-cp", classpath, str(JAVA_ADMIN_SOURCE), cluster.kafka_bootstrap_servers, topic],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.strip().splitlines() == [
+        "created=3/2 retention.ms=3600000", "configs=3600000,compact,DYNAMIC_TOPIC_CONFIG", "partitions=4",
+        "brokers=3 controller_listed=true", "again=TopicExistsException", "deleted=true"], run.stderr[-3000:]
+    until(lambda: topic not in admin.list_topics(), "the topic gone for Odradek's Admin")
 
 
 # ------------------------------------------------------------------ the wire
