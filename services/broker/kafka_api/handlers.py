@@ -4,10 +4,10 @@ field of). Record batches stay the bytes they arrived as and are fetched as stor
 
 Metadata answers with each live broker's Kafka listener, and names this broker as the controller:
 Kafka clients send admin requests to the controller, and a broker forwards them (`admin`, whose
-APIs `register` adds when given). Security is not
-enabled: SaslHandshake is answered UNSUPPORTED_SASL_MECHANISM. Group and transaction coordinators
-serve only gRPC, so FindCoordinator answers every key COORDINATOR_NOT_AVAILABLE (INVALID_REQUEST for
-an empty one); librdkafka also takes a served FindCoordinator as the sign that a broker takes LZ4.
+APIs `register` adds when given). Security is not enabled: SaslHandshake is answered
+UNSUPPORTED_SASL_MECHANISM. Group and transaction coordinators serve only gRPC, so FindCoordinator
+answers every key COORDINATOR_NOT_AVAILABLE (INVALID_REQUEST for an empty one); librdkafka also
+takes a served FindCoordinator as the sign that a broker takes LZ4.
 """
 
 from __future__ import annotations
