@@ -340,6 +340,11 @@ def test_create_delete_topic_ids_broker_configs_and_elections_over_the_wire(clus
         assert [(r.topic, [(p.partition_id, p.error_code) for p in r.partition_result])
                 for r in elected.replica_election_results] == [
             (topic, [(0, kafka_error(Errors.ELECTION_NOT_NEEDED))])]
+        every = connection.call(ELECT_LEADERS, 2, election_type=0, topic_partitions=None,
+                                timeout=timedelta(seconds=10))
+        answered = {(r.topic, p.partition_id): p.error_code for r in every.replica_election_results
+                    for p in r.partition_result}
+        assert answered[(topic, 0)] == kafka_error(Errors.ELECTION_NOT_NEEDED)
 
         cluster_answer = connection.call(DESCRIBE_CLUSTER, 1, include_cluster_authorized_operations=False,
                                          endpoint_type=1)

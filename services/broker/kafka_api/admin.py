@@ -12,14 +12,15 @@ controller runs in the loop's executor.
 DeleteRecords is answered by the partitions' leader, this broker (NOT_LEADER_OR_FOLLOWER
 otherwise): `ReplicaManager.delete_records` moves the log start offset, and the answer's low
 watermark is the leader's new log start offset; followers move theirs on their next fetch.
+
 CreateTopics v5+ answers each created topic with its configs, described by the controller after
-the creation. DescribeCluster is answered from the metadata cache, as Metadata is: the brokers' Kafka listeners,
-and this broker as the controller (a broker forwards admin requests; `controller_id`). Broker config resources are
+the creation. DescribeCluster is answered from the metadata cache, as Metadata is: the brokers'
+Kafka listeners, and this broker as the controller (`controller_id`). Broker config resources are
 this broker's own: DescribeConfigs lists its static configs (STATIC_BROKER_CONFIG where set,
-DEFAULT_CONFIG otherwise; passwords hidden) under its id, and none under "" (the cluster-wide
-dynamic defaults, which Odradek does not have); Odradek's broker configs are not dynamic, so
-altering one is answered INVALID_REQUEST. Topic ids are not kept: a topic named only by id is
-UNKNOWN_TOPIC_ID and responses carry the zero id.
+DEFAULT_CONFIG otherwise; read-only, passwords hidden) under its id, and none under "" (the
+cluster-wide dynamic defaults, which Odradek does not have); Odradek's broker configs are not
+dynamic, so altering one is answered INVALID_REQUEST. Topic ids are not kept: a topic named only
+by id is UNKNOWN_TOPIC_ID and responses carry the zero id.
 """
 
 from __future__ import annotations
@@ -92,6 +93,12 @@ def _ms(delta) -> int:
     return round(delta.total_seconds() * 1000)
 
 
+def operation_ms(deadline: Deadline, timeout_ms: int) -> int:
+    """The timeout the controller waits up to for an operation: what is left of the Kafka request's,
+    or 0 (the controller's own default) when the request gives none."""
+    return max(1, deadline.bound(timeout_ms)) if timeout_ms > 0 else 0
+
+
 def controller_id(broker_id: int, snapshot: MetadataSnapshot) -> int:
     """The controller Kafka clients are told of: this broker, which forwards their admin requests, once
     its metadata lists it and a controller; -1 (none known yet) before, so that clients ask again."""
@@ -115,8 +122,7 @@ class ControllerForwarder:
         pending, results = list(keys), {}
 
         def attempt(deadline: Deadline) -> None:
-            operation_ms = max(1, deadline.bound(timeout_ms))
-            response = self.call(method, make_request(pending, operation_ms), deadline)
+            response = self.call(method, make_request(pending, operation_ms(deadline, timeout_ms)), deadline)
             answered, retry = answers(response), []
             for key in pending:
                 outcome = answered.get(
@@ -289,8 +295,8 @@ class KafkaAdminApis:
                     parse_elect_leaders, _ms(request.timeout))
             try:  # every partition: the answer names them
                 response = self.controller.retrying("ElectLeaders", lambda deadline: self.controller.call(
-                    "ElectLeaders", elect_leaders_request(election_type, None, max(1, deadline.bound(
-                        _ms(request.timeout)))), deadline), _ms(request.timeout))
+                    "ElectLeaders", elect_leaders_request(election_type, None, operation_ms(
+                        deadline, _ms(request.timeout))), deadline), _ms(request.timeout))
             except KafkaError as error:
                 return error.code, str(error), {}
             return Errors.NONE, None, dict(parse_elect_leaders(response))
