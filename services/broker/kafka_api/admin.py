@@ -229,13 +229,12 @@ class KafkaAdminApis:
             by_id = [t.topic_id for t in request.topics if t.name is None]
         else:
             named, by_id = list(request.topic_names), []
-        outcomes = _duplicates(named, "topic")
-        wanted = [n for n in dict.fromkeys(named) if n not in outcomes]
-        outcomes.update(await self._blocking(self.controller.forward, "DeleteTopics", wanted, delete_topics_request,
-                                             parse_delete_topics, _ms(request.timeout)))
+        wanted = list(dict.fromkeys(named))  # a name given twice is deleted once, as Kafka 2.8 does
+        outcomes = await self._blocking(self.controller.forward, "DeleteTopics", wanted, delete_topics_request,
+                                        parse_delete_topics, _ms(request.timeout))
         results = [fields_of(module.DeletableTopicResult, name=name, topic_id=NO_TOPIC_ID,
                              error_code=kafka_error(outcomes[name][0]), error_message=outcomes[name][1] or None)
-                   for name in dict.fromkeys(named)]
+                   for name in wanted]
         results += [fields_of(module.DeletableTopicResult, name=None, topic_id=topic_id,
                               error_code=kafka_error(Errors.UNKNOWN_TOPIC_ID),
                               error_message="Odradek names topics; it keeps no topic ids")
