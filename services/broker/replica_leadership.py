@@ -1,7 +1,8 @@
 """The leadership part of the ReplicaManager: the controller's LeaderAndIsr and StopReplica (fenced by
 controller epoch) applied to this broker's partitions, the follower fetchers updated to match, and
 the follower side of replication for the fetcher threads (truncation to the divergence point,
-appends with the leader's offsets, OffsetForLeaderEpoch), with the high-watermark checkpoints."""
+appends with the leader's offsets and log start offset, OffsetForLeaderEpoch), DeleteRecords on led
+partitions, with the high-watermark checkpoints."""
 
 from __future__ import annotations
 
@@ -234,9 +235,11 @@ class ReplicaLeadership:
             self.log_manager.truncate_fully_and_start_at(tp, offset)
             return partition.log.log_end_offset
 
-    def append_as_follower(self, tp: TopicPartition, records: bytes, leader_high_watermark: int) -> int | None:
+    def append_as_follower(self, tp: TopicPartition, records: bytes, leader_high_watermark: int,
+                           leader_log_start_offset: int = -1) -> int | None:
         """Appends replicated batches and takes the leader's high watermark (capped at the local
-        end); returns the next offset to fetch, or None when the partition is not followed here."""
+        end) and log start offset (records the leader deleted, capped at the high watermark);
+        returns the next offset to fetch, or None when the partition is not followed here."""
         partition = self._follower(tp)
         if partition is None:
             return None
@@ -248,10 +251,31 @@ class ReplicaLeadership:
             high_watermark = min(leader_high_watermark, log.log_end_offset)
             if high_watermark > log.high_watermark:
                 log.update_high_watermark(high_watermark)
+            if leader_log_start_offset > log.log_start_offset:
+                log.maybe_increment_log_start_offset(min(leader_log_start_offset, log.high_watermark))
             end = log.log_end_offset
         if records:
             self._fetchable_changed(tp)
         return end
+
+    def delete_records(self, topic: str, index: int, offset: int) -> tuple[int, int]:
+        """(error code, new log start offset): DeleteRecords on a led partition moves its log start
+        offset to `offset` (-1: the high watermark), never past the high watermark
+        (OFFSET_OUT_OF_RANGE); a topic without the delete cleanup policy is POLICY_VIOLATION.
+        Followers take the new log start offset from their next fetch."""
+        try:
+            partition = self.leader_partition(topic, index)
+            log = partition.log
+            with partition.lock:
+                if not log.config.delete:
+                    return Errors.POLICY_VIOLATION, -1
+                target = log.high_watermark if offset == -1 else offset
+                if not 0 <= target <= log.high_watermark:
+                    return Errors.OFFSET_OUT_OF_RANGE, -1
+                log.maybe_increment_log_start_offset(target)
+                return Errors.NONE, log.log_start_offset
+        except KafkaError as exc:
+            return exc.code, -1
 
     def offset_for_leader_epoch(self, topic: str, index: int, current_leader_epoch: int,
                                 leader_epoch: int) -> tuple[int, int, int]:

@@ -7,7 +7,8 @@ watermark and may grow the ISR; long polls park in the fetch purgatory and are t
 last of overlapping appends to a partition, so a burst of produces travels in one response),
 drives the follower side of replication for the fetcher threads (truncation to the divergence
 point, appends with the leader's offsets), checkpoints high watermarks, and answers ListOffsets
-and OffsetForLeaderEpoch.
+and OffsetForLeaderEpoch. DeleteRecords moves a led partition's log start offset; followers take
+it from their fetches.
 
 Transactions: produces from a live coordinator append with the COORDINATOR origin (no sequence
 numbers needed); `write_txn_markers` appends a COMMIT or ABORT control batch per marker and

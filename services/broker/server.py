@@ -17,6 +17,7 @@ from kazoo.client import KazooClient, KazooState
 from services.broker.config import BrokerConfig
 from services.broker.fetch_session_cache import FetchSessionCache
 from services.broker.kafka_api import BrokerKafkaApis
+from services.broker.kafka_api.admin import KafkaAdminApis
 from services.broker.log.config import LogConfig, LogManagerConfig
 from services.broker.log.manager import LogManager
 from services.broker.metadata_cache import MetadataCache
@@ -96,6 +97,7 @@ class BrokerServer:
         self._stopping = threading.Event()
         self._reregister_thread: threading.Thread | None = None
         self.kafka_listener: KafkaWireServer | None = None
+        self.kafka_admin: KafkaAdminApis | None = None
         self.kafka_endpoint: EndPoint | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -152,7 +154,9 @@ class BrokerServer:
         if listener is None:
             return
         registry = ApiRegistry()
-        BrokerKafkaApis(self.broker_id, servicer.handling).register(registry)
+        self.kafka_admin = KafkaAdminApis(self.broker_id, self.metadata_cache, self.replica_manager,
+                                          self.config)
+        BrokerKafkaApis(self.broker_id, servicer.handling, self.kafka_admin).register(registry)
         self.kafka_listener = KafkaWireServer(registry, listener.host, listener.port,
                                               request_max_bytes=self.config.socket_request_max_bytes)
         bound = self.runtime.call_on_loop(self.kafka_listener.start())
@@ -162,6 +166,8 @@ class BrokerServer:
     def _stop_kafka_listener(self) -> None:
         if self.kafka_listener is not None:
             self.runtime.call_on_loop(self.kafka_listener.stop())
+        if self.kafka_admin is not None:
+            self.kafka_admin.close()
 
     def _register(self) -> None:
         listener = self.config.advertised_listener

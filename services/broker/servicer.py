@@ -10,8 +10,9 @@ controller or ZooKeeper) run in the runtime's executor.
 
 Transactions: a produce from a live coordinator instance appends with the COORDINATOR origin;
 WriteTxnMarkers (from coordinators) waits, as an acks=all produce does, up to
-`request.timeout.ms`; Fetch and ListOffsets honour `isolation_level`; DescribeProducers answers
-for partitions led here.
+`request.timeout.ms`; Fetch and ListOffsets honour `isolation_level`; DescribeProducers and
+DeleteRecords (`ReplicaManager.delete_records`, as over the Kafka protocol) answer for partitions
+led here.
 """
 
 from __future__ import annotations
@@ -246,6 +247,17 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                                               last_sequence=p.last_sequence, last_timestamp=p.last_timestamp,
                                               coordinator_epoch=p.coordinator_epoch,
                                               current_txn_start_offset=p.current_transaction_start_offset)
+        return response
+
+    def DeleteRecords(self, request, context):
+        response = broker_pb2.DeleteRecordsResponse()
+        for topic in request.topics:
+            out = response.topics.add(name=topic.name)
+            for part in topic.partitions:
+                code, low_watermark = self.replica_manager.delete_records(topic.name, part.partition_index,
+                                                                          part.offset)
+                out.partitions.add(partition_index=part.partition_index, low_watermark=low_watermark,
+                                   error_code=code)
         return response
 
     # ------------------------------------------------------------------ controller requests

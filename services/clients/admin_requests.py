@@ -1,5 +1,5 @@
 """The controller's admin requests (CreateTopics, DeleteTopics, CreatePartitions, DescribeCluster,
-DescribeConfigs, AlterConfigs, IncrementalAlterConfigs): building them from the admin client's
+ElectLeaders, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs): building them from the admin client's
 types (`admin_types`) and reading their answers back into them.
 
 An answer about several topics or config resources is read as `Answers`: {name: (error code,
@@ -27,6 +27,7 @@ from services.clients.cluster import Node
 from services.common.config import INT_MAX, SHORT_MAX
 from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.controller.v1 import controller_pb2 as pb
+from services.common.topic_partition import TopicPartition
 
 # One answer per name: (error code, error message, value on success).
 Answers = Mapping[Any, tuple[int, str, Any]]
@@ -105,6 +106,25 @@ def parse_describe_cluster(response: pb.DescribeClusterResponse, controller: Nod
     return ClusterDescription(response.cluster_id or None, controller, nodes, response.controller_id)
 
 
+# --------------------------------------------------------------------------------------------- leaders
+
+def elect_leaders_request(election_type: int, partitions: Mapping[str, Sequence[int]] | None,
+                          timeout_ms: int) -> pb.ElectLeadersRequest:
+    """An election (0 preferred, 1 unclean) for the given partitions of each topic, or for every
+    partition when `partitions` is None."""
+    if partitions is None:
+        return pb.ElectLeadersRequest(election_type=election_type, all_partitions=True, timeout_ms=timeout_ms)
+    topics = [pb.ElectLeadersRequest.TopicPartitions(topic=topic, partitions=list(indexes))
+              for topic, indexes in partitions.items()]
+    return pb.ElectLeadersRequest(election_type=election_type, topic_partitions=topics, timeout_ms=timeout_ms)
+
+
+def parse_elect_leaders(response: pb.ElectLeadersResponse) -> Answers:
+    """{TopicPartition: (error code, message, None)}; ELECTION_NOT_NEEDED where the preferred replica leads."""
+    return {TopicPartition(r.topic, p.partition_id): (p.error_code, p.error_message, None)
+            for r in response.replica_election_results for p in r.partition_result}
+
+
 # --------------------------------------------------------------------------------------------- configs
 
 def describe_configs_request(resource_type: int, names: Iterable[str], keys: Sequence[str] = (),
@@ -144,9 +164,18 @@ def alter_configs_request(resource_type: int, name: str, configs: Mapping[str, s
 def incremental_alter_configs_request(resource_type: int, name: str, changes: Mapping[str, str | None],
                                       validate_only: bool = False) -> pb.IncrementalAlterConfigsRequest:
     """Sets each key to its value, or deletes it where the value is None."""
+    return config_operations_request(
+        resource_type, name, [(k, OP_SET, v) if v is not None else (k, OP_DELETE, None) for k, v in changes.items()],
+        validate_only)
+
+
+def config_operations_request(resource_type: int, name: str, operations: Iterable[tuple[str, int, str | None]],
+                              validate_only: bool = False) -> pb.IncrementalAlterConfigsRequest:
+    """An incremental alter of one resource: (key, operation, value) each, operations as `admin_types`'
+    OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT."""
     config = pb.IncrementalAlterConfigsRequest.AlterableConfig
-    entries = [config(name=k, config_operation=OP_SET, value=v) if v is not None
-               else config(name=k, config_operation=OP_DELETE) for k, v in changes.items()]
+    entries = [config(name=k, config_operation=op, value=v) if v is not None else config(name=k, config_operation=op)
+               for k, op, v in operations]
     resource = pb.IncrementalAlterConfigsRequest.AlterConfigsResource(
         resource_type=resource_type, resource_name=name, configs=entries)
     return pb.IncrementalAlterConfigsRequest(resources=[resource], validate_only=validate_only)

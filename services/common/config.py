@@ -85,6 +85,19 @@ class ConfigType(enum.Enum):
     PASSWORD = "password"
 
 
+# Kafka's ConfigEntry.ConfigType codes, as DescribeConfigs answers them (0 is unknown, 8 a class name)
+CONFIG_TYPE_CODES = {
+    ConfigType.BOOLEAN: 1,
+    ConfigType.STRING: 2,
+    ConfigType.INT: 3,
+    ConfigType.SHORT: 4,
+    ConfigType.LONG: 5,
+    ConfigType.DOUBLE: 6,
+    ConfigType.LIST: 7,
+    ConfigType.PASSWORD: 9,
+}
+
+
 class _Required:
     def __repr__(self) -> str:
         return "REQUIRED"

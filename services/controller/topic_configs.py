@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from services.common.config import ConfigType
+from services.common.config import CONFIG_TYPE_CODES, ConfigType
 from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.controller.v1 import controller_pb2 as pb
 from services.common.topic_names import validate_topic_name
@@ -29,16 +29,6 @@ SOURCE_DYNAMIC_TOPIC = 1
 SOURCE_DEFAULT = 5
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 LONG_MAX = str(2**63 - 1)
-CONFIG_TYPE_CODES = {
-    ConfigType.BOOLEAN: 1,
-    ConfigType.STRING: 2,
-    ConfigType.INT: 3,
-    ConfigType.SHORT: 4,
-    ConfigType.LONG: 5,
-    ConfigType.DOUBLE: 6,
-    ConfigType.LIST: 7,
-    ConfigType.PASSWORD: 9,
-}
 # Kafka 2.8's defaults of the topic-level configs, and of Odradek's max.message.decompressed.bytes.
 KAFKA_TOPIC_DEFAULTS = {
     "segment.bytes": "1073741824",

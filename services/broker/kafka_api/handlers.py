@@ -3,10 +3,11 @@ over Kafka's protocol, at the versions `API_VERSIONS` lists (each one this modul
 field of). Record batches stay the bytes they arrived as and are fetched as stored.
 
 Metadata answers with each live broker's Kafka listener, and names this broker as the controller:
-Kafka clients send admin requests to the controller, and a broker forwards them. Security is not
-enabled: SaslHandshake is answered UNSUPPORTED_SASL_MECHANISM. Group and transaction coordinators
-serve only gRPC, so FindCoordinator answers every key COORDINATOR_NOT_AVAILABLE (INVALID_REQUEST for
-an empty one); librdkafka also takes a served FindCoordinator as the sign that a broker takes LZ4.
+Kafka clients send admin requests to the controller, and a broker forwards them (`admin`, whose
+APIs `register` adds when given). Security is not enabled: SaslHandshake is answered
+UNSUPPORTED_SASL_MECHANISM. Group and transaction coordinators serve only gRPC, so FindCoordinator
+answers every key COORDINATOR_NOT_AVAILABLE (INVALID_REQUEST for an empty one); librdkafka also
+takes a served FindCoordinator as the sign that a broker takes LZ4.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 from services.broker.fetch_session_cache import FINAL_EPOCH
 from services.broker.handling import DEFAULT_PARTITION_MAX_BYTES, RequestHandling
+from services.broker.kafka_api.admin import KafkaAdminApis, controller_id
 from services.broker.replica_fetch import FetchPartition
 from services.common.errors import Errors
 from services.common.kafka_wire import ApiRegistry, RequestContext, fields_of, kafka_error
@@ -50,8 +52,9 @@ def _ms(delta) -> int:
 
 
 class BrokerKafkaApis:
-    def __init__(self, broker_id: int, handling: RequestHandling) -> None:
+    def __init__(self, broker_id: int, handling: RequestHandling, admin: KafkaAdminApis | None = None) -> None:
         self.broker_id = broker_id
+        self.admin = admin
         self.handling = handling
         self.replica_manager = handling.replica_manager
         self.metadata_cache = handling.metadata_cache
@@ -65,6 +68,8 @@ class BrokerKafkaApis:
         }
         for api_key, (low, high) in API_VERSIONS.items():
             registry.register(api_key, low, high, handlers[api_key])
+        if self.admin is not None:
+            self.admin.register(registry)
 
     # ------------------------------------------------------------------ produce
 
@@ -211,7 +216,7 @@ class BrokerKafkaApis:
                                        isr_nodes=p.isr_nodes, offline_replicas=p.offline_replicas)
                              for p in view.partitions)) for view in views)
         return fields_of(context.response_type, brokers=brokers, cluster_id=snapshot.cluster_id or None,
-                         controller_id=self.broker_id, topics=topics)
+                         controller_id=controller_id(self.broker_id, snapshot), topics=topics)
 
     # ------------------------------------------------------------------ coordinators
 

@@ -312,7 +312,8 @@ class ReplicaFetcherThread:
                 return True
         if data.error_code == Errors.NONE:
             try:
-                next_offset = self.manager.append_as_follower(tp, data.records, data.high_watermark)
+                next_offset = self.manager.append_as_follower(tp, data.records, data.high_watermark,
+                                                              data.log_start_offset)
             except CorruptRecordError as exc:
                 logger.error("invalid records fetched for %s at offset %d are not appended: %s", tp, fetch_offset,
                              exc)

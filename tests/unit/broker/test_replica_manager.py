@@ -258,3 +258,26 @@ def test_one_leader_and_isr_reads_each_topic_config_once(tmp_path):
     assert {rm.partition("loose", i).log.config.min_insync_replicas for i in range(50)} == {1}
     rm.shutdown()
     logs.shutdown()
+
+
+def test_delete_records_moves_the_log_start_offset_of_leaders_and_followers(manager):
+    lead(manager)
+    lead(manager, topic="compacted")
+    produce(manager, {("t", 0): build_batch([b"a", b"b", b"c"])})
+    assert manager.delete_records("t", 0, 2) == (Errors.NONE, 2)
+    assert manager.list_offset("t", 0, -2).offset == 2
+    assert manager.delete_records("t", 0, 1) == (Errors.NONE, 2)  # never backwards
+    assert manager.delete_records("t", 0, 4) == (Errors.OFFSET_OUT_OF_RANGE, -1)  # beyond the high watermark
+    assert manager.delete_records("t", 0, -1) == (Errors.NONE, 3)  # up to the high watermark
+    assert manager.delete_records("compacted", 0, 0) == (Errors.POLICY_VIOLATION, -1)
+    assert manager.delete_records("missing", 0, 0) == (Errors.UNKNOWN_TOPIC_OR_PARTITION, -1)
+
+    follower = PartitionStateInfo(TopicPartition("f", 0), 1, 2, 0, (2, 1), 0, (2, 1), is_new=True)
+    assert manager.become_leader_or_follower(1001, 1, [follower]) == {("f", 0): 0}
+    assert manager.delete_records("f", 0, 0)[0] == Errors.NOT_LEADER_OR_FOLLOWER
+    tp = TopicPartition("f", 0)
+    assert manager.append_as_follower(tp, build_batch([b"a", b"b", b"c"]), 3, leader_log_start_offset=2) == 3
+    assert manager.log_manager.get_log(tp).log_start_offset == 2
+    # the leader's start is taken no further than the local high watermark
+    assert manager.append_as_follower(tp, build_batch([b"d"], base_offset=3), 3, leader_log_start_offset=4) == 4
+    assert manager.log_manager.get_log(tp).log_start_offset == 3

@@ -120,7 +120,7 @@ class CountingFollower(FollowerWithEmptyLog):
     def __init__(self) -> None:
         self.appends = 0
 
-    def append_as_follower(self, tp, records, leader_high_watermark):
+    def append_as_follower(self, tp, records, leader_high_watermark, leader_log_start_offset=-1):
         self.appends += 1
         return 0
 
@@ -153,7 +153,7 @@ class FollowerOfLogs(FollowerWithEmptyLog):
     def __init__(self, path) -> None:
         self.logs = {("t", i): open_log(path / f"t-{i}") for i in range(2)}
 
-    def append_as_follower(self, tp, records, leader_high_watermark):
+    def append_as_follower(self, tp, records, leader_high_watermark, leader_log_start_offset=-1):
         log = self.logs[tp]
         log.append_as_follower(records)
         return log.log_end_offset
@@ -239,7 +239,7 @@ class Follower(FollowerWithEmptyLog):
         self.ends: dict = {}
         self.appends = 0
 
-    def append_as_follower(self, tp, records, leader_high_watermark):
+    def append_as_follower(self, tp, records, leader_high_watermark, leader_log_start_offset=-1):
         self.appends += 1
         if records:
             self.ends[tp] = int.from_bytes(records[:8], "big") + int.from_bytes(records[57:61], "big")
