@@ -1,11 +1,12 @@
-"""Kafka's admin clients, unchanged, against the brokers' Kafka protocol listeners (three brokers,
-one controller, shared by the module): librdkafka's AdminClient (confluent-kafka) creates,
-describes, configures, grows and deletes topics, deletes records and describes the cluster; kafka-python's and
-aiokafka's admin clients create, describe and delete; the Java AdminClient 4.x (when ~/.m2 holds
-it) creates, configures, grows, describes and deletes; the controller's errors come back as Kafka's
-(TOPIC_ALREADY_EXISTS, INVALID_CONFIG, UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICATION_FACTOR);
-Odradek's own Admin sees what the Kafka clients made and they see what it made. Then the wire:
-ApiVersions, broker configs, ElectLeaders, validate_only and topic ids."""
+"""Kafka's admin clients, unchanged, against the brokers' Kafka protocol listeners (three brokers, one
+controller, shared by the module): librdkafka's AdminClient (confluent-kafka) creates, describes,
+configures, grows and deletes topics, deletes records and describes the cluster; kafka-python's and
+aiokafka's admin clients create, describe and delete; the Java AdminClient 4.x
+(`bench.kafka_peer`'s jars, when they can be fetched) creates, configures, grows, describes and
+deletes; the controller's errors come back as Kafka's (TOPIC_ALREADY_EXISTS, INVALID_CONFIG,
+UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICATION_FACTOR); Odradek's own Admin sees what the Kafka
+clients made and they see what it made. Then the wire: ApiVersions, broker configs, ElectLeaders,
+validate_only and topic ids."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from kio.schema.describe_configs.v4.request import DescribeConfigsResource
 from kio.schema.elect_leaders.v2.request import TopicPartitions
 from kio.schema.incremental_alter_configs.v1.request import AlterableConfig, AlterConfigsResource
 
+from bench.kafka_peer import KafkaJarsUnavailable, fetch_jars, java_argv
 from services.broker.kafka_api.admin import ADMIN_API_VERSIONS
 from services.broker.kafka_api.handlers import API_VERSIONS
 from services.clients.admin import Admin
@@ -35,7 +37,6 @@ from services.common.pb.odradek.broker.v1 import broker_pb2
 from services.common.topic_partition import TopicPartition
 from services.devcluster.launcher import LocalCluster
 from tests.integration.conftest import create_topic, module_cluster, produce_values
-from tests.integration.test_kafka_protocol import java_client_classpath
 from tests.kafka_wire_support import WireConnection
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -266,11 +267,12 @@ def test_aiokafka_admin_creates_and_deletes(cluster: LocalCluster, admin: Admin)
 
 
 def test_java_4_admin_client_creates_configures_grows_and_deletes(cluster: LocalCluster, admin: Admin):
-    classpath = java_client_classpath()
-    if classpath is None:
-        pytest.skip("no java, or no kafka-clients 4.x (with slf4j-api, lz4-java, zstd-jni, snappy-java) in ~/.m2")
+    try:
+        fetch_jars()
+    except KafkaJarsUnavailable as exc:
+        pytest.skip(f"Apache Kafka's Java clients are not available: {exc}")
     topic = new_topic_name("java-admin")
-    run = subprocess.run(["java", "-cp", classpath, str(JAVA_ADMIN_SOURCE), cluster.kafka_bootstrap_servers, topic],
+    run = subprocess.run(java_argv(str(JAVA_ADMIN_SOURCE), [cluster.kafka_bootstrap_servers, topic]),
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.strip().splitlines() == [
