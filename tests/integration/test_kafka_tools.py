@@ -1,10 +1,10 @@
 """Apache Kafka's own Java tools (4.x, from `bench.kafka_peer`'s jars) against Odradek's Kafka
 listeners, on three brokers whose topics Odradek's Admin creates: the console producer (plain and
 with `parse.key`), the console consumer reading an assigned partition from the earliest offset with
-no consumer group, ProducerPerformance at acks=all, and TopicCommand's `--list` (and `--describe`,
-which also needs DescribeConfigs, when the listener advertises it; `--create` needs CreateTopics).
-Records cross between the Java tools and Odradek's own Producer and Consumer byte for byte. Skips
-when Java or Kafka's jars cannot be had here."""
+no consumer group, ProducerPerformance at acks=all, and TopicCommand's `--list`, `--describe`
+(Metadata and DescribeConfigs), `--create`, `--alter` and `--delete`. Records cross between the
+Java tools and Odradek's own Producer and Consumer byte for byte. Skips when Java or Kafka's jars
+cannot be had here."""
 
 from __future__ import annotations
 
@@ -128,8 +128,7 @@ def test_topic_command_lists(cluster: LocalCluster, admin: Admin):
 
 def test_topic_command_describes(cluster: LocalCluster, admin: Admin):
     # TopicCommand --describe asks DescribeConfigs for each topic's "Configs:" besides Metadata
-    if DESCRIBE_CONFIGS not in advertised_api_keys(cluster):
-        pytest.skip("TopicCommand --describe needs DescribeConfigs, which the Kafka listener does not serve")
+    assert DESCRIBE_CONFIGS in advertised_api_keys(cluster)
     topic = create_topic(admin, "described", partitions=3, replication=3)
     described = run_tool("topics", [*bootstrap(cluster), "--describe", "--topic", topic]).check()
     lines = described.stdout.strip().splitlines()
@@ -141,3 +140,22 @@ def test_topic_command_describes(cluster: LocalCluster, admin: Admin):
         replicas = row["Replicas"].split(",")
         assert row["Topic"] == topic and len(replicas) == 3
         assert row["Leader"] in replicas and set(row["Isr"].split(",")) == set(replicas)
+
+
+def test_topic_command_creates_alters_and_deletes(cluster: LocalCluster, admin: Admin):
+    topic = f"tool-made-{time.monotonic_ns()}"
+    created = run_tool("topics", [*bootstrap(cluster), "--create", "--topic", topic, "--partitions", "2",
+                                  "--replication-factor", "3", "--config", "retention.ms=3600000"]).check()
+    assert f"Created topic {topic}." in created.stdout
+    described = admin.describe_topics([topic])[topic]
+    assert len(described.partitions) == 2 and all(len(p.replicas) == 3 for p in described.partitions)
+    assert admin.describe_configs([topic])[topic]["retention.ms"].value == "3600000"
+    run_tool("topics", [*bootstrap(cluster), "--alter", "--topic", topic, "--partitions", "4"]).check()
+    assert len(admin.describe_topics([topic])[topic].partitions) == 4
+    again = run_tool("topics", [*bootstrap(cluster), "--create", "--topic", topic, "--partitions", "1"])
+    assert again.returncode != 0 and "already exists" in (again.stdout + again.stderr)
+    run_tool("topics", [*bootstrap(cluster), "--delete", "--topic", topic]).check()
+    deadline = time.monotonic() + DEADLINE_S
+    while topic in admin.list_topics():
+        assert time.monotonic() < deadline, f"{topic} still listed after TopicCommand --delete"
+        time.sleep(0.2)
