@@ -32,6 +32,9 @@ class BrokerConfig(Config):
     socket_request_max_bytes: int = setting(
         ConfigType.INT, 104857600, at_least(1),
         doc="The largest Kafka protocol request; a larger size prefix closes its connection.")
+    socket_listen_backlog_size: int = setting(
+        ConfigType.INT, 50, at_least(1),
+        doc="Connections to the Kafka listener the kernel queues before the broker accepts them.")
     log_dirs: tuple[str, ...] = setting(ConfigType.LIST, "/tmp/odradek-logs")
     zookeeper_connect: str = setting(ConfigType.STRING, REQUIRED)
     zookeeper_session_timeout_ms: int = setting(ConfigType.INT, 18000, at_least(1000))

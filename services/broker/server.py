@@ -158,7 +158,8 @@ class BrokerServer:
                                           self.config)
         BrokerKafkaApis(self.broker_id, servicer.handling, self.kafka_admin).register(registry)
         self.kafka_listener = KafkaWireServer(registry, listener.host, listener.port,
-                                              request_max_bytes=self.config.socket_request_max_bytes)
+                                              request_max_bytes=self.config.socket_request_max_bytes,
+                                              listen_backlog=self.config.socket_listen_backlog_size)
         bound = self.runtime.call_on_loop(self.kafka_listener.start())
         advertised = self.config.kafka_advertised_listener(bound)
         self.kafka_endpoint = EndPoint(advertised.host, advertised.port, KAFKA_LISTENER_NAME, PLAINTEXT)

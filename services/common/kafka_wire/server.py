@@ -29,6 +29,7 @@ from services.common.kafka_wire.registry import API_VERSIONS_KEY, ApiRegistry, R
 logger = logging.getLogger(__name__)
 
 DEFAULT_REQUEST_MAX_BYTES = 104857600  # socket.request.max.bytes
+DEFAULT_LISTEN_BACKLOG = 50  # socket.listen.backlog.size
 
 
 class ConnectionClosing(Exception):
@@ -40,16 +41,19 @@ class KafkaWireServer:
     free port) and returns the bound port; `stop` closes the listener and every connection."""
 
     def __init__(self, registry: ApiRegistry, host: str, port: int, *,
-                 request_max_bytes: int = DEFAULT_REQUEST_MAX_BYTES) -> None:
+                 request_max_bytes: int = DEFAULT_REQUEST_MAX_BYTES,
+                 listen_backlog: int = DEFAULT_LISTEN_BACKLOG) -> None:
         self.registry = registry
         self.host = host
         self.port = port
         self.request_max_bytes = request_max_bytes
+        self.listen_backlog = listen_backlog
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task] = set()
 
     async def start(self) -> int:
-        self._server = await asyncio.start_server(self._serve, self.host or None, self.port)
+        self._server = await asyncio.start_server(self._serve, self.host or None, self.port,
+                                                  backlog=self.listen_backlog)
         self.port = self._server.sockets[0].getsockname()[1]
         logger.info("Kafka listener on %s:%d", self.host or "0.0.0.0", self.port)
         return self.port

@@ -18,6 +18,9 @@ from services.devcluster.launcher import LocalCluster
 def test_kafka_listener_keys_and_the_advertised_address():
     config = BrokerConfig.load({"broker.id": 1, "zookeeper.connect": "zk", "kafka.listeners": "PLAINTEXT://:0"})
     assert config.kafka_listener.port == 0 and config.socket_request_max_bytes == 104857600
+    assert config.socket_listen_backlog_size == 50
+    assert BrokerConfig.load({"broker.id": 1, "zookeeper.connect": "zk",
+                              "socket.listen.backlog.size": "4096"}).socket_listen_backlog_size == 4096
     assert config.kafka_advertised_listener(19092).host == "127.0.0.1"
     assert config.kafka_advertised_listener(19092).port == 19092
     advertised = BrokerConfig.load({"broker.id": 1, "zookeeper.connect": "zk", "kafka.listeners": "PLAINTEXT://:19092",
