@@ -125,7 +125,8 @@ class BrokerServer:
                                   producer_ids=self.producer_ids,
                                   coordinators=self.coordinator_directory.snapshot,
                                   parked_max_requests=self.config.parked_max_requests,
-                                  request_timeout_ms=self.config.request_timeout_ms)
+                                  request_timeout_ms=self.config.request_timeout_ms,
+                                  broker_epoch=lambda: self.broker_epoch)
         self.runtime.add_servicer(broker_pb2_grpc.add_BrokerServiceServicer_to_server, servicer)
         port = self.runtime.start()
         self._start_kafka_listener(servicer)
