@@ -1,6 +1,7 @@
 """BrokerServer: assembles one broker process — LogManager, ReplicaManager, metadata cache, the gRPC
 servicer, the Kafka protocol listener (`kafka.listeners`, when set), its ZooKeeper registration of
-both endpoints — and runs its lifecycle: register on start (once the session
+both endpoints — and runs its lifecycle: check the log dirs' `meta.properties` against the broker
+id and ZooKeeper's cluster id before loading logs, register on start (once the session
 of a previous process with this id is gone, see `previous_session`; and again after a session
 expiry), controlled shutdown on SIGTERM, clean log shutdown last.
 """
@@ -20,6 +21,7 @@ from services.broker.kafka_api import BrokerKafkaApis
 from services.broker.kafka_api.admin import KafkaAdminApis
 from services.broker.log.config import LogConfig, LogManagerConfig
 from services.broker.log.manager import LogManager
+from services.broker.log.meta_properties import check_and_write_meta_properties
 from services.broker.metadata_cache import MetadataCache
 from services.broker.metrics import BrokerMetrics
 from services.broker.replica_manager import ReplicaManager
@@ -92,7 +94,8 @@ class BrokerServer:
         self.coordinator_directory = CoordinatorDirectory(self.zk)
         self.producer_ids = ProducerIdManager(lambda: self.zk.allocate_producer_id_block(self.broker_id))
         self.metrics = BrokerMetrics(self)
-        self.broker_epoch = -1
+        self.cluster_id: str | None = None
+        self.broker_epoch = -1  # the czxid of this process's /brokers/ids/<id>; -1 until registered
         self._session_lost = threading.Event()
         self._stopping = threading.Event()
         self._reregister_thread: threading.Thread | None = None
@@ -103,6 +106,18 @@ class BrokerServer:
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> int:
+        # as Kafka's broker: ZooKeeper and the cluster id first, then the log dirs' meta.properties
+        # checked against them, and only then are logs loaded
+        self.zk_raw.add_listener(self._on_zk_state)
+        self.zk_raw.start(timeout=self.config.zookeeper_connection_timeout_ms / 1000)
+        try:
+            self.zk.ensure_paths()
+            self.cluster_id = self.zk.get_or_create_cluster_id()
+            check_and_write_meta_properties(self.log_manager.log_dirs, self.broker_id, self.cluster_id)
+        except Exception:
+            # nothing of the log dirs is touched: they may be another broker's or cluster's
+            close_session(self.zk_raw)
+            raise
         self.log_manager.startup()
         servicer = BrokerServicer(self.broker_id, self.replica_manager, self.metadata_cache,
                                   fetch_max_bytes=self.config.fetch_max_bytes,
@@ -112,14 +127,11 @@ class BrokerServer:
                                   producer_ids=self.producer_ids,
                                   coordinators=self.coordinator_directory.snapshot,
                                   parked_max_requests=self.config.parked_max_requests,
-                                  request_timeout_ms=self.config.request_timeout_ms)
+                                  request_timeout_ms=self.config.request_timeout_ms,
+                                  broker_epoch=lambda: self.broker_epoch)
         self.runtime.add_servicer(broker_pb2_grpc.add_BrokerServiceServicer_to_server, servicer)
         port = self.runtime.start()
         self._start_kafka_listener(servicer)
-        self.zk_raw.add_listener(self._on_zk_state)
-        self.zk_raw.start(timeout=self.config.zookeeper_connection_timeout_ms / 1000)
-        self.zk.ensure_paths()
-        self.zk.get_or_create_cluster_id()
         self.coordinator_directory.start()
         self.zk.await_previous_broker_session(self.broker_id, self.config.zookeeper_session_timeout_ms)
         self._register()

@@ -2,6 +2,11 @@
 metadata cache, encodes responses. Kafka errors travel as per-partition `error_code`s; a request
 that fails as a whole (a stale controller epoch) carries a top-level error code.
 
+Controller requests (LeaderAndIsr, UpdateMetadata, StopReplica) are fenced first by broker epoch
+(KIP-380): one stamped with an epoch older than this process's registration is refused whole with
+STALE_BROKER_EPOCH and changes nothing; an absent epoch or -1 is not checked, and a newer one is
+accepted (the controller may see the registration before this process learns its epoch).
+
 Produce, Fetch, Metadata and InitProducerId are `services.broker.handling`'s, which the Kafka
 protocol handlers call too. Produce, Fetch, ListOffsets and WriteTxnMarkers run on the server's
 event loop (the append of up to `INLINE_APPEND_MAX_BYTES` of transaction markers inline, more in
@@ -38,7 +43,7 @@ from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.producer_id_manager import ProducerIdManager
 from services.common.service import DEFAULT_PARKED_MAX_REQUESTS, Completion
-from services.common.shared_types import PartitionStateInfo, TxnMarker
+from services.common.shared_types import UNKNOWN_BROKER_EPOCH, PartitionStateInfo, TxnMarker
 from services.common.topic_partition import TopicPartition
 from services.common.zk.coordinator_directory import DirectorySnapshot
 
@@ -78,8 +83,10 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                  producer_ids: ProducerIdManager | None = None,
                  coordinators: Callable[[], DirectorySnapshot] | None = None,
                  parked_max_requests: int = DEFAULT_PARKED_MAX_REQUESTS,
-                 request_timeout_ms: int = 30000) -> None:
+                 request_timeout_ms: int = 30000,
+                 broker_epoch: Callable[[], int] = lambda: UNKNOWN_BROKER_EPOCH) -> None:
         self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
         self.request_timeout_ms = request_timeout_ms
         self.handling = RequestHandling(replica_manager, metadata_cache, fetch_max_bytes=fetch_max_bytes,
                                         auto_create_topic=auto_create_topic, producer_ids=producer_ids,
@@ -273,7 +280,21 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                                    end_offset=end_offset)
         return response
 
+    def _stale_broker_epoch(self, request, name: str) -> KafkaError | None:
+        """STALE_BROKER_EPOCH for a controller request meant for an earlier process of this broker."""
+        given = request.broker_epoch if request.HasField("broker_epoch") else UNKNOWN_BROKER_EPOCH
+        current = self.broker_epoch()
+        if given == UNKNOWN_BROKER_EPOCH or given >= current:
+            return None
+        logger.info("refused %s from controller %d (epoch %d): its broker epoch %d is older than this "
+                    "broker's %d", name, request.controller_id, request.controller_epoch, given, current)
+        return KafkaError(f"{name} carries broker epoch {given}, older than broker {self.broker_id}'s current "
+                          f"epoch {current}", error=Errors.STALE_BROKER_EPOCH)
+
     def LeaderAndIsr(self, request, context):
+        stale = self._stale_broker_epoch(request, "LeaderAndIsr")
+        if stale is not None:
+            return broker_pb2.LeaderAndIsrResponse(error_code=stale.code, error_message=str(stale))
         states = [state_from_proto(p) for p in request.partition_states]
         if self.on_live_leaders is not None:
             self.on_live_leaders([node_from_proto(n) for n in request.live_leaders])
@@ -288,6 +309,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         return response
 
     def UpdateMetadata(self, request, context):
+        stale = self._stale_broker_epoch(request, "UpdateMetadata")
+        if stale is not None:
+            return broker_pb2.UpdateMetadataResponse(error_code=stale.code, error_message=str(stale))
         states = [state_from_proto(p) for p in request.partition_states]
         try:
             self.metadata_cache.update(
@@ -305,6 +329,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
         return broker_pb2.UpdateMetadataResponse()
 
     def StopReplica(self, request, context):
+        stale = self._stale_broker_epoch(request, "StopReplica")
+        if stale is not None:
+            return broker_pb2.StopReplicaResponse(error_code=stale.code, error_message=str(stale))
         partitions = [(t.topic_name, p.partition_index, p.delete_partition)
                       for t in request.topic_states for p in t.partition_states]
         try:

@@ -191,6 +191,11 @@ class KafkaError(Exception):
         return KafkaError(message, error=Errors(code))
 
 
+class StartupRefusedError(KafkaError):
+    """A process that must not start: what it found (a registration in ZooKeeper, its log dirs)
+    belongs to another process or another cluster. Its service exits 1 with the message."""
+
+
 def raise_for_code(code: int, message: str = "") -> None:
     """Raises a KafkaError for any code but NONE."""
     if code != Errors.NONE:

@@ -38,9 +38,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 
 from services.common.config import ConfigError
+from services.common.errors import StartupRefusedError
 from services.common.logging_setup import configure_logging
 from services.common.request_metrics import RequestMetricsInterceptor
-from services.common.zk.errors import DuplicateRegistrationError
 
 logger = logging.getLogger(__name__)
 
@@ -124,15 +124,15 @@ def load_service_config(kind: str, description: str, config_class, node_id_key: 
 def run_service(kind: str, description: str, config_class, server_class, node_id_key: str,
                 argv: list[str] | None = None) -> int:
     """The whole of a service's `__main__`: `load_service_config` (exit 2 on a bad config), then
-    run `server_class(config)` until stopped (exit 1 with Kafka's error when its id is registered
-    by a live process)."""
+    run `server_class(config)` until stopped (exit 1 with the error when it refuses to start: its id
+    is registered by a live process, its log dirs belong to another broker or cluster)."""
     loaded = load_service_config(kind, description, config_class, node_id_key, argv)
     if loaded is None:
         return 2
     config, _ = loaded
     try:
         server_class(config).run()
-    except DuplicateRegistrationError as exc:
+    except StartupRefusedError as exc:
         logger.error("%s cannot start: %s", kind, exc)
         return 1
     return 0

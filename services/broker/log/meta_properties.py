@@ -8,8 +8,11 @@ Layout (Java properties text, as Kafka's BrokerMetadataCheckpoint writes it):
     broker.id=<int>
     cluster.id=<string>        (absent until the cluster id is known)
 
-Written atomically (tmp file, fsync, rename, fsync dir). `check_and_write_meta_properties`
-refuses to start a broker whose directories disagree with each other or with its configured id.
+Written atomically (tmp file, fsync, rename, fsync dir). `check_and_write_meta_properties`, run
+by the broker at start-up with the cluster id of ZooKeeper's `/cluster/id` before any log is
+loaded, refuses to start a broker whose directories belong to another broker id or another
+cluster, or disagree with each other (as Kafka's InconsistentBrokerIdException and
+InconsistentClusterIdException do), and writes the file into every directory that lacks it.
 """
 
 from __future__ import annotations
@@ -20,10 +23,10 @@ from dataclasses import dataclass
 
 from services.broker.log.files import META_PROPERTIES_FILE, atomic_write
 from services.common.config import parse_properties
-from services.common.errors import Errors, KafkaError
+from services.common.errors import Errors, StartupRefusedError
 
 
-class InconsistentBrokerMetadataError(KafkaError):
+class InconsistentBrokerMetadataError(StartupRefusedError):
     """Log directories that belong to another broker id or cluster."""
 
 
@@ -71,16 +74,20 @@ def check_and_write_meta_properties(log_dirs, broker_id: int,
             continue
         if meta.broker_id is not None and meta.broker_id != broker_id:
             raise InconsistentBrokerMetadataError(
-                f"configured broker.id {broker_id} does not match stored broker.id {meta.broker_id} "
-                f"in meta.properties of {log_dir}")
+                f"Configured broker.id {broker_id} does not match broker.id {meta.broker_id} stored in "
+                f"{meta_properties_path(log_dir)}. If this data was moved from broker {meta.broker_id}, "
+                f"configure broker.id={meta.broker_id}; a new broker needs empty log.dirs.")
         if meta.cluster_id is not None and cluster_id is not None and meta.cluster_id != cluster_id:
             raise InconsistentBrokerMetadataError(
-                f"cluster id {cluster_id} does not match stored cluster.id {meta.cluster_id} in {log_dir}",
+                f"The cluster id {cluster_id} in ZooKeeper does not match cluster.id {meta.cluster_id} "
+                f"stored in {meta_properties_path(log_dir)}. The broker is joining the wrong cluster "
+                "(check zookeeper.connect), or the log dir belongs to another cluster.",
                 error=Errors.INCONSISTENT_CLUSTER_ID)
     stored_cluster_ids = {m.cluster_id for m in found.values() if m is not None and m.cluster_id}
     if len(stored_cluster_ids) > 1:
         raise InconsistentBrokerMetadataError(
-            f"log dirs belong to different clusters: {sorted(stored_cluster_ids)}",
+            f"The log dirs {sorted(log_dirs)} belong to different clusters {sorted(stored_cluster_ids)}: "
+            "they were shared by brokers of several clusters or copied from them in part.",
             error=Errors.INCONSISTENT_CLUSTER_ID)
     effective = MetaProperties(broker_id, cluster_id or next(iter(stored_cluster_ids), None))
     for log_dir, meta in found.items():

@@ -8,14 +8,14 @@ NOT_CONTROLLER (41) from then on.
 
 from __future__ import annotations
 
-from services.common.errors import Errors, KafkaError
+from services.common.errors import Errors, KafkaError, StartupRefusedError
 
 
 class ControllerMovedError(KafkaError):
     error = Errors.STALE_CONTROLLER_EPOCH
 
 
-class DuplicateRegistrationError(KafkaError):
+class DuplicateRegistrationError(StartupRefusedError):
     """An ephemeral registration znode exists and belongs to another ZooKeeper session."""
 
     error = Errors.DUPLICATE_BROKER_REGISTRATION

@@ -9,8 +9,11 @@
                                     StopReplica (keep the log) to the replica; take it out of the
                                     ISR (a new leader epoch; no leader if it led; an ISR of one is
                                     kept) with a conditional state znode write; LeaderAndIsr to the
-                                    other replicas unless the topic is being deleted. Without
-                                    leadership: UpdateMetadata to every broker.
+                                    other replicas unless the topic is being deleted. Already out
+                                    of the ISR (a partition just re-elected without it): no write
+                                    and no second LeaderAndIsr at the same leader epoch, only
+                                    UpdateMetadata. Without leadership: UpdateMetadata to every
+                                    broker.
     Offline -> DeletionStarted      StopReplica with delete_partition to the replica
     DeletionStarted -> DeletionSuccessful, Offline/DeletionStarted -> DeletionIneligible
                                     record the state
@@ -201,21 +204,19 @@ class ReplicaStateMachine:
                 )
                 continue
             current = leadership.leader_and_isr
-            if broker_id in current.isr:
-                new_leader = NO_LEADER if current.leader == broker_id else current.leader
-                new_isr = (
-                    current.isr if len(current.isr) == 1 else tuple(r for r in current.isr if r != broker_id)
-                )
-                updated = current.new_leader_and_isr(new_leader, new_isr).with_zk_version(
-                    current.zk_version + 1
-                )
-                outcome.effects.append(
-                    UpdatePartitionState(
-                        partition, updated, context.epoch, context.epoch_zk_version, current.zk_version
-                    )
-                )
-            else:
-                updated = current
+            if broker_id not in current.isr:
+                # the ISR is already without it (the partition was re-elected without it, or it
+                # had fallen out): the other replicas hold this leader epoch, and would refuse it
+                # again as stale; only the metadata changes, the replica now being offline
+                batch.add_update_metadata(context.live_or_shutting_down_broker_ids, [partition])
+                outcome.apply(context, ReplicaStateChanged(replica, OFFLINE))
+                continue
+            new_leader = NO_LEADER if current.leader == broker_id else current.leader
+            new_isr = current.isr if len(current.isr) == 1 else tuple(r for r in current.isr if r != broker_id)
+            updated = current.new_leader_and_isr(new_leader, new_isr).with_zk_version(current.zk_version + 1)
+            outcome.effects.append(
+                UpdatePartitionState(partition, updated, context.epoch, context.epoch_zk_version, current.zk_version)
+            )
             new_leadership = LeaderIsrAndControllerEpoch(updated, context.epoch)
             outcome.apply(context, PartitionLeadershipChanged(partition, new_leadership))
             if logger.isEnabledFor(logging.DEBUG):

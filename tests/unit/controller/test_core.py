@@ -11,6 +11,7 @@ from services.controller.state.effects import (
     CreatePartitionState,
     DeleteTopic,
     DeleteTopicDeletionMarkers,
+    SendLeaderAndIsr,
     SendUpdateMetadata,
     UpdatePartitionState,
     UpdateTopicAssignment,
@@ -122,6 +123,18 @@ def test_broker_failure_elects_new_leaders_and_shrinks_isrs():
     assert context.partition_leadership(tp("t", 1)).leader_and_isr.isr == (2, 3)
     assert context.replica_state(PartitionAndReplica(tp("t", 1), 1)) == ReplicaState.OFFLINE_REPLICA
     assert 1 not in update_metadata_brokers(outcome.effects)
+
+
+def test_broker_failure_sends_one_leader_and_isr_per_partition_and_leader_epoch():
+    """The re-election's LeaderAndIsr is the only one: taking the dead replicas offline afterwards
+    finds them out of the ISR already and sends no second one at the same leader epoch."""
+    core, _ = started(topics={"t": TopicDescription({0: assignment(1, 2, 3), 1: assignment(2, 1, 3)})})
+    outcome = core.on_broker_change([broker(2), broker(3)])
+    sent = [(e.broker_id, s.partition, s.leader_epoch) for e in of_type(outcome.effects, SendLeaderAndIsr)
+            for s in e.partition_states]
+    assert sorted(sent) == sorted(set(sent))
+    assert leader_and_isr_targets(outcome.effects) == {tp("t", 0): [2, 3], tp("t", 1): [2, 3]}
+    assert len(writes(outcome.effects)) == 2  # one state znode write per partition
 
 
 def test_broker_failure_without_leader_change_still_announces_brokers():

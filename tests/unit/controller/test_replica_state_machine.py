@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.controller.state.effects import SendLeaderAndIsr, UpdatePartitionState
+from services.controller.state.effects import SendLeaderAndIsr, SendUpdateMetadata, UpdatePartitionState
 from services.controller.state.model import LeaderAndIsr, PartitionAndReplica
 from services.controller.state.records import TopicDeletionQueued
 from services.controller.state.replica_state_machine import ReplicaStateMachine
@@ -119,12 +119,17 @@ def test_offline_last_isr_member_stays_in_isr():
     assert context.partition_leadership(T0).leader_and_isr == LeaderAndIsr(-1, 4, (1,), 8)
 
 
-def test_offline_replica_outside_isr_needs_no_write():
+def test_offline_replica_outside_isr_needs_no_write_and_no_second_leader_and_isr():
     context = make_context(live=[1])
     online_topic(context, "t", {0: [1, 2]}, isr={0: [1]})
+    before = context.partition_leadership(T0)
     outcome = ReplicaStateMachine(context).handle_state_changes([replica(2)], R.OFFLINE_REPLICA)
     assert writes(outcome.effects) == {}
-    assert leader_and_isr_targets(outcome.effects) == {T0: [1]}
+    # broker 1 already holds this leader epoch: only the metadata (replica 2 offline) changes
+    assert leader_and_isr_targets(outcome.effects) == {}
+    assert update_metadata_brokers(outcome.effects) == [1]
+    assert of_type(outcome.effects, SendUpdateMetadata)[0].partition_states[0].offline_replicas == (2,)
+    assert context.partition_leadership(T0) == before
     assert context.replica_state(replica(2)) == R.OFFLINE_REPLICA
 
 

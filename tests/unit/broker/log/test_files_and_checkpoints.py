@@ -28,8 +28,9 @@ from services.broker.log.files import (
 )
 from services.broker.log.meta_properties import InconsistentBrokerMetadataError
 from services.common.config import ConfigError
-from services.common.errors import Errors
+from services.common.errors import Errors, StartupRefusedError
 from services.common.topic_partition import TopicPartition
+from services.common.zk import DuplicateRegistrationError
 
 
 def test_file_names():
@@ -131,6 +132,36 @@ def test_meta_properties(tmp_path):
     with pytest.raises(InconsistentBrokerMetadataError) as raised:
         check_and_write_meta_properties([a], 3, "other")
     assert raised.value.code == Errors.INCONSISTENT_CLUSTER_ID
+
+
+def test_meta_properties_refusals_name_the_dir_and_both_ids(tmp_path):
+    a, b = os.fspath(tmp_path / "a"), os.fspath(tmp_path / "b")
+    os.makedirs(a)
+    os.makedirs(b)
+    assert check_and_write_meta_properties([a, b], 3, "zk-cluster") == MetaProperties(3, "zk-cluster")
+    for log_dir in (a, b):  # a missing file is written, with ZooKeeper's cluster id
+        assert read_meta_properties(log_dir) == MetaProperties(3, "zk-cluster")
+    with pytest.raises(InconsistentBrokerMetadataError) as raised:
+        check_and_write_meta_properties([a, b], 3, "other-cluster")
+    message = str(raised.value)
+    assert "other-cluster" in message and "zk-cluster" in message
+    assert os.path.join(a, "meta.properties") in message
+    assert raised.value.code == Errors.INCONSISTENT_CLUSTER_ID
+    with pytest.raises(InconsistentBrokerMetadataError) as raised:
+        check_and_write_meta_properties([a, b], 7, "zk-cluster")
+    message = str(raised.value)
+    assert "broker.id 7" in message and "broker.id 3" in message and os.path.join(a, "meta.properties") in message
+    # a refusal writes nothing
+    assert read_meta_properties(a) == read_meta_properties(b) == MetaProperties(3, "zk-cluster")
+    write_meta_properties(b, MetaProperties(3, "third-cluster"))
+    with pytest.raises(InconsistentBrokerMetadataError) as raised:
+        check_and_write_meta_properties([a, b], 3)
+    assert "third-cluster" in str(raised.value) and "zk-cluster" in str(raised.value)
+
+
+def test_a_refused_start_is_a_startup_refusal():
+    assert issubclass(InconsistentBrokerMetadataError, StartupRefusedError)
+    assert issubclass(DuplicateRegistrationError, StartupRefusedError)
 
 
 def test_log_config_names_defaults_and_overrides():
