@@ -5,9 +5,10 @@ Topic, partition, cluster and config operations go to the active controller (fou
 metadata any broker serves). A standby answers NOT_CONTROLLER; that, an unknown controller and
 unreachable or slow nodes are retried with fresh metadata every `retry.backoff.ms` until
 `default.api.timeout.ms` (or the call's `timeout_ms`) runs out, and then REQUEST_TIMED_OUT is
-raised. Topic listing and description use the Metadata call of any broker; `list_offsets` asks
-each partition's leader. The requests are built and read by `admin_requests` (the controller's)
-and `partition_requests` (ListOffsets); this class deals only in the types of `admin_types`.
+raised. Topic listing and description use the Metadata call of any broker; `list_offsets` and
+`delete_records` ask each partition's leader; `elect_leaders` asks the controller. The requests
+are built and read by `admin_requests` (the controller's) and `partition_requests` (ListOffsets,
+DeleteRecords); this class deals only in the types of `admin_types`.
 
 Operations on several topics return {name: result}; with `raise_errors=True` (the default) the
 first per-topic error, in the order asked, is raised as a `KafkaError` instead, so a one-topic
@@ -33,6 +34,7 @@ from services.clients.admin_requests import (
     delete_topics_request,
     describe_cluster_request,
     describe_configs_request,
+    elect_leaders_request,
     incremental_alter_configs_request,
     parse_alter_configs,
     parse_create_partitions,
@@ -40,6 +42,7 @@ from services.clients.admin_requests import (
     parse_delete_topics,
     parse_describe_cluster,
     parse_describe_configs,
+    parse_elect_leaders,
 )
 from services.clients.admin_transactions import TransactionAdminOps
 from services.clients.admin_types import (
@@ -55,9 +58,12 @@ from services.clients.cluster import Cluster
 from services.clients.metadata import metadata_request
 from services.clients.partition_requests import (
     ListOffsetsResult,
+    delete_records_failure,
+    delete_records_request,
     list_offsets_failure,
     list_offsets_request,
     offset_spec_timestamp,
+    parse_delete_records,
     parse_list_offsets,
     read_call_retriable,
     read_retriable,
@@ -76,6 +82,7 @@ from services.common.shared_types import IsolationLevel
 from services.common.topic_partition import TopicPartition
 
 K = TypeVar("K")
+ELECTION_TYPES = {"preferred": 0, "unclean": 1}  # ElectLeadersRequest.election_type
 
 
 class Admin(GroupAdminOps, TransactionAdminOps, PooledClient):
@@ -198,6 +205,46 @@ class Admin(GroupAdminOps, TransactionAdminOps, PooledClient):
             tp: r if r.error_code == Errors.NONE else _error(r.error_code, f"list offsets of {tp}")
             for tp, r in answers.items()}
         return _finish(list(timestamps), results, raise_errors)
+
+    def delete_records(self, offsets: Mapping[TopicPartition, int], *, timeout_ms: int | None = None,
+                       raise_errors: bool = True) -> dict[TopicPartition, int | KafkaError]:
+        """Deletes each partition's records before its offset (-1: its high watermark), asking the
+        leaders; each result is the partition's new low watermark (log start offset)."""
+        wanted = {TopicPartition(*tp): offset for tp, offset in offsets.items()}
+        # moving a log start offset again to the same place changes nothing: retried as reads are
+        answers = send_to_leaders(
+            self.metadata, self.pool, wanted, method="DeleteRecords",
+            build_request=lambda tps: delete_records_request({tp: wanted[tp] for tp in tps},
+                                                             self.config.request_timeout_ms),
+            parse_response=parse_delete_records, failure_result=delete_records_failure,
+            deadline=self._deadline(timeout_ms), backoff_ms=self.config.retry_backoff_ms,
+            call_timeout_ms=self.config.request_timeout_ms,
+            retry_code=read_retriable, retry_call_error=read_call_retriable, unknown_is_final=True)
+        results: dict[TopicPartition, int | KafkaError] = {
+            tp: low if code == Errors.NONE else _error(code, f"delete records of {tp}")
+            for tp, (code, low) in answers.items()}
+        return _finish(list(wanted), results, raise_errors)
+
+    def elect_leaders(self, election_type: str, partitions: Iterable[TopicPartition] | None = None, *,
+                      timeout_ms: int | None = None) -> dict[TopicPartition, KafkaError | None]:
+        """A "preferred" or "unclean" leader election by the controller for `partitions` (None: every
+        partition); {partition: None when elected, else its KafkaError} (ELECTION_NOT_NEEDED when
+        the leader already is the one the election would choose)."""
+        kind = ELECTION_TYPES.get(election_type.lower())
+        if kind is None:
+            raise ValueError(f"election type must be 'preferred' or 'unclean', not {election_type!r}")
+        by_topic: dict[str, list[int]] | None = None
+        if partitions is not None:
+            by_topic = {}
+            for tp in sorted({TopicPartition(*tp) for tp in partitions}):
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+        response = call_with_retries(
+            "ElectLeaders",
+            lambda d: self._call_controller(
+                "ElectLeaders", lambda timeout: elect_leaders_request(kind, by_topic, timeout), d),
+            self._deadline(timeout_ms), self.config.retry_backoff_ms, before_retry=self._controller_failed)
+        return {tp: None if code == Errors.NONE else KafkaError.from_code(code, message)
+                for tp, (code, message, _) in parse_elect_leaders(response).items()}
 
     def describe_configs(self, names: Iterable[str], *, resource_type: int = TOPIC_RESOURCE,
                          keys: Sequence[str] = (), include_synonyms: bool = False,

@@ -1,5 +1,5 @@
-"""Per-partition data-path requests (Produce, Fetch, ListOffsets, WriteTxnMarkers): building them for many
-partitions, reading their per-partition results, the result tuples clients return, and which
+"""Per-partition data-path requests (Produce, Fetch, ListOffsets, DeleteRecords, WriteTxnMarkers):
+building them for many partitions, reading their per-partition results, the result tuples clients return, and which
 errors are worth retrying.
 
 Results carry Kafka's numeric `error_code` (0 = Errors.NONE) rather than raising, so callers can act on
@@ -215,6 +215,31 @@ def parse_list_offsets(
 
 def list_offsets_failure(tp: TopicPartition, error: KafkaError) -> ListOffsetsResult:
     return ListOffsetsResult(-1, -1, NO_LEADER_EPOCH, error.code)
+
+
+# --------------------------------------------------------------------------------------------- delete records
+
+def delete_records_request(offsets: Mapping[TopicPartition, int], timeout_ms: int) -> broker_pb2.DeleteRecordsRequest:
+    """Deletes the records of each partition before its offset (-1: the high watermark)."""
+    request = broker_pb2.DeleteRecordsRequest(timeout_ms=timeout_ms)
+    for topic, tps in _by_topic(offsets).items():
+        request.topics.add(name=topic, partitions=[
+            broker_pb2.DeleteRecordsRequest.DeleteRecordsPartition(partition_index=tp.partition,
+                                                                   offset=offsets[tp])
+            for tp in tps])
+    return request
+
+
+def parse_delete_records(
+    response: broker_pb2.DeleteRecordsResponse,
+) -> dict[TopicPartition, tuple[int, tuple[int, int]]]:
+    """{partition: (error code, (error code, low watermark))}."""
+    return {TopicPartition(topic.name, p.partition_index): (p.error_code, (p.error_code, p.low_watermark))
+            for topic in response.topics for p in topic.partitions}
+
+
+def delete_records_failure(tp: TopicPartition, error: KafkaError) -> tuple[int, int]:
+    return error.code, -1
 
 
 # --------------------------------------------------------------------------------------------- txn markers
