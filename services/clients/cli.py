@@ -1,5 +1,6 @@
 """The `odradek` command line: `topics`, `consumer-groups` (see `cli_groups`), `transactions`
-(see `cli_transactions`),
+(see `cli_transactions`), `delete-records`, `leader-election`, `get-offsets` (see `cli_partitions`),
+`configs` (see `cli_configs`), `dump-log` (see `cli_dump_log`),
 `dev up|down|status|start|stop|restart|kill` (see `services.devcluster.cli`), `console-producer`,
 `console-consumer`, `producer-perf-test`, `consumer-perf-test` (see `cli_console` and `cli_perf`),
 `jobs run` (Spark jobs, see `cli_jobs`),
@@ -27,7 +28,17 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO, TextIO
 
-from services.clients import cli_console, cli_groups, cli_jobs, cli_perf, cli_topics, cli_transactions
+from services.clients import (
+    cli_configs,
+    cli_console,
+    cli_dump_log,
+    cli_groups,
+    cli_jobs,
+    cli_partitions,
+    cli_perf,
+    cli_topics,
+    cli_transactions,
+)
 from services.clients.lowlevel import LowLevelClient
 from services.common.errors import Errors, KafkaError, error_for_code
 from services.common.hashing import partition_for_key
@@ -45,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     cli_topics.add_parser(subparsers)
     cli_groups.add_parser(subparsers)
     cli_transactions.add_parser(subparsers)
+    cli_partitions.add_parsers(subparsers)
+    cli_configs.add_parser(subparsers)
+    cli_dump_log.add_parser(subparsers)
     devcluster_cli.add_parser(subparsers)
     _add_produce_parser(subparsers)
     _add_fetch_parser(subparsers)

@@ -1,0 +1,145 @@
+"""`odradek configs`: kafka-configs.sh (--bootstrap-server mode) for topic configs on the admin client.
+
+    configs --entity-type topics [--entity-name T] --describe [--all]
+        `Dynamic configs for topic T are:` (`All configs ...` with --all), then one line per config
+        `  k=v sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:k=v, DEFAULT_CONFIG:log.k=v}`;
+        without --entity-name every topic is described.
+    configs --entity-type topics --entity-name T --alter [--add-config k1=v1,k2=[a,b]] [--delete-config k1,k2]
+        applied as one incremental change; prints `Completed updating config for topic T.`
+
+The controller serves topic configs only, so `--entity-type brokers` (and other entity types)
+answers with an error. A failure prints `Error: <message>` and exits with 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import re
+from collections.abc import Iterable
+from typing import TextIO
+
+from services.clients.admin import Admin
+from services.clients.admin_types import CONFIG_SOURCES, ConfigEntry
+from services.clients.cli_groups import run_admin_command
+from services.common.errors import Errors, KafkaError
+
+DYNAMIC_TOPIC_CONFIG_SOURCE = 1
+ENTITY_TYPES = ("topics", "brokers", "users", "clients", "broker-loggers", "ips")
+_CONFIG_ITEM = re.compile(r"(?:[^,\[]|\[[^\]]*\])+")
+
+
+class ConfigCommandError(Exception):
+    """A user error reported before anything is changed."""
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("configs", help="describe or alter topic configs",
+                                   description="Describe or alter the dynamic configs of topics.")
+    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    parser.add_argument("--command-config", metavar="FILE", help="a properties file of admin client configs")
+    parser.add_argument("--timeout", type=int, default=30000, help="milliseconds to wait for answers")
+    parser.add_argument("--entity-type", required=True, choices=ENTITY_TYPES)
+    parser.add_argument("--entity-name", help="the topic (describe: every topic when left out)")
+    parser.add_argument("--topic", dest="entity_topic", help="the same as --entity-type topics --entity-name T")
+    actions = parser.add_mutually_exclusive_group(required=True)
+    actions.add_argument("--describe", dest="action", action="store_const", const="describe")
+    actions.add_argument("--alter", dest="action", action="store_const", const="alter")
+    parser.add_argument("--all", action="store_true", help="describe every config, not only dynamic ones")
+    parser.add_argument("--add-config", metavar="K=V,K=[V1,V2]", help="configs to set (alter)")
+    parser.add_argument("--delete-config", metavar="K,K", help="configs to remove (alter)")
+    parser.set_defaults(run=run, check=functools.partial(check_args, parser))
+    return parser
+
+
+def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.entity_topic is not None:
+        args.entity_name = args.entity_name or args.entity_topic
+    if args.action == "alter":
+        if not args.entity_name:
+            parser.error("--entity-name is required with --alter")
+        if args.add_config is None and args.delete_config is None:
+            parser.error("--alter needs --add-config or --delete-config")
+    elif args.add_config is not None or args.delete_config is not None:
+        parser.error("--add-config and --delete-config go with --alter")
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    return run_admin_command(args, out, COMMANDS[args.action], ConfigCommandError)
+
+
+def _require_topics(args: argparse.Namespace) -> None:
+    if args.entity_type != "topics":
+        raise ConfigCommandError(f"--entity-type {args.entity_type} is not supported: the Odradek controller "
+                                 f"serves topic configs only (--entity-type topics)")
+
+
+# --------------------------------------------------------------------------------------------- parsing
+
+def parse_add_config(text: str) -> dict[str, str]:
+    """"k1=v1,k2=[a,b]" -> {"k1": "v1", "k2": "a,b"} (brackets hold a list value)."""
+    configs = {}
+    for item in _CONFIG_ITEM.findall(text):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigCommandError(f'Invalid config: all configs to be added must be in the format "key=val", '
+                                     f"not {item!r}")
+        value = value.strip()
+        if value.startswith("[") and value.endswith("]"):
+            value = value[1:-1]
+        configs[key.strip()] = value
+    return configs
+
+
+def parse_delete_config(text: str) -> list[str]:
+    return [key.strip() for key in text.split(",") if key.strip()]
+
+
+# --------------------------------------------------------------------------------------------- output
+
+def format_entry(entry: ConfigEntry) -> str:
+    synonyms = ", ".join(f"{CONFIG_SOURCES.get(s.source, 'UNKNOWN')}:{s.name}={_value(s.value)}"
+                         for s in entry.synonyms)
+    value = "null" if entry.is_sensitive else _value(entry.value)
+    return f"  {entry.name}={value} sensitive={str(entry.is_sensitive).lower()} synonyms={{{synonyms}}}"
+
+
+def format_describe(topic: str, entries: Iterable[ConfigEntry], describe_all: bool) -> list[str]:
+    shown = sorted((e for e in entries if describe_all or e.source == DYNAMIC_TOPIC_CONFIG_SOURCE),
+                   key=lambda e: e.name)
+    return [f"{'All' if describe_all else 'Dynamic'} configs for topic {topic} are:"] + [format_entry(e) for e in shown]
+
+
+def _value(value: str | None) -> str:
+    return "null" if value is None else value
+
+
+# --------------------------------------------------------------------------------------------- actions
+
+def describe(admin: Admin, args: argparse.Namespace, out: TextIO) -> None:
+    _require_topics(args)
+    names = [args.entity_name] if args.entity_name else admin.list_topics(include_internal=True)
+    configs = admin.describe_configs(names, include_synonyms=True)
+    for name in names:
+        for line in format_describe(name, configs[name].values(), args.all):
+            print(line, file=out)
+
+
+def alter(admin: Admin, args: argparse.Namespace, out: TextIO) -> None:
+    _require_topics(args)
+    added = parse_add_config(args.add_config) if args.add_config is not None else {}
+    deleted = parse_delete_config(args.delete_config) if args.delete_config is not None else []
+    both = sorted(set(added) & set(deleted))
+    if both:
+        raise ConfigCommandError(f"Invalid config(s): {','.join(both)} are both added and deleted")
+    if deleted:
+        current = admin.describe_configs([args.entity_name])[args.entity_name]
+        missing = [k for k in deleted if k not in current or current[k].source != DYNAMIC_TOPIC_CONFIG_SOURCE]
+        if missing:
+            raise KafkaError(f"Invalid config(s): {','.join(missing)}", error=Errors.INVALID_CONFIG)
+    changes: dict[str, str | None] = {**added, **dict.fromkeys(deleted)}
+    admin.incremental_alter_configs(args.entity_name, changes)
+    print(f"Completed updating config for topic {args.entity_name}.", file=out)
+
+
+COMMANDS = {"describe": describe, "alter": alter}
