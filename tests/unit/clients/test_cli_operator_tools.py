@@ -1,5 +1,5 @@
 """Parsing and output of `odradek delete-records`, `leader-election`, `get-offsets`, `configs` and
-`dump-log`, and the DeleteRecords and ElectLeaders requests they send."""
+`dump-log`, and the DeleteRecords requests the admin client sends."""
 
 from __future__ import annotations
 
@@ -10,12 +10,10 @@ from pathlib import Path
 import pytest
 
 from services.clients import cli, cli_configs, cli_dump_log, cli_partitions
-from services.clients.admin_requests import elect_leaders_request, parse_elect_leaders
 from services.clients.admin_types import ConfigEntry, ConfigSynonym
 from services.clients.partition_requests import delete_records_request, parse_delete_records
 from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2
-from services.common.pb.odradek.controller.v1 import controller_pb2
 from services.common.records import build_batch, build_control_batch
 from services.common.topic_partition import TopicPartition
 
@@ -62,25 +60,6 @@ def test_delete_records_request_groups_partitions_by_topic_and_reads_low_waterma
 
 
 # --------------------------------------------------------------------------------------------- leader-election
-
-def test_elect_leaders_request_names_partitions_or_all():
-    request = elect_leaders_request("PREFERRED", [T1, T0, TopicPartition("u", 2)], 1000)
-    assert request.election_type == controller_pb2.PREFERRED and not request.all_partitions
-    assert [(t.topic, list(t.partitions)) for t in request.topic_partitions] == [("t", [0, 1]), ("u", [2])]
-    everything = elect_leaders_request("unclean", None, 1000)
-    assert everything.election_type == controller_pb2.UNCLEAN and everything.all_partitions
-    with pytest.raises(ValueError, match="preferred"):
-        elect_leaders_request("random", None, 1000)
-
-
-def test_elect_leaders_answer_is_none_or_the_error_per_partition():
-    response = controller_pb2.ElectLeadersResponse()
-    result = response.replica_election_results.add(topic="t")
-    result.partition_result.add(partition_id=0)
-    result.partition_result.add(partition_id=1, error_code=Errors.ELECTION_NOT_NEEDED)
-    answers = parse_elect_leaders(response)
-    assert answers[T0] is None and answers[T1].code == Errors.ELECTION_NOT_NEEDED
-
 
 def test_election_output_has_kafkas_lines():
     results = {T1: None, T0: None, TopicPartition("u", 0): KafkaError(error=Errors.ELECTION_NOT_NEEDED),
