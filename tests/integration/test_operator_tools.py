@@ -87,9 +87,14 @@ def test_preferred_election_moves_leadership_back_to_a_restarted_broker(cluster:
     assert run(elect + ["--topic", "elect", "--partition", "0"], capsys) == (
         0, ["Valid replica already elected for partitions elect-0"])
 
+    # the follower takes the leader's new log start offset from its next fetch (the one that
+    # replicates "c", before acks=all answers)
+    assert admin.delete_records({TopicPartition("elect", 0): 1}) == {TopicPartition("elect", 0): 1}
+    produce_values(writer, "elect", 0, [b"c"])
     cluster.stop_service(cluster.broker_name(1))
     try:
         wait_until(lambda: leader_of(admin, "elect").leader == 2, READY_TIMEOUT_S, message="broker 2 leads")
+        assert admin.list_offsets({TopicPartition("elect", 0): "earliest"})[TopicPartition("elect", 0)].offset == 1
         code, lines = run(elect + ["--topic", "elect", "--partition", "0"], capsys)
         assert code == 1
         assert lines[0].startswith("Error completing leader election (PREFERRED) for partition: elect-0: "
