@@ -221,3 +221,16 @@ def test_dump_log_refuses_other_files(tmp_path: Path, capsys):
     other.write_text("0\n")
     assert _run_dump(["--files", str(other)]) == (1, [f"Dumping {other}"])
     assert "only .log, .index and .timeindex" in capsys.readouterr().err
+
+
+def test_dump_log_decompresses_and_numbers_sequences(tmp_path: Path):
+    batch = build_batch([b"x", b"y"], compression="gzip", producer_id=5, producer_epoch=0, base_sequence=7,
+                        timestamps=3000)
+    segment = tmp_path / "00000000000000000000.log"
+    segment.write_bytes(batch)
+    code, lines = _run_dump(["--files", str(segment), "--deep-iteration"])
+    assert code == 0
+    assert " baseSequence: 7 lastSequence: 8 producerId: 5 producerEpoch: 0 " in lines[2]
+    assert " compresscodec: gzip " in lines[2]
+    assert lines[3:] == ["| offset: 0 CreateTime: 3000 keySize: -1 valueSize: 1 sequence: 7 headerKeys: []",
+                         "| offset: 1 CreateTime: 3000 keySize: -1 valueSize: 1 sequence: 8 headerKeys: []"]
