@@ -41,13 +41,13 @@ from typing import TYPE_CHECKING, NamedTuple, TextIO
 from services.clients.admin import Admin
 from services.clients.admin_types import ConsumerGroupDescription, MemberDescription
 from services.common.config import load_properties
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from services.clients.consumer.records import OffsetAndMetadata
 
-ACTIONS = ("list", "describe", "reset-offsets", "delete")
+ACTIONS = ("list", "describe", "reset-offsets", "delete", "delete-offsets")
 RESET_SPECS = ("to-earliest", "to-latest", "to-current", "to-offset", "shift-by", "to-datetime", "by-duration",
                "from-file")
 INACTIVE_STATES = ("Empty", "Dead")
@@ -98,16 +98,16 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def run_admin_command(args: argparse.Namespace, out: TextIO,
-                      command: Callable[[Admin, argparse.Namespace, TextIO], None],
+                      command: Callable[[Admin, argparse.Namespace, TextIO], int | None],
                       user_error: type[Exception]) -> int:
     """Runs an admin tool's `command` with an Admin from --bootstrap-server, --command-config and
-    --timeout; a failure prints `Error: <message>` and returns 1, as Kafka's tools do."""
+    --timeout and returns its exit code (0 when it returns None); a failure prints
+    `Error: <message>` and returns 1, as Kafka's tools do."""
     config = load_properties(args.command_config) if args.command_config else {}
     try:
         with Admin(config, bootstrap_servers=args.bootstrap_server,
                    default_api_timeout_ms=max(args.timeout, 1000)) as admin:
-            command(admin, args, out)
-        return 0
+            return command(admin, args, out) or 0
     except (KafkaError, user_error, ValueError, TimeoutError) as error:
         message = error.args[0] if error.args else str(error)
         print(f"Error: {message}", file=out)
@@ -445,4 +445,59 @@ def run_delete(admin: Admin, args: argparse.Namespace, out: TextIO) -> None:
         raise GroupCommandError("some groups could not be deleted")
 
 
-COMMANDS = {"list": run_list, "describe": run_describe, "reset-offsets": run_reset_offsets, "delete": run_delete}
+# --------------------------------------------------------------------------------------------- delete-offsets
+
+DELETE_OFFSETS_GROUP_ERRORS = {
+    "INVALID_GROUP_ID": "'{group}' is not valid.",
+    "GROUP_ID_NOT_FOUND": "'{group}' does not exist.",
+    "GROUP_AUTHORIZATION_FAILED": "Access to '{group}' is not authorized.",
+    "NON_EMPTY_GROUP": "Deleting offsets of a consumer group '{group}' is forbidden if the group is not empty.",
+}
+PARTITION_LEVEL_ERRORS = ("GROUP_SUBSCRIBED_TO_TOPIC", "TOPIC_AUTHORIZATION_FAILED", "UNKNOWN_TOPIC_OR_PARTITION")
+NO_PARTITION = -1  # a row for a topic whose partitions could not be listed
+
+
+def run_delete_offsets(admin: Admin, args: argparse.Namespace, out: TextIO) -> int:
+    """Prints whether the request succeeded, then TOPIC PARTITION STATUS per partition; 1 when any
+    offset was kept."""
+    if len(args.group) != 1:
+        raise GroupCommandError("Option [--delete-offsets] takes exactly one [--group].")
+    if not args.topic:
+        raise GroupCommandError("Option [--delete-offsets] takes one or more [--topic].")
+    group_id = args.group[0]
+    topics, partitions = parse_topic_partitions(args.topic)
+    results: dict[TopicPartition, KafkaError | None] = {}
+    for topic, described in (admin.describe_topics(topics, raise_errors=False) if topics else {}).items():
+        if isinstance(described, KafkaError):
+            results[TopicPartition(topic, NO_PARTITION)] = described
+        else:
+            partitions.extend(TopicPartition(topic, p.partition) for p in described.partitions)
+    group_error: KafkaError | None = None
+    if partitions:
+        try:
+            results.update(admin.delete_consumer_group_offsets(group_id, partitions, raise_errors=False))
+        except KafkaError as error:
+            if error.code in (Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE, Errors.REQUEST_TIMED_OUT):
+                raise
+            group_error = error
+            results.update(dict.fromkeys(partitions, error))
+    failed = next((e for e in results.values() if e is not None), None)
+    if group_error is None and failed is None:
+        print(f"Request succeed for deleting offsets with topic {', '.join(args.topic)} group {group_id}", file=out)
+    elif group_error is not None and group_error.error_name in DELETE_OFFSETS_GROUP_ERRORS:
+        print("Error: " + DELETE_OFFSETS_GROUP_ERRORS[group_error.error_name].format(group=group_id), file=out)
+    elif (group_error or failed).error_name in PARTITION_LEVEL_ERRORS:  # type: ignore[union-attr]
+        print("Error: Encounter some partition level error, see the follow-up details:", file=out)
+    else:
+        print(f"Error: Encounter some unknown error: {(group_error or failed).error_name}", file=out)  # type: ignore[union-attr]
+    print(file=out)
+    print(f"{'TOPIC':<30} {'PARTITION':<15} STATUS", file=out)
+    for tp, error in sorted(results.items()):
+        partition = tp.partition if tp.partition != NO_PARTITION else "Not Provided"
+        status = "Successful" if error is None else f"Error: {error.spec.description}"
+        print(f"{tp.topic:<30} {partition!s:<15} {status}", file=out)
+    return 0 if failed is None else 1
+
+
+COMMANDS = {"list": run_list, "describe": run_describe, "reset-offsets": run_reset_offsets, "delete": run_delete,
+            "delete-offsets": run_delete_offsets}

@@ -1,9 +1,11 @@
-"""`odradek consumer-groups`' reset inputs: datetimes, ISO-8601 durations and the CSV reset plan
-that `--export` prints and `--from-file` reads."""
+"""`odradek consumer-groups`' reset inputs (datetimes, ISO-8601 durations and the CSV reset plan
+that `--export` prints and `--from-file` reads) and `--delete-offsets`' report."""
 
 from __future__ import annotations
 
 import argparse
+import io
+from types import SimpleNamespace
 
 import pytest
 
@@ -14,7 +16,9 @@ from services.clients.cli_groups import (
     parse_datetime_ms,
     parse_duration_ms,
     parse_reset_plan,
+    run_delete_offsets,
 )
+from services.common.errors import Errors, KafkaError
 from services.common.topic_partition import TopicPartition
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
@@ -107,7 +111,59 @@ def test_the_new_scenarios_are_options_of_reset_offsets():
     assert parse("--reset-offsets", "--to-datetime", "2021-01-01T00:00:00.000").reset == (
         "to-datetime", "2021-01-01T00:00:00.000")
     assert parse("--reset-offsets", "--by-duration", "PT1H").reset == ("by-duration", "PT1H")
+    assert parse("--delete-offsets", "--group", "g", "--topic", "t:0").action == "delete-offsets"
     args = parse("--reset-offsets", "--from-file", "plan.csv", "--export")
     assert args.reset == ("from-file", "plan.csv") and args.export
     with pytest.raises(SystemExit):
         parse("--reset-offsets", "--to-earliest", "--by-duration", "PT1H")
+
+
+class OffsetDeletingAdmin:
+    """An Admin's topic description and OffsetDelete, answered from fixed tables."""
+
+    def __init__(self, group_error: Errors | None = None) -> None:
+        self.group_error = group_error
+        self.asked: list[TopicPartition] = []
+
+    def describe_topics(self, names, *, raise_errors=True):
+        known = {"t": SimpleNamespace(partitions=[SimpleNamespace(partition=0), SimpleNamespace(partition=1)])}
+        return {name: known.get(name, KafkaError(error=Errors.UNKNOWN_TOPIC_OR_PARTITION)) for name in names}
+
+    def delete_consumer_group_offsets(self, group_id, partitions, *, raise_errors=True):
+        self.asked = sorted(partitions)
+        if self.group_error is not None:
+            raise KafkaError(error=self.group_error)
+        return {tp: KafkaError(error=Errors.GROUP_SUBSCRIBED_TO_TOPIC) if tp.topic == "s" else None
+                for tp in partitions}
+
+
+def delete_offsets(admin, *topics: str) -> tuple[int, list[str]]:
+    out = io.StringIO()
+    code = run_delete_offsets(admin, parse("--delete-offsets", "--group", "g", *topics), out)
+    return code, [line.rstrip() for line in out.getvalue().splitlines()]
+
+
+def test_delete_offsets_prints_a_status_per_partition():
+    admin = OffsetDeletingAdmin()
+    code, lines = delete_offsets(admin, "--topic", "t", "--topic", "u:2")
+    assert code == 0 and admin.asked == [T0, T1, TopicPartition("u", 2)]
+    assert lines[0] == "Request succeed for deleting offsets with topic t, u:2 group g"
+    assert lines[1] == ""
+    assert [line.split(None, 2) for line in lines[2:]] == [
+        ["TOPIC", "PARTITION", "STATUS"], ["t", "0", "Successful"], ["t", "1", "Successful"],
+        ["u", "2", "Successful"]]
+    assert lines[2].index("PARTITION") == 31 and lines[2].index("STATUS") == 47   # Kafka's widths
+
+
+def test_delete_offsets_reports_partition_and_group_errors():
+    code, lines = delete_offsets(OffsetDeletingAdmin(), "--topic", "s:0", "--topic", "gone")
+    assert code == 1
+    assert lines[0] == "Error: Encounter some partition level error, see the follow-up details:"
+    gone, subscribed = lines[3:]
+    assert gone.split()[:3] == ["gone", "Not", "Provided"] and "does not host this topic-partition" in gone
+    assert subscribed.split()[:2] == ["s", "0"] and "actively subscribed" in subscribed
+    code, lines = delete_offsets(OffsetDeletingAdmin(Errors.GROUP_ID_NOT_FOUND), "--topic", "t:0")
+    assert code == 1 and lines[0] == "Error: 'g' does not exist."
+    assert lines[-1].split()[:3] == ["t", "0", "Error:"]
+    code, lines = delete_offsets(OffsetDeletingAdmin(Errors.NON_EMPTY_GROUP), "--topic", "t:0")
+    assert lines[0] == "Error: Deleting offsets of a consumer group 'g' is forbidden if the group is not empty."
