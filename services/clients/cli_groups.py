@@ -321,11 +321,16 @@ def run_reset_offsets(admin: Admin, args: argparse.Namespace, out: TextIO) -> No
     if args.reset is None:
         raise GroupCommandError("One of the reset scenarios must be given: " +
                                 ", ".join(f"--{s}" for s in RESET_SPECS))
-    from_file = args.reset[0] == "from-file"
+    kind, value = args.reset
+    if kind == "to-datetime":
+        parse_datetime_ms(value)  # a malformed time fails before anything is asked
+    elif kind == "by-duration":
+        parse_duration_ms(value)
+    from_file = kind == "from-file"
     if not from_file and not args.topic and not args.all_topics:
         raise GroupCommandError("One of [--topic] or [--all-topics] is required with --reset-offsets.")
     groups = _groups(admin, args)
-    file_plan = parse_reset_plan(_read_text(args.reset[1]), groups) if from_file else {}
+    file_plan = parse_reset_plan(_read_text(value), groups) if from_file else {}
     plan: dict[str, dict[TopicPartition, int]] = {}
     for group_id in groups:
         description = admin.describe_consumer_groups([group_id])[group_id]

@@ -235,3 +235,15 @@ def test_delete_offsets_for_an_unowned_partition_gets_not_coordinator():
     box = Box()
     h.coordinator.handle_delete_offsets(GROUP, [T0], box)
     assert box.value == (Errors.NOT_COORDINATOR, {})
+
+
+def test_unload_answers_a_waiting_offset_delete_with_not_coordinator():
+    h = Harness()
+    h.commit({T0: 1})
+    h.store.hold = True
+    box = Box()
+    h.coordinator.handle_delete_offsets(GROUP, [T0], box)
+    h.coordinator.unload(h.coordinator.partition_for(GROUP))
+    assert box.value == (Errors.NOT_COORDINATOR, {})
+    h.store.release(0)  # the store's late answer changes nothing
+    assert box.calls == [(Errors.NOT_COORDINATOR, {})]
