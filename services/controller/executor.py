@@ -53,6 +53,7 @@ from services.controller.state.effects import (
     DeleteTopicDeletionMarkers,
     Effect,
     Outcome,
+    RemoveFromZkReassignment,
     SendLeaderAndIsr,
     SendStopReplica,
     SendUpdateMetadata,
@@ -107,6 +108,10 @@ class ZkWriter(Protocol):
     def delete_topic_deletions(self, names: Iterable[str], *, epoch_zk_version: int) -> None: ...
 
     def delete_topic(self, topic: str, *, epoch_zk_version: int) -> None: ...
+
+    def remove_from_partition_reassignment(
+        self, partitions: Iterable[tuple[TopicPartition, list[int] | None]], *, epoch_zk_version: int
+    ) -> None: ...
 
 
 @dataclass
@@ -300,6 +305,11 @@ class EffectsExecutor:
                     self._zk.delete_topic(effect.topic, epoch_zk_version=effect.controller_epoch_zk_version)
                 except NoNodeError:
                     logger.warning("Znodes of topic %s vanished while it was being deleted", effect.topic)
+            case RemoveFromZkReassignment():
+                self._zk.remove_from_partition_reassignment(
+                    [(tp, None if r is None else list(r)) for tp, r in effect.partitions],
+                    epoch_zk_version=effect.controller_epoch_zk_version,
+                )
             case _:
                 raise TypeError(f"not a ZooKeeper write: {effect!r}")
 

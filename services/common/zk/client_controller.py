@@ -161,6 +161,46 @@ class ControllerOps(ZkAccess):
     def delete_partition_reassignment(self, *, epoch_zk_version: int) -> None:
         self._delete_each_fenced([admin.REASSIGN_PARTITIONS_PATH], epoch_zk_version)
 
+    def create_partition_reassignment(self, reassignment: dict[TopicPartition, list[int]]) -> bool:
+        """Creates `/admin/reassign_partitions` as an old tool does; False while one is pending."""
+        data = admin.encode_reassignment(reassignment)
+        bounded.check_znode_size(admin.REASSIGN_PARTITIONS_PATH, data)
+        try:
+            self.zk.create(admin.REASSIGN_PARTITIONS_PATH, data, makepath=True)
+            return True
+        except NodeExistsError:
+            return False
+
+    def remove_from_partition_reassignment(
+        self, partitions: Iterable[tuple[TopicPartition, list[int] | None]], *, epoch_zk_version: int
+    ) -> None:
+        """Takes partitions out of `/admin/reassign_partitions` (each only if its target there is the
+        given replicas, or whatever it is for None), deleting the znode once empty. The write is
+        fenced and conditional on the version read; a concurrent change is read again."""
+        wanted = list(partitions)
+        while True:
+            found = self._get(admin.REASSIGN_PARTITIONS_PATH)
+            if found is None:
+                return
+            current = admin.decode_reassignment(found[0])
+            remaining = {
+                tp: replicas
+                for tp, replicas in current.items()
+                if not any(tp == w and (r is None or list(r) == replicas) for w, r in wanted)
+            }
+            if remaining == current:
+                return
+            tx = self.fenced(epoch_zk_version)
+            if remaining:
+                tx.set_data(admin.REASSIGN_PARTITIONS_PATH, admin.encode_reassignment(remaining), found[1].version)
+            else:
+                tx.delete(admin.REASSIGN_PARTITIONS_PATH, found[1].version)
+            try:
+                tx.commit()
+                return
+            except (BadVersionError, NoNodeError):
+                continue
+
     def request_preferred_replica_election(self, partitions: Iterable[TopicPartition]) -> bool:
         """Creates `/admin/preferred_replica_election`; False while an earlier one is pending.
         INVALID_REQUEST (`ZkRequestTooLargeError`) for more partitions than one znode holds."""

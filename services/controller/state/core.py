@@ -16,17 +16,20 @@ event thread, and carries out the returned effects:
     on_controlled_shutdown(id, epoch)  see controlled_shutdown
     on_auto_leader_rebalance()         see leader_balance
     on_elect_leaders(...)              see leader_balance
-    on_alter_isr / on_isr_change_notification   see isr_changes
+    on_alter_isr / on_isr_change_notification   see isr_changes (a reassignment whose target
+                                       replicas joined the ISR completes)
+    on_alter_partition_reassignments   see reassignment (also for `/admin/reassign_partitions`)
+    list_partition_reassignments       partitions being reassigned, with their replicas
 
-Reassignments are not handled beyond the reassign election strategy.
+A new controller resumes every reassignment recorded in the topics' assignments.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from services.common.errors import Errors
+from services.common.errors import Errors, KafkaError
 from services.common.shared_types import BrokerInfo, ReplicaAssignment
 from services.common.topic_partition import TopicPartition
 from services.controller.state.config import ControllerConfig
@@ -39,6 +42,7 @@ from services.controller.state.isr_changes import AlterIsrOutcome, alter_isr, is
 from services.controller.state.leader_balance import ElectLeadersOutcome, auto_rebalance, elect_leaders
 from services.controller.state.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, PartitionAndReplica
 from services.controller.state.partition_state_machine import PartitionStateMachine
+from services.controller.state.reassignment import PartitionReassigner
 from services.controller.state.records import (
     BrokersAdded,
     BrokersRemoved,
@@ -105,6 +109,9 @@ class ControllerCore:
         self.topic_deletion_manager = TopicDeletionManager(
             self.context, config, self.partition_state_machine, self.replica_state_machine
         )
+        self.reassigner = PartitionReassigner(
+            self.context, self.partition_state_machine, self.replica_state_machine, self.topic_deletion_manager
+        )
 
     # --- controllership -------------------------------------------------------------------
 
@@ -118,6 +125,7 @@ class ControllerCore:
         outcome.effects.extend(update_metadata_effects(context, context.live_or_shutting_down_broker_ids, []))
         outcome.extend(self.replica_state_machine.startup())
         outcome.extend(self.partition_state_machine.startup())
+        outcome.extend(self.reassigner.resume())
         return outcome.extend(self.topic_deletion_manager.try_topic_deletion())
 
     def on_controller_resignation(self) -> Outcome:
@@ -319,9 +327,30 @@ class ControllerCore:
     def on_alter_isr(
         self, broker_id: int, broker_epoch: int, isrs_to_alter: Mapping[TopicPartition, LeaderAndIsr]
     ) -> AlterIsrOutcome:
-        return alter_isr(self.context, broker_id, broker_epoch, isrs_to_alter)
+        outcome = alter_isr(self.context, broker_id, broker_epoch, isrs_to_alter)
+        changed = [p for p, r in outcome.results.items() if isinstance(r, LeaderAndIsr)]
+        outcome.extend(self.reassigner.on_isr_change(changed))
+        return outcome
 
     def on_isr_change_notification(
         self, leaderships: Mapping[TopicPartition, LeaderIsrAndControllerEpoch]
     ) -> Outcome:
-        return isr_change_notification(self.context, leaderships)
+        outcome = isr_change_notification(self.context, leaderships)
+        return outcome.extend(self.reassigner.on_isr_change(leaderships))
+
+    # --- reassignments --------------------------------------------------------------------
+
+    def on_alter_partition_reassignments(
+        self, reassignments: Mapping[TopicPartition, Sequence[int] | None], from_zk: bool = False
+    ) -> tuple[Outcome, dict[TopicPartition, KafkaError | None]]:
+        """Start (a target) or cancel (None) reassignments; each partition's error or None."""
+        return self.reassigner.alter(reassignments, from_zk)
+
+    def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, ReplicaAssignment]:
+        """The partitions (of `partitions`, or all) being reassigned, with their assignments."""
+        context = self.context
+        candidates = context.all_partitions() if partitions is None else sorted(set(partitions))
+        found = {p: context.partition_full_replica_assignment(p) for p in candidates}
+        return {p: a for p, a in found.items() if a.is_being_reassigned}
