@@ -141,6 +141,16 @@ class PartitionReassigner:
             )
         return outcome
 
+    def restart(self, partitions: Iterable[TopicPartition]) -> Outcome:
+        """Carry on with these partitions' reassignments (after a state znode conflict)."""
+        outcome = Outcome()
+        context = self._context
+        for partition in sorted(set(partitions)):
+            assignment = context.partition_full_replica_assignment(partition)
+            if assignment.is_being_reassigned:
+                outcome.extend(self.on_partition_reassignment(partition, assignment))
+        return outcome
+
     def on_isr_change(self, partitions: Iterable[TopicPartition]) -> Outcome:
         """Complete the reassignments whose target replicas have all joined the ISR."""
         outcome = Outcome()
