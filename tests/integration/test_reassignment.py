@@ -3,17 +3,20 @@
 A partition moves from two brokers to two others under an acks=all load, and every acknowledged
 record is read back once and in order; a replication factor goes from 1 to 3; a reassignment
 held back by a paused target broker is cancelled; one written to `/admin/reassign_partitions` as
-an old tool does completes and the znode goes; and a reassignment in progress when the active
+an old tool does completes and the znode goes; `odradek reassign-partitions` generates, executes,
+verifies and lists; and a reassignment in progress when the active
 controller is killed with SIGKILL is completed by the next controller.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 
 import pytest
 
+from services.clients import cli
 from services.clients.admin import Admin
 from services.clients.lowlevel import LowLevelClient
 from services.common.errors import Errors
@@ -154,6 +157,46 @@ def test_a_legacy_reassignment_znode_is_carried_out_and_removed(cluster, admin, 
         wait_for_replicas(cluster, admin, tp, [b3, b4])
         wait_until(lambda: zk.get_partition_reassignment() is None, REASSIGN_TIMEOUT_S, 0.1,
                    message="/admin/reassign_partitions to be deleted")
+
+
+def test_the_command_line_generates_executes_verifies_and_lists(cluster, admin, brokers, tmp_path, capsys):
+    b1, b2, b3, b4 = brokers
+    create_topic(admin, "tool", assignment={0: [b1], 1: [b2]})
+    server = ["--bootstrap-server", cluster.bootstrap_servers]
+    topics_file = tmp_path / "topics.json"
+    topics_file.write_text(json.dumps({"topics": [{"topic": "tool"}], "version": 1}))
+    code, lines = run_cli(["reassign-partitions", *server, "--generate", "--topics-to-move-json-file",
+                           str(topics_file), "--broker-list", f"{b3},{b4}"], capsys)
+    assert code == 0 and lines[0] == "Current partition replica assignment", lines
+    assert lines[3] == "Proposed partition reassignment configuration"
+    proposed = json.loads(lines[4])
+    assert {tuple(p["replicas"]) for p in proposed["partitions"]} <= {(b3,), (b4,)}
+    plan = tmp_path / "plan.json"
+    plan.write_text(lines[4])
+
+    code, lines = run_cli(["reassign-partitions", *server, "--execute", "--reassignment-json-file", str(plan)],
+                          capsys)
+    assert code == 0, lines
+    assert lines[-1] == "Successfully started partition reassignments for tool-0,tool-1"
+    assert json.loads(lines[2])["partitions"][0]["replicas"] == [b1]
+
+    def verified() -> bool:
+        code, lines = run_cli(["reassign-partitions", *server, "--verify", "--reassignment-json-file", str(plan)],
+                              capsys)
+        return code == 0 and lines == ["Status of partition reassignment:",
+                                       "Reassignment of partition tool-0 is complete.",
+                                       "Reassignment of partition tool-1 is complete."]
+
+    wait_until(verified, REASSIGN_TIMEOUT_S, 0.2, message="--verify to report both partitions complete")
+    assert run_cli(["reassign-partitions", *server, "--list"], capsys) == (0, ["No partition reassignments found."])
+    code, lines = run_cli(["reassign-partitions", *server, "--cancel", "--reassignment-json-file", str(plan)],
+                          capsys)
+    assert (code, lines) == (0, ["None of the specified partition reassignments are active."])
+
+
+def run_cli(argv: list[str], capsys) -> tuple[int, list[str]]:
+    code = cli.main(argv)
+    return code, capsys.readouterr().out.splitlines()
 
 
 def test_the_next_controller_completes_a_reassignment_after_a_kill(cluster, admin, writer, brokers):
