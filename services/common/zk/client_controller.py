@@ -15,6 +15,8 @@ from services.common.zk.controller import ControllerEpoch, ControllerInfo
 from services.common.zk.errors import ControllerMovedError
 from services.common.zk.previous_session import await_previous_session
 
+REASSIGNMENT_REWRITE_ATTEMPTS = 5
+
 
 class ControllerOps(ZkAccess):
     # -- election -----------------------------------------------------------------------------
@@ -176,9 +178,10 @@ class ControllerOps(ZkAccess):
     ) -> None:
         """Takes partitions out of `/admin/reassign_partitions` (each only if its target there is the
         given replicas, or whatever it is for None), deleting the znode once empty. The write is
-        fenced and conditional on the version read; a concurrent change is read again."""
+        fenced and conditional on the version read; a concurrent change is read again, a few times
+        at most (then BadVersionError)."""
         wanted = list(partitions)
-        while True:
+        for attempt in range(REASSIGNMENT_REWRITE_ATTEMPTS):
             found = self._get(admin.REASSIGN_PARTITIONS_PATH)
             if found is None:
                 return
@@ -199,7 +202,8 @@ class ControllerOps(ZkAccess):
                 tx.commit()
                 return
             except (BadVersionError, NoNodeError):
-                continue
+                if attempt == REASSIGNMENT_REWRITE_ATTEMPTS - 1:
+                    raise
 
     def request_preferred_replica_election(self, partitions: Iterable[TopicPartition]) -> bool:
         """Creates `/admin/preferred_replica_election`; False while an earlier one is pending.

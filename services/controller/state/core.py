@@ -21,7 +21,8 @@ event thread, and carries out the returned effects:
     on_alter_partition_reassignments   see reassignment (also for `/admin/reassign_partitions`)
     list_partition_reassignments       partitions being reassigned, with their replicas
 
-A new controller resumes every reassignment recorded in the topics' assignments.
+A new controller resumes every reassignment recorded in the topics' assignments; a broker that
+starts again resumes those with a target replica on it.
 """
 
 from __future__ import annotations
@@ -179,6 +180,15 @@ class ControllerCore:
         replicas = context.replicas_on_brokers(new_brokers)
         outcome.extend(self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE_REPLICA))
         outcome.extend(self.partition_state_machine.trigger_online_partition_state_change())
+        # reassignments waiting for a target replica on these brokers go on
+        started = set(new_brokers)
+        outcome.extend(
+            self.reassigner.restart(
+                p
+                for p in self.reassigner.partitions_being_reassigned()
+                if started & set(context.partition_full_replica_assignment(p).target_replicas)
+            )
+        )
         deleting = {
             r.topic for r in replicas if self.topic_deletion_manager.is_topic_queued_for_deletion(r.topic)
         }

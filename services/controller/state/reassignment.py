@@ -94,6 +94,13 @@ def validate_target(
     return None
 
 
+def _last_topic_writes(effects: list) -> list:
+    """The effects with only the last of each topic's assignment writes (it holds the earlier
+    ones' changes): one request reassigning many partitions of a topic rewrites its znode once."""
+    last = {e.topic: i for i, e in enumerate(effects) if isinstance(e, UpdateTopicAssignment)}
+    return [e for i, e in enumerate(effects) if not isinstance(e, UpdateTopicAssignment) or last[e.topic] == i]
+
+
 class PartitionReassigner:
     def __init__(
         self,
@@ -125,6 +132,7 @@ class PartitionReassigner:
             current = context.partition_full_replica_assignment(partition)
             wanted = current.origin_replicas if target is None else tuple(target)
             outcome.extend(self.on_partition_reassignment(partition, reassign_to(current, wanted)))
+        outcome.effects = _last_topic_writes(outcome.effects)
         accepted = [p for p, e in results.items() if e is None]
         if accepted and not from_zk:
             outcome.effects.append(

@@ -161,3 +161,27 @@ def test_alter_isr_completes_a_reassignment():
     )
     assert outcome.results[T0].isr == (1, 2, 3)
     assert core.context.partition_full_replica_assignment(T0) == ReplicaAssignment((2, 3))
+
+
+def test_one_request_for_many_partitions_of_a_topic_rewrites_its_znode_once():
+    core = ControllerCore(config(), controller_id=100)
+    snapshot = ClusterSnapshot(
+        epoch=EPOCH,
+        epoch_zk_version=6,
+        brokers=tuple(broker(b) for b in (1, 2, 3)),
+        topics={"t": TopicDescription({p: ReplicaAssignment((1, 2)) for p in range(3)}, "id-t")},
+        leaderships={tp("t", p): lead(1, [1, 2]) for p in range(3)},
+    )
+    core.on_controller_failover(snapshot)
+    outcome, _ = core.on_alter_partition_reassignments({tp("t", p): [1, 3] for p in range(3)})
+    [write] = of_type(outcome.effects, UpdateTopicAssignment)
+    assert write.assignment == {p: (1, 3, 2) for p in range(3)}
+
+
+def test_a_broker_starting_again_resumes_reassignments_onto_it():
+    core, _ = started()
+    core.on_alter_partition_reassignments({T0: [2, 3]})
+    core.on_broker_change([broker(1), broker(2), broker(4)])  # 3 died
+    outcome = core.on_broker_change([broker(b) for b in (1, 2, 3, 4)])
+    assert 3 in leader_and_isr_targets(outcome.effects)[T0]
+    assert of_type(outcome.effects, UpdatePartitionState)  # the leader epoch went up again
