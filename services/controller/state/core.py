@@ -122,7 +122,8 @@ class ControllerCore:
         for record in snapshot.records():
             outcome.apply(context, record)
         offline_topics = {r.topic for r in context.online_and_offline_replicas()[1]}
-        outcome.extend(self.topic_deletion_manager.init(snapshot.topics_to_be_deleted, offline_topics))
+        reassigning = {p.topic for p in self.reassigner.partitions_being_reassigned()}
+        outcome.extend(self.topic_deletion_manager.init(snapshot.topics_to_be_deleted, offline_topics | reassigning))
         outcome.effects.extend(update_metadata_effects(context, context.live_or_shutting_down_broker_ids, []))
         outcome.extend(self.replica_state_machine.startup())
         outcome.extend(self.partition_state_machine.startup())
@@ -287,7 +288,8 @@ class ControllerCore:
                 )
             return outcome
         if marked:
-            outcome.extend(self.topic_deletion_manager.enqueue_topics_for_deletion(marked))
+            reassigning = {p.topic for p in self.reassigner.partitions_being_reassigned()} & marked
+            outcome.extend(self.topic_deletion_manager.enqueue_topics_for_deletion(marked, reassigning))
         return outcome
 
     def on_topic_config_change(self, topic: str, configs: Mapping[str, str]) -> Outcome:

@@ -185,3 +185,28 @@ def test_a_broker_starting_again_resumes_reassignments_onto_it():
     outcome = core.on_broker_change([broker(b) for b in (1, 2, 3, 4)])
     assert 3 in leader_and_isr_targets(outcome.effects)[T0]
     assert of_type(outcome.effects, UpdatePartitionState)  # the leader epoch went up again
+
+
+def test_a_topic_being_reassigned_is_deleted_once_the_reassignment_ends():
+    core, _ = started()
+    core.on_alter_partition_reassignments({T0: [2, 3]})
+    outcome = core.on_topic_deletion(["t"])
+    assert "t" in core.context.topics_ineligible_for_deletion
+    assert not any(delete for _, _, delete in stop_replicas(outcome.effects))
+    outcome = isr_changed(core, 1, [1, 2, 3])
+    assert "t" not in core.context.topics_ineligible_for_deletion
+    assert {(2, T0, True), (3, T0, True)} <= set(stop_replicas(outcome.effects))
+
+
+def test_a_new_controller_keeps_a_reassigning_topic_from_deletion():
+    core = ControllerCore(config(), controller_id=100)
+    snapshot = ClusterSnapshot(
+        epoch=EPOCH,
+        epoch_zk_version=6,
+        brokers=tuple(broker(b) for b in (1, 2, 3)),
+        topics={"t": TopicDescription({0: ReplicaAssignment((2, 3, 1), (3,), (1,))}, "id-t")},
+        leaderships={T0: lead(1, [1, 2])},
+        topics_to_be_deleted=frozenset({"t"}),
+    )
+    core.on_controller_failover(snapshot)
+    assert "t" in core.context.topics_ineligible_for_deletion
