@@ -150,7 +150,8 @@ class PartitionReassigner:
         return outcome
 
     def restart(self, partitions: Iterable[TopicPartition]) -> Outcome:
-        """Carry on with these partitions' reassignments (after a state znode conflict)."""
+        """Carry on with these partitions' reassignments (after a state znode conflict, or when a
+        broker holding a target replica starts again)."""
         outcome = Outcome()
         context = self._context
         for partition in sorted(set(partitions)):
