@@ -190,7 +190,9 @@ class AdminEventHandlers(ClusterEventHandlers):
     # --- reassignments -----------------------------------------------------------------------
 
     def _on_api_partition_reassignment(self, event: ApiPartitionReassignment) -> None:
-        outcome, results = self.core.on_alter_partition_reassignments(event.reassignments)
+        outcome, results = self.core.on_alter_partition_reassignments(
+            event.reassignments, fits=self.executor.topic_fits
+        )
         self._execute(outcome, self._reassignment_retry)
         self._answer(event, results)
 
@@ -212,7 +214,7 @@ class AdminEventHandlers(ClusterEventHandlers):
                 new[partition] = tuple(target)
         if not new:
             return
-        outcome, results = self.core.on_alter_partition_reassignments(new, from_zk=True)
+        outcome, results = self.core.on_alter_partition_reassignments(new, from_zk=True, fits=self.executor.topic_fits)
         refused = sorted(p for p, e in results.items() if e is not None)
         for partition in refused:
             logger.warning(

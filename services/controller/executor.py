@@ -34,6 +34,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from services.common.errors import Errors, KafkaError
+from services.common.shared_types import ReplicaAssignment
 from services.common.topic_partition import TopicPartition
 from services.common.zk import (
     ControllerMovedError,
@@ -195,6 +196,14 @@ class EffectsExecutor:
             self._zk.check_topic_size(assignment, dict(effect.configs))
         else:
             self._zk.check_topic_size(topic_assignment_to_zk(effect.topic, effect.assignment, self._context))
+
+    def topic_fits(self, topic: str, partitions: Mapping[int, ReplicaAssignment]) -> bool:
+        """Whether the topic's assignment `partitions` would fit in its znode."""
+        try:
+            self._zk.check_topic_size(TopicAssignment(topic, dict(partitions), self._context.topic_id(topic)))
+        except KafkaError:
+            return False
+        return True
 
     def create_topic(self, effect: CreateTopic) -> None:
         """Create the topic's znodes with a new topic id; TOPIC_ALREADY_EXISTS if it exists."""

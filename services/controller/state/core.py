@@ -43,7 +43,7 @@ from services.controller.state.isr_changes import AlterIsrOutcome, alter_isr, is
 from services.controller.state.leader_balance import ElectLeadersOutcome, auto_rebalance, elect_leaders
 from services.controller.state.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, PartitionAndReplica
 from services.controller.state.partition_state_machine import PartitionStateMachine
-from services.controller.state.reassignment import PartitionReassigner
+from services.controller.state.reassignment import Fits, PartitionReassigner
 from services.controller.state.records import (
     BrokersAdded,
     BrokersRemoved,
@@ -353,10 +353,13 @@ class ControllerCore:
     # --- reassignments --------------------------------------------------------------------
 
     def on_alter_partition_reassignments(
-        self, reassignments: Mapping[TopicPartition, Sequence[int] | None], from_zk: bool = False
+        self,
+        reassignments: Mapping[TopicPartition, Sequence[int] | None],
+        from_zk: bool = False,
+        fits: Fits | None = None,
     ) -> tuple[Outcome, dict[TopicPartition, KafkaError | None]]:
         """Start (a target) or cancel (None) reassignments; each partition's error or None."""
-        return self.reassigner.alter(reassignments, from_zk)
+        return self.reassigner.alter(reassignments, from_zk, fits)
 
     def list_partition_reassignments(
         self, partitions: Iterable[TopicPartition] | None = None

@@ -21,13 +21,14 @@ While a topic has a partition being reassigned its deletion waits. Requests are 
 Kafka's: an unknown partition, or one of a topic queued for deletion, is
 UNKNOWN_TOPIC_OR_PARTITION; an empty target, a broker listed twice or a broker that is not
 registered is INVALID_REPLICA_ASSIGNMENT; cancelling where nothing is in progress is
-NO_REASSIGNMENT_IN_PROGRESS.
+NO_REASSIGNMENT_IN_PROGRESS. Reassignments that would make a topic's assignment too large for its
+znode (the caller's `fits` says) are INVALID_REQUEST, before anything changes.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from services.common.errors import Errors, KafkaError
 from services.common.shared_types import ReplicaAssignment
@@ -50,6 +51,9 @@ from services.controller.state.states import PartitionState, ReplicaState
 from services.controller.state.topic_deletion import TopicDeletionManager
 
 logger = logging.getLogger(__name__)
+
+# Whether a topic's full assignment (partition id -> replicas) fits in its znode.
+Fits = Callable[[str, Mapping[int, ReplicaAssignment]], bool]
 
 
 def reassign_to(current: ReplicaAssignment, target: Sequence[int]) -> ReplicaAssignment:
@@ -117,21 +121,39 @@ class PartitionReassigner:
     # --- entry points ----------------------------------------------------------------------
 
     def alter(
-        self, reassignments: Mapping[TopicPartition, Sequence[int] | None], from_zk: bool = False
+        self,
+        reassignments: Mapping[TopicPartition, Sequence[int] | None],
+        from_zk: bool = False,
+        fits: Fits | None = None,
     ) -> tuple[Outcome, dict[TopicPartition, KafkaError | None]]:
         """Start (or cancel, for None) reassignments; each partition's error or None. Partitions
         reassigned through the API leave `/admin/reassign_partitions` (unless `from_zk`)."""
         outcome = Outcome()
         results: dict[TopicPartition, KafkaError | None] = {}
         context = self._context
+        planned: dict[TopicPartition, ReplicaAssignment] = {}
         for partition, target in sorted(reassignments.items()):
             error = validate_target(context, partition, target)
             results[partition] = error
-            if error is not None:
-                continue
-            current = context.partition_full_replica_assignment(partition)
-            wanted = current.origin_replicas if target is None else tuple(target)
-            outcome.extend(self.on_partition_reassignment(partition, reassign_to(current, wanted)))
+            if error is None:
+                current = context.partition_full_replica_assignment(partition)
+                wanted = current.origin_replicas if target is None else tuple(target)
+                planned[partition] = reassign_to(current, wanted)
+        if fits is not None:
+            for topic in sorted({p.topic for p in planned}):
+                prospective = {
+                    p.partition: planned.get(p, context.partition_full_replica_assignment(p))
+                    for p in context.partitions_for_topic(topic)
+                }
+                if not fits(topic, prospective):
+                    for partition in [p for p in planned if p.topic == topic]:
+                        del planned[partition]
+                        results[partition] = KafkaError(
+                            f"The assignment of topic {topic} would be too large for ZooKeeper.",
+                            error=Errors.INVALID_REQUEST,
+                        )
+        for partition, reassignment in planned.items():
+            outcome.extend(self.on_partition_reassignment(partition, reassignment))
         outcome.effects = _last_topic_writes(outcome.effects)
         accepted = [p for p, e in results.items() if e is None]
         if accepted and not from_zk:

@@ -210,3 +210,18 @@ def test_a_new_controller_keeps_a_reassigning_topic_from_deletion():
     )
     core.on_controller_failover(snapshot)
     assert "t" in core.context.topics_ineligible_for_deletion
+
+
+def test_a_reassignment_whose_topic_would_not_fit_its_znode_is_refused_before_anything_changes():
+    core, _ = started()
+    seen = []
+
+    def fits(topic, partitions):
+        seen.append((topic, dict(partitions)))
+        return False
+
+    outcome, results = core.on_alter_partition_reassignments({T0: [2, 3]}, fits=fits)
+    assert results[T0].error == Errors.INVALID_REQUEST
+    assert seen == [("t", {0: ReplicaAssignment((2, 3, 1), (3,), (1,))})]
+    assert not outcome.effects and not outcome.records
+    assert core.context.partition_full_replica_assignment(T0) == ReplicaAssignment((1, 2))
