@@ -6,9 +6,10 @@ metadata any broker serves). A standby answers NOT_CONTROLLER; that, an unknown 
 unreachable or slow nodes are retried with fresh metadata every `retry.backoff.ms` until
 `default.api.timeout.ms` (or the call's `timeout_ms`) runs out, and then REQUEST_TIMED_OUT is
 raised. Topic listing and description use the Metadata call of any broker; `list_offsets` and
-`delete_records` ask each partition's leader; `elect_leaders` asks the controller. The requests
-are built and read by `admin_requests` (the controller's) and `partition_requests` (ListOffsets,
-DeleteRecords); this class deals only in the types of `admin_types`.
+`delete_records` ask each partition's leader; `elect_leaders` and the partition reassignments
+ask the controller. The requests are built and read by `admin_requests` (the controller's) and
+`partition_requests` (ListOffsets, DeleteRecords); this class deals only in the types of
+`admin_types` (and the shared `ReplicaAssignment`).
 
 Operations on several topics return {name: result}; with `raise_errors=True` (the default) the
 first per-topic error, in the order asked, is raised as a `KafkaError` instead, so a one-topic
@@ -28,6 +29,7 @@ from services.clients.admin_groups import GroupAdminOps
 from services.clients.admin_requests import (
     Answers,
     alter_configs_request,
+    alter_partition_reassignments_request,
     checked,
     create_partitions_request,
     create_topics_request,
@@ -36,13 +38,16 @@ from services.clients.admin_requests import (
     describe_configs_request,
     elect_leaders_request,
     incremental_alter_configs_request,
+    list_partition_reassignments_request,
     parse_alter_configs,
+    parse_alter_partition_reassignments,
     parse_create_partitions,
     parse_create_topics,
     parse_delete_topics,
     parse_describe_cluster,
     parse_describe_configs,
     parse_elect_leaders,
+    parse_list_partition_reassignments,
 )
 from services.clients.admin_transactions import TransactionAdminOps
 from services.clients.admin_types import (
@@ -78,7 +83,7 @@ from services.clients.transport import (
     send_to_leaders,
 )
 from services.common.errors import Errors, KafkaError, error_for_code
-from services.common.shared_types import IsolationLevel
+from services.common.shared_types import IsolationLevel, ReplicaAssignment
 from services.common.topic_partition import TopicPartition
 
 K = TypeVar("K")
@@ -245,6 +250,37 @@ class Admin(GroupAdminOps, TransactionAdminOps, PooledClient):
             self._deadline(timeout_ms), self.config.retry_backoff_ms, before_retry=self._controller_failed)
         return {tp: None if code == Errors.NONE else KafkaError.from_code(code, message)
                 for tp, (code, message, _) in parse_elect_leaders(response).items()}
+
+    def alter_partition_reassignments(
+            self, reassignments: Mapping[TopicPartition, Sequence[int] | None], *,
+            timeout_ms: int | None = None) -> dict[TopicPartition, KafkaError | None]:
+        """Moves each partition to its target replicas (the first the preferred leader), or cancels its
+        reassignment for None (back to the original replicas); {partition: None when accepted, else
+        its KafkaError: INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS,
+        UNKNOWN_TOPIC_OR_PARTITION}. The move itself goes on once new replicas catch up."""
+        targets = {TopicPartition(*tp): None if r is None else list(r) for tp, r in reassignments.items()}
+        response = call_with_retries(
+            "AlterPartitionReassignments",
+            lambda d: self._call_controller(
+                "AlterPartitionReassignments",
+                lambda timeout: alter_partition_reassignments_request(targets, timeout), d),
+            self._deadline(timeout_ms), self.config.retry_backoff_ms, before_retry=self._controller_failed)
+        return {tp: None if code == Errors.NONE else KafkaError.from_code(code, message)
+                for tp, (code, message, _) in parse_alter_partition_reassignments(response).items()}
+
+    def list_partition_reassignments(
+            self, partitions: Iterable[TopicPartition] | None = None, *,
+            timeout_ms: int | None = None) -> dict[TopicPartition, ReplicaAssignment]:
+        """The partitions (of `partitions`, or all) being reassigned: all their replicas, and those
+        being added and removed."""
+        wanted = None if partitions is None else [TopicPartition(*tp) for tp in partitions]
+        response = call_with_retries(
+            "ListPartitionReassignments",
+            lambda d: self._call_controller(
+                "ListPartitionReassignments",
+                lambda timeout: list_partition_reassignments_request(wanted, timeout), d),
+            self._deadline(timeout_ms), self.config.retry_backoff_ms, before_retry=self._controller_failed)
+        return parse_list_partition_reassignments(response)
 
     def describe_configs(self, names: Iterable[str], *, resource_type: int = TOPIC_RESOURCE,
                          keys: Sequence[str] = (), include_synonyms: bool = False,

@@ -1,6 +1,7 @@
 """The controller's admin requests (CreateTopics, DeleteTopics, CreatePartitions, DescribeCluster,
-ElectLeaders, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs): building them from the admin client's
-types (`admin_types`) and reading their answers back into them.
+ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments, DescribeConfigs, AlterConfigs,
+IncrementalAlterConfigs): building them from the admin client's types (`admin_types`) and reading
+their answers back into them.
 
 An answer about several topics or config resources is read as `Answers`: {name: (error code,
 error message, value on success)}, so the admin client can send again the names a standby
@@ -27,6 +28,7 @@ from services.clients.cluster import Node
 from services.common.config import INT_MAX, SHORT_MAX
 from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.controller.v1 import controller_pb2 as pb
+from services.common.shared_types import ReplicaAssignment
 from services.common.topic_partition import TopicPartition
 
 # One answer per name: (error code, error message, value on success).
@@ -123,6 +125,50 @@ def parse_elect_leaders(response: pb.ElectLeadersResponse) -> Answers:
     """{TopicPartition: (error code, message, None)}; ELECTION_NOT_NEEDED where the preferred replica leads."""
     return {TopicPartition(r.topic, p.partition_id): (p.error_code, p.error_message, None)
             for r in response.replica_election_results for p in r.partition_result}
+
+
+# --------------------------------------------------------------------------------------------- reassignments
+
+def alter_partition_reassignments_request(targets: Mapping[TopicPartition, Sequence[int] | None],
+                                          timeout_ms: int) -> pb.AlterPartitionReassignmentsRequest:
+    """A target replica list per partition, or None to cancel its reassignment."""
+    request = pb.AlterPartitionReassignmentsRequest(timeout_ms=timeout_ms)
+    by_topic: dict[str, Any] = {}
+    for tp, replicas in sorted(targets.items()):
+        topic = by_topic.get(tp.topic)
+        if topic is None:
+            topic = by_topic[tp.topic] = request.topics.add(name=tp.topic)
+        if replicas is None:
+            topic.partitions.add(partition_index=tp.partition, cancel=True)
+        else:
+            topic.partitions.add(partition_index=tp.partition, replicas=list(replicas))
+    return request
+
+
+def parse_alter_partition_reassignments(response: pb.AlterPartitionReassignmentsResponse) -> Answers:
+    """{TopicPartition: (error code, message, None)}."""
+    return {TopicPartition(t.name, p.partition_index): (p.error_code, p.error_message, None)
+            for t in response.responses for p in t.partitions}
+
+
+def list_partition_reassignments_request(partitions: Iterable[TopicPartition] | None,
+                                         timeout_ms: int) -> pb.ListPartitionReassignmentsRequest:
+    """For these partitions, or every one when `partitions` is None."""
+    if partitions is None:
+        return pb.ListPartitionReassignmentsRequest(all_topics=True, timeout_ms=timeout_ms)
+    by_topic: dict[str, list[int]] = {}
+    for tp in sorted(set(partitions)):
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    topics = [pb.ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics(name=t, partition_indexes=p)
+              for t, p in by_topic.items()]
+    return pb.ListPartitionReassignmentsRequest(topics=topics, timeout_ms=timeout_ms)
+
+
+def parse_list_partition_reassignments(
+        response: pb.ListPartitionReassignmentsResponse) -> dict[TopicPartition, ReplicaAssignment]:
+    return {TopicPartition(t.name, p.partition_index):
+            ReplicaAssignment(tuple(p.replicas), tuple(p.adding_replicas), tuple(p.removing_replicas))
+            for t in response.topics for p in t.partitions}
 
 
 # --------------------------------------------------------------------------------------------- configs

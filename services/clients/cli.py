@@ -1,6 +1,6 @@
 """The `odradek` command line: `topics`, `consumer-groups` (see `cli_groups`), `transactions`
 (see `cli_transactions`), `delete-records`, `leader-election`, `get-offsets` (see `cli_partitions`),
-`configs` (see `cli_configs`), `dump-log` (see `cli_dump_log`),
+`configs` (see `cli_configs`), `dump-log` (see `cli_dump_log`), `reassign-partitions` (see `cli_reassign`),
 `dev up|down|status|start|stop|restart|kill` (see `services.devcluster.cli`), `console-producer`,
 `console-consumer`, `producer-perf-test`, `consumer-perf-test` (see `cli_console` and `cli_perf`),
 `jobs run` (Spark jobs, see `cli_jobs`),
@@ -36,6 +36,7 @@ from services.clients import (
     cli_jobs,
     cli_partitions,
     cli_perf,
+    cli_reassign,
     cli_topics,
     cli_transactions,
 )
@@ -57,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_groups.add_parser(subparsers)
     cli_transactions.add_parser(subparsers)
     cli_partitions.add_parsers(subparsers)
+    cli_reassign.add_parser(subparsers)
     cli_configs.add_parser(subparsers)
     cli_dump_log.add_parser(subparsers)
     devcluster_cli.add_parser(subparsers)

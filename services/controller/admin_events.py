@@ -1,6 +1,6 @@
 """`AdminEventHandlers`: requests that callers wait for (CreateTopics, DeleteTopics,
-CreatePartitions, ControlledShutdown, AlterIsr, leader elections) and the periodic leader
-imbalance check, on the event thread. It extends `ClusterEventHandlers`, whose handlers of topic,
+CreatePartitions, ControlledShutdown, AlterIsr, leader elections, partition reassignments) and
+the periodic leader imbalance check, on the event thread. It extends `ClusterEventHandlers`, whose handlers of topic,
 partition and deletion changes it runs right after its own writes.
 
 Topic administration follows Kafka's plans (`state.topic_admin`): checks against the context,
@@ -8,6 +8,11 @@ then the ZooKeeper write, then (unlike Kafka, which waits for the watch) the res
 partition or deletion change is processed at once, so by the time the caller is answered new
 partitions have leaders and deletions have started. Each callback gets the result, or a
 `KafkaError` for the whole request.
+
+Reassignments (`state.reassignment`) come from AlterPartitionReassignments and from
+`/admin/reassign_partitions`; partitions of that znode the controller refuses are taken out of
+it, and a partition already moving to the target it names is left alone (the znode's watch fires
+again when the controller itself rewrites it).
 """
 
 from __future__ import annotations
@@ -17,9 +22,10 @@ from typing import Any
 
 from services.common.errors import Errors, KafkaError
 from services.common.topic_partition import TopicPartition
+from services.common.zk import ZnodeFormatError
 from services.controller.cluster_events import ClusterEventHandlers
 from services.controller.executor import Retry, sample
-from services.controller.state.effects import Outcome, PartitionStateChangeOutcome
+from services.controller.state.effects import Outcome, PartitionStateChangeOutcome, RemoveFromZkReassignment
 from services.controller.state.election import (
     ControlledShutdownPartitionLeaderElectionStrategy,
     ElectionStrategy,
@@ -28,6 +34,7 @@ from services.controller.state.election import (
 )
 from services.controller.state.events import (
     AlterIsrReceived,
+    ApiPartitionReassignment,
     AutoPreferredReplicaLeaderElection,
     ControlledShutdown,
     CreatePartitions,
@@ -35,10 +42,12 @@ from services.controller.state.events import (
     DeleteTopics,
     ElectionTrigger,
     ElectionType,
+    ListPartitionReassignments,
     PartitionModifications,
     ReplicaLeaderElection,
     TopicChange,
     TopicDeletion,
+    ZkPartitionReassignment,
 )
 from services.controller.state.isr_changes import AlterIsrOutcome
 from services.controller.state.model import LeaderAndIsr, PartitionAndReplica
@@ -177,6 +186,52 @@ class AdminEventHandlers(ClusterEventHandlers):
         for partition in execution.conflicted:
             results[partition] = KafkaError(error=Errors.INVALID_UPDATE_VERSION)
         self._answer(event, results)
+
+    # --- reassignments -----------------------------------------------------------------------
+
+    def _on_api_partition_reassignment(self, event: ApiPartitionReassignment) -> None:
+        outcome, results = self.core.on_alter_partition_reassignments(
+            event.reassignments, fits=self.executor.topic_fits
+        )
+        self._execute(outcome, self._reassignment_retry)
+        self._answer(event, results)
+
+    def _on_zk_partition_reassignment(self, _event: ZkPartitionReassignment) -> None:
+        """Kafka's processZkPartitionReassignment."""
+        try:
+            requested = self.reader.partition_reassignment()
+        except ZnodeFormatError as e:
+            logger.error("Ignoring /admin/reassign_partitions: %s", e)
+            self.zk.delete_partition_reassignment(epoch_zk_version=self.context.epoch_zk_version)
+            return
+        if not requested:
+            return
+        context = self.context
+        new = {}
+        for partition, target in requested.items():
+            current = context.partition_full_replica_assignment(partition)
+            if not (current.is_being_reassigned and list(current.target_replicas) == target):
+                new[partition] = tuple(target)
+        if not new:
+            return
+        outcome, results = self.core.on_alter_partition_reassignments(new, from_zk=True, fits=self.executor.topic_fits)
+        refused = sorted(p for p, e in results.items() if e is not None)
+        for partition in refused:
+            logger.warning(
+                "Refused the reassignment of %s in /admin/reassign_partitions: %s", partition, results[partition]
+            )
+        if refused:
+            outcome.effects.append(
+                RemoveFromZkReassignment(tuple((p, None) for p in refused), context.epoch_zk_version)
+            )
+        self._execute(outcome, self._reassignment_retry)
+
+    def _reassignment_retry(self, partitions: list[TopicPartition]) -> Outcome:
+        """Announce again the reassignments of partitions whose state znode write conflicted."""
+        return self.core.reassigner.restart(partitions)
+
+    def _on_list_partition_reassignments(self, event: ListPartitionReassignments) -> None:
+        self._answer(event, self.core.list_partition_reassignments(event.partitions))
 
     # --- leader elections --------------------------------------------------------------------
 

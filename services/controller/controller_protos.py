@@ -1,7 +1,7 @@
 """ControllerService protos to and from the core's types, and the one place errors become codes.
 
 Requests become the core's inputs (`NewTopic`, `NewPartitions`, AlterIsr's leader/ISR per
-partition, election partitions); results (per topic or partition: a value or a `KafkaError`)
+partition, election partitions, reassignment targets); results (per topic or partition: a value or a `KafkaError`)
 become responses in Kafka's shape. `kafka_error` maps any exception to the Kafka error answered
 for it. Pure functions.
 """
@@ -14,6 +14,7 @@ from typing import Any
 
 from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.controller.v1 import controller_pb2 as pb
+from services.common.shared_types import ReplicaAssignment
 from services.common.topic_partition import TopicPartition
 from services.controller.broker_requests import node
 from services.controller.state.events import ElectionType
@@ -177,4 +178,55 @@ def elect_leaders_response(results: Mapping[TopicPartition, int | KafkaError]) -
             topic = by_topic[partition.topic] = response.replica_election_results.add(topic=partition.topic)
         code, message = _error_fields(result)
         topic.partition_result.add(partition_id=partition.partition, error_code=code, error_message=message)
+    return response
+
+
+# --- partition reassignments ------------------------------------------------------------------
+
+
+def reassignments(request: pb.AlterPartitionReassignmentsRequest) -> dict[TopicPartition, tuple[int, ...] | None]:
+    """Partition -> target replicas, or None to cancel."""
+    return {
+        TopicPartition(t.name, p.partition_index): None if p.cancel else tuple(p.replicas)
+        for t in request.topics
+        for p in t.partitions
+    }
+
+
+def alter_partition_reassignments_response(
+    results: Mapping[TopicPartition, KafkaError | None],
+) -> pb.AlterPartitionReassignmentsResponse:
+    response = pb.AlterPartitionReassignmentsResponse()
+    by_topic: dict[str, Any] = {}
+    for partition, result in sorted(results.items()):
+        topic = by_topic.get(partition.topic)
+        if topic is None:
+            topic = by_topic[partition.topic] = response.responses.add(name=partition.topic)
+        code, message = _error_fields(result)
+        topic.partitions.add(partition_index=partition.partition, error_code=code, error_message=message)
+    return response
+
+
+def listed_partitions(request: pb.ListPartitionReassignmentsRequest) -> frozenset[TopicPartition] | None:
+    """The partitions asked about; None for all (`all_topics`)."""
+    if request.all_topics:
+        return None
+    return frozenset(TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes)
+
+
+def list_partition_reassignments_response(
+    ongoing: Mapping[TopicPartition, ReplicaAssignment],
+) -> pb.ListPartitionReassignmentsResponse:
+    response = pb.ListPartitionReassignmentsResponse()
+    by_topic: dict[str, Any] = {}
+    for partition, assignment in sorted(ongoing.items()):
+        topic = by_topic.get(partition.topic)
+        if topic is None:
+            topic = by_topic[partition.topic] = response.topics.add(name=partition.topic)
+        topic.partitions.add(
+            partition_index=partition.partition,
+            replicas=assignment.replicas,
+            adding_replicas=assignment.adding_replicas,
+            removing_replicas=assignment.removing_replicas,
+        )
     return response

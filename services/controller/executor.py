@@ -34,6 +34,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from services.common.errors import Errors, KafkaError
+from services.common.shared_types import ReplicaAssignment
 from services.common.topic_partition import TopicPartition
 from services.common.zk import (
     ControllerMovedError,
@@ -53,6 +54,7 @@ from services.controller.state.effects import (
     DeleteTopicDeletionMarkers,
     Effect,
     Outcome,
+    RemoveFromZkReassignment,
     SendLeaderAndIsr,
     SendStopReplica,
     SendUpdateMetadata,
@@ -107,6 +109,10 @@ class ZkWriter(Protocol):
     def delete_topic_deletions(self, names: Iterable[str], *, epoch_zk_version: int) -> None: ...
 
     def delete_topic(self, topic: str, *, epoch_zk_version: int) -> None: ...
+
+    def remove_from_partition_reassignment(
+        self, partitions: Iterable[tuple[TopicPartition, list[int] | None]], *, epoch_zk_version: int
+    ) -> None: ...
 
 
 @dataclass
@@ -190,6 +196,14 @@ class EffectsExecutor:
             self._zk.check_topic_size(assignment, dict(effect.configs))
         else:
             self._zk.check_topic_size(topic_assignment_to_zk(effect.topic, effect.assignment, self._context))
+
+    def topic_fits(self, topic: str, partitions: Mapping[int, ReplicaAssignment]) -> bool:
+        """Whether the topic's assignment `partitions` would fit in its znode."""
+        try:
+            self._zk.check_topic_size(TopicAssignment(topic, dict(partitions), self._context.topic_id(topic)))
+        except KafkaError:
+            return False
+        return True
 
     def create_topic(self, effect: CreateTopic) -> None:
         """Create the topic's znodes with a new topic id; TOPIC_ALREADY_EXISTS if it exists."""
@@ -300,6 +314,11 @@ class EffectsExecutor:
                     self._zk.delete_topic(effect.topic, epoch_zk_version=effect.controller_epoch_zk_version)
                 except NoNodeError:
                     logger.warning("Znodes of topic %s vanished while it was being deleted", effect.topic)
+            case RemoveFromZkReassignment():
+                self._zk.remove_from_partition_reassignment(
+                    [(tp, None if r is None else list(r)) for tp, r in effect.partitions],
+                    epoch_zk_version=effect.controller_epoch_zk_version,
+                )
             case _:
                 raise TypeError(f"not a ZooKeeper write: {effect!r}")
 

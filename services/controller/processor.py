@@ -8,8 +8,8 @@ standby. If it names this controller in this ZooKeeper session but this instance
 (it resigned after ZooKeeper trouble), take it up again with the current epoch. Otherwise run
 `elect_controller`; the winner fails over: it reads the cluster (`ClusterReader.snapshot`, which
 also sets the watches), hands it to the core, carries out the outcome, then processes pending
-ISR change notifications and preferred replica elections and schedules the leader imbalance
-check. A failover that fails deletes `/controller` so that any controller may take over.
+ISR change notifications, `/admin/reassign_partitions` and preferred replica elections and
+schedules the leader imbalance check. A failover that fails deletes `/controller` so that any controller may take over.
 
 Failures while processing: `ControllerMovedError` (a fenced write found a newer controller
 epoch) resigns at once; a ZooKeeper error (connection loss, timeout) resigns too, since the
@@ -37,6 +37,7 @@ from services.controller.state.config import ControllerConfig
 from services.controller.state.core import ClusterSnapshot, ControllerCore
 from services.controller.state.events import (
     AlterIsrReceived,
+    ApiPartitionReassignment,
     AutoPreferredReplicaLeaderElection,
     BrokerChange,
     BrokerModifications,
@@ -51,6 +52,7 @@ from services.controller.state.events import (
     Expire,
     IsrChangeNotification,
     LeaderAndIsrResponseReceived,
+    ListPartitionReassignments,
     PartitionModifications,
     Reelect,
     RegisterBrokerAndReelect,
@@ -62,6 +64,7 @@ from services.controller.state.events import (
     TopicUncleanLeaderElectionEnable,
     UncleanLeaderElectionEnable,
     UpdateMetadataResponseReceived,
+    ZkPartitionReassignment,
     controller_moved,
 )
 from services.controller.view import NO_CONTROLLER, ControllerView, view_of
@@ -133,6 +136,9 @@ class ControllerEventProcessor(AdminEventHandlers):
             AlterIsrReceived: self._on_alter_isr,
             ReplicaLeaderElection: self._on_replica_leader_election,
             AutoPreferredReplicaLeaderElection: self._on_auto_rebalance,
+            ApiPartitionReassignment: self._on_api_partition_reassignment,
+            ZkPartitionReassignment: self._on_zk_partition_reassignment,
+            ListPartitionReassignments: self._on_list_partition_reassignments,
         }
 
     # --- the event loop's processor ----------------------------------------------------------
@@ -249,6 +255,7 @@ class ControllerEventProcessor(AdminEventHandlers):
         self.active = True
         self._execute(self.core.on_controller_failover(snapshot))
         self._on_isr_change_notification(IsrChangeNotification())
+        self._on_zk_partition_reassignment(ZkPartitionReassignment())
         self._on_replica_leader_election(
             ReplicaLeaderElection(None, ElectionType.PREFERRED, ElectionTrigger.ZK_TRIGGERED)
         )

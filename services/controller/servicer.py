@@ -25,12 +25,14 @@ from services.common.pb.odradek.controller.v1 import controller_pb2_grpc
 from services.controller import controller_protos as protos
 from services.controller.state.events import (
     AlterIsrReceived,
+    ApiPartitionReassignment,
     ControlledShutdown,
     ControllerEvent,
     CreatePartitions,
     CreateTopics,
     DeleteTopics,
     ElectionTrigger,
+    ListPartitionReassignments,
     ReplicaLeaderElection,
 )
 from services.controller.topic_configs import TopicConfigAdmin
@@ -168,6 +170,28 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
             return protos.elect_leaders_response(results)
 
         return self._call(pb.ElectLeadersResponse, handle)
+
+    # --- partition reassignments -------------------------------------------------------------
+
+    def AlterPartitionReassignments(self, request, context):
+        def handle() -> pb.AlterPartitionReassignmentsResponse:
+            targets = protos.reassignments(request)
+            results = self._submit(
+                lambda cb: ApiPartitionReassignment(targets, cb), request.timeout_ms, context
+            )
+            return protos.alter_partition_reassignments_response(results)
+
+        return self._call(pb.AlterPartitionReassignmentsResponse, handle)
+
+    def ListPartitionReassignments(self, request, context):
+        def handle() -> pb.ListPartitionReassignmentsResponse:
+            partitions = protos.listed_partitions(request)
+            ongoing = self._submit(
+                lambda cb: ListPartitionReassignments(partitions, cb), request.timeout_ms, context
+            )
+            return protos.list_partition_reassignments_response(ongoing)
+
+        return self._call(pb.ListPartitionReassignmentsResponse, handle)
 
     # --- configs -----------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ block and nothing is lost (Kafka's ZNodeChangeHandlers do the same: they only en
     topic_deletion              /admin/delete_topics, children         TopicDeletion
     isr_change                  /isr_change_notification, children     IsrChangeNotification
     preferred_replica_election  /admin/preferred_replica_election      ReplicaLeaderElection (ZK-triggered)
+    reassign_partitions         /admin/reassign_partitions, exists     ZkPartitionReassignment
     config_change               /config/changes, children              ConfigChangeNotification
 
 Session states: LOST queues Expire ahead of everything (`clear_and_put`); the next CONNECTED
@@ -49,6 +50,7 @@ from services.controller.state.events import (
     ReplicaLeaderElection,
     TopicChange,
     TopicDeletion,
+    ZkPartitionReassignment,
 )
 
 logger = logging.getLogger(__name__)
@@ -62,6 +64,7 @@ TOPIC_DELETION = "topic_deletion"
 ISR_CHANGE = "isr_change"
 PREFERRED_REPLICA_ELECTION = "preferred_replica_election"
 CONFIG_CHANGE = "config_change"
+REASSIGN_PARTITIONS = "reassign_partitions"
 SESSION = "session"
 KINDS = (
     CONTROLLER,
@@ -73,6 +76,7 @@ KINDS = (
     ISR_CHANGE,
     PREFERRED_REPLICA_ELECTION,
     CONFIG_CHANGE,
+    REASSIGN_PARTITIONS,
 )
 
 
@@ -105,6 +109,8 @@ def controller_event_for(zk_event: ZkEvent) -> ControllerEvent | None:
             return ReplicaLeaderElection(None, ElectionType.PREFERRED, ElectionTrigger.ZK_TRIGGERED)
         case "config_change":
             return ConfigChangeNotification()
+        case "reassign_partitions":
+            return ZkPartitionReassignment()
     logger.warning("Ignoring a notification of unknown kind %r", kind)
     return None
 

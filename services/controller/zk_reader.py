@@ -128,6 +128,10 @@ class ClusterReader:
         found = self._zk.get_preferred_replica_election(watch=self._watch(watches.PREFERRED_REPLICA_ELECTION))
         return None if found is None else set(found)
 
+    def partition_reassignment(self) -> dict[TopicPartition, list[int]] | None:
+        """`/admin/reassign_partitions`, watching it (also for its creation)."""
+        return self._zk.get_partition_reassignment(watch=self._watch(watches.REASSIGN_PARTITIONS))
+
     def config_changes(self) -> list[str]:
         return self._zk.get_config_change_notifications(watch=self._watch(watches.CONFIG_CHANGE))
 

@@ -19,6 +19,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from kio.schema.alter_partition_reassignments.v0.request import ReassignablePartition, ReassignableTopic
 from kio.schema.create_topics.v7.request import CreatableTopic, CreatableTopicConfig
 from kio.schema.delete_topics.v6.request import DeleteTopicState
 from kio.schema.describe_configs.v4.request import DescribeConfigsResource
@@ -46,6 +47,7 @@ DEADLINE_S = 20.0
 JAVA_ADMIN_SOURCE = Path(__file__).parent / "java" / "JavaAdmin.java"
 CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS, API_VERSIONS_KEY = 19, 20, 32, 18
 ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 43, 44, 60
+ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
 # AlterConfigs is one of the APIs served, deprecated in the clients or not
 pytestmark = pytest.mark.filterwarnings("ignore:alter_configs has been deprecated:DeprecationWarning")
 
@@ -354,3 +356,31 @@ def test_create_delete_topic_ids_broker_configs_and_elections_over_the_wire(clus
     until(lambda: name not in admin.list_topics(), "the topic gone")
     with pytest.raises(KafkaError):
         admin.describe_topics([name])
+
+
+def test_partition_reassignments_over_the_wire(cluster: LocalCluster, admin: Admin):
+    topic = create_topic(admin, new_topic_name("moved"), assignment={0: [1]})
+    tp = TopicPartition(topic, 0)
+
+    def alter(replicas, partition=0):
+        return connection.call(ALTER_PARTITION_REASSIGNMENTS, 0, timeout=timedelta(seconds=10), topics=(
+            ReassignableTopic(name=topic, partitions=(ReassignablePartition(partition_index=partition,
+                                                                            replicas=replicas),)),))
+
+    def codes(response):
+        return [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in response.responses]
+
+    with WireConnection(cluster.host, kafka_port(cluster)) as connection:
+        assert codes(alter(None)) == [(topic, [(0, kafka_error(Errors.NO_REASSIGNMENT_IN_PROGRESS))])]
+        assert codes(alter((1, 9))) == [(topic, [(0, kafka_error(Errors.INVALID_REPLICA_ASSIGNMENT))])]
+        assert codes(alter((1,), partition=5)) == [(topic, [(5, kafka_error(Errors.UNKNOWN_TOPIC_OR_PARTITION))])]
+        assert codes(alter((2, 3))) == [(topic, [(0, kafka_error(Errors.NONE))])]
+
+        def listed():
+            return connection.call(LIST_PARTITION_REASSIGNMENTS, 0, timeout=timedelta(seconds=10), topics=None)
+
+        until(lambda: listed().topics == (), "the reassignment to complete")
+        assert listed().error_code == kafka_error(Errors.NONE)
+    until(lambda: tuple(admin.describe_topics([topic])[topic].partitions[0].replicas) == (2, 3),
+          "metadata to show the new replicas")
+    assert admin.list_partition_reassignments([tp]) == {}

@@ -297,6 +297,19 @@ def test_admin_requests(zk: OdradekZkClient) -> None:
     assert zk.get_partition_reassignment() is None and zk.get_preferred_replica_election() is None
 
 
+def test_partitions_leave_the_legacy_reassignment_znode(zk: OdradekZkClient) -> None:
+    epoch = zk.elect_controller(1)
+    assert zk.create_partition_reassignment({TP0: [2, 1], TP1: [3]}) is True
+    assert zk.create_partition_reassignment({TP0: [1]}) is False
+    # only where the znode still names the given target
+    zk.remove_from_partition_reassignment([(TP0, [1, 2]), (TP1, [3])], epoch_zk_version=epoch.zk_version)
+    assert zk.get_partition_reassignment() == {TP0: [2, 1]}
+    with pytest.raises(ControllerMovedError):
+        zk.remove_from_partition_reassignment([(TP0, None)], epoch_zk_version=epoch.zk_version + 1)
+    zk.remove_from_partition_reassignment([(TP0, None)], epoch_zk_version=epoch.zk_version)
+    assert zk.get_partition_reassignment() is None
+
+
 # -- controller election and fencing ---------------------------------------------------------
 
 

@@ -1,7 +1,8 @@
 """Kafka's administration APIs on a broker's Kafka listener, at the versions `ADMIN_API_VERSIONS` lists.
 
-CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders, and DescribeConfigs, AlterConfigs and
-IncrementalAlterConfigs of topics are forwarded to the active controller (the one this broker's
+CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders, AlterPartitionReassignments,
+ListPartitionReassignments, and DescribeConfigs, AlterConfigs and IncrementalAlterConfigs of topics
+are forwarded to the active controller (the one this broker's
 metadata cache names) as Odradek's own Admin sends them: the requests are built and read by
 `services.clients.admin_requests` and sent through the clients' transport. The controller's checks
 answer, with their error codes and messages; a standby controller's NOT_CONTROLLER and unreachable
@@ -36,6 +37,7 @@ from services.broker.replica_manager import ReplicaManager
 from services.clients.admin_requests import (
     Answers,
     alter_configs_request,
+    alter_partition_reassignments_request,
     checked,
     config_operations_request,
     create_partitions_request,
@@ -43,12 +45,15 @@ from services.clients.admin_requests import (
     delete_topics_request,
     describe_configs_request,
     elect_leaders_request,
+    list_partition_reassignments_request,
     parse_alter_configs,
+    parse_alter_partition_reassignments,
     parse_create_partitions,
     parse_create_topics,
     parse_delete_topics,
     parse_describe_configs,
     parse_elect_leaders,
+    parse_list_partition_reassignments,
 )
 from services.clients.admin_types import (
     BROKER_RESOURCE,
@@ -67,8 +72,10 @@ from services.common.topic_partition import TopicPartition
 CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS, DESCRIBE_CONFIGS, ALTER_CONFIGS = 19, 20, 21, 32, 33
 CREATE_PARTITIONS = 37
 ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 43, 44, 60
+ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
 
-# API key -> (lowest, highest) version served: every version kio has of each.
+# API key -> (lowest, highest) version served: every version kio has of each, but
+# AlterPartitionReassignments v1 (which may refuse replication factor changes; Kafka 2.8 has v0).
 ADMIN_API_VERSIONS = {
     CREATE_TOPICS: (2, 7),
     DELETE_TOPICS: (1, 6),
@@ -79,6 +86,8 @@ ADMIN_API_VERSIONS = {
     ELECT_LEADERS: (0, 2),
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
     DESCRIBE_CLUSTER: (0, 2),
+    ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    LIST_PARTITION_REASSIGNMENTS: (0, 0),
 }
 NO_TOPIC_ID = uuid.UUID(int=0)
 BROKERS_ENDPOINT_TYPE = 1
@@ -174,6 +183,8 @@ class KafkaAdminApis:
             DESCRIBE_CONFIGS: self.describe_configs, ALTER_CONFIGS: self.alter_configs,
             CREATE_PARTITIONS: self.create_partitions, ELECT_LEADERS: self.elect_leaders,
             INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs, DESCRIBE_CLUSTER: self.describe_cluster,
+            ALTER_PARTITION_REASSIGNMENTS: self.alter_partition_reassignments,
+            LIST_PARTITION_REASSIGNMENTS: self.list_partition_reassignments,
         }
         for api_key, (low, high) in ADMIN_API_VERSIONS.items():
             registry.register(api_key, low, high, handlers[api_key])
@@ -314,6 +325,50 @@ class KafkaAdminApis:
         return fields_of(context.response_type, error_code=kafka_error(code), replica_election_results=tuple(
             module.ReplicaElectionResult(topic=topic, partition_result=tuple(parts))
             for topic, parts in by_topic.items()))
+
+    # ------------------------------------------------------------------ reassignments
+
+    async def alter_partition_reassignments(self, request: Any, context: RequestContext) -> Any:
+        targets = {TopicPartition(t.name, p.partition_index): None if p.replicas is None else tuple(p.replicas)
+                   for t in request.topics for p in t.partitions}
+        outcomes = await self._blocking(lambda: self.controller.forward(
+            "AlterPartitionReassignments", list(targets), lambda pending, timeout_ms:
+                alter_partition_reassignments_request({tp: targets[tp] for tp in pending}, timeout_ms),
+            parse_alter_partition_reassignments, _ms(request.timeout)))
+        module = context.response_module
+        by_topic: dict[str, list] = {}
+        for tp in targets:
+            code, message, _ = outcomes[tp]
+            by_topic.setdefault(tp.topic, []).append(module.ReassignablePartitionResponse(
+                partition_index=tp.partition, error_code=kafka_error(code), error_message=message or None))
+        return fields_of(context.response_type, error_code=kafka_error(Errors.NONE), error_message=None,
+                         responses=tuple(module.ReassignableTopicResponse(name=topic, partitions=tuple(parts))
+                                         for topic, parts in by_topic.items()))
+
+    async def list_partition_reassignments(self, request: Any, context: RequestContext) -> Any:
+        wanted = None if request.topics is None else [
+            TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes]
+
+        def forward() -> tuple[int, str | None, dict]:
+            try:
+                response = self.controller.retrying(
+                    "ListPartitionReassignments", lambda deadline: self.controller.call(
+                        "ListPartitionReassignments", list_partition_reassignments_request(
+                            wanted, operation_ms(deadline, _ms(request.timeout))), deadline), _ms(request.timeout))
+            except KafkaError as error:
+                return error.code, str(error), {}
+            return Errors.NONE, None, parse_list_partition_reassignments(response)
+
+        code, message, ongoing = await self._blocking(forward)
+        module = context.response_module
+        by_topic: dict[str, list] = {}
+        for tp, assignment in sorted(ongoing.items()):
+            by_topic.setdefault(tp.topic, []).append(module.OngoingPartitionReassignment(
+                partition_index=tp.partition, replicas=assignment.replicas,
+                adding_replicas=assignment.adding_replicas, removing_replicas=assignment.removing_replicas))
+        return fields_of(context.response_type, error_code=kafka_error(code), error_message=message,
+                         topics=tuple(module.OngoingTopicReassignment(name=topic, partitions=tuple(parts))
+                                      for topic, parts in by_topic.items()))
 
     # ------------------------------------------------------------------ cluster
 

@@ -3,7 +3,8 @@
 `/admin/delete_topics/<topic>` (persistent, no data): a request to delete the topic. The controller
 deletes it, with the topic's znodes, once the topic is gone.
 
-`/admin/reassign_partitions` (persistent, read only here; Kafka's legacy reassignment request):
+`/admin/reassign_partitions` (persistent; Kafka's legacy reassignment request, written by tools;
+the controller takes out partitions whose reassignment completed or moved to the API):
 
     {"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2,3]}]}
 
@@ -46,6 +47,14 @@ def decode_reassignment(data: bytes | None) -> dict[TopicPartition, list[int]]:
         )
         out[tp] = [as_int(r, what) for r in item["replicas"]]
     return out
+
+
+def encode_reassignment(reassignment: dict[TopicPartition, list[int]]) -> bytes:
+    partitions = [
+        {"topic": tp.topic, "partition": tp.partition, "replicas": list(replicas)}
+        for tp, replicas in sorted(reassignment.items())
+    ]
+    return dumps({"version": 1, "partitions": partitions})
 
 
 def encode_preferred_replica_election(partitions: Iterable[TopicPartition]) -> bytes:

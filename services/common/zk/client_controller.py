@@ -15,6 +15,8 @@ from services.common.zk.controller import ControllerEpoch, ControllerInfo
 from services.common.zk.errors import ControllerMovedError
 from services.common.zk.previous_session import await_previous_session
 
+REASSIGNMENT_REWRITE_ATTEMPTS = 5
+
 
 class ControllerOps(ZkAccess):
     # -- election -----------------------------------------------------------------------------
@@ -160,6 +162,48 @@ class ControllerOps(ZkAccess):
 
     def delete_partition_reassignment(self, *, epoch_zk_version: int) -> None:
         self._delete_each_fenced([admin.REASSIGN_PARTITIONS_PATH], epoch_zk_version)
+
+    def create_partition_reassignment(self, reassignment: dict[TopicPartition, list[int]]) -> bool:
+        """Creates `/admin/reassign_partitions` as an old tool does; False while one is pending."""
+        data = admin.encode_reassignment(reassignment)
+        bounded.check_znode_size(admin.REASSIGN_PARTITIONS_PATH, data)
+        try:
+            self.zk.create(admin.REASSIGN_PARTITIONS_PATH, data, makepath=True)
+            return True
+        except NodeExistsError:
+            return False
+
+    def remove_from_partition_reassignment(
+        self, partitions: Iterable[tuple[TopicPartition, list[int] | None]], *, epoch_zk_version: int
+    ) -> None:
+        """Takes partitions out of `/admin/reassign_partitions` (each only if its target there is the
+        given replicas, or whatever it is for None), deleting the znode once empty. The write is
+        fenced and conditional on the version read; a concurrent change is read again, a few times
+        at most (then BadVersionError)."""
+        wanted = list(partitions)
+        for attempt in range(REASSIGNMENT_REWRITE_ATTEMPTS):
+            found = self._get(admin.REASSIGN_PARTITIONS_PATH)
+            if found is None:
+                return
+            current = admin.decode_reassignment(found[0])
+            remaining = {
+                tp: replicas
+                for tp, replicas in current.items()
+                if not any(tp == w and (r is None or list(r) == replicas) for w, r in wanted)
+            }
+            if remaining == current:
+                return
+            tx = self.fenced(epoch_zk_version)
+            if remaining:
+                tx.set_data(admin.REASSIGN_PARTITIONS_PATH, admin.encode_reassignment(remaining), found[1].version)
+            else:
+                tx.delete(admin.REASSIGN_PARTITIONS_PATH, found[1].version)
+            try:
+                tx.commit()
+                return
+            except (BadVersionError, NoNodeError):
+                if attempt == REASSIGNMENT_REWRITE_ATTEMPTS - 1:
+                    raise
 
     def request_preferred_replica_election(self, partitions: Iterable[TopicPartition]) -> bool:
         """Creates `/admin/preferred_replica_election`; False while an earlier one is pending.

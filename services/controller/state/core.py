@@ -16,17 +16,21 @@ event thread, and carries out the returned effects:
     on_controlled_shutdown(id, epoch)  see controlled_shutdown
     on_auto_leader_rebalance()         see leader_balance
     on_elect_leaders(...)              see leader_balance
-    on_alter_isr / on_isr_change_notification   see isr_changes
+    on_alter_isr / on_isr_change_notification   see isr_changes (a reassignment whose target
+                                       replicas joined the ISR completes)
+    on_alter_partition_reassignments   see reassignment (also for `/admin/reassign_partitions`)
+    list_partition_reassignments       partitions being reassigned, with their replicas
 
-Reassignments are not handled beyond the reassign election strategy.
+A new controller resumes every reassignment recorded in the topics' assignments; a broker that
+starts again resumes those with a target replica on it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from services.common.errors import Errors
+from services.common.errors import Errors, KafkaError
 from services.common.shared_types import BrokerInfo, ReplicaAssignment
 from services.common.topic_partition import TopicPartition
 from services.controller.state.config import ControllerConfig
@@ -39,6 +43,7 @@ from services.controller.state.isr_changes import AlterIsrOutcome, alter_isr, is
 from services.controller.state.leader_balance import ElectLeadersOutcome, auto_rebalance, elect_leaders
 from services.controller.state.model import LeaderAndIsr, LeaderIsrAndControllerEpoch, PartitionAndReplica
 from services.controller.state.partition_state_machine import PartitionStateMachine
+from services.controller.state.reassignment import Fits, PartitionReassigner
 from services.controller.state.records import (
     BrokersAdded,
     BrokersRemoved,
@@ -105,6 +110,9 @@ class ControllerCore:
         self.topic_deletion_manager = TopicDeletionManager(
             self.context, config, self.partition_state_machine, self.replica_state_machine
         )
+        self.reassigner = PartitionReassigner(
+            self.context, self.partition_state_machine, self.replica_state_machine, self.topic_deletion_manager
+        )
 
     # --- controllership -------------------------------------------------------------------
 
@@ -114,10 +122,12 @@ class ControllerCore:
         for record in snapshot.records():
             outcome.apply(context, record)
         offline_topics = {r.topic for r in context.online_and_offline_replicas()[1]}
-        outcome.extend(self.topic_deletion_manager.init(snapshot.topics_to_be_deleted, offline_topics))
+        reassigning = {p.topic for p in self.reassigner.partitions_being_reassigned()}
+        outcome.extend(self.topic_deletion_manager.init(snapshot.topics_to_be_deleted, offline_topics | reassigning))
         outcome.effects.extend(update_metadata_effects(context, context.live_or_shutting_down_broker_ids, []))
         outcome.extend(self.replica_state_machine.startup())
         outcome.extend(self.partition_state_machine.startup())
+        outcome.extend(self.reassigner.resume())
         return outcome.extend(self.topic_deletion_manager.try_topic_deletion())
 
     def on_controller_resignation(self) -> Outcome:
@@ -171,6 +181,15 @@ class ControllerCore:
         replicas = context.replicas_on_brokers(new_brokers)
         outcome.extend(self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE_REPLICA))
         outcome.extend(self.partition_state_machine.trigger_online_partition_state_change())
+        # reassignments waiting for a target replica on these brokers go on
+        started = set(new_brokers)
+        outcome.extend(
+            self.reassigner.restart(
+                p
+                for p in self.reassigner.partitions_being_reassigned()
+                if started & set(context.partition_full_replica_assignment(p).target_replicas)
+            )
+        )
         deleting = {
             r.topic for r in replicas if self.topic_deletion_manager.is_topic_queued_for_deletion(r.topic)
         }
@@ -269,7 +288,8 @@ class ControllerCore:
                 )
             return outcome
         if marked:
-            outcome.extend(self.topic_deletion_manager.enqueue_topics_for_deletion(marked))
+            reassigning = {p.topic for p in self.reassigner.partitions_being_reassigned()} & marked
+            outcome.extend(self.topic_deletion_manager.enqueue_topics_for_deletion(marked, reassigning))
         return outcome
 
     def on_topic_config_change(self, topic: str, configs: Mapping[str, str]) -> Outcome:
@@ -319,9 +339,33 @@ class ControllerCore:
     def on_alter_isr(
         self, broker_id: int, broker_epoch: int, isrs_to_alter: Mapping[TopicPartition, LeaderAndIsr]
     ) -> AlterIsrOutcome:
-        return alter_isr(self.context, broker_id, broker_epoch, isrs_to_alter)
+        outcome = alter_isr(self.context, broker_id, broker_epoch, isrs_to_alter)
+        changed = [p for p, r in outcome.results.items() if isinstance(r, LeaderAndIsr)]
+        outcome.extend(self.reassigner.on_isr_change(changed))
+        return outcome
 
     def on_isr_change_notification(
         self, leaderships: Mapping[TopicPartition, LeaderIsrAndControllerEpoch]
     ) -> Outcome:
-        return isr_change_notification(self.context, leaderships)
+        outcome = isr_change_notification(self.context, leaderships)
+        return outcome.extend(self.reassigner.on_isr_change(leaderships))
+
+    # --- reassignments --------------------------------------------------------------------
+
+    def on_alter_partition_reassignments(
+        self,
+        reassignments: Mapping[TopicPartition, Sequence[int] | None],
+        from_zk: bool = False,
+        fits: Fits | None = None,
+    ) -> tuple[Outcome, dict[TopicPartition, KafkaError | None]]:
+        """Start (a target) or cancel (None) reassignments; each partition's error or None."""
+        return self.reassigner.alter(reassignments, from_zk, fits)
+
+    def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, ReplicaAssignment]:
+        """The partitions (of `partitions`, or all) being reassigned, with their assignments."""
+        context = self.context
+        candidates = context.all_partitions() if partitions is None else sorted(set(partitions))
+        found = {p: context.partition_full_replica_assignment(p) for p in candidates}
+        return {p: a for p, a in found.items() if a.is_being_reassigned}

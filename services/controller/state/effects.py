@@ -7,6 +7,8 @@ The pure core decides; the controller service carries effects out in list order:
     CreateTopic / UpdateTopicAssignment / DeleteTopic / CreateTopicDeletionMarker /
     DeleteTopicDeletionMarkers
                            the topic, config and `/admin/delete_topics` znodes
+    RemoveFromZkReassignment
+                           partitions out of `/admin/reassign_partitions`
     SendLeaderAndIsr / SendUpdateMetadata / SendStopReplica
                            controller-to-broker requests, one per broker
 
@@ -110,6 +112,15 @@ class DeleteTopic:
     controller_epoch_zk_version: int
 
 
+@dataclass(frozen=True, slots=True)
+class RemoveFromZkReassignment:
+    """Take partitions out of `/admin/reassign_partitions`, each only if the znode's target for it
+    is the given replicas (None: whatever it is); the znode goes once empty."""
+
+    partitions: tuple[tuple[TopicPartition, tuple[int, ...] | None], ...]
+    controller_epoch_zk_version: int
+
+
 # ---------------------------------------------------------------------------------------------
 # controller-to-broker requests
 
@@ -152,6 +163,7 @@ ZkWrite = (
     | CreateTopicDeletionMarker
     | DeleteTopicDeletionMarkers
     | DeleteTopic
+    | RemoveFromZkReassignment
 )
 BrokerRequest = SendLeaderAndIsr | SendUpdateMetadata | SendStopReplica
 Effect = ZkWrite | BrokerRequest

@@ -250,6 +250,36 @@ class TopicUncleanLeaderElectionEnable(ControllerEvent):
     topic: str
 
 
+# --- reassignments ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ApiPartitionReassignment(ControllerEvent):
+    """AlterPartitionReassignments: a target per partition, or None to cancel; the callback gets
+    each partition's KafkaError or None."""
+
+    state: ClassVar[ControllerState] = ControllerState.ALTER_PARTITION_REASSIGNMENT
+    reassignments: Mapping[TopicPartition, tuple[int, ...] | None]
+    callback: Callback | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class ZkPartitionReassignment(ControllerEvent):
+    """`/admin/reassign_partitions` was created or changed (a legacy tool's request)."""
+
+    state: ClassVar[ControllerState] = ControllerState.ALTER_PARTITION_REASSIGNMENT
+
+
+@dataclass(frozen=True)
+class ListPartitionReassignments(ControllerEvent):
+    """The callback gets the partitions (of `partitions`, or all) being reassigned, with their
+    `ReplicaAssignment`s."""
+
+    state: ClassVar[ControllerState] = ControllerState.LIST_PARTITION_REASSIGNMENT
+    partitions: frozenset[TopicPartition] | None = None
+    callback: Callback | None = field(default=None, compare=False)
+
+
 # --- broker responses -------------------------------------------------------------------------
 
 

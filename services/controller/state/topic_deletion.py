@@ -4,7 +4,8 @@ A topic marked in `/admin/delete_topics` is queued. Deletion of a queued topic s
 replica of it is being deleted and it is not ineligible: its partitions go Offline then
 NonExistent (once), brokers get UpdateMetadata (leader -2), replicas on dead brokers go
 ReplicaDeletionIneligible (and the topic ineligible), live replicas go Offline then
-ReplicaDeletionStarted (StopReplica with delete_partition). Broker answers come back through
+ReplicaDeletionStarted (StopReplica with delete_partition). A topic with a partition being
+reassigned waits (ineligible) until the reassignments end. Broker answers come back through
 `complete_replica_deletion` / `fail_replica_deletion`. When every replica is
 ReplicaDeletionSuccessful the replicas become NonExistent, the topic's znodes are deleted and the
 topic is forgotten. An ineligible topic is retried when a broker holding its replicas comes back
@@ -69,11 +70,13 @@ class TopicDeletionManager:
     def try_topic_deletion(self) -> Outcome:
         return self._resume_deletions() if self._enabled else Outcome()
 
-    def enqueue_topics_for_deletion(self, topics: Iterable[str]) -> Outcome:
+    def enqueue_topics_for_deletion(self, topics: Iterable[str], being_reassigned: Iterable[str] = ()) -> Outcome:
+        """Queue `topics`; those of them `being_reassigned` wait until their reassignments end."""
         if not self._enabled:
             return Outcome()
         outcome = Outcome()
         outcome.apply(self._context, TopicDeletionQueued(frozenset(topics)))
+        outcome.extend(self.mark_topic_ineligible_for_deletion(being_reassigned, "topic reassignment in progress"))
         return outcome.extend(self._resume_deletions())
 
     def resume_deletion_for_topics(self, topics: Iterable[str]) -> Outcome:

@@ -251,6 +251,7 @@ def test_kafka_admin_znodes_decode() -> None:
     election = b'{"version":1,"partitions":[{"topic":"orders","partition":0}]}'
 
     assert admin.decode_reassignment(reassignment) == {TP0: [3, 1, 2]}
+    assert admin.encode_reassignment({TP0: [3, 1, 2]}) == reassignment
     assert admin.decode_preferred_replica_election(election) == {TP0}
     assert admin.encode_preferred_replica_election([TP0]) == election
     assert admin.delete_topic_path("orders") == "/admin/delete_topics/orders"

@@ -51,6 +51,7 @@ class FakeZooKeeper:
         self.epoch = ControllerEpoch(0, 0)
         self.controller: ControllerInfo | None = None
         self.controller_owner = SESSION_ID
+        self.reassignment: dict[TopicPartition, list[int]] | None = None
 
     # --- test setup ---------------------------------------------------------------------------
 
@@ -195,6 +196,23 @@ class FakeZooKeeper:
     def delete_preferred_replica_election(self, *, epoch_zk_version: int) -> None:
         self._fence(epoch_zk_version)
 
+    def delete_partition_reassignment(self, *, epoch_zk_version: int) -> None:
+        self._fence(epoch_zk_version)
+        self.reassignment = None
+
+    def remove_from_partition_reassignment(
+        self, partitions: Iterable[tuple[TopicPartition, list[int] | None]], *, epoch_zk_version: int
+    ) -> None:
+        self._fence(epoch_zk_version)
+        self.calls.append(("remove_from_partition_reassignment", list(partitions)))
+        if self.reassignment is None:
+            return
+        for tp, replicas in list(partitions):
+            if tp in self.reassignment and (replicas is None or self.reassignment[tp] == replicas):
+                del self.reassignment[tp]
+        if not self.reassignment:
+            self.reassignment = None
+
     # --- ClusterReader ------------------------------------------------------------------------
 
     def controller_stat(self):
@@ -253,6 +271,9 @@ class FakeZooKeeper:
 
     def preferred_replica_election(self) -> None:
         return None
+
+    def partition_reassignment(self) -> dict[TopicPartition, list[int]] | None:
+        return None if self.reassignment is None else dict(self.reassignment)
 
     def config_changes(self) -> list[str]:
         return []

@@ -15,6 +15,7 @@ from services.controller.state.config import ControllerConfig
 from services.controller.state.core import ControllerCore
 from services.controller.state.effects import SendLeaderAndIsr, SendUpdateMetadata
 from services.controller.state.events import (
+    ApiPartitionReassignment,
     BrokerChange,
     ControlledShutdown,
     ControllerChange,
@@ -23,7 +24,9 @@ from services.controller.state.events import (
     DeleteTopics,
     Expire,
     LeaderAndIsrResponseReceived,
+    ListPartitionReassignments,
     Startup,
+    ZkPartitionReassignment,
 )
 from services.controller.state.topic_admin import NewPartitions, NewTopic, TopicCreation
 from tests.unit.controller.service.fakes import (
@@ -230,3 +233,30 @@ def test_a_controller_znode_of_its_earlier_process_leaves_it_standby_with_no_act
     processor.process(Startup())
     assert not processor.active and not processor.view.active
     assert processor.view.active_controller_id == -1
+
+
+def test_reassignments_through_the_api_are_answered_listed_and_written(processor, zk):
+    zk.brokers[3] = broker(3)
+    processor.process(Startup())
+    answers = Answers()
+    processor.process(ApiPartitionReassignment({T0: (2, 3), TopicPartition("t", 9): (1,)}, callback=answers))
+    (results,) = answers
+    assert results[T0] is None
+    assert results[TopicPartition("t", 9)].code == Errors.UNKNOWN_TOPIC_OR_PARTITION
+    written = zk.topics["t"].partitions[0]
+    assert (written.replicas, written.adding_replicas, written.removing_replicas) == ((2, 3, 1), (3,), (1,))
+    listed = Answers()
+    processor.process(ListPartitionReassignments(None, callback=listed))
+    assert list(listed[0]) == [T0]
+
+
+def test_the_legacy_znode_is_carried_out_and_refused_partitions_leave_it(processor, zk):
+    zk.brokers[3] = broker(3)
+    zk.reassignment = {T0: [2, 3], TopicPartition("gone", 0): [1]}
+    processor.process(Startup())
+    assert zk.topics["t"].partitions[0].replicas == (2, 3, 1)
+    # the refused partition left the znode; the one in progress stays until it completes
+    assert zk.reassignment == {T0: [2, 3]}
+    calls = len(zk.calls)
+    processor.process(ZkPartitionReassignment())  # its own rewrite fires the watch: nothing new
+    assert zk.calls[calls:] == []

@@ -69,6 +69,16 @@ class ControllerServiceStub:
                 request_serializer=odradek_dot_controller_dot_v1_dot_controller__pb2.ElectLeadersRequest.SerializeToString,
                 response_deserializer=odradek_dot_controller_dot_v1_dot_controller__pb2.ElectLeadersResponse.FromString,
                 _registered_method=True)
+        self.AlterPartitionReassignments = channel.unary_unary(
+                '/odradek.controller.v1.ControllerService/AlterPartitionReassignments',
+                request_serializer=odradek_dot_controller_dot_v1_dot_controller__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=odradek_dot_controller_dot_v1_dot_controller__pb2.AlterPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
+        self.ListPartitionReassignments = channel.unary_unary(
+                '/odradek.controller.v1.ControllerService/ListPartitionReassignments',
+                request_serializer=odradek_dot_controller_dot_v1_dot_controller__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=odradek_dot_controller_dot_v1_dot_controller__pb2.ListPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
         self.DescribeConfigs = channel.unary_unary(
                 '/odradek.controller.v1.ControllerService/DescribeConfigs',
                 request_serializer=odradek_dot_controller_dot_v1_dot_controller__pb2.DescribeConfigsRequest.SerializeToString,
@@ -140,6 +150,20 @@ class ControllerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterPartitionReassignments(self, request, context):
+        """Starts (a target replica list) or cancels partition reassignments.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPartitionReassignments(self, request, context):
+        """Lists the partitions being reassigned, with their adding and removing replicas.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DescribeConfigs(self, request, context):
         """Reads topic (or broker) configs with their sources.
         """
@@ -198,6 +222,16 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.ElectLeaders,
                     request_deserializer=odradek_dot_controller_dot_v1_dot_controller__pb2.ElectLeadersRequest.FromString,
                     response_serializer=odradek_dot_controller_dot_v1_dot_controller__pb2.ElectLeadersResponse.SerializeToString,
+            ),
+            'AlterPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterPartitionReassignments,
+                    request_deserializer=odradek_dot_controller_dot_v1_dot_controller__pb2.AlterPartitionReassignmentsRequest.FromString,
+                    response_serializer=odradek_dot_controller_dot_v1_dot_controller__pb2.AlterPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'ListPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPartitionReassignments,
+                    request_deserializer=odradek_dot_controller_dot_v1_dot_controller__pb2.ListPartitionReassignmentsRequest.FromString,
+                    response_serializer=odradek_dot_controller_dot_v1_dot_controller__pb2.ListPartitionReassignmentsResponse.SerializeToString,
             ),
             'DescribeConfigs': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeConfigs,
@@ -404,6 +438,60 @@ class ControllerService:
             '/odradek.controller.v1.ControllerService/ElectLeaders',
             odradek_dot_controller_dot_v1_dot_controller__pb2.ElectLeadersRequest.SerializeToString,
             odradek_dot_controller_dot_v1_dot_controller__pb2.ElectLeadersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.controller.v1.ControllerService/AlterPartitionReassignments',
+            odradek_dot_controller_dot_v1_dot_controller__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+            odradek_dot_controller_dot_v1_dot_controller__pb2.AlterPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.controller.v1.ControllerService/ListPartitionReassignments',
+            odradek_dot_controller_dot_v1_dot_controller__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+            odradek_dot_controller_dot_v1_dot_controller__pb2.ListPartitionReassignmentsResponse.FromString,
             options,
             channel_credentials,
             insecure,
