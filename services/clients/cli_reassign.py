@@ -18,8 +18,9 @@
         prints every reassignment in progress: `t-0: replicas: 1,2,3. adding: 3. removing: 1.`
 
 Odradek does not throttle replication: `--throttle` is accepted and reported as not applied.
-The proposal of --generate is not rack-aware. Each takes --bootstrap-server and
---command-config; a failure prints `Error: <message>` and exits with 1.
+The proposal of --generate is the controller's own assignment (`services.common.replica_assignment`),
+rack-aware when every broker has a rack. Each takes --bootstrap-server and --command-config; a
+failure prints `Error: <message>` and exits with 1.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from services.clients.admin import Admin
 from services.clients.cli_groups import run_admin_command
 from services.clients.cli_partitions import _add_common, _format_tp, _load_json
 from services.common.errors import KafkaError
+from services.common.replica_assignment import BrokerMetadata, assign_replicas_to_brokers
 from services.common.topic_partition import TopicPartition
 
 ACTIONS = ("generate", "execute", "verify", "cancel", "list")
@@ -150,23 +152,18 @@ def current_assignment(admin: Admin, topics: Sequence[str]) -> dict[TopicPartiti
 # --------------------------------------------------------------------------------------------- generate
 
 def propose_assignment(partition_count: int, replication_factor: int, brokers: Sequence[int],
-                       rng: random.Random | None = None) -> dict[int, list[int]]:
-    """Replicas spread round-robin over `brokers` from a random start, followers shifted per round."""
-    if replication_factor > len(brokers):
-        raise ReassignCommandError(f"Replication factor: {replication_factor} larger than available brokers: "
-                                   f"{len(brokers)}.")
-    rng = rng or random.Random()
-    count = len(brokers)
-    start = rng.randrange(count)
-    shift = rng.randrange(count)
-    proposed: dict[int, list[int]] = {}
-    for partition in range(partition_count):
-        if partition > 0 and partition % count == 0:
-            shift += 1
-        first = (partition + start) % count
-        followers = [(first + 1 + (shift + j) % (count - 1)) % count for j in range(replication_factor - 1)]
-        proposed[partition] = [brokers[first]] + [brokers[i] for i in followers]
-    return proposed
+                       rng: random.Random | None = None, racks: Mapping[int, str | None] | None = None
+                       ) -> dict[int, list[int]]:
+    """Kafka's assignment of `partition_count` partitions over `brokers` (rack-aware when every
+    broker has a rack), as the controller assigns a new topic's replicas."""
+    metadata = [BrokerMetadata(broker, (racks or {}).get(broker)) for broker in sorted(brokers)]
+    if any(m.rack is None for m in metadata):
+        metadata = [BrokerMetadata(m.broker_id) for m in metadata]
+    try:
+        proposed = assign_replicas_to_brokers(metadata, partition_count, replication_factor, rand=rng)
+    except KafkaError as exc:
+        raise ReassignCommandError(str(exc)) from None
+    return {partition: list(replicas) for partition, replicas in proposed.items()}
 
 
 def parse_topics_json(document: Any, path: str) -> list[str]:
@@ -197,8 +194,8 @@ def parse_broker_list(text: str) -> list[int]:
 def run_generate(admin: Admin, args: argparse.Namespace, out: TextIO) -> None:
     topics = parse_topics_json(_load_json(args.topics_to_move_json_file), args.topics_to_move_json_file)
     wanted = parse_broker_list(args.broker_list)
-    registered = {n.node_id for n in admin.describe_cluster().nodes}
-    brokers = [b for b in wanted if b in registered]
+    racks = {n.node_id: n.rack for n in admin.describe_cluster().nodes}
+    brokers = [b for b in wanted if b in racks]
     if not brokers:
         raise ReassignCommandError(f"none of the brokers {args.broker_list} is registered")
     current = current_assignment(admin, topics)
@@ -206,7 +203,7 @@ def run_generate(admin: Admin, args: argparse.Namespace, out: TextIO) -> None:
     for topic in topics:
         partitions = sorted(tp for tp in current if tp.topic == topic)
         factor = len(current[partitions[0]]) if partitions else 0
-        for partition, replicas in propose_assignment(len(partitions), factor, brokers).items():
+        for partition, replicas in propose_assignment(len(partitions), factor, brokers, racks=racks).items():
             proposed[TopicPartition(topic, partition)] = replicas
     print(f"Current partition replica assignment\n{format_reassignment_json(current)}\n", file=out)
     print(f"Proposed partition reassignment configuration\n{format_reassignment_json(proposed)}", file=out)

@@ -8,7 +8,7 @@ broker requests) for the controller service to carry out. Nothing here imports g
 generated stubs.
 """
 
-from services.controller.state.assignment import (
+from services.common.replica_assignment import (
     AdminOperationError,
     BrokerMetadata,
     assign_replicas_to_brokers,

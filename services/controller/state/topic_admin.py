@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from services.common.errors import Errors, KafkaError
-from services.controller.state.assignment import (
+from services.common.replica_assignment import (
     RandomSource,
     assign_replicas_to_brokers,
     broker_metadatas,

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.common.errors import Errors, KafkaError
-from services.controller.state.assignment import (
+from services.common.replica_assignment import (
     AdminOperationError,
     BrokerMetadata,
     assign_replicas_to_brokers,
