@@ -159,7 +159,10 @@ class FakeTransaction:
         self._ops: list[tuple] = []
         self._jute: list = []
 
-    def create(self, path: str, value: bytes = b"", **_kwargs) -> None:
+    def create(self, path: str, value: bytes = b"", *, sequence: bool = False, **_kwargs) -> None:
+        if sequence:
+            path = f"{path}{self._client.sequence:010d}"
+            self._client.sequence += 1
         self._ops.append(("create", path, value, -1))
         self._jute.append(Create(path, value, OPEN_ACL_UNSAFE, 0))
 
