@@ -1,6 +1,7 @@
 """`DynamicBrokerConfig`: this broker's effective config — dynamic per-broker configs over the
 cluster-wide dynamic defaults over the static properties over Kafka's defaults — its live application
-to the log manager's default log config, and its description with sources and synonyms.
+to the log manager's default log config and to whatever else follows it (`on_config`: the replica
+fetchers), and its description with sources and synonyms.
 `ConfigChangeListener`: follows `/config/changes` and rereads the changed entity: this broker's or
 the default broker configs, or a hosted topic's overrides.
 
@@ -51,13 +52,15 @@ def config_text(value: Any) -> str | None:
 
 class DynamicBrokerConfig:
     def __init__(self, broker_id: int, static: BrokerConfig,
-                 on_log_defaults: Callable[[LogConfig], None] = lambda _config: None) -> None:
+                 on_log_defaults: Callable[[LogConfig], None] = lambda _config: None,
+                 on_config: Callable[[BrokerConfig], None] = lambda _config: None) -> None:
         self.broker_id = broker_id
         self.static = static
         self.current = static
         self.dynamic_default: dict[str, str] = {}
         self.dynamic_broker: dict[str, str] = {}
         self._on_log_defaults = on_log_defaults
+        self._on_config = on_config
         self._lock = threading.Lock()
 
     def update(self, dynamic_default: Mapping[str, str], dynamic_broker: Mapping[str, str]) -> bool:
@@ -70,10 +73,13 @@ class DynamicBrokerConfig:
             except Exception as exc:
                 logger.error("dynamic broker configs %s / %s not applied: %s", default, own, exc)
                 return False
-            changed = log_defaults != LogConfig.from_props(self.current.log_defaults())
+            changed = config.as_dict() != self.current.as_dict()
+            log_defaults_changed = log_defaults != LogConfig.from_props(self.current.log_defaults())
             self.current, self.dynamic_default, self.dynamic_broker = config, default, own
         if changed:
             logger.info("dynamic broker configs applied: defaults %s, broker %d %s", default, self.broker_id, own)
+            self._on_config(config)
+        if log_defaults_changed:
             self._on_log_defaults(log_defaults)
         return True
 

@@ -64,6 +64,16 @@ def use_batch_scheduling() -> None:
             return
 
 
+def fetcher_config(config: BrokerConfig) -> FetcherConfig:
+    """The replica fetchers' settings from the broker's (effective) config."""
+    return FetcherConfig(replica_id=config.broker_id, max_wait_ms=config.replica_fetch_wait_max_ms,
+                         min_bytes=config.replica_fetch_min_bytes,
+                         max_bytes=config.replica_fetch_response_max_bytes,
+                         partition_max_bytes=config.replica_fetch_max_bytes,
+                         backoff_ms=config.replica_fetch_backoff_ms,
+                         request_timeout_ms=config.request_timeout_ms)
+
+
 class BrokerServer:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
@@ -77,7 +87,8 @@ class BrokerServer:
         self.log_defaults = LogConfig.from_props(config.log_defaults())
         self.log_manager = LogManager(LogManagerConfig.from_mapping(config.as_dict()), self.log_defaults)
         self.dynamic_config = DynamicBrokerConfig(self.broker_id, config,
-                                                  self.log_manager.reconfigure_default_log_config)
+                                                  self.log_manager.reconfigure_default_log_config,
+                                                  self._on_dynamic_config)
         self.config_changes = ConfigChangeListener(self.zk_raw, self.zk, self.dynamic_config,
                                                    self._on_topic_config_change)
         self.replica_manager = ReplicaManager(
@@ -86,13 +97,7 @@ class BrokerServer:
         self._leader_endpoints: dict[int, str] = {}
         self.replica_manager.fetcher_manager = ReplicaFetcherManager(
             self.replica_manager,
-            FetcherConfig(replica_id=self.broker_id, max_wait_ms=config.replica_fetch_wait_max_ms,
-                          min_bytes=config.replica_fetch_min_bytes,
-                          max_bytes=config.replica_fetch_response_max_bytes,
-                          partition_max_bytes=config.replica_fetch_max_bytes,
-                          backoff_ms=config.replica_fetch_backoff_ms,
-                          request_timeout_ms=config.request_timeout_ms),
-            self._leader_endpoint, SYSTEM_CLOCK)
+            fetcher_config(config), self._leader_endpoint, SYSTEM_CLOCK)
         self.replica_manager.isr_manager = IsrManager(self.replica_manager, self._write_isr,
                                                       self._announce_isr_changes, SYSTEM_CLOCK,
                                                       config.replica_lag_time_max_ms)
@@ -301,6 +306,11 @@ class BrokerServer:
                 raise KafkaError.from_code(result.error_code, result.error_message)
         if reply.error_code:
             raise KafkaError.from_code(reply.error_code, reply.error_message)
+
+    def _on_dynamic_config(self, config: BrokerConfig) -> None:
+        fetchers = self.replica_manager.fetcher_manager
+        if fetchers is not None and fetchers.config != fetcher_config(config):
+            fetchers.reconfigure(fetcher_config(config))
 
     def _on_topic_config_change(self, topic: str) -> None:
         """A topic's overrides changed: logs of it hosted here follow them at once."""

@@ -4,7 +4,8 @@ without a restart, the entity names they are stored under, and the check of a ne
 Odradek applies live the broker-wide defaults of the per-topic log configs (retention, segments,
 flush, index, cleanup, compaction lags, message sizes and timestamps, `min.insync.replicas`,
 `compression.type`, `log.preallocate`): a broker rebuilds its default log config from them and every
-log without a topic override of the key follows at once. Every other broker key is static (read
+log without a topic override of the key follows at once; and its followers' fetching
+(`replica.fetch.*`), which each replica fetcher takes up from its next fetch. Every other broker key is static (read
 from the properties file at start); altering one is refused with INVALID_REQUEST naming it.
 
 Entities: a broker's own dynamic configs are stored under its id (`/config/brokers/1`), the
@@ -53,6 +54,11 @@ DYNAMIC_BROKER_CONFIGS: Mapping[str, ConfigType] = {
     "log.preallocate": ConfigType.BOOLEAN,
     "log.message.timestamp.type": ConfigType.STRING,
     "log.message.timestamp.difference.max.ms": ConfigType.LONG,
+    "replica.fetch.wait.max.ms": ConfigType.INT,
+    "replica.fetch.min.bytes": ConfigType.INT,
+    "replica.fetch.max.bytes": ConfigType.INT,
+    "replica.fetch.response.max.bytes": ConfigType.INT,
+    "replica.fetch.backoff.ms": ConfigType.INT,
 }
 
 

@@ -2,7 +2,8 @@
 as the cluster-wide default and per broker takes effect on running brokers without a restart —
 their Kafka listeners describe the new value and source, and old records go at once from topics
 without an override and stay on the broker whose own value is longer and in a topic with an
-override; a static key is refused by name; deleting the dynamic keys brings the static value back.
+override; a static key is refused by name; deleting the dynamic keys brings the static value back;
+a topic's changed override reaches the running broker too.
 `odradek configs --entity-type brokers` and confluent-kafka's AdminClient (describe_configs,
 incremental_alter_configs of BROKER resources over the Kafka listener) do the work."""
 
@@ -119,6 +120,11 @@ def test_dynamic_retention_by_default_and_per_broker_takes_effect_live(cluster: 
     for broker in ("1", "2"):
         wait_for_retention(kafka_admin, broker, STATIC_RETENTION_MS, Source.STATIC_BROKER_CONFIG)
     assert run(configs + ["--entity-name", "1", "--describe"], capsys) == (0, ["Dynamic configs for broker 1 are:"])
+
+    # a topic's own override, changed, reaches the running broker the same way
+    assert earliest(admin, kept) == 0
+    admin.incremental_alter_configs(kept, {"retention.ms": "60000"})
+    wait_until(lambda: earliest(admin, kept) == 3, DEADLINE_S, 0.1, "broker 1 to apply the topic's new retention")
 
 
 def test_static_keys_are_refused_by_name(cluster: LocalCluster, kafka_admin, capsys):

@@ -4,8 +4,12 @@ rereading the announced entities (over a fake kazoo and the real `OdradekZkClien
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from services.broker.config import BrokerConfig
 from services.broker.dynamic_config import ConfigChangeListener, DynamicBrokerConfig
+from services.broker.replication.fetcher import FetcherConfig, ReplicaFetcherManager
+from services.broker.server import fetcher_config
 from services.common.config import ConfigType
 from services.common.dynamic_broker_configs import (
     DEFAULT_CONFIG_SOURCE,
@@ -90,3 +94,17 @@ def test_the_change_listener_rereads_own_and_default_entities_and_topics():
     listener.process_changes()
     listener.process_changes()  # seen notifications are not processed again
     assert [c.retention_ms for c in applied] == [60000, 30000] and topics == ["t"]
+
+
+def test_replica_fetch_settings_reach_the_fetchers_from_their_next_fetch():
+    seen = []
+    dynamic = DynamicBrokerConfig(1, BrokerConfig.load(STATIC, env={}), on_config=seen.append)
+    assert dynamic.update({"replica.fetch.max.bytes": "65536"}, {"replica.fetch.wait.max.ms": "100"})
+    assert fetcher_config(seen[-1]) == FetcherConfig(replica_id=1, max_wait_ms=100, min_bytes=1,
+                                                     max_bytes=10485760, partition_max_bytes=65536,
+                                                     backoff_ms=1000, request_timeout_ms=30000)
+    manager = ReplicaFetcherManager(None, fetcher_config(BrokerConfig.load(STATIC, env={})), None, None)
+    running = SimpleNamespace(config=manager.config)
+    manager._threads[2] = running
+    manager.reconfigure(fetcher_config(seen[-1]))
+    assert manager.config.partition_max_bytes == 65536 and running.config is manager.config
