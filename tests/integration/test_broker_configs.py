@@ -3,7 +3,8 @@ as the cluster-wide default and per broker takes effect on running brokers witho
 their Kafka listeners describe the new value and source, and old records go at once from topics
 without an override and stay on the broker whose own value is longer and in a topic with an
 override; a static key is refused by name; deleting the dynamic keys brings the static value back;
-a topic's changed override reaches the running broker too.
+a topic's changed override reaches the running broker too; a restarted broker starts with the
+dynamic configs.
 `odradek configs --entity-type brokers` and confluent-kafka's AdminClient (describe_configs,
 incremental_alter_configs of BROKER resources over the Kafka listener) do the work."""
 
@@ -142,3 +143,23 @@ def test_static_keys_are_refused_by_name(cluster: LocalCluster, kafka_admin, cap
     assert run(configs + ["--entity-name", "1", "--alter", "--delete-config", "log.retention.ms"], capsys) == (
         1, ["Error: Invalid config(s): log.retention.ms"])
     assert broker_retention(kafka_admin, "1") == (STATIC_RETENTION_MS, Source.STATIC_BROKER_CONFIG)
+
+
+def test_a_restarted_broker_starts_with_the_dynamic_configs(cluster: LocalCluster, kafka_admin, capsys):
+    configs = ["configs", "--bootstrap-server", cluster.bootstrap_servers, "--entity-type", "brokers",
+               "--entity-default", "--alter"]
+    assert run(configs + ["--add-config", "log.segment.bytes=2097152"], capsys)[0] == 0
+    cluster.restart_service(cluster.broker_name(2), timeout_s=DEADLINE_S)
+    resource = confluent_admin.ConfigResource(confluent_admin.ResourceType.BROKER, "2")
+
+    def segment_bytes():
+        try:
+            entry = kafka_admin.describe_configs([resource], request_timeout=5)[resource].result(
+                timeout=5)["log.segment.bytes"]
+        except confluent_kafka.KafkaException:
+            return None  # the broker is still coming back
+        return entry.value, Source(entry.source)
+
+    wait_until(lambda: segment_bytes() == ("2097152", Source.DYNAMIC_DEFAULT_BROKER_CONFIG), DEADLINE_S, 0.2,
+               lambda: f"the restarted broker 2 to use the default log.segment.bytes: {segment_bytes()}")
+    assert run(configs + ["--delete-config", "log.segment.bytes"], capsys)[0] == 0
