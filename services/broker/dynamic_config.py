@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -134,11 +135,15 @@ def _dynamic_only(configs: Mapping[str, str], entity: object) -> dict[str, str]:
     return {k: v for k, v in configs.items() if k in DYNAMIC_BROKER_CONFIGS}
 
 
+NOTIFICATION_EXPIRY_MS = 15 * 60 * 1000  # as Kafka's ZkNodeChangeNotificationListener
+
+
 class ConfigChangeListener:
     """Watches `/config/changes` and, on its own thread, rereads each entity announced after the
     last one seen: `brokers/<default>` and `brokers/<this id>` reload the dynamic broker configs,
     `topics/<t>` calls `on_topic_change(t)`. Notifications already present at start are taken as
-    seen: `start` is called after the current state was read."""
+    seen: `start` is called after the current state was read. Seen notifications older than 15
+    minutes are deleted, as Kafka's brokers purge them."""
 
     def __init__(self, zk_raw: KazooClient, zk: OdradekZkClient, dynamic: DynamicBrokerConfig,
                  on_topic_change: Callable[[str], None]) -> None:
@@ -190,3 +195,15 @@ class ConfigChangeListener:
             self._last_seen = name
         if reload_brokers:
             self._dynamic.reload(self._zk)
+        self._purge_expired()
+
+    def _purge_expired(self) -> None:
+        expired = []
+        now_ms = int(time.time() * 1000)
+        for name in self._zk.get_config_change_notifications():
+            if name > self._last_seen:
+                break
+            stat = self._zk_raw.exists(f"{CONFIG_CHANGES_PATH}/{name}")
+            if stat is not None and now_ms - stat.ctime > NOTIFICATION_EXPIRY_MS:
+                expired.append(name)
+        self._zk.delete_config_change_notifications(expired)

@@ -108,3 +108,17 @@ def test_replica_fetch_settings_reach_the_fetchers_from_their_next_fetch():
     manager._threads[2] = running
     manager.reconfigure(fetcher_config(seen[-1]))
     assert manager.config.partition_max_bytes == 65536 and running.config is manager.config
+
+
+def test_seen_notifications_older_than_fifteen_minutes_are_purged():
+    kazoo = FakeKazoo()
+    zk = OdradekZkClient(kazoo)
+    dynamic, _ = dynamic_config()
+    listener = ConfigChangeListener(kazoo, zk, dynamic, lambda _topic: None)
+    for entity in ("2", "3", "4"):
+        zk.set_broker_config(entity, {"log.retention.ms": "1"})
+    old, recent, _ = zk.get_config_change_notifications()
+    kazoo.ctimes[f"/config/changes/{old}"] -= 16 * 60 * 1000
+    kazoo.ctimes[f"/config/changes/{recent}"] -= 60 * 1000
+    listener.process_changes()
+    assert zk.get_config_change_notifications() == [recent, _]
