@@ -23,11 +23,14 @@ cluster of any kind, are slower at first):
   Apache Kafka here, is printed apart); Odradek's Consumer assigned and sought to the beginning,
   `poll()` with `max.poll.records` = `--batch`, timed from the assignment.
 
+- Kafka's own ProducerPerformance (Java, acks=all, its defaults otherwise; `--perf-records` records)
+  on each, as users measure a cluster: records/s, average and p99 latency.
+
 Prints records/s of each and the ratios "librdkafka to Odradek / librdkafka to Apache Kafka" for
 produce and consume. When Odradek's brokers have no Kafka listener (none configured, or nothing
 answers there), that half prints "Odradek has no Kafka listener" and the rest runs.
 
-    python bench/kafka_protocol.py [--records 500000] [--batch 1000] [--kafka-only]
+    python bench/kafka_protocol.py [--records 500000] [--batch 1000] [--perf-records 200000] [--kafka-only]
         [--odradek-grpc-bootstrap HOST:PORT] [--odradek-bootstrap HOST:PORT]
 """
 
@@ -50,7 +53,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import confluent_kafka  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
-from kafka_peer import KAFKA_VERSION, KafkaPeer  # noqa: E402  (bench/kafka_peer.py)
+from kafka_peer import KAFKA_VERSION, KafkaPeer, run_tool  # noqa: E402  (bench/kafka_peer.py)
 from peers import odradek_consume  # noqa: E402  (bench/peers.py: Consumer.poll of one partition)
 from replication import producer_rate  # noqa: E402  (bench/replication.py: one plain producer loop)
 
@@ -62,6 +65,7 @@ RECORD_SIZE = 100
 REPLICATION = 3
 TOPIC_CONFIG = {"min.insync.replicas": "2"}
 RDKAFKA_TOPIC = "rdkafka"
+PERF_TOPIC = "perf"
 GRPC_TOPIC = "grpc"
 DEADLINE_S = 600.0
 LISTENER_CHECK_S = 10.0
@@ -165,6 +169,26 @@ def measure_rdkafka(bootstrap: str, values: list[bytes], batch: int) -> tuple[fl
     return produced, consumed.records_per_s
 
 
+class PerfRun(NamedTuple):
+    records_per_s: float
+    average_latency_ms: float
+    p99_latency_ms: float
+
+
+def java_producer_perf(bootstrap: str, topic: str, records: int) -> PerfRun:
+    """Kafka's own ProducerPerformance (Java, acks=all, its other defaults) against `bootstrap`:
+    the tool users run to measure a cluster."""
+    argv = ["--topic", topic, "--num-records", str(records), "--record-size", str(RECORD_SIZE),
+            "--throughput", "-1", "--producer-props", "acks=all", f"bootstrap.servers={bootstrap}"]
+    summary = run_tool("producer-perf-test", argv, timeout_s=DEADLINE_S).check().stdout.strip().splitlines()[-1]
+    # "N records sent, R records/sec (M MB/sec), A ms avg latency, X ms max latency, p50, p95, p99, p99.9"
+    parts = [part.strip() for part in summary.split(",")]
+    rate = float(parts[1].split()[0])
+    average = float(parts[2].split()[0])
+    p99 = float(next(part for part in parts if part.endswith("99th")).split()[0])
+    return PerfRun(rate, average, p99)
+
+
 # --------------------------------------------------------------------------------------------- odradek
 
 @contextlib.contextmanager
@@ -181,13 +205,13 @@ def odradek_cluster(args, base: Path) -> Iterator[tuple[str, str]]:
         cluster.stop()
 
 
-def measure_odradek(args, base: Path, values: list[bytes]) -> dict[str, tuple[float, float] | str]:
-    results: dict[str, tuple[float, float] | str] = {}
+def measure_odradek(args, base: Path, values: list[bytes]) -> dict[str, tuple[float, float] | PerfRun | str]:
+    results: dict[str, tuple[float, float] | PerfRun | str] = {}
     with odradek_cluster(args, base) as (grpc_bootstrap, kafka_bootstrap):
         with Admin(bootstrap_servers=grpc_bootstrap) as admin:  # both topics, through Odradek's own Admin
             admin.create_topics([OdradekNewTopic(name, 1, REPLICATION, configs=TOPIC_CONFIG)
-                                 for name in (GRPC_TOPIC, RDKAFKA_TOPIC)])
-            for name in (GRPC_TOPIC, RDKAFKA_TOPIC):
+                                 for name in (GRPC_TOPIC, RDKAFKA_TOPIC, PERF_TOPIC)])
+            for name in (GRPC_TOPIC, RDKAFKA_TOPIC, PERF_TOPIC):
                 admin.wait_for_topic(name, 60, partitions=1)
         warm_up = warm_up_values(values)
         producer_rate(grpc_bootstrap, GRPC_TOPIC, warm_up, acks="all")
@@ -198,6 +222,7 @@ def measure_odradek(args, base: Path, values: list[bytes]) -> dict[str, tuple[fl
         if missing is None:
             try:
                 results["rdkafka"] = measure_rdkafka(kafka_bootstrap, values, args.batch)
+                results["perf"] = java_producer_perf(kafka_bootstrap, PERF_TOPIC, args.perf_records)
             except (RuntimeError, confluent_kafka.KafkaException) as exc:
                 results["rdkafka"] = f"failed against Odradek's Kafka listener: {exc}"
         else:
@@ -211,6 +236,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=500000)
     parser.add_argument("--batch", type=int, default=1000, help="consume() num_messages, max.poll.records")
+    parser.add_argument("--perf-records", type=int, default=200000, help="records of Kafka's ProducerPerformance")
     parser.add_argument("--kafka-only", action="store_true", help="measure Apache Kafka alone")
     parser.add_argument("--odradek-grpc-bootstrap", help="a running Odradek's brokers (gRPC), e.g. make up's")
     parser.add_argument("--odradek-bootstrap", help="a running Odradek's Kafka listeners, e.g. 127.0.0.1:19092")
@@ -220,24 +246,36 @@ def main() -> int:
           f"min.insync.replicas=2, acks=all; librdkafka {confluent_kafka.libversion()[0]} "
           f"(confluent-kafka {version('confluent-kafka')}); {os.cpu_count()} CPUs", flush=True)
     rows: dict[str, tuple[float, float] | str] = {}
+    odradek_perf = None
     with tempfile.TemporaryDirectory(prefix="odradek-kafka-protocol-") as tmp:
         base = Path(tmp)
         with KafkaPeer(base / "kafka", brokers=3) as peer:
             rdkafka_create_topic(peer.bootstrap_servers, RDKAFKA_TOPIC)
             rows[f"librdkafka -> Apache Kafka {KAFKA_VERSION}"] = kafka = measure_rdkafka(
                 peer.bootstrap_servers, values, args.batch)
+            rdkafka_create_topic(peer.bootstrap_servers, PERF_TOPIC)
+            kafka_perf = java_producer_perf(peer.bootstrap_servers, PERF_TOPIC, args.perf_records)
         print(f"Apache Kafka {KAFKA_VERSION} (3 KRaft nodes): produce {kafka[0]:,.0f} rec/s, "
               f"consume {kafka[1]:,.0f} rec/s", flush=True)
         if not args.kafka_only:
             odradek = measure_odradek(args, base, values)
             rows["librdkafka -> Odradek (Kafka listener)"] = odradek["rdkafka"]
             rows["Odradek Producer/Consumer (gRPC)"] = odradek["grpc"]
+            odradek_perf = odradek.get("perf")
     print(f"{'client -> system':<42}{'produce rec/s':>15}{'consume rec/s':>15}")
     for name, figures in rows.items():
         if isinstance(figures, str):
             print(f"{name:<42}  {figures}")
         else:
             print(f"{name:<42}{figures[0]:>15,.0f}{figures[1]:>15,.0f}")
+    print(f"Kafka's ProducerPerformance ({args.perf_records} records, acks=all) -> Apache Kafka: "
+          f"{kafka_perf.records_per_s:,.0f} rec/s, avg latency {kafka_perf.average_latency_ms:.1f} ms, "
+          f"p99 {kafka_perf.p99_latency_ms:.0f} ms")
+    if not args.kafka_only and isinstance(odradek_perf, PerfRun):
+        print(f"Kafka's ProducerPerformance ({args.perf_records} records, acks=all) -> Odradek: "
+              f"{odradek_perf.records_per_s:,.0f} rec/s, avg latency {odradek_perf.average_latency_ms:.1f} ms, "
+              f"p99 {odradek_perf.p99_latency_ms:.0f} ms; "
+              f"ratio {odradek_perf.records_per_s / kafka_perf.records_per_s:.2f}x")
     ours = rows.get("librdkafka -> Odradek (Kafka listener)")
     if isinstance(ours, tuple):
         print(f"librdkafka to Odradek / librdkafka to Apache Kafka: produce {ours[0] / kafka[0]:.2f}x, "

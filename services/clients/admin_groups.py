@@ -1,5 +1,5 @@
 """The admin client's consumer-group operations, as Kafka's Admin: list, describe and delete
-groups, read and alter their committed offsets.
+groups, read, alter and delete their committed offsets.
 
 A group's requests go to its coordinator, found with FindCoordinator through any broker; listing
 asks every live coordinator (the brokers' metadata names them). NOT_COORDINATOR,
@@ -26,6 +26,8 @@ from services.clients.group_requests import (
     find_coordinator_request,
     list_groups_request,
     offset_commit_request,
+    offset_delete_errors,
+    offset_delete_request,
     offset_fetch_request,
     parse_describe_group,
     parse_find_coordinator,
@@ -150,6 +152,22 @@ class GroupAdminOps:
         request = offset_commit_request(group_id, -1, "", None, wanted)
         self._group_call(group_id, "OffsetCommit", request, lambda response, _node: _raise(commit_error(response)),
                          timeout_ms)
+
+    def delete_consumer_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition], *,
+                                      timeout_ms: int | None = None,
+                                      raise_errors: bool = True) -> dict[TopicPartition, KafkaError | None]:
+        """Deletes the group's committed offsets of `partitions`, as Kafka's deleteConsumerGroupOffsets:
+        {partition: None, or the KafkaError that kept it (GROUP_SUBSCRIBED_TO_TOPIC for a topic the
+        active group is subscribed to)}. The group's own error (GROUP_ID_NOT_FOUND,
+        NON_EMPTY_GROUP, ...) is always raised; with `raise_errors` a partition's error too."""
+        wanted = sorted({TopicPartition(*tp) for tp in partitions})
+        answer = self._group_call(group_id, "OffsetDelete", offset_delete_request(group_id, wanted),
+                                  lambda response, _node: offset_delete_errors(response, group_id), timeout_ms)
+        results: dict[TopicPartition, KafkaError | None] = {tp: answer.get(tp) for tp in wanted}
+        failed = next((error for error in results.values() if error is not None), None)
+        if raise_errors and failed is not None:
+            raise failed
+        return results
 
 
 def _raise(error: KafkaError | None) -> None:

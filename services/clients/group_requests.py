@@ -1,6 +1,6 @@
 """The group coordinator's requests that the consumer and the admin client both send or that the
 admin client sends alone: FindCoordinator (any broker answers it; of transactional ids too), OffsetCommit, OffsetFetch,
-ListGroups, DescribeGroups and DeleteGroups. Building them from the clients' own types and reading
+ListGroups, DescribeGroups, DeleteGroups and OffsetDelete. Building them from the clients' own types and reading
 their answers back into them (`Node`, `OffsetAndMetadata`, the admin's group descriptions). The
 membership requests (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) are the consumer's alone and
 are built where it sends them (`group_rebalance`, `heartbeat`).
@@ -194,3 +194,20 @@ def delete_group_error(response: pb.DeleteGroupsResponse, group_id: str) -> Kafk
     result = next((r for r in response.results if r.group_id == group_id), None)
     code = result.error_code if result is not None else Errors.NONE
     return None if code == Errors.NONE else KafkaError.from_code(code, f"deleting group {group_id!r}")
+
+
+def offset_delete_request(group_id: str, partitions: Iterable[TopicPartition]) -> pb.OffsetDeleteRequest:
+    request = pb.OffsetDeleteRequest(group_id=group_id)
+    for topic, tps in _by_topic(partitions).items():
+        request.topics.add(name=topic, partition_indexes=[tp.partition for tp in tps])
+    return request
+
+
+def offset_delete_errors(response: pb.OffsetDeleteResponse, group_id: str) -> dict[TopicPartition, KafkaError | None]:
+    """{partition: why its offset was kept, or None when deleted}; raises the group's error."""
+    if response.error_code != Errors.NONE:
+        raise KafkaError.from_code(response.error_code, f"deleting offsets of group {group_id!r}")
+    return {TopicPartition(topic.name, p.partition_index):
+            None if p.error_code == Errors.NONE else KafkaError.from_code(
+                p.error_code, f"deleting the offset of group {group_id!r} for {topic.name}-{p.partition_index}")
+            for topic in response.topics for p in topic.partitions}

@@ -40,7 +40,7 @@ class CoordinatorServiceConfig(GroupConfig, TransactionConfig):
                                       "that wait (JoinGroup, SyncGroup, commits) hold none.")
     parked_max_requests: int = setting(
         ConfigType.INT, DEFAULT_PARKED_MAX_REQUESTS, at_least(1),
-        doc="Waiting requests (JoinGroup, SyncGroup, OffsetCommit, DeleteGroups) held at once; one more "
+        doc="Waiting requests (JoinGroup, SyncGroup, OffsetCommit, DeleteGroups, OffsetDelete) held at once; one more "
             "is answered at once with THROTTLING_QUOTA_EXCEEDED.")
     offsets_topic_replication_factor: int = setting(
         ConfigType.SHORT, 3, at_least(1),

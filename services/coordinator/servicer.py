@@ -1,7 +1,7 @@
 """The coordinator's gRPC adapter: decodes CoordinatorService group requests, calls the
 `GroupCoordinator`, encodes its answers. JoinGroup and SyncGroup wait until the group
 coordinator answers (the rebalance completes) or the caller's deadline passes, OffsetCommit,
-TxnOffsetCommit and DeleteGroups until their write to `__consumer_offsets` is replicated, and
+TxnOffsetCommit, DeleteGroups and OffsetDelete until their write to `__consumer_offsets` is replicated, and
 WriteTxnMarkers (markers for this instance's partitions of `__consumer_offsets`, sent by the
 transaction coordinator) until the markers are written and the offsets completed: these run on the server's
 event loop and await the `Completion` the coordinator's callback resolves, so a waiting request
@@ -286,6 +286,25 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
         response = pb.DeleteGroupsResponse()
         for group_id in request.groups_names:
             response.results.add(group_id=group_id, error_code=results.get(group_id, refused))
+        return response
+
+    async def OffsetDelete(self, request, context):
+        partitions = [TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes]
+        if self.waiting.try_acquire():
+            answer = await self._call_and_wait(
+                lambda reply: self.groups.handle_delete_offsets(request.group_id, partitions, reply),
+                _wait_s(context, 60.0))
+            group_error, partition_errors = answer if answer is not None else (Errors.REQUEST_TIMED_OUT, {})
+        else:
+            group_error, partition_errors = Errors.THROTTLING_QUOTA_EXCEEDED, {}
+        response = pb.OffsetDeleteResponse(error_code=group_error)
+        by_topic: dict[str, list[tuple[int, int]]] = {}
+        for tp, error in sorted(partition_errors.items()):
+            by_topic.setdefault(tp.topic, []).append((tp.partition, error))
+        for topic, answers in by_topic.items():
+            out = response.topics.add(name=topic)
+            for partition, error in answers:
+                out.partitions.add(partition_index=partition, error_code=error)
         return response
 
     # ------------------------------------------------------------------ transactions

@@ -19,7 +19,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Match
+from starlette.routing import BaseRoute, Match
+
+try:
+    from fastapi.routing import iter_route_contexts
+except ImportError:  # FastAPI before included routers were kept whole: app.routes lists every route
+    iter_route_contexts = None
 
 from services.common.errors import Errors, KafkaError
 from services.common.http_wire import JSON
@@ -95,10 +100,19 @@ def allowed_methods(request: Request) -> list[str]:
     """Every method some route of the app answers at the request's path (the routes of one path
     are one per method, and the router alone names only the first's in a 405's Allow)."""
     methods: set[str] = set()
-    for route in request.app.routes:
+    for route in _every_route(request.app.routes):
         if getattr(route, "methods", None) and route.matches(request.scope)[0] is not Match.NONE:
             methods |= route.methods
     return sorted(methods)
+
+
+def _every_route(routes: list[BaseRoute]) -> list[BaseRoute]:
+    """The app's routes, those of included routers among them (FastAPI from 0.16x keeps an included
+    router whole; the gateway's routers are included without a prefix, so their routes' own paths
+    are the app's)."""
+    if iter_route_contexts is None:
+        return routes
+    return [context.original_route for context in iter_route_contexts(routes)]
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -1,5 +1,6 @@
 """Schemathesis hooks of the gateway's fuzzing: Arrow IPC bodies are generated as bytes, and a
-generated topic creation is kept small, since it creates a real topic on the test's one broker."""
+generated topic creation or partition count is kept small, since it creates real partitions on the
+test's one broker."""
 
 from typing import Any
 
@@ -28,5 +29,5 @@ def keep_created_topics_small(body: Any) -> None:
 
 @schemathesis.hook
 def before_call(ctx: Any, case: Any, **kwargs: Any) -> None:
-    if case.method.upper() == "POST" and case.path.endswith("/topics"):
+    if (case.method.upper(), case.path.rsplit("/", 1)[-1]) in (("POST", "topics"), ("PATCH", "{topic_name}")):
         keep_created_topics_small(case.body)

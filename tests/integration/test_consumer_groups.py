@@ -2,7 +2,8 @@
 by the tests of this module): members sharing a topic without overlap, rebalances after a join, a
 leave and a SIGKILL, idle extra members, committed offsets surviving a restart of every consumer
 and a SIGKILL of the group's coordinator, kafka-python's `commit()` and `poll()` by partition,
-fencing of an old generation, and the `consumer-groups` tool's lag, reset and delete.
+fencing of an old generation, and the `consumer-groups` tool's lag, resets (to a datetime, by a
+duration, from an exported plan), delete and delete-offsets.
 
 Members that get killed run in processes of their own (`group_member`); the others run in threads.
 """
@@ -517,6 +518,126 @@ def test_list_reset_and_delete_with_the_tool(cluster, admin, writer):
     code, output = run_cli(*bootstrap, "--delete", "--group", "resetters")
     assert code == 0 and "was successful" in output
     assert admin.list_consumer_group_offsets("resetters") == {}
+
+
+def committed_offsets(admin: Admin, group: str) -> dict[tuple[str, int], int]:
+    return {(tp.topic, tp.partition): o.offset for tp, o in admin.list_consumer_group_offsets(group).items()}
+
+
+def new_offsets(output: str) -> dict[tuple[str, int], int]:
+    """The NEW-OFFSET table of `--reset-offsets`: {(topic, partition): offset}."""
+    rows = [line.split() for line in output.splitlines() if line.strip() and not line.startswith(("GROUP", "Warn"))]
+    return {(topic, int(partition)): int(offset) for _group, topic, partition, offset in rows}
+
+
+JAN_1_2021_MS = 1609459200000   # 2021-01-01T00:00:00.000Z
+
+
+def test_reset_to_a_datetime_and_by_a_duration_on_known_timestamps(cluster, admin, writer):
+    topic = create_topic(admin, "timed", 2, REPLICATION)
+    # partition 0: one record a second from 2021-01-01T00:00:00Z; partition 1: one an hour, ending an hour ago
+    produce_values(writer, topic, 0, [b"old"] * 10, timestamps=[JAN_1_2021_MS + i * 1000 for i in range(10)])
+    now_ms = int(time.time() * 1000)
+    produce_values(writer, topic, 1, [b"new"] * 5, timestamps=[now_ms - (5 - i) * 3_600_000 for i in range(5)])
+    admin.alter_consumer_group_offsets("timers", {TopicPartition(topic, 0): 1, TopicPartition(topic, 1): 1})
+    bootstrap = ("consumer-groups", "--bootstrap-server", cluster.bootstrap_servers)
+
+    code, output = run_cli(*bootstrap, "--reset-offsets", "--group", "timers", "--topic", topic,
+                           "--to-datetime", "2021-01-01T00:00:05.500", "--execute")
+    assert code == 0, output
+    assert new_offsets(output) == {(topic, 0): 6, (topic, 1): 0}   # the first record at or after the time
+    assert committed_offsets(admin, "timers") == {(topic, 0): 6, (topic, 1): 0}
+    code, output = run_cli(*bootstrap, "--reset-offsets", "--group", "timers", "--topic", f"{topic}:0",
+                           "--to-datetime", "2021-01-01T01:00:03.000+01:00", "--dry-run")
+    assert code == 0 and new_offsets(output) == {(topic, 0): 3}, output
+
+    code, output = run_cli(*bootstrap, "--reset-offsets", "--group", "timers", "--topic", topic,
+                           "--by-duration", "PT2H30M", "--execute")
+    assert code == 0, output
+    # partition 1's records are 5..1 hours old: the first within 2.5 hours is offset 3; partition 0
+    # has nothing that recent and falls back to its log end offset, with Kafka's warning
+    assert new_offsets(output) == {(topic, 0): 10, (topic, 1): 3}
+    assert f"Warn: Partition 0 from topic {topic} is empty. Falling back to latest known offset." in output
+    assert committed_offsets(admin, "timers") == {(topic, 0): 10, (topic, 1): 3}
+
+    code, output = run_cli(*bootstrap, "--reset-offsets", "--group", "timers", "--topic", topic,
+                           "--to-datetime", "2021-01-01", "--execute")
+    assert (code, output.strip()) == (1, "Error: Error parsing timestamp. It does not contain a 'T' according to "
+                                         "ISO8601 format")
+    code, output = run_cli(*bootstrap, "--reset-offsets", "--group", "timers", "--topic", topic,
+                           "--by-duration", "2h", "--execute")
+    assert (code, output.strip()) == (1, "Error: Text cannot be parsed to a Duration")
+
+
+def test_an_exported_plan_resets_from_file(cluster, admin, writer, tmp_path):
+    topic = create_topic(admin, "planned", 2, REPLICATION)
+    for p in range(2):
+        produce(writer, topic, p, [f"{p}-{i}" for i in range(10)])
+    for group in ("planners", "others"):
+        admin.alter_consumer_group_offsets(group, {TopicPartition(topic, 0): 9, TopicPartition(topic, 1): 9})
+    bootstrap = ("consumer-groups", "--bootstrap-server", cluster.bootstrap_servers)
+
+    code, exported = run_cli(*bootstrap, "--reset-offsets", "--group", "planners", "--topic", f"{topic}:0",
+                             "--topic", f"{topic}:1", "--shift-by", "-4", "--dry-run", "--export")
+    assert code == 0, exported
+    assert exported == f"{topic},0,5\n{topic},1,5\n\n"
+    assert committed_offsets(admin, "planners") == {(topic, 0): 9, (topic, 1): 9}   # a dry run
+    plan = tmp_path / "plan.csv"
+    plan.write_text(exported.replace(f"{topic},1,5", f"{topic},1,2"))
+    code, output = run_cli(*bootstrap, "--reset-offsets", "--group", "planners", "--from-file", str(plan),
+                           "--execute")
+    assert code == 0, output
+    assert new_offsets(output) == {(topic, 0): 5, (topic, 1): 2}
+    assert committed_offsets(admin, "planners") == {(topic, 0): 5, (topic, 1): 2}
+
+    # two groups: the plan names the group on every line, and an offset past the end is clamped
+    code, exported = run_cli(*bootstrap, "--reset-offsets", "--group", "planners", "--group", "others",
+                             "--topic", topic, "--to-earliest", "--export")
+    assert code == 0, exported
+    assert sorted(exported.split()) == sorted(f"{g},{topic},{p},0" for g in ("planners", "others") for p in (0, 1))
+    plan.write_text(f"planners,{topic},0,7\nothers,{topic},1,99\n")
+    code, output = run_cli(*bootstrap, "--reset-offsets", "--group", "planners", "--group", "others",
+                           "--from-file", str(plan), "--execute", "--export")
+    assert code == 0 and output == f"planners,{topic},0,7\nothers,{topic},1,10\n\n", output
+    assert committed_offsets(admin, "planners") == {(topic, 0): 7, (topic, 1): 2}
+    assert committed_offsets(admin, "others") == {(topic, 0): 9, (topic, 1): 10}
+
+
+def test_delete_offsets_of_an_inactive_group_and_not_of_an_active_subscribed_one(cluster, admin, writer):
+    kept, dropped = create_topic(admin, "kept-offsets", 1, REPLICATION), create_topic(admin, "dropped-offsets", 2,
+                                                                                       REPLICATION)
+    for name, partitions in ((kept, 1), (dropped, 2)):
+        for p in range(partitions):
+            produce(writer, name, p, [f"{p}-{i}" for i in range(5)])
+    admin.alter_consumer_group_offsets("deleters", {TopicPartition(kept, 0): 3, TopicPartition(dropped, 0): 4,
+                                                    TopicPartition(dropped, 1): 5})
+    bootstrap = ("consumer-groups", "--bootstrap-server", cluster.bootstrap_servers)
+    code, output = run_cli(*bootstrap, "--delete-offsets", "--group", "deleters", "--topic", dropped)
+    assert code == 0, output
+    lines = output.splitlines()
+    assert lines[0] == f"Request succeed for deleting offsets with topic {dropped} group deleters"
+    assert [line.split() for line in lines[2:]] == [["TOPIC", "PARTITION", "STATUS"], [dropped, "0", "Successful"],
+                                                     [dropped, "1", "Successful"]]
+    assert committed_offsets(admin, "deleters") == {(kept, 0): 3}
+    code, output = run_cli(*bootstrap, "--delete-offsets", "--group", "nobody-here", "--topic", kept)
+    assert code == 1 and output.splitlines()[0] == "Error: 'nobody-here' does not exist.", output
+
+    with group_consumer(cluster, "subscribers", enable_auto_commit=False) as consumer:
+        consumer.subscribe([kept])
+        wait_until(lambda: consumer.poll(timeout_ms=200) is not None and consumer.assignment(), 30,
+                   message="the consumer's assignment")
+        consumer.commit_sync({TopicPartition(kept, 0): 2, TopicPartition(dropped, 0): 1})
+        assert admin.describe_consumer_groups(["subscribers"])["subscribers"].state == "Stable"
+        code, output = run_cli(*bootstrap, "--delete-offsets", "--group", "subscribers", "--topic", kept,
+                               "--topic", f"{dropped}:0")
+        assert code == 1, output
+        lines = output.splitlines()
+        assert lines[0] == "Error: Encounter some partition level error, see the follow-up details:"
+        statuses = {tuple(line.split()[:2]): line.split(None, 2)[2] for line in lines[3:]}
+        assert statuses[(dropped, "0")] == "Successful"
+        assert statuses[(kept, "0")] == ("Error: Deleting offsets of a topic is forbidden while the consumer group "
+                                         "is actively subscribed to it.")
+        assert committed_offsets(admin, "subscribers") == {(kept, 0): 2}
 
 
 def test_a_lone_coordinator_restarted_under_the_same_id_takes_a_new_epoch(cluster_factory, _zk_root_client, zk_chroot):

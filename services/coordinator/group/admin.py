@@ -1,10 +1,13 @@
-"""`GroupAdmin`: ListGroups, DescribeGroups and DeleteGroups, the core's admin commands.
+"""`GroupAdmin`: ListGroups, DescribeGroups, DeleteGroups and OffsetDelete, the core's admin commands.
 
 ListGroups answers COORDINATOR_LOAD_IN_PROGRESS (with the groups it has) while any partition
 loads; Dead groups are never listed. DescribeGroups shows member metadata and assignments only
 when the group is Stable (Kafka's GroupMetadata.summary). DeleteGroups deletes Empty groups
 (NON_EMPTY_GROUP otherwise; GROUP_ID_NOT_FOUND for unknown ones) by writing their tombstones, and
-answers once every tombstone is written.
+answers once every tombstone is written. OffsetDelete removes a group's committed offsets of some
+partitions the same way: from an Empty group any, from an active "consumer" group only those of
+topics it is not subscribed to (GROUP_SUBSCRIBED_TO_TOPIC for the others); another active group
+answers NON_EMPTY_GROUP, an unknown one GROUP_ID_NOT_FOUND.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.common.errors import Errors
+from services.common.shared_types import CONSUMER_PROTOCOL_TYPE
+from services.common.topic_partition import TopicPartition
 from services.coordinator.group.api import NO_PROTOCOL, NO_PROTOCOL_TYPE, DescribedGroup, DescribedMember, ListedGroup
 from services.coordinator.group.effects import Outcome, TombstonesWritten
 from services.coordinator.group.group import GroupMetadata, GroupState
@@ -28,6 +33,15 @@ class _PendingDelete:
     waiting: set[str]
 
 
+@dataclass
+class _PendingOffsetDelete:
+    reply: Any
+    partition_errors: dict[TopicPartition, int]
+
+
+ACTIVE_STATES = (GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE, GroupState.STABLE)
+
+
 class GroupAdmin:
     """Mixed into GroupCoordinatorCore, whose state it works on."""
 
@@ -38,6 +52,7 @@ class GroupAdmin:
 
     def __init__(self) -> None:
         self._deletes: dict[int, _PendingDelete] = {}
+        self._offset_deletes: dict[int, _PendingOffsetDelete] = {}
         self._delete_ids = itertools.count(1)
 
     def handle_list_groups(self, states: set[str] | None) -> Outcome:
@@ -98,8 +113,55 @@ class GroupAdmin:
             fx.respond(reply, dict(results))
         return fx
 
+    def handle_delete_offsets(self, group_id: str, partitions: list[TopicPartition], reply: Any) -> Outcome:
+        """Answers `reply` with (group error, {partition: error}) once the tombstones are written;
+        with a group error no partition is answered."""
+        fx = Outcome()
+        partitions = list(dict.fromkeys(TopicPartition(*tp) for tp in partitions))
+        error = self.check(group_id)
+        group = None
+        if error == Errors.NONE:
+            error, group = self.manager.get_group(group_id)
+        if error == Errors.NONE and (group is None or group.is_(GroupState.DEAD)):
+            error = self._not_found_error(group_id)
+        if error != Errors.NONE or group is None:
+            fx.respond(reply, (error, {}))
+            return fx
+        partition_errors: dict[TopicPartition, int] = {}
+        if group.is_(GroupState.EMPTY):
+            eligible = partitions
+        elif group.state in ACTIVE_STATES and group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+            eligible = [tp for tp in partitions if not group.is_subscribed_to_topic(tp.topic)]
+            partition_errors = {tp: Errors.GROUP_SUBSCRIBED_TO_TOPIC for tp in partitions if tp not in eligible}
+        else:
+            fx.respond(reply, (Errors.NON_EMPTY_GROUP, {}))
+            return fx
+        partition_errors.update(dict.fromkeys(eligible, Errors.NONE))
+        if not eligible:
+            fx.respond(reply, (Errors.NONE, partition_errors))
+            return fx
+        delete_id = next(self._delete_ids)
+        self._offset_deletes[delete_id] = _PendingOffsetDelete(reply, partition_errors)
+        _, unwritten = self.cleanup_group_metadata(
+            [group], lambda g: {tp: g.offsets[tp] for tp in eligible if tp in g.offsets}, fx, delete_id)
+        if unwritten:
+            self._offsets_deleted(delete_id, Errors.NONE, fx)
+        return fx
+
+    def _offsets_deleted(self, delete_id: int, error: int, fx: Outcome) -> None:
+        pending = self._offset_deletes.pop(delete_id, None)
+        if pending is None:
+            return
+        if error == Errors.NONE:
+            fx.respond(pending.reply, (Errors.NONE, pending.partition_errors))
+        else:
+            fx.respond(pending.reply, (error, {}))
+
     def on_tombstones_written(self, written: TombstonesWritten, error_code: int, fx: Outcome) -> None:
-        if written.delete_id is not None:
+        if written.delete_id in self._offset_deletes:
+            error = Errors.NONE if error_code == Errors.NONE else offset_store_error(error_code)
+            self._offsets_deleted(written.delete_id, error, fx)
+        elif written.delete_id is not None:
             error = Errors.NONE if error_code == Errors.NONE else offset_store_error(error_code)
             self._deleted(written.delete_id, written.group_id, error, fx)
 

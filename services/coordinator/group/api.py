@@ -121,6 +121,7 @@ JoinCallback = Callable[[JoinGroupResult], None]
 SyncCallback = Callable[[SyncGroupResult], None]
 CommitCallback = Callable[[dict[TopicPartition, int]], None]
 DeleteGroupsCallback = Callable[[dict[str, int]], None]
+OffsetDeleteCallback = Callable[[tuple[int, dict[TopicPartition, int]]], None]
 
 
 TxnOffsetCallback = Callable[[dict[TopicPartition, int]], None]

@@ -133,7 +133,8 @@ class OffsetsWritten:
 
 @dataclass(frozen=True, slots=True)
 class TombstonesWritten:
-    """Tombstones of expired or deleted offsets (and groups); `delete_id` names a DeleteGroups."""
+    """Tombstones of expired or deleted offsets (and groups); `delete_id` names a DeleteGroups or an
+    OffsetDelete."""
 
     group_id: str
     delete_id: int | None = None

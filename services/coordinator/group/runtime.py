@@ -32,6 +32,7 @@ from services.coordinator.group.api import (
     LeaveGroupResult,
     ListedGroup,
     MarkerCallback,
+    OffsetDeleteCallback,
     SyncCallback,
     TopicPartition,
     TxnOffsetCallback,
@@ -189,3 +190,7 @@ class GroupCoordinator(CoordinatorRuntime[GroupCoordinatorCore]):
 
     def handle_delete_groups(self, group_ids: list[str], callback: DeleteGroupsCallback) -> None:
         self._run(self.core.handle_delete_groups, group_ids, Once(callback))
+
+    def handle_delete_offsets(self, group_id: str, partitions: list[TopicPartition],
+                              callback: OffsetDeleteCallback) -> None:
+        self._run(self.core.handle_delete_offsets, group_id, partitions, Once(callback))

@@ -1,5 +1,5 @@
-"""REST Proxy v3's cluster, broker, topic, partition and topic-config resources, and the v3 router
-that also carries the records (`v3_records`) and consumer-group (`v3_groups`) routes.
+"""REST Proxy v3's cluster, broker, topic, partition and replica resources, and the v3 router that
+also carries the config (`v3_configs`), records (`v3_records`) and consumer-group (`v3_groups`) routes.
 
     GET    /v3/clusters                                   KafkaClusterList (the one cluster)
     GET    /v3/clusters/{cluster_id}                      KafkaCluster
@@ -9,18 +9,21 @@ that also carries the records (`v3_records`) and consumer-group (`v3_groups`) ro
     POST   /v3/clusters/{cluster_id}/topics               201 KafkaTopic once every broker knows it
                                                           (200 with validate_only)
     GET    /v3/clusters/{cluster_id}/topics/{t}           KafkaTopic
+    PATCH  /v3/clusters/{cluster_id}/topics/{t}           KafkaTopic grown to {"partitions_count": n}
     DELETE /v3/clusters/{cluster_id}/topics/{t}           204
     GET    /v3/clusters/{cluster_id}/topics/{t}/partitions[/{p}]
     GET    /v3/clusters/{cluster_id}/topics/{t}/partitions/{p}/replicas[/{b}]   KafkaReplica(List)
-    GET    /v3/clusters/{cluster_id}/topics/{t}/configs[/{name}]   KafkaTopicConfig(List)
+    .../topics/{t}/configs, .../brokers/{b}/configs           `v3_configs`
 
 Every link an answer holds names a resource of this gateway: the cluster's controller and a
 replica's broker are linked only while they are live brokers (Odradek's controllers are services of
-their own); broker configs, ACLs and reassignments, which Odradek does not serve, are not linked.
+their own); ACLs and reassignments, which Odradek does not serve, are not linked, nor are broker
+configs, which the cluster may refuse to describe.
 
 An unknown topic is 404/40403 (Kafka's UNKNOWN_TOPIC_OR_PARTITION, as REST Proxy v3 answers it),
 an unknown partition of a known topic 404/404; the admin's refusals of a creation (an existing
-topic, a replication factor larger than the brokers, a bad config) are 400/40002.
+topic, a replication factor larger than the brokers, a bad config) or of a partition count (fewer
+partitions than the topic has) are 400/40002.
 """
 
 from __future__ import annotations
@@ -32,12 +35,12 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from services.clients.admin_types import CONFIG_SOURCES, ClusterDescription, ConfigEntry, NewTopic, TopicDescription
+from services.clients.admin_types import ClusterDescription, NewTopic, TopicDescription
 from services.clients.cluster import Node, PartitionInfo
 from services.common.config import INT_MAX, SHORT_MAX
 from services.common.errors import KafkaError
 from services.gateway.errors import error_responses
-from services.gateway.routes import v3_groups, v3_records
+from services.gateway.routes import v3_configs, v3_groups, v3_records
 from services.gateway.routes.v3_resources import (
     CLUSTER_ID_KEY,
     V3_ERRORS,
@@ -48,6 +51,7 @@ from services.gateway.routes.v3_resources import (
     cluster_call,
     describe_topic,
     json_body,
+    live_brokers,
     not_found,
     topic_call,
 )
@@ -108,15 +112,6 @@ def replica_data(at: Links, partition: PartitionInfo, broker_id: int, live: set[
                        is_in_sync=broker_id in partition.isr, **broker)
 
 
-def topic_config_data(at: Links, topic: str, entry: ConfigEntry) -> dict[str, Any]:
-    return at.resource("KafkaTopicConfig", ("topics", topic, "configs", entry.name),
-                       (("topic", topic), ("config", entry.name)), topic_name=topic, name=entry.name,
-                       value=None if entry.is_sensitive else entry.value, is_default=entry.is_default,
-                       is_read_only=entry.read_only, is_sensitive=entry.is_sensitive, source=entry.source_name,
-                       synonyms=[{"name": s.name, "value": None if entry.is_sensitive else s.value,
-                                  "source": CONFIG_SOURCES.get(s.source, "UNKNOWN")} for s in entry.synonyms])
-
-
 # ------------------------------------------------------------------ clusters and brokers
 
 @router.get("/v3/clusters", summary="List clusters (the one this gateway serves)")
@@ -147,10 +142,6 @@ async def get_broker(broker_id: int, state: State, at: ClusterLinks) -> dict[str
         if node.node_id == broker_id:
             return broker_data(at, node)
     raise not_found()
-
-
-async def live_brokers(state: State) -> set[int]:
-    return {node.node_id for node in (await cluster_call(state, state.admin.describe_cluster)).nodes}
 
 
 @router.get("/v3/clusters/{cluster_id}/brokers/{broker_id}/partition-replicas",
@@ -287,6 +278,25 @@ async def get_topic(topic_name: str, state: State, at: ClusterLinks) -> dict[str
     return described_topic_data(at, await describe_topic(state, topic_name))
 
 
+UPDATE_PARTITION_COUNT_SCHEMA = {
+    "type": "object", "required": ["partitions_count"],
+    "properties": {"partitions_count": {"type": "integer", "minimum": 1, "maximum": INT_MAX}},
+}
+
+
+@router.patch("/v3/clusters/{cluster_id}/topics/{topic_name}", summary="Grow a topic to more partitions",
+              responses=error_responses(415), openapi_extra={"requestBody": {"required": True, "content": {
+                  "application/json": {"schema": UPDATE_PARTITION_COUNT_SCHEMA}}}})
+async def update_partition_count(topic_name: str, request: Request, state: State, at: ClusterLinks) -> dict[str, Any]:
+    body = await json_body(request)
+    count = json_integer(body.get("partitions_count")) if isinstance(body, dict) else None
+    if count is None or not 1 <= count <= INT_MAX:
+        raise bad_request(f"The body must be {{\"partitions_count\": <1 to {INT_MAX}>}}.")
+    await topic_call(state, topic_name, state.admin.create_partitions, {topic_name: count})
+    await _until_every_broker_knows(state, topic_name, count)
+    return described_topic_data(at, await describe_topic(state, topic_name))
+
+
 @router.delete("/v3/clusters/{cluster_id}/topics/{topic_name}", status_code=204, summary="Delete a topic")
 async def delete_topic(topic_name: str, state: State, _cluster_id: KnownCluster) -> Response:
     await topic_call(state, topic_name, state.admin.delete_topics, [topic_name])
@@ -335,25 +345,6 @@ async def get_replica(topic_name: str, partition_id: int, broker_id: int, state:
     return replica_data(at, partition, broker_id, await live_brokers(state))
 
 
-async def topic_configs(state: State, topic_name: str) -> dict[str, ConfigEntry]:
-    return (await topic_call(state, topic_name, state.admin.describe_configs, [topic_name],
-                             include_synonyms=True))[topic_name]
-
-
-@router.get("/v3/clusters/{cluster_id}/topics/{topic_name}/configs", summary="List a topic's configs")
-async def list_topic_configs(topic_name: str, state: State, at: ClusterLinks) -> dict[str, Any]:
-    configs = await topic_configs(state, topic_name)
-    return at.collection("KafkaTopicConfigList", ("topics", topic_name, "configs"),
-                         [topic_config_data(at, topic_name, configs[name]) for name in sorted(configs)])
-
-
-@router.get("/v3/clusters/{cluster_id}/topics/{topic_name}/configs/{config_name}", summary="Get a topic's config")
-async def get_topic_config(topic_name: str, config_name: str, state: State, at: ClusterLinks) -> dict[str, Any]:
-    entry = (await topic_configs(state, topic_name)).get(config_name)
-    if entry is None:
-        raise not_found()
-    return topic_config_data(at, topic_name, entry)
-
-
+router.include_router(v3_configs.router)
 router.include_router(v3_records.router)
 router.include_router(v3_groups.router)

@@ -95,6 +95,11 @@ async def json_body(request: Request) -> Any:
         raise bad_request(f"Error processing JSON: {error}") from None
 
 
+async def live_brokers(state: GatewayState) -> set[int]:
+    """The ids of the brokers the cluster has now."""
+    return {node.node_id for node in (await cluster_call(state, state.admin.describe_cluster)).nodes}
+
+
 async def local_cluster_id(state: GatewayState, *, refresh: bool = False) -> str:
     """The id of the cluster this gateway serves, asked of the controller the first time."""
     known = state.extensions.get(CLUSTER_ID_KEY)

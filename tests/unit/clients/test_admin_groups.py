@@ -1,6 +1,6 @@
 """Tests for services.clients.admin_groups against fake brokers and coordinators: the coordinator
-found with FindCoordinator, groups listed, described and deleted, committed offsets read and
-altered, and a moved coordinator found again."""
+found with FindCoordinator, groups listed, described and deleted, committed offsets read,
+altered and deleted, and a moved coordinator found again."""
 
 from __future__ import annotations
 
@@ -177,3 +177,38 @@ def test_alter_consumer_group_offsets_raises_a_partition_error(fake_nodes, clock
     with admin_for(broker, clock) as admin, pytest.raises(KafkaError) as raised:
         admin.alter_consumer_group_offsets("g", {T0: 4})
     assert raised.value.error_name == "UNKNOWN_MEMBER_ID"
+
+
+def offset_delete_answer(request, _context) -> pb.OffsetDeleteResponse:
+    """GROUP_SUBSCRIBED_TO_TOPIC for topic "t", deleted for any other."""
+    response = pb.OffsetDeleteResponse()
+    for topic in request.topics:
+        code = Errors.GROUP_SUBSCRIBED_TO_TOPIC if topic.name == "t" else Errors.NONE
+        answered = response.topics.add(name=topic.name)
+        for partition in topic.partition_indexes:
+            answered.partitions.add(partition_index=partition, error_code=code)
+    return response
+
+
+def test_delete_consumer_group_offsets_answers_each_partition(fake_nodes, clock):
+    broker, (coordinator,) = cluster(fake_nodes)
+    coordinator.on("OffsetDelete", offset_delete_answer)
+    with admin_for(broker, clock) as admin:
+        assert admin.delete_consumer_group_offsets("g", [U0]) == {U0: None}
+        results = admin.delete_consumer_group_offsets("g", [U0, T1, T0], raise_errors=False)
+        with pytest.raises(KafkaError) as raised:
+            admin.delete_consumer_group_offsets("g", [T0])
+    assert results[U0] is None
+    assert [results[tp].error_name for tp in (T0, T1)] == ["GROUP_SUBSCRIBED_TO_TOPIC"] * 2
+    assert raised.value.error_name == "GROUP_SUBSCRIBED_TO_TOPIC"
+    request = coordinator.requests("OffsetDelete")[1]
+    assert request.group_id == "g"
+    assert [(t.name, list(t.partition_indexes)) for t in request.topics] == [("t", [0, 1]), ("u", [0])]
+
+
+def test_delete_consumer_group_offsets_raises_the_groups_error(fake_nodes, clock):
+    broker, (coordinator,) = cluster(fake_nodes)
+    coordinator.on("OffsetDelete", pb.OffsetDeleteResponse(error_code=Errors.GROUP_ID_NOT_FOUND))
+    with admin_for(broker, clock) as admin, pytest.raises(KafkaError) as raised:
+        admin.delete_consumer_group_offsets("g", [T0], raise_errors=False)
+    assert raised.value.error_name == "GROUP_ID_NOT_FOUND"

@@ -19,7 +19,8 @@ from tests.unit.runtime_support import Parked, serving
 
 LIMIT = 3
 ANSWERS = {"join": JoinGroupResult(0, generation_id=1, leader_id="m", member_id="m"),
-           "sync": SyncGroupResult(0, assignment=b"a"), "commit": 0, "marker": 0}
+           "sync": SyncGroupResult(0, assignment=b"a"), "commit": 0, "marker": 0,
+           "delete-offsets": 0}
 
 
 class ParkingGroups(Parked):
@@ -43,6 +44,10 @@ class ParkingGroups(Parked):
                                 callback) -> None:  # fmt: skip
         self.markers.append((list(partitions), producer_id, producer_epoch, commit, coordinator_epoch))
         self.hold("marker", lambda code: callback(dict.fromkeys(partitions, code)))
+
+    def handle_delete_offsets(self, group_id, partitions, callback) -> None:
+        subscribed = {tp: Errors.GROUP_SUBSCRIBED_TO_TOPIC if tp.topic == "t" else Errors.NONE for tp in partitions}
+        self.hold("delete-offsets", lambda code: callback((code, subscribed)))
 
     def handle_heartbeat(self, *args) -> int:
         return 0
@@ -155,3 +160,17 @@ def test_commits_of_unknown_topics_or_partitions_are_refused_and_the_rest_commit
         answer = stub.TxnOffsetCommit(only_unknown, timeout=10).topics[0].partitions[0]
         assert answer.error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION
         assert groups.txn_commits == []  # nothing reached the group coordinator
+
+
+def test_offset_delete_waits_for_its_tombstones_and_answers_by_topic(coordinator):
+    groups, stub = coordinator
+    request = pb.OffsetDeleteRequest(group_id="g")
+    request.topics.add(name="u", partition_indexes=[1, 0])
+    request.topics.add(name="t", partition_indexes=[0])
+    future = stub.OffsetDelete.future(request, timeout=30)
+    wait_until(lambda: len(groups) == 1, 10, 0.01, message="the delete to wait")
+    groups.answer()
+    answer = future.result(timeout=10)
+    assert answer.error_code == Errors.NONE
+    assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in answer.topics] == [
+        ("t", [(0, Errors.GROUP_SUBSCRIBED_TO_TOPIC)]), ("u", [(0, Errors.NONE), (1, Errors.NONE)])]

@@ -1,11 +1,11 @@
-"""ListGroups, DescribeGroups, DeleteGroups, partition ownership (loading, unloading) and shutdown."""
+"""ListGroups, DescribeGroups, DeleteGroups, OffsetDelete, partition ownership (loading, unloading) and shutdown."""
 
 from __future__ import annotations
 
 from services.common.errors import Errors
 from services.coordinator.group import DescribedMember, JoinGroupResult, ListedGroup, SyncGroupResult, TopicPartition
 from services.coordinator.group.records import decode_key
-from tests.unit.coordinator.group.support import GROUP, Box, Harness
+from tests.unit.coordinator.group.support import GROUP, Box, Harness, subscription
 
 T0 = TopicPartition("t", 0)
 
@@ -164,3 +164,86 @@ def test_shutdown_answers_everything_and_stops_serving():
     assert h.coordinator.owned_partitions() == set()
     assert h.join().value.error_code == Errors.COORDINATOR_NOT_AVAILABLE
     assert h.coordinator.handle_list_groups(None) == (Errors.COORDINATOR_NOT_AVAILABLE, [])
+
+
+# --------------------------------------------------------------------------------------------- OffsetDelete
+
+U0 = TopicPartition("u", 0)
+
+
+def test_delete_offsets_of_an_empty_group_writes_their_tombstones():
+    h = Harness()
+    h.commit({T0: 1, U0: 2})
+    box = Box()
+    h.coordinator.handle_delete_offsets(GROUP, [U0, TopicPartition("v", 3)], box)
+    assert box.value == (Errors.NONE, {U0: Errors.NONE, TopicPartition("v", 3): Errors.NONE})
+    assert h.fetch([T0, U0]) == {T0: 1, U0: -1}
+    key, value = h.store.records()[-1]
+    assert (decode_key(key).topic, decode_key(key).partition, value) == ("u", 0, None)
+    assert h.describe().state == "Empty"
+
+
+def test_deleting_an_empty_groups_last_offsets_leaves_it_dead():
+    h = Harness()
+    h.commit({T0: 1})
+    box = Box()
+    h.coordinator.handle_delete_offsets(GROUP, [T0], box)
+    assert box.value == (Errors.NONE, {T0: Errors.NONE})
+    assert h.describe().state == "Dead"
+
+
+def test_an_active_consumer_group_keeps_the_offsets_of_topics_it_subscribes_to():
+    h = Harness()
+    (a,), generation = h.stable_group(1, protocols=[("range", subscription("t"))], session_timeout_ms=600000)
+    h.commit({T0: 1, U0: 2}, a, generation)
+    box = Box()
+    h.coordinator.handle_delete_offsets(GROUP, [T0, U0], box)
+    assert box.value == (Errors.NONE, {T0: Errors.GROUP_SUBSCRIBED_TO_TOPIC, U0: Errors.NONE})
+    assert h.fetch([T0, U0]) == {T0: 1, U0: -1}
+
+
+def test_delete_offsets_of_an_active_group_of_another_protocol_or_of_no_group_is_refused():
+    h = Harness()
+    h.join_dynamic(protocol_type="connect")
+    h.tick(0)
+    assert h.state() == "CompletingRebalance"
+    box = Box()
+    h.coordinator.handle_delete_offsets(GROUP, [T0], box)
+    assert box.value == (Errors.NON_EMPTY_GROUP, {})
+    unknown = Box()
+    h.coordinator.handle_delete_offsets("nobody", [T0], unknown)
+    assert unknown.value == (Errors.GROUP_ID_NOT_FOUND, {})
+    invalid = Box()
+    h.coordinator.handle_delete_offsets("", [T0], invalid)
+    assert invalid.value == (Errors.INVALID_GROUP_ID, {})
+
+
+def test_delete_offsets_answers_after_the_tombstones_are_written():
+    h = Harness()
+    h.commit({T0: 1, U0: 2})
+    h.store.hold = True
+    box = Box()
+    h.coordinator.handle_delete_offsets(GROUP, [T0], box)
+    assert not box.done
+    h.store.release(Errors.NOT_LEADER_OR_FOLLOWER)
+    assert box.value == (Errors.NOT_COORDINATOR, {})
+
+
+def test_delete_offsets_for_an_unowned_partition_gets_not_coordinator():
+    h = Harness()
+    h.coordinator.unload(h.coordinator.partition_for(GROUP))
+    box = Box()
+    h.coordinator.handle_delete_offsets(GROUP, [T0], box)
+    assert box.value == (Errors.NOT_COORDINATOR, {})
+
+
+def test_unload_answers_a_waiting_offset_delete_with_not_coordinator():
+    h = Harness()
+    h.commit({T0: 1})
+    h.store.hold = True
+    box = Box()
+    h.coordinator.handle_delete_offsets(GROUP, [T0], box)
+    h.coordinator.unload(h.coordinator.partition_for(GROUP))
+    assert box.value == (Errors.NOT_COORDINATOR, {})
+    h.store.release(0)  # the store's late answer changes nothing
+    assert box.calls == [(Errors.NOT_COORDINATOR, {})]

@@ -373,6 +373,45 @@ class DeleteGroupsResponse(_message.Message):
     results: _containers.RepeatedCompositeFieldContainer[DeleteGroupsResponse.DeletableGroupResult]
     def __init__(self, throttle_time_ms: _Optional[int] = ..., results: _Optional[_Iterable[_Union[DeleteGroupsResponse.DeletableGroupResult, _Mapping]]] = ...) -> None: ...
 
+class OffsetDeleteRequest(_message.Message):
+    __slots__ = ("group_id", "topics")
+    class OffsetDeleteRequestTopic(_message.Message):
+        __slots__ = ("name", "partition_indexes")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        PARTITION_INDEXES_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        partition_indexes: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, name: _Optional[str] = ..., partition_indexes: _Optional[_Iterable[int]] = ...) -> None: ...
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    topics: _containers.RepeatedCompositeFieldContainer[OffsetDeleteRequest.OffsetDeleteRequestTopic]
+    def __init__(self, group_id: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[OffsetDeleteRequest.OffsetDeleteRequestTopic, _Mapping]]] = ...) -> None: ...
+
+class OffsetDeleteResponse(_message.Message):
+    __slots__ = ("error_code", "throttle_time_ms", "topics")
+    class OffsetDeleteResponsePartition(_message.Message):
+        __slots__ = ("partition_index", "error_code")
+        PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        partition_index: int
+        error_code: int
+        def __init__(self, partition_index: _Optional[int] = ..., error_code: _Optional[int] = ...) -> None: ...
+    class OffsetDeleteResponseTopic(_message.Message):
+        __slots__ = ("name", "partitions")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        partitions: _containers.RepeatedCompositeFieldContainer[OffsetDeleteResponse.OffsetDeleteResponsePartition]
+        def __init__(self, name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[OffsetDeleteResponse.OffsetDeleteResponsePartition, _Mapping]]] = ...) -> None: ...
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    throttle_time_ms: int
+    topics: _containers.RepeatedCompositeFieldContainer[OffsetDeleteResponse.OffsetDeleteResponseTopic]
+    def __init__(self, error_code: _Optional[int] = ..., throttle_time_ms: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[OffsetDeleteResponse.OffsetDeleteResponseTopic, _Mapping]]] = ...) -> None: ...
+
 class AddPartitionsToTxnRequest(_message.Message):
     __slots__ = ("transactional_id", "producer_id", "producer_epoch", "topics")
     class AddPartitionsToTxnTopic(_message.Message):

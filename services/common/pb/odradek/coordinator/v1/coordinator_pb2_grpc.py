@@ -85,6 +85,11 @@ class CoordinatorServiceStub:
                 request_serializer=odradek_dot_coordinator_dot_v1_dot_coordinator__pb2.DeleteGroupsRequest.SerializeToString,
                 response_deserializer=odradek_dot_coordinator_dot_v1_dot_coordinator__pb2.DeleteGroupsResponse.FromString,
                 _registered_method=True)
+        self.OffsetDelete = channel.unary_unary(
+                '/odradek.coordinator.v1.CoordinatorService/OffsetDelete',
+                request_serializer=odradek_dot_coordinator_dot_v1_dot_coordinator__pb2.OffsetDeleteRequest.SerializeToString,
+                response_deserializer=odradek_dot_coordinator_dot_v1_dot_coordinator__pb2.OffsetDeleteResponse.FromString,
+                _registered_method=True)
         self.InitProducerId = channel.unary_unary(
                 '/odradek.coordinator.v1.CoordinatorService/InitProducerId',
                 request_serializer=odradek_dot_common_dot_v1_dot_common__pb2.InitProducerIdRequest.SerializeToString,
@@ -201,6 +206,14 @@ class CoordinatorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def OffsetDelete(self, request, context):
+        """Deletes a group's committed offsets of some partitions; refused for the topics an active
+        group is subscribed to.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def InitProducerId(self, request, context):
         """Registers a transactional id: allocates or fences its producer id and epoch, aborting any
         transaction left open by a previous instance.
@@ -312,6 +325,11 @@ def add_CoordinatorServiceServicer_to_server(servicer, server):
                     servicer.DeleteGroups,
                     request_deserializer=odradek_dot_coordinator_dot_v1_dot_coordinator__pb2.DeleteGroupsRequest.FromString,
                     response_serializer=odradek_dot_coordinator_dot_v1_dot_coordinator__pb2.DeleteGroupsResponse.SerializeToString,
+            ),
+            'OffsetDelete': grpc.unary_unary_rpc_method_handler(
+                    servicer.OffsetDelete,
+                    request_deserializer=odradek_dot_coordinator_dot_v1_dot_coordinator__pb2.OffsetDeleteRequest.FromString,
+                    response_serializer=odradek_dot_coordinator_dot_v1_dot_coordinator__pb2.OffsetDeleteResponse.SerializeToString,
             ),
             'InitProducerId': grpc.unary_unary_rpc_method_handler(
                     servicer.InitProducerId,
@@ -624,6 +642,33 @@ class CoordinatorService:
             '/odradek.coordinator.v1.CoordinatorService/DeleteGroups',
             odradek_dot_coordinator_dot_v1_dot_coordinator__pb2.DeleteGroupsRequest.SerializeToString,
             odradek_dot_coordinator_dot_v1_dot_coordinator__pb2.DeleteGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OffsetDelete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.coordinator.v1.CoordinatorService/OffsetDelete',
+            odradek_dot_coordinator_dot_v1_dot_coordinator__pb2.OffsetDeleteRequest.SerializeToString,
+            odradek_dot_coordinator_dot_v1_dot_coordinator__pb2.OffsetDeleteResponse.FromString,
             options,
             channel_credentials,
             insecure,
