@@ -16,6 +16,7 @@ import time
 from kazoo.client import KazooClient, KazooState
 
 from services.broker.config import BrokerConfig
+from services.broker.dynamic_config import ConfigChangeListener, DynamicBrokerConfig
 from services.broker.fetch_session_cache import FetchSessionCache
 from services.broker.kafka_api import BrokerKafkaApis
 from services.broker.kafka_api.admin import KafkaAdminApis
@@ -63,6 +64,16 @@ def use_batch_scheduling() -> None:
             return
 
 
+def fetcher_config(config: BrokerConfig) -> FetcherConfig:
+    """The replica fetchers' settings from the broker's (effective) config."""
+    return FetcherConfig(replica_id=config.broker_id, max_wait_ms=config.replica_fetch_wait_max_ms,
+                         min_bytes=config.replica_fetch_min_bytes,
+                         max_bytes=config.replica_fetch_response_max_bytes,
+                         partition_max_bytes=config.replica_fetch_max_bytes,
+                         backoff_ms=config.replica_fetch_backoff_ms,
+                         request_timeout_ms=config.request_timeout_ms)
+
+
 class BrokerServer:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
@@ -75,19 +86,18 @@ class BrokerServer:
         self.metadata_cache = MetadataCache()
         self.log_defaults = LogConfig.from_props(config.log_defaults())
         self.log_manager = LogManager(LogManagerConfig.from_mapping(config.as_dict()), self.log_defaults)
+        self.dynamic_config = DynamicBrokerConfig(self.broker_id, config,
+                                                  self.log_manager.reconfigure_default_log_config,
+                                                  self._on_dynamic_config)
+        self.config_changes = ConfigChangeListener(self.zk_raw, self.zk, self.dynamic_config,
+                                                   self._on_topic_config_change)
         self.replica_manager = ReplicaManager(
             self.broker_id, self.log_manager, self.metadata_cache, topic_config=self._topic_config,
             fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots))
         self._leader_endpoints: dict[int, str] = {}
         self.replica_manager.fetcher_manager = ReplicaFetcherManager(
             self.replica_manager,
-            FetcherConfig(replica_id=self.broker_id, max_wait_ms=config.replica_fetch_wait_max_ms,
-                          min_bytes=config.replica_fetch_min_bytes,
-                          max_bytes=config.replica_fetch_response_max_bytes,
-                          partition_max_bytes=config.replica_fetch_max_bytes,
-                          backoff_ms=config.replica_fetch_backoff_ms,
-                          request_timeout_ms=config.request_timeout_ms),
-            self._leader_endpoint, SYSTEM_CLOCK)
+            fetcher_config(config), self._leader_endpoint, SYSTEM_CLOCK)
         self.replica_manager.isr_manager = IsrManager(self.replica_manager, self._write_isr,
                                                       self._announce_isr_changes, SYSTEM_CLOCK,
                                                       config.replica_lag_time_max_ms)
@@ -114,6 +124,8 @@ class BrokerServer:
             self.zk.ensure_paths()
             self.cluster_id = self.zk.get_or_create_cluster_id()
             check_and_write_meta_properties(self.log_manager.log_dirs, self.broker_id, self.cluster_id)
+            self.dynamic_config.reload(self.zk)  # as Kafka's broker: dynamic configs before logs load
+            self.config_changes.start()
         except Exception:
             # nothing of the log dirs is touched: they may be another broker's or cluster's
             close_session(self.zk_raw)
@@ -167,7 +179,7 @@ class BrokerServer:
             return
         registry = ApiRegistry()
         self.kafka_admin = KafkaAdminApis(self.broker_id, self.metadata_cache, self.replica_manager,
-                                          self.config)
+                                          self.config, self.dynamic_config)
         BrokerKafkaApis(self.broker_id, servicer.handling, self.kafka_admin).register(registry)
         self.kafka_listener = KafkaWireServer(registry, listener.host, listener.port,
                                               request_max_bytes=self.config.socket_request_max_bytes,
@@ -213,6 +225,7 @@ class BrokerServer:
                 self._stopping.wait(1.0)
 
     def _close_zookeeper(self) -> None:
+        self.config_changes.stop()
         self.coordinator_directory.close()
         self._stopping.set()
         self._session_lost.set()
@@ -293,6 +306,16 @@ class BrokerServer:
                 raise KafkaError.from_code(result.error_code, result.error_message)
         if reply.error_code:
             raise KafkaError.from_code(reply.error_code, reply.error_message)
+
+    def _on_dynamic_config(self, config: BrokerConfig) -> None:
+        fetchers = self.replica_manager.fetcher_manager
+        if fetchers is not None and fetchers.config != fetcher_config(config):
+            fetchers.reconfigure(fetcher_config(config))
+
+    def _on_topic_config_change(self, topic: str) -> None:
+        """A topic's overrides changed: logs of it hosted here follow them at once."""
+        if self.log_manager.logs_by_topic(topic):
+            self.log_manager.update_topic_config(topic, self._topic_config(topic))
 
     def _topic_config(self, topic: str) -> dict[str, str]:
         try:

@@ -1,4 +1,5 @@
-"""`odradek configs`: kafka-configs.sh (--bootstrap-server mode) for topic configs on the admin client.
+"""`odradek configs`: kafka-configs.sh (--bootstrap-server mode) for topic and broker configs on the
+admin client.
 
     configs --entity-type topics [--entity-name T] --describe [--all]
         `Dynamic configs for topic T are:` (`All configs ...` with --all), then one line per config
@@ -7,8 +8,17 @@
     configs --entity-type topics --entity-name T --alter [--add-config k1=v1,k2=[a,b]] [--delete-config k1,k2]
         applied as one incremental change; prints `Completed updating config for topic T.`
 
-The controller serves topic configs only, so `--entity-type brokers` (and other entity types)
-answers with an error. A failure prints `Error: <message>` and exits with 1.
+    configs --entity-type brokers (--entity-name ID | --entity-default) --describe
+        `Dynamic configs for broker ID are:` (`Default configs for brokers in the cluster are:`),
+        then the broker's dynamic configs (or the cluster-wide defaults) as above, synonyms from
+        DYNAMIC_BROKER_CONFIG and DYNAMIC_DEFAULT_BROKER_CONFIG; without either every live broker.
+    configs --entity-type brokers (--entity-name ID | --entity-default) --alter [--add-config ...] [--delete-config ...]
+        prints `Completed updating config for broker ID.` (`Completed updating default config for
+        brokers in the cluster.`); keys a broker cannot change without a restart are refused.
+
+Broker configs come from the controller, which holds the dynamic layers only: `--all` is for
+topics (a broker's Kafka listener describes its every config). Other entity types answer with an
+error. A failure prints `Error: <message>` and exits with 1.
 """
 
 from __future__ import annotations
@@ -20,11 +30,12 @@ from collections.abc import Iterable
 from typing import TextIO
 
 from services.clients.admin import Admin
-from services.clients.admin_types import CONFIG_SOURCES, ConfigEntry
+from services.clients.admin_types import BROKER_RESOURCE, CONFIG_SOURCES, TOPIC_RESOURCE, ConfigEntry
 from services.clients.cli_groups import run_admin_command
 from services.common.errors import Errors, KafkaError
 
 DYNAMIC_TOPIC_CONFIG_SOURCE = 1
+DYNAMIC_BROKER_CONFIG_SOURCE, DYNAMIC_DEFAULT_BROKER_CONFIG_SOURCE = 2, 3
 ENTITY_TYPES = ("topics", "brokers", "users", "clients", "broker-loggers", "ips")
 _CONFIG_ITEM = re.compile(r"(?:[^,\[]|\[[^\]]*\])+")
 
@@ -34,13 +45,15 @@ class ConfigCommandError(Exception):
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser("configs", help="describe or alter topic configs",
-                                   description="Describe or alter the dynamic configs of topics.")
+    parser = subparsers.add_parser("configs", help="describe or alter topic and broker configs",
+                                   description="Describe or alter the dynamic configs of topics and brokers.")
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
     parser.add_argument("--command-config", metavar="FILE", help="a properties file of admin client configs")
     parser.add_argument("--timeout", type=int, default=30000, help="milliseconds to wait for answers")
     parser.add_argument("--entity-type", required=True, choices=ENTITY_TYPES)
-    parser.add_argument("--entity-name", help="the topic (describe: every topic when left out)")
+    parser.add_argument("--entity-name", help="the topic or broker id (describe: every one when left out)")
+    parser.add_argument("--entity-default", action="store_true",
+                        help="the cluster-wide default broker configs (with --entity-type brokers)")
     parser.add_argument("--topic", dest="entity_topic", help="the same as --entity-type topics --entity-name T")
     actions = parser.add_mutually_exclusive_group(required=True)
     actions.add_argument("--describe", dest="action", action="store_const", const="describe")
@@ -55,9 +68,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if args.entity_topic is not None:
         args.entity_name = args.entity_name or args.entity_topic
+    if args.entity_default:
+        if args.entity_type != "brokers":
+            parser.error("--entity-default goes with --entity-type brokers")
+        if args.entity_name:
+            parser.error("--entity-name and --entity-default exclude each other")
+        args.entity_name = ""
     if args.action == "alter":
-        if not args.entity_name:
-            parser.error("--entity-name is required with --alter")
+        if args.entity_name is None or (not args.entity_name and not args.entity_default):
+            parser.error("--entity-name (or --entity-default) is required with --alter")
         if args.add_config is None and args.delete_config is None:
             parser.error("--alter needs --add-config or --delete-config")
     elif args.add_config is not None or args.delete_config is not None:
@@ -68,10 +87,28 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     return run_admin_command(args, out, COMMANDS[args.action], ConfigCommandError)
 
 
-def _require_topics(args: argparse.Namespace) -> None:
-    if args.entity_type != "topics":
-        raise ConfigCommandError(f"--entity-type {args.entity_type} is not supported: the Odradek controller "
-                                 f"serves topic configs only (--entity-type topics)")
+def _resource_type(args: argparse.Namespace) -> int:
+    if args.entity_type == "topics":
+        return TOPIC_RESOURCE
+    if args.entity_type == "brokers":
+        if args.all:
+            raise ConfigCommandError("--all describes topics; a broker's every config is described by its "
+                                     "Kafka listener (DescribeConfigs)")
+        return BROKER_RESOURCE
+    raise ConfigCommandError(f"--entity-type {args.entity_type} is not supported: the Odradek controller "
+                             f"serves topic and broker configs (--entity-type topics or brokers)")
+
+
+def _dynamic_source(resource_type: int, name: str) -> int:
+    if resource_type == TOPIC_RESOURCE:
+        return DYNAMIC_TOPIC_CONFIG_SOURCE
+    return DYNAMIC_DEFAULT_BROKER_CONFIG_SOURCE if name == "" else DYNAMIC_BROKER_CONFIG_SOURCE
+
+
+def _entity_text(resource_type: int, name: str) -> str:
+    if resource_type == TOPIC_RESOURCE:
+        return f"topic {name}"
+    return "brokers in the cluster" if name == "" else f"broker {name}"
 
 
 # --------------------------------------------------------------------------------------------- parsing
@@ -104,10 +141,12 @@ def format_entry(entry: ConfigEntry) -> str:
     return f"  {entry.name}={value} sensitive={str(entry.is_sensitive).lower()} synonyms={{{synonyms}}}"
 
 
-def format_describe(topic: str, entries: Iterable[ConfigEntry], describe_all: bool) -> list[str]:
-    shown = sorted((e for e in entries if describe_all or e.source == DYNAMIC_TOPIC_CONFIG_SOURCE),
-                   key=lambda e: e.name)
-    return [f"{'All' if describe_all else 'Dynamic'} configs for topic {topic} are:"] + [format_entry(e) for e in shown]
+def format_describe(name: str, entries: Iterable[ConfigEntry], describe_all: bool,
+                    resource_type: int = TOPIC_RESOURCE) -> list[str]:
+    source = _dynamic_source(resource_type, name)
+    shown = sorted((e for e in entries if describe_all or e.source == source), key=lambda e: e.name)
+    kind = "All" if describe_all else "Default" if resource_type == BROKER_RESOURCE and name == "" else "Dynamic"
+    return [f"{kind} configs for {_entity_text(resource_type, name)} are:"] + [format_entry(e) for e in shown]
 
 
 def _value(value: str | None) -> str:
@@ -117,29 +156,38 @@ def _value(value: str | None) -> str:
 # --------------------------------------------------------------------------------------------- actions
 
 def describe(admin: Admin, args: argparse.Namespace, out: TextIO) -> None:
-    _require_topics(args)
-    names = [args.entity_name] if args.entity_name else admin.list_topics(include_internal=True)
-    configs = admin.describe_configs(names, include_synonyms=True)
+    resource_type = _resource_type(args)
+    if args.entity_name is not None:
+        names = [args.entity_name]
+    elif resource_type == TOPIC_RESOURCE:
+        names = admin.list_topics(include_internal=True)
+    else:
+        names = [str(node.node_id) for node in sorted(admin.describe_cluster().nodes, key=lambda n: n.node_id)]
+    configs = admin.describe_configs(names, resource_type=resource_type, include_synonyms=True)
     for name in names:
-        for line in format_describe(name, configs[name].values(), args.all):
+        for line in format_describe(name, configs[name].values(), args.all, resource_type):
             print(line, file=out)
 
 
 def alter(admin: Admin, args: argparse.Namespace, out: TextIO) -> None:
-    _require_topics(args)
+    resource_type = _resource_type(args)
     added = parse_add_config(args.add_config) if args.add_config is not None else {}
     deleted = parse_delete_config(args.delete_config) if args.delete_config is not None else []
     both = sorted(set(added) & set(deleted))
     if both:
         raise ConfigCommandError(f"Invalid config(s): {','.join(both)} are both added and deleted")
     if deleted:
-        current = admin.describe_configs([args.entity_name])[args.entity_name]
-        missing = [k for k in deleted if k not in current or current[k].source != DYNAMIC_TOPIC_CONFIG_SOURCE]
+        current = admin.describe_configs([args.entity_name], resource_type=resource_type)[args.entity_name]
+        source = _dynamic_source(resource_type, args.entity_name)
+        missing = [k for k in deleted if k not in current or current[k].source != source]
         if missing:
             raise KafkaError(f"Invalid config(s): {','.join(missing)}", error=Errors.INVALID_CONFIG)
     changes: dict[str, str | None] = {**added, **dict.fromkeys(deleted)}
-    admin.incremental_alter_configs(args.entity_name, changes)
-    print(f"Completed updating config for topic {args.entity_name}.", file=out)
+    admin.incremental_alter_configs(args.entity_name, changes, resource_type=resource_type)
+    if resource_type == BROKER_RESOURCE and args.entity_name == "":
+        print("Completed updating default config for brokers in the cluster.", file=out)
+    else:
+        print(f"Completed updating config for {_entity_text(resource_type, args.entity_name)}.", file=out)
 
 
 COMMANDS = {"describe": describe, "alter": alter}

@@ -7,8 +7,8 @@ the topic's whole set of overrides; incremental alter sets, deletes, appends to 
 single keys (append and subtract only for list keys). Values are checked as at topic creation
 (`state.topics.validate_topic_configs`). A write stores the overrides and a change notification
 in one transaction; the controller and the brokers pick the change up from `/config/changes`.
-`validate_only` checks without writing. Only topic resources (type 2) are served; others are
-answered INVALID_REQUEST. Runs on RPC threads: it touches ZooKeeper only, never the context.
+`validate_only` checks without writing. Broker resources (type 4) go to `BrokerConfigAdmin`;
+other types are answered INVALID_REQUEST. Runs on RPC threads: it touches ZooKeeper only, never the context.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.controller.v1 import controller_pb2 as pb
 from services.common.topic_names import validate_topic_name
 from services.common.zk import OdradekZkClient
+from services.controller.broker_configs import BROKER_RESOURCE, BrokerConfigAdmin, apply_broker_operation
 from services.controller.controller_protos import kafka_error
 from services.controller.state.topics import TOPIC_CONFIGS, validate_topic_configs
 
@@ -67,6 +68,7 @@ class TopicConfigAdmin:
     def __init__(self, zk: OdradekZkClient, defaults: Mapping[str, str] | None = None) -> None:
         self._zk = zk
         self._defaults = {**KAFKA_TOPIC_DEFAULTS, **(defaults or {})}
+        self._brokers = BrokerConfigAdmin(zk)
 
     # --- describe ----------------------------------------------------------------------------
 
@@ -76,6 +78,9 @@ class TopicConfigAdmin:
             result = response.results.add(
                 resource_type=resource.resource_type, resource_name=resource.resource_name
             )
+            if resource.resource_type == BROKER_RESOURCE:
+                self._brokers.describe(resource, result, request.include_synonyms)
+                continue
             try:
                 overrides = self._existing_topic_config(resource.resource_type, resource.resource_name)
             except Exception as e:
@@ -126,17 +131,23 @@ class TopicConfigAdmin:
         response = pb.IncrementalAlterConfigsResponse()
         for resource in request.resources:
 
-            def change(current: dict[str, str], entries: Any = resource.configs) -> dict[str, str | None]:
+            def change(current: dict[str, str], entries: Any = resource.configs,
+                       resource_type: int = resource.resource_type) -> dict[str, str | None]:
                 _reject_duplicates(entries)
                 updated: dict[str, str | None] = dict(current)
                 for entry in entries:
-                    self._apply_operation(updated, entry)
+                    if resource_type == BROKER_RESOURCE:
+                        apply_broker_operation(updated, entry)
+                    else:
+                        self._apply_operation(updated, entry)
                 return updated
 
             response.responses.append(self._alter_one(resource, change, request.validate_only))
         return response
 
     def _alter_one(self, resource: Any, change: Any, validate_only: bool) -> pb.AlterConfigsResourceResponse:
+        if resource.resource_type == BROKER_RESOURCE:
+            return self._brokers.alter(resource, change, validate_only)
         result = pb.AlterConfigsResourceResponse(
             resource_type=resource.resource_type, resource_name=resource.resource_name
         )
@@ -181,7 +192,8 @@ class TopicConfigAdmin:
     def _existing_topic_config(self, resource_type: int, topic: str) -> dict[str, str]:
         if resource_type != TOPIC_RESOURCE:
             raise KafkaError(
-                f"Resource type {resource_type} is not served by the controller (only topics, 2)",
+                f"Resource type {resource_type} is not served by the controller (only topics, 2, "
+                f"and brokers, 4)",
                 error=Errors.INVALID_REQUEST,
             )
         validate_topic_name(topic)

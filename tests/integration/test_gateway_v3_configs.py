@@ -160,6 +160,8 @@ def test_a_brokers_configs_are_answered_as_the_admin_describes_them(http: httpx.
                                                                     broker_ids: list[int]):
     broker = broker_ids[0]
     configs = f"/v3/clusters/{cluster_id}/brokers/{broker}/configs"
+    # a dynamic broker config, set before it is listed, is then listed as the Admin describes it
+    assert http.put(f"{configs}/log.retention.ms", json={"value": "3600000"}).status_code == 204
     described = admin.describe_configs([str(broker)], resource_type=BROKER_RESOURCE, include_synonyms=True,
                                        raise_errors=False)[str(broker)]
     listed = http.get(configs)
@@ -178,6 +180,9 @@ def test_a_brokers_configs_are_answered_as_the_admin_describes_them(http: httpx.
             f"crn:///kafka={cluster_id}/broker={broker}/config={first['name']}"
         assert http.get(f"{configs}/{first['name']}").json() == first
         assert_error(http.get(f"{configs}/no.such.config"), 404, 404)
+        assert body["data"][0]["name"] == "log.retention.ms" and first["source"] == "DYNAMIC_BROKER_CONFIG"
+        assert http.delete(f"{configs}/log.retention.ms").status_code == 204
+        assert http.get(configs).json()["data"] == []
     # a change the cluster refuses (here, a config it cannot change while the broker runs) is its error
     refused = http.post(f"{configs}:alter", json={"data": [{"name": "broker.id", "value": "77"}]})
     assert_error(refused, 400, 40002)

@@ -183,7 +183,7 @@ def test_confluent_admin_describes_the_cluster_and_broker_configs(cluster: Local
     assert configs["broker.id"].source == confluent_admin.ConfigSource.STATIC_BROKER_CONFIG.value
     assert configs["compression.type"].value == "producer"
     change = confluent_admin.ConfigResource(confluent_admin.ResourceType.BROKER, "1",
-                                            set_config={"log.retention.ms": "1000"})
+                                            set_config={"num.io.threads": "16"})
     assert outcome(kafka_admin.alter_configs([change])[change]) == "INVALID_REQUEST"
 
 

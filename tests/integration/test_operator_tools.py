@@ -138,9 +138,11 @@ def test_configs_describes_adds_and_deletes_topic_configs(cluster: LocalCluster,
     assert [line.split(" ")[2] for line in lines[1:]] == ["cleanup.policy=compact,delete"]
     assert run(configs + ["--alter", "--delete-config", "retention.ms"], capsys) == (
         1, ["Error: Invalid config(s): retention.ms"])
-    code, lines = run(["configs", "--bootstrap-server", cluster.bootstrap_servers, "--entity-type", "brokers",
-                       "--entity-name", "1", "--describe"], capsys)
-    assert code == 1 and lines[0].startswith("Error: --entity-type brokers is not supported")
+    assert run(["configs", "--bootstrap-server", cluster.bootstrap_servers, "--entity-type", "brokers",
+                "--entity-name", "1", "--describe"], capsys) == (0, ["Dynamic configs for broker 1 are:"])
+    code, lines = run(["configs", "--bootstrap-server", cluster.bootstrap_servers, "--entity-type", "users",
+                       "--entity-name", "u", "--describe"], capsys)
+    assert code == 1 and lines[0].startswith("Error: --entity-type users is not supported")
 
 
 def test_dump_log_reads_the_segments_a_broker_wrote(cluster: LocalCluster, admin: Admin, writer: LowLevelClient,

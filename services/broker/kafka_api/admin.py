@@ -17,10 +17,12 @@ watermark is the leader's new log start offset; followers move theirs on their n
 CreateTopics v5+ answers each created topic with its configs, described by the controller after
 the creation. DescribeCluster is answered from the metadata cache, as Metadata is: the brokers'
 Kafka listeners, and this broker as the controller (`controller_id`). Broker config resources are
-this broker's own: DescribeConfigs lists its static configs (STATIC_BROKER_CONFIG where set,
-DEFAULT_CONFIG otherwise; read-only, passwords hidden) under its id, and none under "" (the
-cluster-wide dynamic defaults, which Odradek does not have); Odradek's broker configs are not
-dynamic, so altering one is answered INVALID_REQUEST. Topic ids are not kept: a topic named only
+described by this broker (`DynamicBrokerConfig`): under its id every key with its effective value
+and source (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG or
+DEFAULT_CONFIG, with the lower layers as synonyms; static-only keys read-only, passwords hidden),
+under "" the cluster-wide dynamic defaults. Altering broker configs (this broker's id, another's,
+or "") is forwarded to the controller as topic configs are, which refuses keys that cannot change
+without a restart. Topic ids are not kept: a topic named only
 by id is UNKNOWN_TOPIC_ID and responses carry the zero id.
 """
 
@@ -32,6 +34,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from services.broker.config import BrokerConfig
+from services.broker.dynamic_config import DynamicBrokerConfig
 from services.broker.metadata_cache import MetadataCache, MetadataSnapshot
 from services.broker.replica_manager import ReplicaManager
 from services.clients.admin_requests import (
@@ -59,12 +62,10 @@ from services.clients.admin_types import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
     ConfigEntry,
-    ConfigSynonym,
     NewPartitions,
     NewTopic,
 )
 from services.clients.transport import CONTROLLER, ChannelPool, Deadline, call_with_retries
-from services.common.config import CONFIG_TYPE_CODES, ConfigType
 from services.common.errors import Errors, KafkaError
 from services.common.kafka_wire import ApiRegistry, RequestContext, fields_of, kafka_error
 from services.common.topic_partition import TopicPartition
@@ -91,7 +92,6 @@ ADMIN_API_VERSIONS = {
 }
 NO_TOPIC_ID = uuid.UUID(int=0)
 BROKERS_ENDPOINT_TYPE = 1
-SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 4, 5
 RETRY_BACKOFF_MS = 100
 
 K = TypeVar("K")
@@ -169,8 +169,9 @@ class KafkaAdminApis:
     """The admin API handlers of one broker; see the module docstring."""
 
     def __init__(self, broker_id: int, metadata_cache: MetadataCache, replica_manager: ReplicaManager,
-                 config: BrokerConfig) -> None:
+                 config: BrokerConfig, dynamic_config: DynamicBrokerConfig | None = None) -> None:
         self.broker_id = broker_id
+        self.dynamic_config = dynamic_config or DynamicBrokerConfig(broker_id, config)
         self.metadata_cache = metadata_cache
         self.replica_manager = replica_manager
         self.config = config
@@ -436,83 +437,59 @@ class KafkaAdminApis:
 
     def _describe_broker(self, name: str, keys: tuple[str, ...], include_synonyms: bool,
                          include_documentation: bool) -> Outcome:
-        if name == "":
-            return Errors.NONE, None, {}  # no cluster-wide dynamic defaults
-        if name != str(self.broker_id):
-            return (Errors.INVALID_REQUEST, f"broker {self.broker_id} describes its own configs (resource name "
-                                            f"{self.broker_id}) or the cluster defaults (\"\"), not {name!r}", None)
-        supplied = self.config.originals()
-        entries = {}
-        for key, spec in self.config.settings().items():
-            if keys and key not in keys:
-                continue
-            sensitive = spec.kind is ConfigType.PASSWORD
-            value = None if sensitive else _config_text(getattr(self.config, spec.attribute))
-            source = SOURCE_STATIC_BROKER if key in supplied else SOURCE_DEFAULT
-            synonyms = [ConfigSynonym(key, value, source)]
-            if source == SOURCE_STATIC_BROKER and not spec.required:
-                default = None if sensitive else _config_text(spec.convert(spec.default))
-                synonyms.append(ConfigSynonym(key, default, SOURCE_DEFAULT))
-            entries[key] = ConfigEntry(key, value, source, True, sensitive, CONFIG_TYPE_CODES.get(spec.kind, 0),
-                                       (spec.doc or None) if include_documentation else None,
-                                       tuple(synonyms) if include_synonyms else ())
-        return Errors.NONE, None, entries
+        try:
+            return Errors.NONE, None, self.dynamic_config.describe(name, keys, include_synonyms,
+                                                                   include_documentation)
+        except KafkaError as exc:
+            return exc.code, str(exc.args[0]), None
 
     async def alter_configs(self, request: Any, context: RequestContext) -> Any:
-        def build_one(name: str, resource: Any) -> Any:
-            return alter_configs_request(TOPIC_RESOURCE, name, {c.name: c.value for c in resource.configs},
+        def build_one(resource_type: int, name: str, resource: Any) -> Any:
+            return alter_configs_request(resource_type, name, {c.name: c.value for c in resource.configs},
                                          request.validate_only)
 
         return await self._alter(request, context, "AlterConfigs", build_one)
 
     async def incremental_alter_configs(self, request: Any, context: RequestContext) -> Any:
-        def build_one(name: str, resource: Any) -> Any:
-            return config_operations_request(TOPIC_RESOURCE, name, [(c.name, c.config_operation, c.value)
+        def build_one(resource_type: int, name: str, resource: Any) -> Any:
+            return config_operations_request(resource_type, name, [(c.name, c.config_operation, c.value)
                                                                     for c in resource.configs], request.validate_only)
 
         return await self._alter(request, context, "IncrementalAlterConfigs", build_one)
 
     async def _alter(self, request: Any, context: RequestContext, method: str,
-                     build_one: Callable[[str, Any], Any]) -> Any:
+                     build_one: Callable[[int, str, Any], Any]) -> Any:
         keys = [(r.resource_type, r.resource_name) for r in request.resources]
         outcomes = _duplicates(keys, "resource")
-        topics = {}
+        forwarded: dict[int, dict[str, Any]] = {TOPIC_RESOURCE: {}, BROKER_RESOURCE: {}}
         for resource in request.resources:
             key = (resource.resource_type, resource.resource_name)
             if key in outcomes:
                 continue
-            if resource.resource_type == TOPIC_RESOURCE:
-                topics[resource.resource_name] = resource
-            elif resource.resource_type == BROKER_RESOURCE:
-                outcomes[key] = self._alter_broker(resource.resource_name, [c.name for c in resource.configs])
+            if resource.resource_type in forwarded:
+                forwarded[resource.resource_type][resource.resource_name] = resource
             else:
                 outcomes[key] = _unserved_resource(resource.resource_type)
+        for resource_type, resources in forwarded.items():
+            if not resources:
+                continue
 
-        def build(pending: list[str], _timeout_ms: int) -> Any:
-            merged = build_one(pending[0], topics[pending[0]])
-            for name in pending[1:]:
-                merged.resources.extend(build_one(name, topics[name]).resources)
-            return merged
+            def build(pending: list[str], _timeout_ms: int, resource_type: int = resource_type,
+                      resources: dict[str, Any] = resources) -> Any:
+                merged = build_one(resource_type, pending[0], resources[pending[0]])
+                for name in pending[1:]:
+                    merged.resources.extend(build_one(resource_type, name, resources[name]).resources)
+                return merged
 
-        altered = await self._blocking(self.controller.forward, method, list(topics), build, parse_alter_configs,
-                                       self.config.request_timeout_ms)
-        outcomes.update({(TOPIC_RESOURCE, name): outcome for name, outcome in altered.items()})
+            altered = await self._blocking(self.controller.forward, method, list(resources), build,
+                                           parse_alter_configs, self.config.request_timeout_ms)
+            outcomes.update({(resource_type, name): outcome for name, outcome in altered.items()})
         module = context.response_module
         return fields_of(context.response_type, responses=tuple(
             module.AlterConfigsResourceResponse(error_code=kafka_error(outcomes[key][0]),
                                                 error_message=outcomes[key][1] or None,
                                                 resource_type=key[0], resource_name=key[1])
             for key in dict.fromkeys(keys)))
-
-    def _alter_broker(self, name: str, config_names: list[str]) -> Outcome:
-        if name not in ("", str(self.broker_id)):
-            return (Errors.INVALID_REQUEST, f"broker {self.broker_id} alters its own configs (resource name "
-                                            f"{self.broker_id}) or the cluster defaults (\"\"), not {name!r}", None)
-        if not config_names:
-            return Errors.NONE, None, None
-        return (Errors.INVALID_REQUEST, "Odradek's broker configs are static (set in the broker's properties, "
-                                        f"read at start); these cannot be changed dynamically: "
-                                        f"{', '.join(sorted(config_names))}", None)
 
 
 def _new_topic(topic: Any) -> NewTopic:
@@ -550,17 +527,6 @@ def _grouped_by(names: list[str], keys_of: Mapping[str, tuple[str, ...]]) -> lis
     for name in names:
         groups.setdefault(keys_of[name], []).append(name)
     return list(groups.values())
-
-
-def _config_text(value: Any) -> str | None:
-    """A config value as Kafka writes it: booleans in lower case, lists comma-separated."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (tuple, list)):
-        return ",".join(str(v) for v in value)
-    return str(value)
 
 
 def _config_result(module: Any, entry: ConfigEntry, include_synonyms: bool) -> Any:

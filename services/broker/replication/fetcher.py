@@ -356,6 +356,13 @@ class ReplicaFetcherManager:
         self._threads: dict[int, ReplicaFetcherThread] = {}
         self._closed = False
 
+    def reconfigure(self, config: FetcherConfig) -> None:
+        """New fetch settings: every fetcher uses them from its next fetch on."""
+        with self._lock:
+            self.config = config
+            for thread in self._threads.values():
+                thread.config = config
+
     def add_fetchers(self, partitions: dict[TopicPartition, tuple[int, int]]) -> None:
         """partitions: tp -> (leader id, leader epoch); nothing once the manager is shut down (a
         broker leaving after its controlled shutdown must not fetch its way back into an ISR)."""

@@ -277,19 +277,34 @@ class TopicOps(ZkAccess):
     def set_topic_config(self, topic: str, config: Mapping[str, str], *, notify: bool = True) -> None:
         """Writes the topic's config overrides and, with `notify`, a change notification for
         brokers, in one transaction."""
-        path = configs.topic_config_path(topic)
+        self._set_entity_config(configs.TOPIC_ENTITY_TYPE, configs.topic_config_path(topic),
+                                configs.topic_entity_path(topic), config, notify)
+
+    def get_broker_config(self, entity: str) -> dict[str, str]:
+        """The dynamic configs of a broker id or of `<default>` (the cluster-wide defaults)."""
+        path = configs.broker_config_path(entity)
+        found = self._get(path)
+        return {} if found is None else configs.decode_config(found[0], path)
+
+    def set_broker_config(self, entity: str, config: Mapping[str, str]) -> None:
+        """Writes the dynamic configs of a broker id or `<default>` and a change notification, in one
+        transaction."""
+        self._set_entity_config(configs.BROKER_ENTITY_TYPE, configs.broker_config_path(entity),
+                                configs.broker_entity_path(entity), config, True)
+
+    def _set_entity_config(self, entity_type: str, path: str, entity_path: str, config: Mapping[str, str],
+                           notify: bool) -> None:
         data = configs.encode_config(config)
         bounded.check_znode_size(path, data)
         self.zk.ensure_path(configs.CONFIG_CHANGES_PATH)
-        self.zk.ensure_path(configs.entity_type_path(configs.TOPIC_ENTITY_TYPE))
+        self.zk.ensure_path(configs.entity_type_path(entity_type))
         tx = self.transaction()
         if self.zk.exists(path) is None:
             tx.create(path, data)
         else:
             tx.set_data(path, data)
         if notify:
-            change = configs.encode_config_change(configs.topic_entity_path(topic))
-            tx.create(configs.config_change_path(), change, sequence=True)
+            tx.create(configs.config_change_path(), configs.encode_config_change(entity_path), sequence=True)
         tx.commit()
 
     def get_config_change_notifications(self, watch: Watch | None = None) -> list[str]:

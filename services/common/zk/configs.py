@@ -10,7 +10,9 @@ names the changed entity; brokers watch `/config/changes` and reread that entity
 
     {"version":2,"entity_path":"topics/<topic>"}
 
-`/config/<type>` exists for Kafka's other entity types (clients, users, brokers, ips) too.
+Dynamic broker configs sit in `/config/brokers/<id>` (one broker's) and `/config/brokers/<default>`
+(cluster-wide defaults), in the same format, announced as `brokers/<id>` or `brokers/<default>`.
+`/config/<type>` exists for Kafka's other entity types (clients, users, ips) too.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ CONFIG_PATH = "/config"
 CONFIG_CHANGES_PATH = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 TOPIC_ENTITY_TYPE = "topics"
+BROKER_ENTITY_TYPE = "brokers"
 ENTITY_TYPES = ("topics", "clients", "users", "brokers", "ips")
 
 
@@ -39,6 +42,16 @@ def topic_config_path(topic: str) -> str:
 def topic_entity_path(topic: str) -> str:
     """The `entity_path` of a topic in a change notification: `topics/<topic>`."""
     return f"{TOPIC_ENTITY_TYPE}/{segment(topic, 'topic name')}"
+
+
+def broker_config_path(entity: str) -> str:
+    """`entity` is a broker id or `<default>`."""
+    return f"{entity_type_path(BROKER_ENTITY_TYPE)}/{segment(entity, 'broker config entity')}"
+
+
+def broker_entity_path(entity: str) -> str:
+    """The `entity_path` of a broker config change: `brokers/<id>` or `brokers/<default>`."""
+    return f"{BROKER_ENTITY_TYPE}/{segment(entity, 'broker config entity')}"
 
 
 def config_change_path(sequence_number: str = "") -> str:

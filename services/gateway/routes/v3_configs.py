@@ -12,8 +12,9 @@ reset to its default and altered in a batch.
 Configs are what the Admin's DescribeConfigs answers, with synonyms; changes are its
 IncrementalAlterConfigs, as REST Proxy makes them. A change the cluster refuses (an unknown key, a
 bad value, a broker config that cannot change while the broker runs) is Kafka's error, 400/40002.
-An unknown topic is 404/40403; an unknown broker, or a config the resource does not have (read,
-set or reset one at a time), 404/404.
+The cluster lists a broker's dynamic configs (its own and the cluster-wide defaults), and a key
+that may change live can be set before it is listed. An unknown topic is 404/40403; an unknown
+broker, or a config the resource does not have (read, set or reset one at a time), 404/404.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from services.clients.admin_types import BROKER_RESOURCE, CONFIG_SOURCES, TOPIC_RESOURCE, ConfigEntry
+from services.common.dynamic_broker_configs import DYNAMIC_BROKER_CONFIGS
 from services.gateway.errors import RestError, error_responses
 from services.gateway.routes.v3_resources import (
     V3_ERRORS,
@@ -131,7 +133,8 @@ async def list_configs(state: GatewayState, at: Links, resource: ConfigResource)
 
 async def update_config(request: Request, state: GatewayState, resource: ConfigResource, config_name: str) -> Response:
     value = _update_value(await json_body(request))
-    await resource.config(state, config_name)
+    if resource.resource_type != BROKER_RESOURCE or config_name not in DYNAMIC_BROKER_CONFIGS:
+        await resource.config(state, config_name)  # a broker's dynamic key may be set before it is listed
     await resource.alter(state, {config_name: value})
     return Response(status_code=204)
 

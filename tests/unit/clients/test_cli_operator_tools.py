@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from services.clients import cli, cli_configs, cli_dump_log, cli_partitions
-from services.clients.admin_types import ConfigEntry, ConfigSynonym
+from services.clients.admin_types import BROKER_RESOURCE, ConfigEntry, ConfigSynonym
 from services.clients.partition_requests import delete_records_request, parse_delete_records
 from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2
@@ -143,14 +143,32 @@ def test_describe_prints_dynamic_configs_with_their_synonyms():
     assert cli_configs.format_describe("t", [default], describe_all=True)[0] == "All configs for topic t are:"
 
 
-@pytest.mark.parametrize("flags", [
-    ["--alter"],
-    ["--alter", "--entity-name", "t"],
-    ["--describe", "--add-config", "a=1"],
+def test_describe_prints_a_brokers_or_the_defaults_dynamic_configs():
+    own = ConfigEntry("log.retention.ms", "30000", 2, synonyms=(ConfigSynonym("log.retention.ms", "30000", 2),
+                                                                ConfigSynonym("log.retention.ms", "60000", 3)))
+    inherited = ConfigEntry("log.segment.bytes", "1048576", 3)
+    assert cli_configs.format_describe("1", [own, inherited], False, BROKER_RESOURCE) == [
+        "Dynamic configs for broker 1 are:",
+        "  log.retention.ms=30000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.retention.ms=30000, "
+        "DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=60000}",
+    ]
+    assert cli_configs.format_describe("", [inherited], False, BROKER_RESOURCE) == [
+        "Default configs for brokers in the cluster are:",
+        "  log.segment.bytes=1048576 sensitive=false synonyms={}",
+    ]
+
+
+@pytest.mark.parametrize("entity_type, flags", [
+    ("topics", ["--alter"]),
+    ("topics", ["--alter", "--entity-name", "t"]),
+    ("topics", ["--describe", "--add-config", "a=1"]),
+    ("topics", ["--describe", "--entity-default"]),
+    ("brokers", ["--alter", "--add-config", "a=1"]),
+    ("brokers", ["--describe", "--entity-default", "--entity-name", "1"]),
 ])
-def test_configs_flag_rules(flags, capsys):
+def test_configs_flag_rules(entity_type, flags, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(["configs", "--bootstrap-server", "127.0.0.1:1", "--entity-type", "topics", *flags])
+        cli.main(["configs", "--bootstrap-server", "127.0.0.1:1", "--entity-type", entity_type, *flags])
     assert exit_info.value.code == 2
 
 

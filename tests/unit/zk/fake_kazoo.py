@@ -10,6 +10,7 @@ between two multis would leave the tree.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
@@ -49,12 +50,13 @@ class FakeKazoo:
     die_after_commits: int | None = None
     children: dict[str, set[str]] = field(default_factory=dict)
     sequence: int = 0
+    ctimes: dict[str, int] = field(default_factory=dict)  # creation times (ms) of nodes created here
 
     # --- reads --------------------------------------------------------------------------------
 
     def exists(self, path: str, watch=None):
         found = self.nodes.get(path)
-        return None if found is None else SimpleNamespace(version=found[1])
+        return None if found is None else SimpleNamespace(version=found[1], ctime=self.ctimes.get(path, 0))
 
     def get(self, path: str, watch=None):
         if path not in self.nodes:
@@ -96,6 +98,12 @@ class FakeKazoo:
         self.committed.pop()
         return path
 
+    def delete(self, path: str, version: int = -1) -> None:
+        results = self._apply([("delete", path, b"", version)])
+        if isinstance(results[0], Exception):
+            raise results[0]
+        self.committed.pop()
+
     def transaction(self) -> FakeTransaction:
         return FakeTransaction(self)
 
@@ -128,6 +136,7 @@ class FakeKazoo:
                 return NoNodeError(path)
             undo.append((path, None))
             self._put(path, (value, 0))
+            self.ctimes[path] = int(time.time() * 1000)
             return None
         if found is None:
             return NoNodeError(path)
@@ -159,7 +168,10 @@ class FakeTransaction:
         self._ops: list[tuple] = []
         self._jute: list = []
 
-    def create(self, path: str, value: bytes = b"", **_kwargs) -> None:
+    def create(self, path: str, value: bytes = b"", *, sequence: bool = False, **_kwargs) -> None:
+        if sequence:
+            path = f"{path}{self._client.sequence:010d}"
+            self._client.sequence += 1
         self._ops.append(("create", path, value, -1))
         self._jute.append(Create(path, value, OPEN_ACL_UNSAFE, 0))
 

@@ -57,7 +57,7 @@ def test_describe_shows_overrides_and_defaults_with_their_sources():
 def test_describe_errors_per_resource():
     admin = TopicConfigAdmin(TopicConfigZk())
     assert describe(admin, name="missing").error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION
-    assert describe(admin, resource_type=4, name="1").error_code == Errors.INVALID_REQUEST
+    assert describe(admin, resource_type=8, name="1").error_code == Errors.INVALID_REQUEST
 
 
 def test_alter_replaces_every_override_and_notifies():
