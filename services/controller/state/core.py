@@ -323,7 +323,9 @@ class ControllerCore:
         )
 
     def on_auto_leader_rebalance(self) -> Outcome:
-        return auto_rebalance(self.context, self.partition_state_machine, self.config)
+        return auto_rebalance(
+            self.context, self.partition_state_machine, self.config, self.reassigner.partitions_being_reassigned()
+        )
 
     def on_elect_leaders(
         self,

@@ -279,6 +279,18 @@ def test_controlled_shutdown_and_rebalance_through_the_core():
     assert core.context.partition_leadership(tp("t", 0)).leader_and_isr == LeaderAndIsr(1, 10, (2, 1), 21)
 
 
+def test_no_auto_rebalance_while_a_reassignment_is_in_progress():
+    core, _ = started(
+        topics={
+            "t": TopicDescription({0: assignment(1, 2)}),
+            "r": TopicDescription({0: ReplicaAssignment((2, 3), adding_replicas=(3,))}),
+        },
+        leaderships={tp("t", 0): lead(2, [2, 1]), tp("r", 0): lead(2, [2])},
+    )
+    assert core.on_auto_leader_rebalance().successes() == {}
+    assert core.context.partition_leadership(tp("t", 0)).leader_and_isr.leader == 2
+
+
 # --- ISR changes from leaders -----------------------------------------------------------------
 
 
