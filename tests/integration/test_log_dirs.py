@@ -1,5 +1,6 @@
 """DescribeLogDirs on a real cluster (two brokers, one controller): `Admin.describe_log_dirs` and
-`odradek log-dirs --describe` report each broker's log dir, its partition logs and their sizes."""
+`odradek log-dirs --describe` report each broker's log dir, its partition logs and their sizes;
+kafka-python's admin client asks the same over the Kafka protocol."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
+from kafka.admin import KafkaAdminClient
 
 from services.clients import cli
 from services.clients.admin import Admin
@@ -93,3 +95,27 @@ def test_cli_prints_kafkas_json_filtered_by_topic(cluster: LocalCluster, admin: 
     everything = json.loads(capsys.readouterr().out.splitlines()[2])
     listed = {p["partition"] for b in everything["brokers"] for d in b["logDirs"] for p in d["partitions"]}
     assert code == 0 and {"shown-0", "hidden-0"} <= listed
+
+
+def test_kafka_python_describes_the_log_dirs_over_the_kafka_protocol(cluster: LocalCluster, admin: Admin,
+                                                                    writer: LowLevelClient):
+    create_topic(admin, "wire", partitions=1, replication=2)
+    produce_values(writer, "wire", 0, [b"w%d" % i for i in range(5)])
+    wait_until(lambda: [size > 0 for size in sizes(admin, "wire").values()] == [True, True],
+               REPLICATED_TIMEOUT_S, message="both replicas of wire-0 hold the batch")
+    expected = admin.describe_log_dirs(BROKERS)
+    client = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap_servers, request_timeout_ms=10000)
+    try:
+        answers = client.describe_log_dirs({"wire": [0]}, brokers=BROKERS)
+    finally:
+        client.close()
+    for answer in answers:
+        (log_dir, description), = expected[answer["broker"]].items()
+        (result,) = answer["log_dirs"]
+        assert (result["error_code"], result["log_dir"]) == (0, log_dir)
+        assert result["total_bytes"] > 0 and 0 < result["usable_bytes"] <= result["total_bytes"]
+        (topic,) = result["topics"]
+        assert topic["name"] == "wire"
+        assert [(p["partition_index"], p["partition_size"], p["offset_lag"], p["is_future_key"])
+                for p in topic["partitions"]] == [(0, description.replica_infos[TopicPartition("wire", 0)].size,
+                                                   0, False)]
