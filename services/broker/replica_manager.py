@@ -16,7 +16,7 @@ partition, fenced by producer and coordinator epochs, answered once replicated (
 the produce purgatory) or with REQUEST_TIMED_OUT. A read_committed consumer reads below the last
 stable offset, not the high watermark, and gets the aborted transactions of the returned range;
 every fetch answer carries the last stable offset. `describe_producers` lists a led partition's
-active producers.
+active producers. `describe_log_dirs` lists each log dir's logs with their size and offset lag.
 Results are plain tuples with Kafka error codes; the gRPC servicer turns them into responses. The
 work is in three parts, each a module and a base class of ReplicaManager: `replica_leadership`,
 `replica_append` and `replica_fetch`.
@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 from services.broker.fetch_session_cache import FetchSessionCache
 from services.broker.log.checkpoints import OffsetCheckpointFile
@@ -41,11 +43,26 @@ from services.broker.replica_fetch import ReplicaFetches
 from services.broker.replica_leadership import LEADER_AND_ISR_CONCURRENCY, ReplicaLeadership
 from services.broker.topic_stats import BrokerTopicStats
 from services.common.clock import SYSTEM_CLOCK
+from services.common.errors import Errors
 from services.common.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
 HIGH_WATERMARK_CHECKPOINT_FILE = "replication-offset-checkpoint"
+
+
+class LogDirPartition(NamedTuple):
+    """One partition log in a DescribeLogDirs answer."""
+    size_bytes: int
+    offset_lag: int
+    is_future: bool = False
+
+
+class LogDirDescription(NamedTuple):
+    """One log dir in a DescribeLogDirs answer."""
+    log_dir: str
+    error_code: int
+    partitions: dict[TopicPartition, LogDirPartition]
 
 
 class ReplicaManager(ReplicaLeadership, ReplicaAppends, ReplicaFetches):
@@ -105,6 +122,19 @@ class ReplicaManager(ReplicaLeadership, ReplicaAppends, ReplicaFetches):
 
     def leader_partition_count(self) -> int:
         return sum(1 for p in self._partitions.values() if p.is_leader)
+
+    def describe_log_dirs(self, partitions: Collection[TopicPartition] | None = None) -> list[LogDirDescription]:
+        """Every log dir with its logs (only those of `partitions` unless None): each one's size in
+        bytes and offset lag, max(high watermark - log end offset, 0), as Kafka's brokers report it."""
+        wanted = None if partitions is None else set(partitions)
+        by_dir = self.log_manager.logs_by_dir()
+        described = []
+        for log_dir in self.log_manager.log_dirs:
+            logs = by_dir.get(os.path.abspath(log_dir), by_dir.get(log_dir, {}))
+            described.append(LogDirDescription(os.path.abspath(log_dir), Errors.NONE, {
+                tp: LogDirPartition(log.size_in_bytes, max(log.high_watermark - log.log_end_offset, 0))
+                for tp, log in sorted(logs.items()) if wanted is None or tp in wanted}))
+        return described
 
     def stop_fetching(self) -> None:
         """Stops every follower fetcher for good: the broker is leaving."""

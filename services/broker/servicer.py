@@ -17,7 +17,7 @@ Transactions: a produce from a live coordinator instance appends with the COORDI
 WriteTxnMarkers (from coordinators) waits, as an acks=all produce does, up to
 `request.timeout.ms`; Fetch and ListOffsets honour `isolation_level`; DescribeProducers and
 DeleteRecords (`ReplicaManager.delete_records`, as over the Kafka protocol) answer for partitions
-led here.
+led here; DescribeLogDirs for every log this broker holds.
 """
 
 from __future__ import annotations
@@ -265,6 +265,20 @@ class BrokerServicer(broker_pb2_grpc.BrokerServiceServicer):
                                                                           part.offset)
                 out.partitions.add(partition_index=part.partition_index, low_watermark=low_watermark,
                                    error_code=code)
+        return response
+
+    def DescribeLogDirs(self, request, context):
+        wanted = None if request.all_topics else [TopicPartition(t.topic, index) for t in request.topics
+                                                  for index in t.partitions]
+        response = broker_pb2.DescribeLogDirsResponse()
+        for described in self.replica_manager.describe_log_dirs(wanted):
+            result = response.results.add(error_code=described.error_code, log_dir=described.log_dir)
+            by_topic = {}
+            for tp, part in described.partitions.items():
+                if tp.topic not in by_topic:
+                    by_topic[tp.topic] = result.topics.add(name=tp.topic)
+                by_topic[tp.topic].partitions.add(partition_index=tp.partition, partition_size=part.size_bytes,
+                                                  offset_lag=part.offset_lag, is_future_key=part.is_future)
         return response
 
     # ------------------------------------------------------------------ controller requests

@@ -6,9 +6,10 @@ metadata any broker serves). A standby answers NOT_CONTROLLER; that, an unknown 
 unreachable or slow nodes are retried with fresh metadata every `retry.backoff.ms` until
 `default.api.timeout.ms` (or the call's `timeout_ms`) runs out, and then REQUEST_TIMED_OUT is
 raised. Topic listing and description use the Metadata call of any broker; `list_offsets` and
-`delete_records` ask each partition's leader; `elect_leaders` and the partition reassignments
-ask the controller. The requests are built and read by `admin_requests` (the controller's) and
-`partition_requests` (ListOffsets, DeleteRecords); this class deals only in the types of
+`delete_records` ask each partition's leader; `describe_log_dirs` asks each broker named;
+`elect_leaders` and the partition reassignments ask the controller. The requests are built and
+read by `admin_requests` (the controller's) and `partition_requests` (ListOffsets, DeleteRecords,
+DescribeLogDirs); this class deals only in the types of
 `admin_types` (and the shared `ReplicaAssignment`).
 
 Operations on several topics return {name: result}; with `raise_errors=True` (the default) the
@@ -55,6 +56,7 @@ from services.clients.admin_types import (
     ClusterDescription,
     ConfigEntry,
     CreateTopicResult,
+    LogDirDescription,
     NewPartitions,
     NewTopic,
     TopicDescription,
@@ -65,10 +67,12 @@ from services.clients.partition_requests import (
     ListOffsetsResult,
     delete_records_failure,
     delete_records_request,
+    describe_log_dirs_request,
     list_offsets_failure,
     list_offsets_request,
     offset_spec_timestamp,
     parse_delete_records,
+    parse_describe_log_dirs,
     parse_list_offsets,
     read_call_retriable,
     read_retriable,
@@ -229,6 +233,30 @@ class Admin(GroupAdminOps, TransactionAdminOps, PooledClient):
             tp: low if code == Errors.NONE else _error(code, f"delete records of {tp}")
             for tp, (code, low) in answers.items()}
         return _finish(list(wanted), results, raise_errors)
+
+    def describe_log_dirs(self, broker_ids: Iterable[int], *, timeout_ms: int | None = None,
+                          raise_errors: bool = True) -> dict[int, dict[str, LogDirDescription] | KafkaError]:
+        """Each broker's log dirs, {broker id: {log dir path: LogDirDescription}}, asked of the broker;
+        an id not among the live brokers is BROKER_NOT_AVAILABLE."""
+        ids = list(dict.fromkeys(broker_ids))
+        deadline = self._deadline(timeout_ms)
+        results: dict[int, dict[str, LogDirDescription] | KafkaError] = {}
+        for broker_id in ids:
+            def attempt(deadline: Deadline, broker_id: int = broker_id) -> Any:
+                node = self.metadata.maybe_refresh(self.pool, max(1, deadline.remaining_ms())).nodes.get(broker_id)
+                if node is None:  # perhaps newer than the cached metadata
+                    node = self.metadata.refresh(self.pool, max(1, deadline.remaining_ms())).nodes.get(broker_id)
+                if node is None:
+                    raise KafkaError(f"broker {broker_id} is not a live broker", error=Errors.BROKER_NOT_AVAILABLE)
+                return self.pool.call(node.address, BROKER, "DescribeLogDirs", describe_log_dirs_request(),
+                                      max(1, min(deadline.remaining_ms(), self.config.request_timeout_ms)))
+            try:
+                results[broker_id] = parse_describe_log_dirs(call_with_retries(
+                    "DescribeLogDirs", attempt, deadline, self.config.retry_backoff_ms,
+                    before_retry=lambda _error: self.metadata.request_update()))
+            except KafkaError as error:
+                results[broker_id] = error
+        return _finish(ids, results, raise_errors)
 
     def elect_leaders(self, election_type: str, partitions: Iterable[TopicPartition] | None = None, *,
                       timeout_ms: int | None = None) -> dict[TopicPartition, KafkaError | None]:

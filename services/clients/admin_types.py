@@ -1,5 +1,5 @@
 """The values the admin client takes and returns (Kafka's NewTopic, TopicDescription, ConfigEntry,
-ConsumerGroupDescription, TransactionDescription...).
+ConsumerGroupDescription, TransactionDescription, LogDirDescription...).
 
 Config codes are Kafka's: resource type 2 = topic, 4 = broker; config sources are named as in
 Kafka's `ConfigEntry.ConfigSource`; incremental operations are 0 set, 1 delete, 2 append,
@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from services.clients.cluster import Node, PartitionInfo
+from services.common.errors import KafkaError
 from services.common.shared_types import ProducerState
 from services.common.topic_partition import TopicPartition
 
@@ -80,6 +81,23 @@ class ClusterDescription:
     controller: Node | None
     nodes: tuple[Node, ...]
     controller_id: int = -1
+
+
+@dataclass(frozen=True)
+class ReplicaInfo:
+    """A partition log in a broker's log dir: its size (the sum of its segments') and offset lag."""
+
+    size: int
+    offset_lag: int
+    is_future: bool = False
+
+
+@dataclass(frozen=True)
+class LogDirDescription:
+    """A broker's log dir: its error (None when healthy) and the partition logs it holds."""
+
+    error: KafkaError | None
+    replica_infos: Mapping[TopicPartition, ReplicaInfo]
 
 
 @dataclass(frozen=True)

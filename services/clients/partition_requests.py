@@ -1,4 +1,5 @@
-"""Per-partition data-path requests (Produce, Fetch, ListOffsets, DeleteRecords, WriteTxnMarkers):
+"""Per-partition data-path requests (Produce, Fetch, ListOffsets, DeleteRecords, WriteTxnMarkers,
+DescribeLogDirs):
 building them for many partitions, reading their per-partition results, the result tuples clients return, and which
 errors are worth retrying.
 
@@ -11,9 +12,10 @@ or after it).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
+from services.clients.admin_types import LogDirDescription, ReplicaInfo
 from services.clients.fetch_session import PartitionFetch, SessionFetch
 from services.common.errors import Errors, KafkaError, error_for_code
 from services.common.pb.odradek.broker.v1 import broker_pb2
@@ -263,3 +265,26 @@ def parse_write_txn_markers(response: common_pb2.WriteTxnMarkersResponse) -> dic
 
 def write_txn_markers_failure(tp: TopicPartition, error: KafkaError) -> int:
     return error.code
+
+
+# --------------------------------------------------------------------------------------------- describe log dirs
+
+def describe_log_dirs_request(partitions: Iterable[TopicPartition] | None = None
+                              ) -> broker_pb2.DescribeLogDirsRequest:
+    """Asks about `partitions` only, or (None) about every partition log of the broker."""
+    if partitions is None:
+        return broker_pb2.DescribeLogDirsRequest(all_topics=True)
+    request = broker_pb2.DescribeLogDirsRequest()
+    for topic, tps in _by_topic(TopicPartition(*tp) for tp in partitions).items():
+        request.topics.add(topic=topic, partitions=[tp.partition for tp in tps])
+    return request
+
+
+def parse_describe_log_dirs(response: broker_pb2.DescribeLogDirsResponse) -> dict[str, LogDirDescription]:
+    return {result.log_dir: LogDirDescription(
+        None if result.error_code == Errors.NONE else KafkaError.from_code(
+            result.error_code, f"log dir {result.log_dir}: {error_for_code(result.error_code).description}"),
+        {TopicPartition(topic.name, part.partition_index): ReplicaInfo(part.partition_size, part.offset_lag,
+                                                                       part.is_future_key)
+         for topic in result.topics for part in topic.partitions})
+        for result in response.results}

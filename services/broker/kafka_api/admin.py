@@ -13,6 +13,8 @@ controller runs in the loop's executor.
 DeleteRecords is answered by the partitions' leader, this broker (NOT_LEADER_OR_FOLLOWER
 otherwise): `ReplicaManager.delete_records` moves the log start offset, and the answer's low
 watermark is the leader's new log start offset; followers move theirs on their next fetch.
+DescribeLogDirs answers for this broker's own log dirs (`ReplicaManager.describe_log_dirs`), with
+the total and usable bytes of each dir's volume from v4.
 
 CreateTopics v5+ answers each created topic with its configs, described by the controller after
 the creation. DescribeCluster is answered from the metadata cache, as Metadata is: the brokers'
@@ -29,6 +31,7 @@ by id is UNKNOWN_TOPIC_ID and responses carry the zero id.
 from __future__ import annotations
 
 import asyncio
+import shutil
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
@@ -74,9 +77,11 @@ CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS, DESCRIBE_CONFIGS, ALTER_CONFIGS = 
 CREATE_PARTITIONS = 37
 ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 43, 44, 60
 ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
+DESCRIBE_LOG_DIRS = 35
 
 # API key -> (lowest, highest) version served: every version kio has of each, but
-# AlterPartitionReassignments v1 (which may refuse replication factor changes; Kafka 2.8 has v0).
+# AlterPartitionReassignments v1 (which may refuse replication factor changes; Kafka 2.8 has v0) and
+# DescribeLogDirs v5 (which reports cordoned log dirs).
 ADMIN_API_VERSIONS = {
     CREATE_TOPICS: (2, 7),
     DELETE_TOPICS: (1, 6),
@@ -89,6 +94,7 @@ ADMIN_API_VERSIONS = {
     DESCRIBE_CLUSTER: (0, 2),
     ALTER_PARTITION_REASSIGNMENTS: (0, 0),
     LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    DESCRIBE_LOG_DIRS: (1, 4),
 }
 NO_TOPIC_ID = uuid.UUID(int=0)
 BROKERS_ENDPOINT_TYPE = 1
@@ -186,6 +192,7 @@ class KafkaAdminApis:
             INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs, DESCRIBE_CLUSTER: self.describe_cluster,
             ALTER_PARTITION_REASSIGNMENTS: self.alter_partition_reassignments,
             LIST_PARTITION_REASSIGNMENTS: self.list_partition_reassignments,
+            DESCRIBE_LOG_DIRS: self.describe_log_dirs,
         }
         for api_key, (low, high) in ADMIN_API_VERSIONS.items():
             registry.register(api_key, low, high, handlers[api_key])
@@ -288,6 +295,29 @@ class KafkaAdminApis:
                 partition_index=index, low_watermark=low_watermark, error_code=kafka_error(code)))
         return fields_of(context.response_type, topics=tuple(
             module.DeleteRecordsTopicResult(name=name, partitions=tuple(parts)) for name, parts in by_topic.items()))
+
+    async def describe_log_dirs(self, request: Any, context: RequestContext) -> Any:
+        wanted = None if request.topics is None else [TopicPartition(topic.topic, index) for topic in request.topics
+                                                      for index in topic.partitions]
+
+        def describe() -> list[tuple[Any, Any]]:
+            return [(described, _disk_usage(described.log_dir))
+                    for described in self.replica_manager.describe_log_dirs(wanted)]
+
+        module = context.response_module
+        results = []
+        for described, usage in await self._blocking(describe):
+            by_topic: dict[str, list] = {}
+            for tp, part in described.partitions.items():
+                by_topic.setdefault(tp.topic, []).append(module.DescribeLogDirsPartition(
+                    partition_index=tp.partition, partition_size=part.size_bytes, offset_lag=part.offset_lag,
+                    is_future_key=part.is_future))
+            results.append(fields_of(
+                module.DescribeLogDirsResult, error_code=kafka_error(described.error_code), log_dir=described.log_dir,
+                topics=tuple(module.DescribeLogDirsTopic(name=name, partitions=tuple(parts))
+                             for name, parts in by_topic.items()),
+                total_bytes=usage.total if usage else -1, usable_bytes=usage.free if usage else -1))
+        return fields_of(context.response_type, error_code=kafka_error(Errors.NONE), results=tuple(results))
 
     # ------------------------------------------------------------------ leaders
 
@@ -490,6 +520,14 @@ class KafkaAdminApis:
                                                 error_message=outcomes[key][1] or None,
                                                 resource_type=key[0], resource_name=key[1])
             for key in dict.fromkeys(keys)))
+
+
+def _disk_usage(path: str) -> Any:
+    """The usage of the volume holding `path`, or None when it cannot be read."""
+    try:
+        return shutil.disk_usage(path)
+    except OSError:
+        return None
 
 
 def _new_topic(topic: Any) -> NewTopic:

@@ -452,6 +452,56 @@ class DeleteRecordsResponse(_message.Message):
     topics: _containers.RepeatedCompositeFieldContainer[DeleteRecordsResponse.DeleteRecordsTopicResult]
     def __init__(self, throttle_time_ms: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[DeleteRecordsResponse.DeleteRecordsTopicResult, _Mapping]]] = ...) -> None: ...
 
+class DescribeLogDirsRequest(_message.Message):
+    __slots__ = ("all_topics", "topics")
+    class DescribableLogDirTopic(_message.Message):
+        __slots__ = ("topic", "partitions")
+        TOPIC_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        topic: str
+        partitions: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[_Iterable[int]] = ...) -> None: ...
+    ALL_TOPICS_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    all_topics: bool
+    topics: _containers.RepeatedCompositeFieldContainer[DescribeLogDirsRequest.DescribableLogDirTopic]
+    def __init__(self, all_topics: _Optional[bool] = ..., topics: _Optional[_Iterable[_Union[DescribeLogDirsRequest.DescribableLogDirTopic, _Mapping]]] = ...) -> None: ...
+
+class DescribeLogDirsResponse(_message.Message):
+    __slots__ = ("throttle_time_ms", "results")
+    class DescribeLogDirsPartition(_message.Message):
+        __slots__ = ("partition_index", "partition_size", "offset_lag", "is_future_key")
+        PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
+        PARTITION_SIZE_FIELD_NUMBER: _ClassVar[int]
+        OFFSET_LAG_FIELD_NUMBER: _ClassVar[int]
+        IS_FUTURE_KEY_FIELD_NUMBER: _ClassVar[int]
+        partition_index: int
+        partition_size: int
+        offset_lag: int
+        is_future_key: bool
+        def __init__(self, partition_index: _Optional[int] = ..., partition_size: _Optional[int] = ..., offset_lag: _Optional[int] = ..., is_future_key: _Optional[bool] = ...) -> None: ...
+    class DescribeLogDirsTopic(_message.Message):
+        __slots__ = ("name", "partitions")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        partitions: _containers.RepeatedCompositeFieldContainer[DescribeLogDirsResponse.DescribeLogDirsPartition]
+        def __init__(self, name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[DescribeLogDirsResponse.DescribeLogDirsPartition, _Mapping]]] = ...) -> None: ...
+    class DescribeLogDirsResult(_message.Message):
+        __slots__ = ("error_code", "log_dir", "topics")
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        LOG_DIR_FIELD_NUMBER: _ClassVar[int]
+        TOPICS_FIELD_NUMBER: _ClassVar[int]
+        error_code: int
+        log_dir: str
+        topics: _containers.RepeatedCompositeFieldContainer[DescribeLogDirsResponse.DescribeLogDirsTopic]
+        def __init__(self, error_code: _Optional[int] = ..., log_dir: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[DescribeLogDirsResponse.DescribeLogDirsTopic, _Mapping]]] = ...) -> None: ...
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    throttle_time_ms: int
+    results: _containers.RepeatedCompositeFieldContainer[DescribeLogDirsResponse.DescribeLogDirsResult]
+    def __init__(self, throttle_time_ms: _Optional[int] = ..., results: _Optional[_Iterable[_Union[DescribeLogDirsResponse.DescribeLogDirsResult, _Mapping]]] = ...) -> None: ...
+
 class PartitionError(_message.Message):
     __slots__ = ("topic_name", "partition_index", "error_code")
     TOPIC_NAME_FIELD_NUMBER: _ClassVar[int]

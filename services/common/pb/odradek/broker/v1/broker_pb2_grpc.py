@@ -80,6 +80,11 @@ class BrokerServiceStub:
                 request_serializer=odradek_dot_broker_dot_v1_dot_broker__pb2.DeleteRecordsRequest.SerializeToString,
                 response_deserializer=odradek_dot_broker_dot_v1_dot_broker__pb2.DeleteRecordsResponse.FromString,
                 _registered_method=True)
+        self.DescribeLogDirs = channel.unary_unary(
+                '/odradek.broker.v1.BrokerService/DescribeLogDirs',
+                request_serializer=odradek_dot_broker_dot_v1_dot_broker__pb2.DescribeLogDirsRequest.SerializeToString,
+                response_deserializer=odradek_dot_broker_dot_v1_dot_broker__pb2.DescribeLogDirsResponse.FromString,
+                _registered_method=True)
         self.FindCoordinator = channel.unary_unary(
                 '/odradek.broker.v1.BrokerService/FindCoordinator',
                 request_serializer=odradek_dot_common_dot_v1_dot_common__pb2.FindCoordinatorRequest.SerializeToString,
@@ -172,6 +177,13 @@ class BrokerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeLogDirs(self, request, context):
+        """Describes this broker's log directories and the partition logs in each: size and offset lag.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def FindCoordinator(self, request, context):
         """Finds the coordinator of a group or transactional id; any broker answers.
         """
@@ -247,6 +259,11 @@ def add_BrokerServiceServicer_to_server(servicer, server):
                     servicer.DeleteRecords,
                     request_deserializer=odradek_dot_broker_dot_v1_dot_broker__pb2.DeleteRecordsRequest.FromString,
                     response_serializer=odradek_dot_broker_dot_v1_dot_broker__pb2.DeleteRecordsResponse.SerializeToString,
+            ),
+            'DescribeLogDirs': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeLogDirs,
+                    request_deserializer=odradek_dot_broker_dot_v1_dot_broker__pb2.DescribeLogDirsRequest.FromString,
+                    response_serializer=odradek_dot_broker_dot_v1_dot_broker__pb2.DescribeLogDirsResponse.SerializeToString,
             ),
             'FindCoordinator': grpc.unary_unary_rpc_method_handler(
                     servicer.FindCoordinator,
@@ -512,6 +529,33 @@ class BrokerService:
             '/odradek.broker.v1.BrokerService/DeleteRecords',
             odradek_dot_broker_dot_v1_dot_broker__pb2.DeleteRecordsRequest.SerializeToString,
             odradek_dot_broker_dot_v1_dot_broker__pb2.DeleteRecordsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeLogDirs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/odradek.broker.v1.BrokerService/DescribeLogDirs',
+            odradek_dot_broker_dot_v1_dot_broker__pb2.DescribeLogDirsRequest.SerializeToString,
+            odradek_dot_broker_dot_v1_dot_broker__pb2.DescribeLogDirsResponse.FromString,
             options,
             channel_credentials,
             insecure,
