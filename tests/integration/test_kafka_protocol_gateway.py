@@ -1,21 +1,33 @@
-"""Records cross between Kafka clients on the brokers' Kafka listeners and the HTTP gateway (a real
-uvicorn process) unchanged: librdkafka's records (keys, null keys, values, null values, headers,
-timestamps, each codec) read back through the gateway's offset-range endpoint byte for byte, and
-records produced through the gateway's REST v3 endpoint read back by librdkafka and kafka-python
-byte for byte."""
+"""Records cross between Kafka clients on the brokers' Kafka listeners, Odradek's own clients and
+the HTTP gateway (a real uvicorn process) unchanged: librdkafka's records (keys, null keys, values,
+null values, headers, timestamps, each codec) read back through the gateway's offset-range endpoint
+byte for byte; records of kafka-python, aiokafka, kcat and Kafka's console producer read by
+Odradek's Consumer and the gateway; records of Odradek's Producer read by kafka-python, aiokafka
+and kcat; records produced through the gateway's REST v3 endpoint read back by librdkafka and
+kafka-python byte for byte."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import shutil
+import subprocess
+import time
 from collections.abc import Iterator
 
 import confluent_kafka
 import httpx
 import pytest
-from kafka import KafkaConsumer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.structs import TopicPartition as AioTopicPartition
+from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 
+from bench.kafka_peer import KafkaJarsUnavailable, fetch_jars, run_tool
 from services.clients.admin import Admin
+from services.clients.consumer import Consumer
+from services.clients.producer import Producer
+from services.common.topic_partition import TopicPartition
 from services.devcluster.launcher import LocalCluster
 from tests.integration.conftest import CLIENT_CONFIG, create_topic, gateway_module_cluster
 
@@ -23,6 +35,7 @@ CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 PER_CODEC = 30
 START_MS = 1_700_000_000_000
 DEADLINE_S = 30.0
+KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 
 
 @pytest.fixture(scope="module")
@@ -120,3 +133,115 @@ def test_gateway_records_read_back_by_kafka_clients_byte_for_byte(cluster: Local
     finally:
         reader.close()
     assert read == sent
+
+
+def odradek_read(cluster: LocalCluster, topic: str, count: int) -> list[tuple]:
+    with Consumer(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG) as consumer:
+        consumer.assign([TopicPartition(topic, 0)])
+        consumer.seek_to_beginning()
+        found, deadline = [], time.monotonic() + DEADLINE_S
+        while len(found) < count and time.monotonic() < deadline:
+            found += [(r.offset, r.key, r.value, tuple(r.headers)) for r in consumer.poll(500)]
+        return found
+
+
+def gateway_read(http: httpx.Client, topic: str, count: int) -> list[tuple]:
+    answer = http.get(records_path(http, topic, 0), params={"offset": 0, "end_offset": count})
+    assert answer.status_code == 200, answer.text
+    return [(record["offset"], unbase64(record["key"]), unbase64(record["value"]),
+             tuple((h["key"], unbase64(h["value"])) for h in record["headers"]))
+            for record in answer.json()["records"]]
+
+
+def test_every_kafka_clients_records_read_back_by_odradek_and_the_gateway_and_back(
+        cluster: LocalCluster, admin: Admin, http: httpx.Client):
+    """kafka-python, aiokafka, kcat and Kafka's console producer each write records; Odradek's
+    Consumer and the gateway read every one byte for byte. Then Odradek's Producer writes records
+    that kafka-python, aiokafka and kcat read byte for byte."""
+    bootstrap = cluster.kafka_bootstrap_servers
+    topic = create_topic(admin, "every-client", partitions=1)
+    expected: list[tuple] = []
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for i in range(5):
+        key, value = b"kp-key-%d" % i, bytes(range(i, i + 90))
+        producer.send(topic, key=key, value=value, partition=0, headers=[("via", b"kafka-python")]).get(DEADLINE_S)
+        expected.append((key, value, (("via", b"kafka-python"),)))
+    producer.close()
+
+    async def aiokafka_send() -> None:
+        sender = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
+        await sender.start()
+        try:
+            for i in range(5):
+                key, value = b"aio-key-%d" % i, bytes(range(200 - i, 256))
+                await sender.send_and_wait(topic, key=key, value=value, partition=0, headers=[("via", b"aiokafka")])
+                expected.append((key, value, (("via", b"aiokafka"),)))
+        finally:
+            await sender.stop()
+    asyncio.run(aiokafka_send())
+
+    if KCAT is not None:
+        lines = [f"kcat-key-{i}:kcat value {i} é" for i in range(5)]
+        subprocess.run([KCAT, "-b", bootstrap, "-P", "-t", topic, "-p", "0", "-K", ":", "-H", "via=kcat",
+                        "-X", "acks=all"], input="\n".join(lines) + "\n", text=True, timeout=DEADLINE_S, check=True)
+        expected += [(line.split(":", 1)[0].encode(), line.split(":", 1)[1].encode(), (("via", b"kcat"),))
+                     for line in lines]
+    try:
+        fetch_jars()
+        java = True
+    except KafkaJarsUnavailable:
+        java = False
+    if java:
+        pairs = [(f"java-key-{i}", f"java value {i} ü") for i in range(5)]
+        run_tool("console-producer", ["--bootstrap-server", bootstrap, "--topic", topic,
+                                      "--reader-property", "parse.key=true", "--reader-property", "key.separator=|",
+                                      "--producer-property", "acks=all"],
+                 input_text="".join(f"{k}|{v}\n" for k, v in pairs)).check()
+        expected += [(k.encode(), v.encode(), ()) for k, v in pairs]
+
+    expected_rows = [(offset, *row) for offset, row in enumerate(expected)]
+    assert odradek_read(cluster, topic, len(expected)) == expected_rows
+    assert gateway_read(http, topic, len(expected)) == expected_rows
+
+    back = create_topic(admin, "odradek-to-every-client", partitions=1)
+    sent = [(b"o-key-%d" % i, b"o value %d \xc3\xa9" % i) for i in range(20)]
+    with Producer(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG) as odradek:
+        for key, value in sent:
+            odradek.send(back, value, key=key, partition=0, headers=[("via", b"odradek")])
+        odradek.flush(DEADLINE_S)
+    wanted = [(i, key, value, (("via", b"odradek"),)) for i, (key, value) in enumerate(sent)]
+
+    reader = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, consumer_timeout_ms=int(DEADLINE_S * 1000))
+    try:
+        reader.assign([KafkaTopicPartition(back, 0)])
+        reader.seek_to_beginning()
+        read = []
+        for record in reader:
+            read.append((record.offset, record.key, record.value, tuple(record.headers)))
+            if len(read) == len(wanted):
+                break
+    finally:
+        reader.close()
+    assert read == wanted
+
+    async def aiokafka_read() -> list[tuple]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                                    auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            consumer.assign([AioTopicPartition(back, 0)])
+            found: list[tuple] = []
+            async with asyncio.timeout(DEADLINE_S):
+                while len(found) < len(wanted):
+                    for records in (await consumer.getmany(timeout_ms=500)).values():
+                        found += [(r.offset, r.key, r.value, tuple(r.headers)) for r in records]
+            return found
+        finally:
+            await consumer.stop()
+    assert asyncio.run(aiokafka_read()) == wanted
+
+    if KCAT is not None:
+        consumed = subprocess.run([KCAT, "-b", bootstrap, "-C", "-t", back, "-p", "0", "-o", "beginning", "-e",
+                                   "-f", "%o|%k|%s|%h\n"], capture_output=True, timeout=DEADLINE_S, check=True).stdout
+        assert consumed.splitlines() == [b"%d|%s|%s|via=odradek" % (i, key, value) for i, key, value, _ in wanted]
