@@ -77,6 +77,12 @@ class BrokerConfigAdmin:
 
 def apply_broker_operation(configs: dict[str, str | None], entry: Any) -> None:
     """One IncrementalAlterConfigs entry on a broker's dynamic configs (append/subtract for lists)."""
+    apply_config_operation(configs, entry, DYNAMIC_BROKER_CONFIGS.get(entry.name) is ConfigType.LIST)
+
+
+def apply_config_operation(configs: dict[str, str | None], entry: Any, is_list: bool, default: str = "") -> None:
+    """One IncrementalAlterConfigs entry (set, delete, or append/subtract on a list key, starting
+    from `default` when the key is unset) on a resource's configs, topic or broker alike."""
     key, operation = entry.name, entry.config_operation
     value = entry.value if entry.HasField("value") else None
     if operation == OP_DELETE:
@@ -84,10 +90,10 @@ def apply_broker_operation(configs: dict[str, str | None], entry: Any) -> None:
     elif operation == OP_SET:
         configs[key] = value
     elif operation in (OP_APPEND, OP_SUBTRACT):
-        if DYNAMIC_BROKER_CONFIGS.get(key) is not ConfigType.LIST:
+        if not is_list:
             raise KafkaError(f"Config value append/subtract is not allowed for config key {key}",
                              error=Errors.INVALID_REQUEST)
-        items = [i.strip() for i in (configs.get(key) or "").split(",") if i.strip()]
+        items = [i.strip() for i in (configs.get(key, default) or "").split(",") if i.strip()]
         given = [i.strip() for i in (value or "").split(",") if i.strip()]
         items = items + [i for i in given if i not in items] if operation == OP_APPEND else \
             [i for i in items if i not in given]

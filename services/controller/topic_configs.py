@@ -21,7 +21,12 @@ from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.controller.v1 import controller_pb2 as pb
 from services.common.topic_names import validate_topic_name
 from services.common.zk import OdradekZkClient
-from services.controller.broker_configs import BROKER_RESOURCE, BrokerConfigAdmin, apply_broker_operation
+from services.controller.broker_configs import (
+    BROKER_RESOURCE,
+    BrokerConfigAdmin,
+    apply_broker_operation,
+    apply_config_operation,
+)
 from services.controller.controller_protos import kafka_error
 from services.controller.state.topics import TOPIC_CONFIGS, validate_topic_configs
 
@@ -163,29 +168,9 @@ class TopicConfigAdmin:
         return result
 
     def _apply_operation(self, configs: dict[str, str | None], entry: Entry) -> None:
-        key, operation = entry.name, entry.config_operation
-        value = entry.value if entry.HasField("value") else None
-        if operation == OP_DELETE:
-            configs.pop(key, None)
-        elif operation == OP_SET:
-            configs[key] = value
-        elif operation in (OP_APPEND, OP_SUBTRACT):
-            spec = TOPIC_CONFIGS.get(key)
-            if spec is None or spec[0] is not ConfigType.LIST:
-                raise KafkaError(
-                    f"Config value append/subtract is not allowed for config key {key}",
-                    error=Errors.INVALID_REQUEST,
-                )
-            current = configs.get(key, self._defaults.get(key, "")) or ""
-            items = [i.strip() for i in current.split(",") if i.strip()]
-            given = [i.strip() for i in (value or "").split(",") if i.strip()]
-            if operation == OP_APPEND:
-                items += [i for i in given if i not in items]
-            else:
-                items = [i for i in items if i not in given]
-            configs[key] = ",".join(items)
-        else:
-            raise KafkaError(f"Unknown config operation {operation} for {key}", error=Errors.INVALID_REQUEST)
+        spec = TOPIC_CONFIGS.get(entry.name)
+        apply_config_operation(configs, entry, spec is not None and spec[0] is ConfigType.LIST,
+                               self._defaults.get(entry.name, "") or "")
 
     # -----------------------------------------------------------------------------------------
 
