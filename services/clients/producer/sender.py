@@ -26,10 +26,12 @@ resent). OUT_OF_ORDER_SEQUENCE_NUMBER is retried: for a batch sent while an earl
 partition was unanswered it only means the earlier one failed (or was overtaken: gRPC does not
 order concurrent calls), and the batch goes again after it; for a batch sent with nothing before
 it unanswered it means the broker lost the producer's state, and the producer id is renewed
-first. UNKNOWN_PRODUCER_ID renews it too. A sequenced batch that fails for good gives its
-sequence numbers back when it is its partition's last and surely not written; otherwise the
-producer id is renewed (an epoch bump in Kafka: this broker answers with a new id), once nothing
-is in flight, and every partition starts again at sequence 0.
+first, unless a batch after it was acknowledged already: then it was written (a broker takes a
+producer's sequences only in order) and is done, as a duplicate is. UNKNOWN_PRODUCER_ID renews
+it too. A sequenced batch that fails for good gives its sequence numbers back when it is its
+partition's last and surely not written; otherwise the producer id is renewed (an epoch bump in
+Kafka: this broker answers with a new id), once nothing is in flight, and every partition starts
+again at sequence 0.
 
 Transactions (a `TransactionCalls` given): the producer id and epoch are the transaction
 manager's (from `init_transactions`), never renewed here. Each round first adds to the
@@ -359,13 +361,27 @@ class Sender(threading.Thread):
                     self._on_error(queue, wire, Errors.UNKNOWN_SERVER_ERROR, error, now, maybe_written=True)
                     continue
                 code, result = answer
+                if code == Errors.OUT_OF_ORDER_SEQUENCE_NUMBER and self._written_before_acked(queue, wire):
+                    logger.info("%r was written before batches acknowledged after it: done", wire)
+                    code = Errors.DUPLICATE_SEQUENCE_NUMBER
                 if code in (Errors.NONE, Errors.DUPLICATE_SEQUENCE_NUMBER):
-                    if self._idempotent and wire.base_sequence >= 0:
+                    if self._idempotent and wire.base_sequence >= 0 and _sequence_after(
+                            wire.last_sequence, queue.last_acked_sequence):
                         queue.last_acked_sequence = wire.last_sequence
                     self._complete(wire, result.base_offset, result.log_append_time_ms, None)
                 else:
                     error = KafkaError.from_code(code, result.error_message or error_for_code(code).description)
                     self._on_error(queue, wire, code, error, now, maybe_written=code in MAYBE_WRITTEN)
+
+    def _written_before_acked(self, queue: PartitionQueue, wire: WireBatch) -> bool:
+        """Whether a batch refused as out of order was in fact written: a broker takes a producer's
+        sequences only in order, so a batch of this producer id whose sequences come before one
+        already acknowledged was written, by an attempt whose answer was lost (its retry is then
+        too old for the leader's cache of the producer's last 5 batches). Kafka's producer never
+        lets such a retry fall that far behind; this one's timed-out calls can."""
+        return (self._idempotent and self._txn is None and wire.base_sequence >= 0
+                and wire.producer_id == self.producer_id and queue.last_acked_sequence >= 0
+                and _sequence_after(queue.last_acked_sequence, wire.last_sequence))
 
     def _on_error(self, queue: PartitionQueue, wire: WireBatch, code: int, error: KafkaError, now: int,
                   maybe_written: bool) -> None:
@@ -488,3 +504,11 @@ class Sender(threading.Thread):
             for wire in list(queue.in_flight):
                 queue.in_flight.remove(wire)
                 self._complete(wire, NO_OFFSET, -1, error)
+
+
+def _sequence_after(sequence: int, other: int) -> bool:
+    """Whether `sequence` comes after `other` (sequences wrap at 2^31; -1 is before everything)."""
+    if other < 0:
+        return sequence >= 0
+    distance = (sequence - other) % SEQUENCE_MODULUS
+    return 0 < distance < SEQUENCE_MODULUS // 2

@@ -174,6 +174,37 @@ def test_overtaken_batches_are_resent_in_order(broker, make_producer):
     assert producer.metrics()["record-retry-total"] >= 2
 
 
+def test_a_retry_refused_as_out_of_order_behind_acknowledged_batches_was_written(broker, make_producer):
+    """The broker writes a batch but its answer is lost; batches sent behind it are written and
+    acknowledged, and the leader's cache no longer holds the first when its retry comes: refused as
+    out of order, it was surely written (sequences are taken only in order), so it is done, not
+    sent again under a new producer id."""
+    held = threading.Event()
+    release = threading.Event()
+
+    def write_then_lose_the_answer(pid, sequence, values):
+        if sequence == 1 and not held.is_set():
+            with broker._lock:  # written, but not in the broker's cache of recent batches
+                broker.logs[0].extend(values)
+                broker._next_sequence[(pid, 0)] = sequence + len(values)
+            held.set()
+            release.wait(5)
+            return Errors.REQUEST_TIMED_OUT
+        return None
+
+    broker.faults.append(write_then_lose_the_answer)
+    producer = make_producer()
+    assert producer.send("t", b"known").get(5).offset == 0
+    first = producer.send("t", b"a")
+    wait_until(held.is_set, 5, message="the batch at the broker")
+    later = [producer.send("t", b"b%d" % i) for i in range(3)]
+    assert [f.get(5).offset for f in later] == [2, 3, 4]
+    release.set()
+    assert first.get(5).offset == -1  # done, its offset unknown, as for DUPLICATE_SEQUENCE_NUMBER
+    assert broker.logs[0] == [b"known", b"a", b"b0", b"b1", b"b2"]
+    assert broker.producer_ids_handed_out == 1
+
+
 def test_a_partition_sends_one_batch_at_a_time_until_its_first_is_acknowledged(broker, make_producer):
     release = threading.Event()
     broker.faults.append(lambda pid, sequence, values: release.wait(5) and None)
