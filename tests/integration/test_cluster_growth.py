@@ -75,8 +75,10 @@ class Load:
 
     def _produce(self) -> None:
         try:
+            # request.timeout.ms is Kafka's 30 s: longer than a produce waits while the killed
+            # controller's successor takes over (ZooKeeper's session timeout, then LeaderAndIsr)
             with Producer(bootstrap_servers=self.cluster.bootstrap_servers, acks="all", linger_ms=5,
-                          **CLIENT_CONFIG) as producer:
+                          retry_backoff_ms=CLIENT_CONFIG["retry_backoff_ms"]) as producer:
                 sequence = 0
                 while not self._stop_producing.is_set():
                     partition = sequence % PARTITIONS
@@ -184,9 +186,13 @@ def test_a_fourth_broker_takes_a_quarter_of_the_replicas_under_load(cluster: Loc
             for broker in range(1, 5):
                 assert "leader.replication.throttled.rate" not in \
                     admin.describe_configs([str(broker)], resource_type=BROKER_RESOURCE)[str(broker)]
-            final = {TopicPartition(TOPIC, p.partition): list(p.replicas)
-                     for p in admin.describe_topics([TOPIC])[TOPIC].partitions}
-            assert final == plan
+
+            def final_replicas() -> dict[TopicPartition, list[int]]:
+                return {TopicPartition(TOPIC, p.partition): list(p.replicas)
+                        for p in admin.describe_topics([TOPIC])[TOPIC].partitions}
+
+            # --verify read the assignment from one broker's metadata; the others follow
+            wait_until(lambda: final_replicas() == plan, 30, 0.2, message=lambda: f"{final_replicas()} to be {plan}")
 
             acked_before_stop = load.acked_count()
             wait_until(lambda: load.acked_count() >= acked_before_stop + 100 or load.errors, 30,
