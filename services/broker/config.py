@@ -80,6 +80,19 @@ class BrokerConfig(Config):
     replica_fetch_max_bytes: int = setting(ConfigType.INT, 1048576, at_least(0))
     replica_fetch_response_max_bytes: int = setting(ConfigType.INT, 10485760, at_least(0))
     replica_fetch_backoff_ms: int = setting(ConfigType.INT, 1000, at_least(0))
+    leader_replication_throttled_rate: int = setting(
+        ConfigType.LONG, LONG_MAX, at_least(0),
+        doc="Bytes/s this broker sends as leader to followers of throttled replicas (the topics' "
+            "leader.replication.throttled.replicas) outside the ISR; set dynamically by "
+            "reassign-partitions --throttle.")
+    follower_replication_throttled_rate: int = setting(
+        ConfigType.LONG, LONG_MAX, at_least(0),
+        doc="Bytes/s this broker fetches as follower for throttled replicas (the topics' "
+            "follower.replication.throttled.replicas) outside the ISR.")
+    replication_quota_window_num: int = setting(
+        ConfigType.INT, 11, at_least(1), doc="Windows over which replication throttles measure their rate.")
+    replication_quota_window_size_seconds: int = setting(
+        ConfigType.INT, 1, at_least(1), doc="The length of each replication throttle window.")
     replica_high_watermark_checkpoint_interval_ms: int = setting(ConfigType.LONG, 5000, at_least(1))
     request_timeout_ms: int = setting(ConfigType.INT, 30000)
 

@@ -9,7 +9,9 @@
 - DelayedOperationPurgatory: purgatory size (watch list entries) and delayed operations, by
   `delayed_operation` (Produce, Fetch), and the operations that expired;
 - FetchSessionCache: incremental fetch sessions held, partitions they cache, sessions evicted,
-  and the full and incremental fetches served.
+  and the full and incremental fetches served;
+- replication throttles: bytes of throttled replicas sent as leader and fetched as follower, and
+  their rate over the throttle's windows.
 
 A scrape costs O(hosted partitions + purgatory watch keys): nothing walks records."""
 
@@ -41,6 +43,7 @@ class BrokerMetrics(ServiceCollector):
         yield from self._logs(partitions)
         yield from self._purgatories(manager)
         yield from self._fetch_sessions(manager.fetch_sessions)
+        yield from self._replication_throttles(manager)
 
     def _replica_manager(self, manager, partitions) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         leaders = [p for p in partitions if p.is_leader]
@@ -58,6 +61,16 @@ class BrokerMetrics(ServiceCollector):
                            isr.shrinks if isr is not None else 0)
         yield self.counter("odradek_replica_manager_isr_expands", "ISR expansions this broker wrote as leader.",
                            isr.expands if isr is not None else 0)
+
+    def _replication_throttles(self, manager) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        quotas = (("LeaderReplication", manager.leader_quota), ("FollowerReplication", manager.follower_quota))
+        yield self.labelled(CounterMetricFamily, "odradek_replication_throttled_bytes",
+                            "Record bytes of throttled replicas sent to followers (LeaderReplication) or "
+                            "fetched from leaders (FollowerReplication).",
+                            "replication_type", [(name, q.throttled_bytes_total) for name, q in quotas])
+        yield self.labelled(GaugeMetricFamily, "odradek_replication_throttled_byte_rate",
+                            "Bytes/s of throttled replicas over the throttle's windows.",
+                            "replication_type", [(name, q.rate()) for name, q in quotas])
 
     def _fetch_sessions(self, cache) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         yield self.gauge("odradek_fetch_session_cache_num_incremental_fetch_sessions",

@@ -193,14 +193,24 @@ class ReplicaFetches:
             partition = self.leader_partition(request.topic, request.partition, epoch)
         return partition
 
+    def leader_throttles(self, replica_id: int, partition: Partition) -> bool:
+        """Whether a follower's fetch of `partition` gets no records now: the partition is
+        throttled here, the follower is out of its ISR, and the leader quota is over its bound."""
+        quota = self.leader_quota
+        return (quota.has_throttled and replica_id not in partition.isr and quota.is_throttled(partition.key)
+                and quota.is_exceeded())
+
     def fetch_is_satisfied(self, params: FetchParams) -> bool:
         accumulated = 0
         from_follower = params.replica_id >= 0
         for request in self._partitions_to_check(params):
             try:
-                log = self._fetched_leader(request).log
+                partition = self._fetched_leader(request)
+                log = partition.log
             except KafkaError:
                 return True  # an error answers at once
+            if from_follower and self.leader_throttles(params.replica_id, partition):
+                continue  # its records wait for the quota: they do not complete the fetch
             end_offset = log.log_end_offset if from_follower else log.high_watermark
             fetch_offset = request.fetch_offset
             if fetch_offset > end_offset or fetch_offset < log.log_start_offset:
@@ -266,6 +276,7 @@ class ReplicaFetches:
         min_one_message = True
         from_follower = params.replica_id >= 0
         read_committed = params.read_committed and not from_follower
+        leader_quota = self.leader_quota
         served: dict[str, int] = {}  # record bytes by topic, for the traffic counters
         served_messages: dict[str, int] = {}  # records served by topic (offsets from the fetch offset)
         for request in requests:
@@ -273,7 +284,8 @@ class ReplicaFetches:
             # build: a follower's fetch carries every partition it follows from this leader
             key = (request.topic, request.partition)
             try:
-                log = self._fetched_leader(request).log
+                partition = self._fetched_leader(request)
+                log = partition.log
                 high_watermark = log.high_watermark
                 last_stable = log.last_stable_offset
                 end_offset = (log.log_end_offset if from_follower
@@ -284,7 +296,9 @@ class ReplicaFetches:
                     continue
                 unfinished.append(key)  # records to read, returned now or not
                 limit = min(request.partition_max_bytes, remaining)
-                if limit <= 0 and not min_one_message:
+                throttled = from_follower and leader_quota.has_throttled and leader_quota.is_throttled(key)
+                if (limit <= 0 and not min_one_message) or (
+                        throttled and params.replica_id not in partition.isr and leader_quota.is_exceeded()):
                     records = b""
                 else:
                     data = log.read(request.fetch_offset, limit, max_offset=end_offset,
@@ -294,6 +308,8 @@ class ReplicaFetches:
                 if records:
                     min_one_message = False
                     remaining -= len(records)
+                    if throttled:
+                        leader_quota.record(len(records))
                     served[request.topic] = served.get(request.topic, 0) + len(records)
                     after = next_offset_after(records)
                     if after is not None:

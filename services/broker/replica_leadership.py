@@ -45,9 +45,9 @@ class ReplicaLeadership:
                 else:
                     errors[state.partition] = Errors.UNKNOWN_TOPIC_OR_PARTITION
             hosted = list(by_key.values())
-            new_logs = [state.partition for state in hosted if state.partition not in self._partitions
-                        and self.log_manager.get_log(state.partition) is None]
-            self._configure_new_topics({tp.topic for tp in new_logs})
+            new_here = [state.partition for state in hosted if state.partition not in self._partitions]
+            new_logs = [tp for tp in new_here if self.log_manager.get_log(tp) is None]
+            self._configure_new_topics({tp.topic for tp in new_logs}, {tp.topic for tp in new_here})
             now = self.clock.monotonic_ms()
             # opening thousands of new logs is file creation (and a leader epoch checkpoint per
             # leader): done several partitions at a time, each under its own partition's lock
@@ -135,12 +135,14 @@ class ReplicaLeadership:
         for topic in {topic for topic, _ in deleted} - hosted:
             self.topic_stats.remove(topic)
 
-    def _configure_new_topics(self, topics: set[str]) -> None:
-        """Reads the config of each topic with a log to create, once per request, before any is."""
-        for topic in sorted(topics):
+    def _configure_new_topics(self, topics: set[str], newly_hosted: set[str] = frozenset()) -> None:
+        """Reads the config of each topic with a log to create (and of each with a partition new
+        here, for its replication throttles), once per request, before any log is created."""
+        for topic in sorted(topics | newly_hosted):
             overrides = self.topic_config(topic)
-            if overrides:
+            if overrides and topic in topics:
                 self.log_manager.update_topic_config(topic, overrides)
+            self.update_replication_throttles(topic, overrides)
 
     def _apply_leader_and_isr(self, state: PartitionStateInfo, now_ms: int) -> int:
         """One partition's part of LeaderAndIsr: 0 when applied, else its error code."""

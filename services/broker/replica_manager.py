@@ -7,8 +7,9 @@ watermark and may grow the ISR; long polls park in the fetch purgatory and are t
 last of overlapping appends to a partition, so a burst of produces travels in one response),
 drives the follower side of replication for the fetcher threads (truncation to the divergence
 point, appends with the leader's offsets), checkpoints high watermarks, and answers ListOffsets
-and OffsetForLeaderEpoch. DeleteRecords moves a led partition's log start offset; followers take
-it from their fetches.
+and OffsetForLeaderEpoch. Replication throttles (`leader_quota`, `follower_quota`) hold back the
+records of throttled replicas outside the ISR while their byte rate is over its bound.
+DeleteRecords moves a led partition's log start offset; followers take it from their fetches.
 
 Transactions: produces from a live coordinator append with the COORDINATOR origin (no sequence
 numbers needed); `write_txn_markers` appends a COMMIT or ABORT control batch per marker and
@@ -41,6 +42,7 @@ from services.broker.purgatory import DelayedOperationPurgatory
 from services.broker.replica_append import ReplicaAppends
 from services.broker.replica_fetch import ReplicaFetches
 from services.broker.replica_leadership import LEADER_AND_ISR_CONCURRENCY, ReplicaLeadership
+from services.broker.replication.quota import ReplicationQuota, throttled_partitions
 from services.broker.topic_stats import BrokerTopicStats
 from services.common.clock import SYSTEM_CLOCK
 from services.common.errors import Errors
@@ -106,9 +108,24 @@ class ReplicaManager(ReplicaLeadership, ReplicaAppends, ReplicaFetches):
         self.delayed_fetch_expired = 0
         self.delayed_produce_expired = 0
         self.topic_stats = BrokerTopicStats()
+        # replication throttles (set up by the server from its config): bytes this leader sends to
+        # followers, and this follower fetches, for throttled replicas outside the ISR
+        self.leader_quota = ReplicationQuota(clock=clock)
+        self.follower_quota = ReplicationQuota(clock=clock)
 
 
     # ------------------------------------------------------------------ housekeeping
+
+    def update_replication_throttles(self, topic: str, config: dict[str, str]) -> None:
+        """The topic's throttled replicas here, from its `leader.replication.throttled.replicas`
+        and `follower.replication.throttled.replicas` configs."""
+        for quota, key in ((self.leader_quota, "leader.replication.throttled.replicas"),
+                           (self.follower_quota, "follower.replication.throttled.replicas")):
+            value = config.get(key)
+            if value is None:
+                quota.remove_throttle(topic)
+            else:
+                quota.mark_throttled(topic, throttled_partitions(str(value).split(","), self.broker_id))
 
     def _complete_delayed(self, key: TopicPartition) -> None:
         self._wake_fetches(key)

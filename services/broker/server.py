@@ -95,9 +95,14 @@ class BrokerServer:
             self.broker_id, self.log_manager, self.metadata_cache, topic_config=self._topic_config,
             fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots))
         self._leader_endpoints: dict[int, str] = {}
+        for quota in (self.replica_manager.leader_quota, self.replica_manager.follower_quota):
+            quota.window_count = config.replication_quota_window_num
+            quota.window_size_ms = config.replication_quota_window_size_seconds * 1000
+        self._apply_replication_rates(config)
         self.replica_manager.fetcher_manager = ReplicaFetcherManager(
             self.replica_manager,
-            fetcher_config(config), self._leader_endpoint, SYSTEM_CLOCK)
+            fetcher_config(config), self._leader_endpoint, SYSTEM_CLOCK,
+            quota=self.replica_manager.follower_quota)
         self.replica_manager.isr_manager = IsrManager(self.replica_manager, self._write_isr,
                                                       self._announce_isr_changes, SYSTEM_CLOCK,
                                                       config.replica_lag_time_max_ms)
@@ -307,15 +312,23 @@ class BrokerServer:
         if reply.error_code:
             raise KafkaError.from_code(reply.error_code, reply.error_message)
 
+    def _apply_replication_rates(self, config: BrokerConfig) -> None:
+        self.replica_manager.leader_quota.update_rate(config.leader_replication_throttled_rate)
+        self.replica_manager.follower_quota.update_rate(config.follower_replication_throttled_rate)
+
     def _on_dynamic_config(self, config: BrokerConfig) -> None:
+        self._apply_replication_rates(config)
         fetchers = self.replica_manager.fetcher_manager
         if fetchers is not None and fetchers.config != fetcher_config(config):
             fetchers.reconfigure(fetcher_config(config))
 
     def _on_topic_config_change(self, topic: str) -> None:
-        """A topic's overrides changed: logs of it hosted here follow them at once."""
+        """A topic's overrides changed: logs of it hosted here follow them at once, and its
+        replication throttles here change (even before a replica of it is hosted)."""
+        config = self._topic_config(topic)
         if self.log_manager.logs_by_topic(topic):
-            self.log_manager.update_topic_config(topic, self._topic_config(topic))
+            self.log_manager.update_topic_config(topic, config)
+        self.replica_manager.update_replication_throttles(topic, config)
 
     def _topic_config(self, topic: str) -> dict[str, str]:
         try:

@@ -8,16 +8,21 @@
         F is {"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2]}]}
         (`log_dirs`, if given, must be "any"); prints the current assignment to keep for a
         rollback, then `Successfully started partition reassignment(s) for t-0,...`. Refused while
-        other reassignments are in progress, unless --additional.
+        other reassignments are in progress, unless --additional. With --throttle, as Kafka's tool,
+        first sets `leader.replication.throttled.rate` and `follower.replication.throttled.rate`
+        on every broker of the moving partitions' current and target replicas, and on each topic
+        `leader.replication.throttled.replicas` (the current replicas of its moving partitions,
+        "partition:broker,...") and `follower.replication.throttled.replicas` (the replicas being
+        added).
     --verify --reassignment-json-file F
         prints `Reassignment of partition t-0 is complete.` or `... is still in progress.` per
-        partition.
+        partition; once every one is complete it removes the throttles (the rates from every
+        broker, the throttled replicas from the file's topics) unless --preserve-throttles.
     --cancel --reassignment-json-file F
         cancels the reassignments of F's partitions that are in progress.
     --list
         prints every reassignment in progress: `t-0: replicas: 1,2,3. adding: 3. removing: 1.`
 
-Odradek does not throttle replication: `--throttle` is accepted and reported as not applied.
 The proposal of --generate is the controller's own assignment (`services.common.replica_assignment`),
 rack-aware when every broker has a rack. Each takes --bootstrap-server and --command-config; a
 failure prints `Error: <message>` and exits with 1.
@@ -28,11 +33,11 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from services.clients.admin import Admin
+from services.clients.admin_types import BROKER_RESOURCE
 from services.clients.cli_groups import run_admin_command
 from services.clients.cli_partitions import _add_common, _format_tp, _load_json
 from services.common.errors import KafkaError
@@ -61,9 +66,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--additional", action="store_true",
                         help="execute even while other reassignments are in progress")
     parser.add_argument("--throttle", type=int, default=-1, metavar="BYTES",
-                        help="replication throttle in bytes/s (not applied by Odradek)")
+                        help="inter-broker replication throttle of the moving replicas, in bytes/s")
     parser.add_argument("--disable-rack-aware", action="store_true", help="(the proposal is never rack-aware)")
-    parser.add_argument("--preserve-throttles", action="store_true", help="(there are no throttles to clear)")
+    parser.add_argument("--preserve-throttles", action="store_true",
+                        help="--verify leaves the throttles in place")
     parser.set_defaults(run=lambda args, out: run_admin_command(args, out, run_reassign, ReassignCommandError),
                         check=lambda args: check_args(parser, args))
 
@@ -227,13 +233,63 @@ def run_execute(admin: Admin, args: argparse.Namespace, out: TextIO) -> None:
     print(f"Current partition replica assignment\n\n{format_reassignment_json({tp: current[tp] for tp in targets})}"
           "\n\nSave this to use as the --reassignment-json-file option during rollback", file=out)
     if args.throttle >= 0:
-        print("Odradek does not throttle replication: --throttle is not applied", file=sys.stderr)
+        apply_throttles(admin, targets, current, args.throttle, out)
     errors = {tp: e for tp, e in admin.alter_partition_reassignments(targets).items() if e is not None}
     if errors:
         raise ReassignCommandError("Error reassigning partition(s):\n" + "\n".join(
             f"{_format_tp(tp)}: {error.args[0] if error.args else error}" for tp, error in sorted(errors.items())))
     print(f"Successfully started partition reassignment{_plural(len(targets))} for {_partition_list(targets)}",
           file=out)
+
+
+# --------------------------------------------------------------------------------------------- throttles
+
+LEADER_RATE, FOLLOWER_RATE = "leader.replication.throttled.rate", "follower.replication.throttled.rate"
+LEADER_REPLICAS, FOLLOWER_REPLICAS = "leader.replication.throttled.replicas", "follower.replication.throttled.replicas"
+
+
+def throttled_replicas(targets: Mapping[TopicPartition, Sequence[int]],
+                       current: Mapping[TopicPartition, Sequence[int]]) -> dict[str, dict[str, str]]:
+    """Each topic's throttled-replicas configs for the moving partitions of `targets`: as leaders
+    the current replicas, as followers the replicas being added ("partition:broker,...")."""
+    leaders: dict[str, list[str]] = {}
+    followers: dict[str, list[str]] = {}
+    for tp in sorted(targets):
+        now, target = list(current[tp]), list(targets[tp])
+        if now == target:
+            continue
+        leaders.setdefault(tp.topic, []).extend(f"{tp.partition}:{b}" for b in now)
+        followers.setdefault(tp.topic, []).extend(f"{tp.partition}:{b}" for b in target if b not in now)
+    return {topic: {LEADER_REPLICAS: ",".join(leaders[topic]), FOLLOWER_REPLICAS: ",".join(followers.get(topic, []))}
+            for topic in leaders}
+
+
+def apply_throttles(admin: Admin, targets: Mapping[TopicPartition, Sequence[int]],
+                    current: Mapping[TopicPartition, Sequence[int]], rate_bytes_per_s: int, out: TextIO) -> None:
+    topics = throttled_replicas(targets, current)
+    brokers = sorted({b for tp in targets if list(current[tp]) != list(targets[tp])
+                      for b in [*current[tp], *targets[tp]]})
+    for broker in brokers:
+        admin.incremental_alter_configs(str(broker), {LEADER_RATE: str(rate_bytes_per_s),
+                                                      FOLLOWER_RATE: str(rate_bytes_per_s)},
+                                        resource_type=BROKER_RESOURCE)
+    for topic, configs in sorted(topics.items()):
+        admin.incremental_alter_configs(topic, {k: v or None for k, v in configs.items()})
+    print(f"The inter-broker replication throttle is {rate_bytes_per_s} B/s on brokers "
+          f"{','.join(map(str, brokers))} for the moving replicas of {','.join(sorted(topics))}.\n"
+          "Run --verify until the reassignment is complete: it removes the throttle.", file=out)
+
+
+def clear_throttles(admin: Admin, topics: Sequence[str], out: TextIO) -> None:
+    """Removes the throttle rates from every broker and the throttled replicas from `topics`."""
+    brokers = sorted(n.node_id for n in admin.describe_cluster().nodes)
+    for broker in brokers:
+        admin.incremental_alter_configs(str(broker), {LEADER_RATE: None, FOLLOWER_RATE: None},
+                                        resource_type=BROKER_RESOURCE)
+    print(f"Removed the replication throttle rates of brokers {','.join(map(str, brokers))}", file=out)
+    for topic in topics:
+        admin.incremental_alter_configs(topic, {LEADER_REPLICAS: None, FOLLOWER_REPLICAS: None})
+        print(f"Removed the throttled replicas of topic {topic}", file=out)
 
 
 # --------------------------------------------------------------------------------------------- verify
@@ -261,8 +317,12 @@ def run_verify(admin: Admin, args: argparse.Namespace, out: TextIO) -> None:
     for topic, description in admin.describe_topics(topics, raise_errors=False).items():
         if not isinstance(description, KafkaError):
             current.update({TopicPartition(topic, p.partition): list(p.replicas) for p in description.partitions})
-    for line in format_verify(targets, ongoing, current):
+    lines = format_verify(targets, ongoing, current)
+    for line in lines:
         print(line, file=out)
+    complete = all(line.endswith(" is complete.") for line in lines[1:])
+    if complete and not args.preserve_throttles:
+        clear_throttles(admin, topics, out)
 
 
 # --------------------------------------------------------------------------------------------- cancel and list

@@ -4,9 +4,11 @@ without a restart, the entity names they are stored under, and the check of a ne
 Odradek applies live the broker-wide defaults of the per-topic log configs (retention, segments,
 flush, index, cleanup, compaction lags, message sizes and timestamps, `min.insync.replicas`,
 `compression.type`, `log.preallocate`): a broker rebuilds its default log config from them and every
-log without a topic override of the key follows at once; and its followers' fetching
-(`replica.fetch.*`), which each replica fetcher takes up from its next fetch. Every other broker key is static (read
-from the properties file at start); altering one is refused with INVALID_REQUEST naming it.
+log without a topic override of the key follows at once; its followers' fetching
+(`replica.fetch.*`), which each replica fetcher takes up from its next fetch; and its replication
+throttles (`leader.replication.throttled.rate`, `follower.replication.throttled.rate`). Every other
+broker key is static (read from the properties file at start); altering one is refused with
+INVALID_REQUEST naming it.
 
 Entities: a broker's own dynamic configs are stored under its id (`/config/brokers/1`), the
 cluster-wide defaults under `<default>` (`/config/brokers/<default>`); admin requests name the
@@ -59,6 +61,8 @@ DYNAMIC_BROKER_CONFIGS: Mapping[str, ConfigType] = {
     "replica.fetch.max.bytes": ConfigType.INT,
     "replica.fetch.response.max.bytes": ConfigType.INT,
     "replica.fetch.backoff.ms": ConfigType.INT,
+    "leader.replication.throttled.rate": ConfigType.LONG,
+    "follower.replication.throttled.rate": ConfigType.LONG,
 }
 
 

@@ -1,5 +1,5 @@
-"""`odradek dev up|down|status|start|stop|restart|kill`: a local cluster under one directory,
-through `LocalCluster`.
+"""`odradek dev up|down|status|add-broker|start|stop|restart|kill`: a local cluster under one
+directory, through `LocalCluster`.
 
 `up` starts ZooKeeper, the controllers, the brokers, the coordinators and the HTTP gateways on the
 launcher's default ports (ZooKeeper 2181, brokers 9092/9192/9292..., controllers 9093/9193...,
@@ -8,7 +8,8 @@ coordinators 9094/9194..., gateways 8080/8180...; each gRPC service's Prometheus
 replication factor min(3, brokers)) unless asked not to, and prints the endpoints (the gateways'
 URLs among them) and how to use them. A cluster already running from the directory is reported, not started twice.
 `down` stops whatever `<dir>/cluster.json` records; `status` prints each service and exits with 1
-when any is down.
+when any is down. `add-broker` lays out the next broker (`broker-4` after three, on the next
+ports of the scheme: 9392, Kafka listener 19392, metrics 9402), starts it and waits until it serves.
 
 `start|stop|restart|kill SERVICE` act on one service named as `status` prints it (`broker-1`,
 `controller-1001`, `coordinator-2001`, ...): `stop` sends SIGTERM and waits for the exit (SIGKILL
@@ -58,8 +59,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     down.set_defaults(run=run_down)
     status = commands.add_parser("status", help="show each service; exit 1 if any is down")
     status.set_defaults(run=run_status)
+    add_broker = commands.add_parser("add-broker", help="lay out one more broker (the next id) and start it",
+                                     description="Lay out one more broker, the next id, configured as the "
+                                                 "others, and start it.")
+    add_broker.add_argument("--timeout", type=float, default=SERVICE_TIMEOUT_S,
+                            help="seconds to wait for it to serve (default 60)")
+    add_broker.set_defaults(run=run_add_broker)
     services = _add_service_parsers(commands)
-    for sub in (up, down, status, *services):
+    for sub in (up, down, status, add_broker, *services):
         sub.add_argument("--dir", default="./var", help="the cluster's directory (default ./var)")
     return parser
 
@@ -301,6 +308,20 @@ def _stop(cluster: LocalCluster, name: str, timeout_s: float, out: TextIO) -> bo
         return False
     print(f"Stopped {name} (pid {pid}).", file=out)
     return True
+
+
+def run_add_broker(args: argparse.Namespace, out: TextIO) -> int:
+    base = Path(args.dir)
+    if not _layout_exists(base):
+        print(f"No cluster in {base.resolve()} (no cluster.json); start one with `odradek dev up`.", file=out)
+        return 1
+    cluster = LocalCluster.load(base)
+    name = cluster.add_broker()
+    print(f"Added {name} (broker id {cluster.services[name].node_id}) to {cluster.base_dir}.", file=out)
+    code = _start(cluster, name, args.timeout, out)
+    if code == 0:
+        print(f"Bootstrap servers: {cluster.bootstrap_servers}", file=out)
+    return code
 
 
 def run_stop(args: argparse.Namespace, out: TextIO) -> int:

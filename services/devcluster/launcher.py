@@ -15,8 +15,9 @@ the brokers), then HTTP gateways (clients of the brokers; serving once `/health`
 Services run as `python -m services.<kind> --config <file>` in their own sessions, so they outlive
 the launcher until `stop()`; everything is stopped by its own pid. One service is started, stopped,
 restarted or killed by name (`start_service`, `stop_service`, `restart_service`, `kill_service`),
-with the config it was laid out with. With `zookeeper_connect` the cluster uses an existing
-ensemble (the tests share one) instead of starting ZooKeeper.
+with the config it was laid out with; `add_broker` lays out one more broker to start. With
+`zookeeper_connect` the cluster uses an existing ensemble (the tests share one) instead of
+starting ZooKeeper.
 """
 
 from __future__ import annotations
@@ -97,13 +98,8 @@ class LocalCluster:
         self.env = {**os.environ, **(env or {})}
         self.zookeeper: ZooKeeperServer | None = None
         self._zk_port = free_port(host) if free_ports else ZOOKEEPER_PORT
-
-        def port(base: int, index: int) -> int:
-            return free_port(host) if free_ports else base + PORT_STRIDE * index
-
-        def metrics_port(base: int, index: int) -> int:
-            return port(base + METRICS_PORT_OFFSET, index)
-
+        self.free_ports = free_ports
+        port, metrics_port = self._port, self._metrics_port
         self.services: dict[str, ServiceSpec] = {}
         for index in range(controllers):
             node_id = CONTROLLER_ID_BASE + index + 1
@@ -111,10 +107,7 @@ class LocalCluster:
                                   port(CONTROLLER_BASE_PORT, index), _stringify(controller_config),
                                   metrics_port(CONTROLLER_BASE_PORT, index)))
         for index in range(brokers):
-            node_id = index + 1
-            self._add(ServiceSpec(f"broker-{node_id}", "broker", node_id,
-                                  port(BROKER_BASE_PORT, index), _stringify(broker_config),
-                                  metrics_port(BROKER_BASE_PORT, index), port(KAFKA_BASE_PORT, index)))
+            self._add(self._broker_spec(index + 1, _stringify(broker_config)))
         internal_replication = min(3, brokers)  # the internal topics wait for this many live brokers
         coordinator_config = {"offsets.topic.replication.factor": internal_replication,
                               "transaction.state.log.replication.factor": internal_replication,
@@ -128,8 +121,30 @@ class LocalCluster:
             self._add(ServiceSpec(f"gateway-{index + 1}", "gateway", index + 1,
                                   port(GATEWAY_BASE_PORT, index), _stringify(gateway_config)))
 
+    def _port(self, base: int, index: int) -> int:
+        return free_port(self.host) if self.free_ports else base + PORT_STRIDE * index
+
+    def _metrics_port(self, base: int, index: int) -> int:
+        return self._port(base + METRICS_PORT_OFFSET, index)
+
+    def _broker_spec(self, node_id: int, config: dict[str, str]) -> ServiceSpec:
+        index = node_id - 1
+        return ServiceSpec(f"broker-{node_id}", "broker", node_id, self._port(BROKER_BASE_PORT, index), config,
+                           self._metrics_port(BROKER_BASE_PORT, index), self._port(KAFKA_BASE_PORT, index))
+
     def _add(self, spec: ServiceSpec) -> None:
         self.services[spec.name] = spec
+
+    def add_broker(self) -> str:
+        """Lays out one more broker, the next id, configured as the others (its ports free ones, or
+        the fixed scheme's), and rewrites the layout; returns its name (start it with
+        `start_service`)."""
+        brokers = [self.services[name] for name in self.broker_names]
+        node_id = max((spec.node_id for spec in brokers), default=0) + 1
+        config = dict(brokers[-1].config) if brokers else {}
+        self._add(self._broker_spec(node_id, config))
+        self.write_layout()
+        return f"broker-{node_id}"
 
     # ------------------------------------------------------------------ layout
 
@@ -231,6 +246,7 @@ class LocalCluster:
             "zookeeper": {"connect": self.zookeeper_connect, "port": self._zk_port,
                           "external": self.external_zookeeper},
             "services": {name: asdict(spec) for name, spec in self.services.items()},
+            "free_ports": self.free_ports,
         }
         (self.base_dir / "cluster.json").write_text(json.dumps(layout, indent=2) + "\n")
 
@@ -240,7 +256,7 @@ class LocalCluster:
         base = Path(base_dir).resolve()
         layout = json.loads((base / "cluster.json").read_text())
         cluster = cls(base, brokers=0, controllers=0, host=layout["host"],
-                      zookeeper_connect=layout["zookeeper"]["external"])
+                      zookeeper_connect=layout["zookeeper"]["external"], free_ports=layout.get("free_ports", False))
         cluster._zk_port = layout["zookeeper"]["port"]
         if layout["zookeeper"]["external"]:
             cluster.zookeeper_chroot = layout["zookeeper"]["connect"][len(layout["zookeeper"]["external"]):]

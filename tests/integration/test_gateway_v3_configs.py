@@ -2,8 +2,9 @@
 front of a real three-broker cluster: a topic's configs listed, read, set, reset and altered in a
 batch, each change seen through the Admin; a broker's configs answered as the Admin describes them;
 the replicas of a three-replica partition with their leader and in-sync flags; a topic grown to more
-partitions; unknown topics, configs, partitions and brokers answered 404, and bad bodies 400, all
-with REST Proxy's error body; the OpenAPI description naming every new operation."""
+partitions; the reassignments in progress listed for the cluster and a topic and read per partition,
+404 once there is none; unknown topics, configs, partitions and brokers answered 404, and bad bodies
+400, all with REST Proxy's error body; the OpenAPI description naming every new operation."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ import pytest
 from services.clients.admin import Admin
 from services.clients.admin_types import BROKER_RESOURCE
 from services.common.errors import KafkaError
+from services.common.topic_partition import TopicPartition
 from services.devcluster.launcher import LocalCluster
 from services.devcluster.proc import wait_until
-from tests.integration.conftest import create_topic, gateway_module_cluster
+from tests.integration.conftest import create_topic, gateway_module_cluster, produce_values
+from tests.integration.test_replication import paused
 
 JSON_HEADERS = {"Content-Type": "application/json"}
 
@@ -263,6 +266,51 @@ def test_an_unanswered_method_is_405_naming_those_answered(http: httpx.Client, c
     assert answer.headers["allow"] == "GET"
 
 
+# --------------------------------------------------------------------------------------------- reassignments
+
+def test_reassignments_in_progress_are_listed_and_read(http: httpx.Client, cluster: LocalCluster, cluster_id: str,
+                                                       admin: Admin, broker_ids: list[int], writer):
+    b1, _, b3 = sorted(broker_ids)
+    topic = create_topic(admin, "reassigned", assignment={0: [b1], 1: [b1]})
+    create_topic(admin, "still", assignment={0: [b1]})
+    for partition in (0, 1):
+        produce_values(writer, topic, partition, [b"a", b"b"])
+    t0, t1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    base = f"/v3/clusters/{cluster_id}"
+    with paused(cluster, b3):  # the new replicas cannot catch up: the reassignments stay in progress
+        assert admin.alter_partition_reassignments({t0: [b3], t1: [b1, b3]}) == {t0: None, t1: None}
+        try:
+            every = http.get(f"{base}/topics/-/partitions/-/reassignment")
+            assert every.status_code == 200, every.text
+            body = every.json()
+            assert body["kind"] == "KafkaReassignmentList"
+            assert body["metadata"]["self"].endswith(f"{base}/topics/-/partitions/-/reassignment")
+            assert [(r["topic_name"], r["partition_id"], r["adding_replicas"], r["removing_replicas"])
+                    for r in body["data"]] == [(topic, 0, [b3], [b1]), (topic, 1, [b3], [])]
+            by_topic = http.get(f"{base}/topics/{topic}/partitions/-/reassignment").json()
+            assert by_topic["data"] == body["data"]
+            assert by_topic["metadata"]["self"].endswith(f"{base}/topics/{topic}/partitions/-/reassignment")
+            assert http.get(f"{base}/topics/still/partitions/-/reassignment").json()["data"] == []
+            one = http.get(f"{base}/topics/{topic}/partitions/0/reassignment")
+            assert one.status_code == 200, one.text
+            resource = one.json()
+            assert resource == body["data"][0]
+            assert resource["kind"] == "KafkaReassignment" and resource["cluster_id"] == cluster_id
+            assert resource["metadata"]["self"] == \
+                f"{cluster.gateway_url()}{base}/topics/{topic}/partitions/0/reassignment"
+            assert resource["metadata"]["resource_name"] == \
+                f"crn:///kafka={cluster_id}/topic={topic}/partition=0/reassignment"
+            replicas_url = resource["replicas"]["related"]
+            assert_error(http.get(f"{base}/topics/still/partitions/0/reassignment"), 404, 404)
+        finally:
+            admin.alter_partition_reassignments({t0: None, t1: None})
+    replicas = http.get(replicas_url)
+    assert replicas.status_code == 200 and replicas.json()["kind"] == "KafkaReplicaList", replicas.text
+    assert_error(http.get(f"{base}/topics/{topic}/partitions/0/reassignment"), 404, 404)
+    assert http.get(f"{base}/topics/-/partitions/-/reassignment").json()["data"] == []
+    assert_error(http.get("/v3/clusters/other/topics/-/partitions/-/reassignment"), 404, 404)
+
+
 # --------------------------------------------------------------------------------------------- OpenAPI
 
 def test_the_openapi_description_names_every_new_operation(http: httpx.Client):
@@ -274,7 +322,10 @@ def test_the_openapi_description_names_every_new_operation(http: httpx.Client):
                 f"{broker}/configs": {"get"}, f"{broker}/configs/{{config_name}}": {"get", "put", "delete"},
                 f"{broker}/configs:alter": {"post"}, f"{topic}/partitions/{{partition_id}}/replicas": {"get"},
                 f"{topic}/partitions/{{partition_id}}/replicas/{{broker_id}}": {"get"},
-                f"{broker}/partition-replicas": {"get"}}
+                f"{broker}/partition-replicas": {"get"},
+                "/v3/clusters/{cluster_id}/topics/-/partitions/-/reassignment": {"get"},
+                f"{topic}/partitions/-/reassignment": {"get"},
+                f"{topic}/partitions/{{partition_id}}/reassignment": {"get"}}
     for path, methods in expected.items():
         assert set(paths[path]) == methods, (path, set(paths[path]))
     alter = paths[f"{topic}/configs:alter"]["post"]

@@ -5,19 +5,23 @@ record is read back once and in order; a replication factor goes from 1 to 3; a 
 held back by a paused target broker is cancelled; one written to `/admin/reassign_partitions` as
 an old tool does completes and the znode goes; `odradek reassign-partitions` generates, executes,
 verifies and lists; and a reassignment in progress when the active
-controller is killed with SIGKILL is completed by the next controller.
+controller is killed with SIGKILL is completed by the next controller. A reassignment throttled by
+`--execute --throttle` copies a partition no faster than the rate, and `--verify` removes the
+throttle once it is complete; the tool raises a replication factor from 1 to 3.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 
 from services.clients import cli
 from services.clients.admin import Admin
+from services.clients.admin_types import BROKER_RESOURCE
 from services.clients.lowlevel import LowLevelClient
 from services.common.errors import Errors
 from services.common.shared_types import ReplicaAssignment
@@ -183,9 +187,9 @@ def test_the_command_line_generates_executes_verifies_and_lists(cluster, admin, 
     def verified() -> bool:
         code, lines = run_cli(["reassign-partitions", *server, "--verify", "--reassignment-json-file", str(plan)],
                               capsys)
-        return code == 0 and lines == ["Status of partition reassignment:",
-                                       "Reassignment of partition tool-0 is complete.",
-                                       "Reassignment of partition tool-1 is complete."]
+        return code == 0 and lines[:3] == ["Status of partition reassignment:",
+                                           "Reassignment of partition tool-0 is complete.",
+                                           "Reassignment of partition tool-1 is complete."]
 
     wait_until(verified, REASSIGN_TIMEOUT_S, 0.2, message="--verify to report both partitions complete")
     assert run_cli(["reassign-partitions", *server, "--list"], capsys) == (0, ["No partition reassignments found."])
@@ -220,3 +224,125 @@ def test_the_next_controller_completes_a_reassignment_after_a_kill(cluster, admi
     produce_values(writer, topic, 0, [b"after"])
     expected = [b"before-%d" % i for i in range(10)] + [b"after"]
     assert [v for _, v in read_partition(writer, topic, 0)] == expected
+
+
+THROTTLE_BYTES_PER_S = 1 << 20
+MOVED_MIB = 6
+
+
+def fill(writer: LowLevelClient, topic: str, mib: int) -> list[bytes]:
+    """`mib` MiB of distinct 64 KiB values, in batches well under message.max.bytes."""
+    values = [b"%06d" % i + b"v" * (64 * 1024 - 6) for i in range(mib * 16)]
+    for start in range(0, len(values), 8):
+        produce_values(writer, topic, 0, values[start:start + 8])
+    return values
+
+
+def timed_move(cluster, capsys, tmp_path, topic: str, replicas: list[int], *throttle: str) -> tuple[float, list[str]]:
+    """Seconds from `--execute` until `--verify` reports the move complete, and --verify's lines."""
+    server = ["--bootstrap-server", cluster.bootstrap_servers]
+    plan = tmp_path / f"{topic}.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": replicas}]}))
+    started = time.monotonic()
+    code, lines = run_cli(["reassign-partitions", *server, "--execute", "--reassignment-json-file", str(plan),
+                           *throttle], capsys)
+    assert code == 0, lines
+    verified: list[str] = []
+
+    def complete() -> bool:
+        code, lines = run_cli(["reassign-partitions", *server, "--verify", "--reassignment-json-file", str(plan)],
+                              capsys)
+        verified[:] = lines
+        return code == 0 and lines[1] == f"Reassignment of partition {topic}-0 is complete."
+
+    wait_until(complete, 60, 0.2, message=f"the move of {topic}")
+    return time.monotonic() - started, verified
+
+
+def test_a_throttled_move_keeps_to_the_rate_and_verify_removes_the_throttle(cluster, admin, writer, brokers,
+                                                                            tmp_path, capsys):
+    b1, b2, b3, _ = brokers
+    for topic in ("unthrottled", "throttled"):
+        create_topic(admin, topic, assignment={0: [b1]})
+    expected = fill(writer, "unthrottled", MOVED_MIB)
+    assert fill(writer, "throttled", MOVED_MIB) == expected
+    free_s, _ = timed_move(cluster, capsys, tmp_path, "unthrottled", [b1, b2])
+
+    server = ["--bootstrap-server", cluster.bootstrap_servers]
+    plan = tmp_path / "throttled.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "throttled", "partition": 0,
+                                                              "replicas": [b1, b3]}]}))
+    started = time.monotonic()
+    code, lines = run_cli(["reassign-partitions", *server, "--execute", "--reassignment-json-file", str(plan),
+                           "--throttle", str(THROTTLE_BYTES_PER_S)], capsys)
+    assert code == 0, lines
+    assert f"The inter-broker replication throttle is {THROTTLE_BYTES_PER_S} B/s on brokers {b1},{b3}" in lines[-3]
+    topic_configs = admin.describe_configs(["throttled"])["throttled"]
+    assert topic_configs["leader.replication.throttled.replicas"].value == f"0:{b1}"
+    assert topic_configs["follower.replication.throttled.replicas"].value == f"0:{b3}"
+    for broker in (b1, b3):
+        rates = admin.describe_configs([str(broker)], resource_type=BROKER_RESOURCE)[str(broker)]
+        assert rates["leader.replication.throttled.rate"].value == str(THROTTLE_BYTES_PER_S)
+        assert rates["follower.replication.throttled.rate"].value == str(THROTTLE_BYTES_PER_S)
+    tp = TopicPartition("throttled", 0)
+
+    def copied_bytes() -> int:
+        dirs = admin.describe_log_dirs([b3])[b3]
+        return max((d.replica_infos[tp].size for d in dirs.values() if tp in d.replica_infos), default=0)
+
+    wait_until(lambda: copied_bytes() >= 2 << 20, 30, 0.1, message="2 MiB copied to the new replica")
+    assert admin.list_partition_reassignments([tp]), "the throttled copy is over early"
+    assert b3 not in admin.describe_topics(["throttled"])["throttled"].partitions[0].isr
+
+    verified: list[str] = []
+
+    def complete() -> bool:
+        code, lines = run_cli(["reassign-partitions", *server, "--verify", "--reassignment-json-file", str(plan)],
+                              capsys)
+        verified[:] = lines
+        return code == 0 and lines[1] == "Reassignment of partition throttled-0 is complete."
+
+    wait_until(complete, 60, 0.2, message="the throttled move")
+    throttled_s = time.monotonic() - started
+    # the rate over at least one 1 s window lets a window's worth go at once: the rest goes at the rate
+    assert throttled_s >= 0.7 * (MOVED_MIB - 1), (throttled_s, free_s)
+    assert free_s < 0.75 * throttled_s, (throttled_s, free_s)
+    assert verified[2] == f"Removed the replication throttle rates of brokers {','.join(map(str, brokers))}"
+    assert verified[3] == "Removed the throttled replicas of topic throttled"
+    topic_configs = admin.describe_configs(["throttled"])["throttled"]
+    assert "leader.replication.throttled.replicas" not in topic_configs or \
+        topic_configs["leader.replication.throttled.replicas"].value == ""
+    rates = admin.describe_configs([str(b3)], resource_type=BROKER_RESOURCE)[str(b3)]
+    assert "leader.replication.throttled.rate" not in rates
+    wait_for_replicas(cluster, admin, tp, [b1, b3])
+    assert [v for _, v in read_partition(writer, "throttled", 0)] == expected
+    print(f"moved {MOVED_MIB} MiB: unthrottled in {free_s:.1f} s, at {THROTTLE_BYTES_PER_S} B/s in {throttled_s:.1f} s")
+
+
+def test_the_command_line_raises_a_replication_factor_from_one_to_three(cluster, admin, writer, brokers,
+                                                                      tmp_path, capsys):
+    b1, b2, b3, _ = brokers
+    topic = create_topic(admin, "factor", assignment={0: [b2], 1: [b3]})
+    values = {p: [b"%d-%d" % (p, i) for i in range(200)] for p in (0, 1)}
+    for p, vals in values.items():
+        for start in range(0, len(vals), 50):
+            produce_values(writer, topic, p, vals[start:start + 50])
+    server = ["--bootstrap-server", cluster.bootstrap_servers]
+    plan = tmp_path / "factor.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [b2, b1, b3]},
+        {"topic": topic, "partition": 1, "replicas": [b3, b2, b1]}]}))
+    code, lines = run_cli(["reassign-partitions", *server, "--execute", "--reassignment-json-file", str(plan)],
+                          capsys)
+    assert code == 0 and lines[-1] == f"Successfully started partition reassignments for {topic}-0,{topic}-1", lines
+
+    def complete() -> bool:
+        code, lines = run_cli(["reassign-partitions", *server, "--verify", "--reassignment-json-file", str(plan)],
+                              capsys)
+        return code == 0 and all(line.endswith(" is complete.") for line in lines[1:3])
+
+    wait_until(complete, REASSIGN_TIMEOUT_S, 0.2, message="the replication factor to reach 3")
+    wait_for_replicas(cluster, admin, TopicPartition(topic, 0), [b2, b1, b3])
+    wait_for_replicas(cluster, admin, TopicPartition(topic, 1), [b3, b2, b1])
+    for p, vals in values.items():
+        assert [v for _, v in read_partition(writer, topic, p)] == vals

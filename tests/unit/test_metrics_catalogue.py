@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from services.broker.fetch_session_cache import FetchSessionCache
 from services.broker.metrics import BrokerMetrics
+from services.broker.replication.quota import ReplicationQuota
 from services.broker.topic_stats import BrokerTopicStats
 from services.common.clock import ManualClock
 from services.common.request_metrics import RequestMetrics
@@ -46,7 +47,8 @@ def exported() -> dict[str, str]:
     purgatory = SimpleNamespace(watched=0, delayed=0)
     manager = SimpleNamespace(partitions=lambda: [partition], fetch_purgatory=purgatory, produce_purgatory=purgatory,
                               isr_manager=None, delayed_fetch_expired=0, delayed_produce_expired=0,
-                              topic_stats=BrokerTopicStats(), fetch_sessions=FetchSessionCache())
+                              topic_stats=BrokerTopicStats(), fetch_sessions=FetchSessionCache(),
+                              leader_quota=ReplicationQuota(), follower_quota=ReplicationQuota())
     BrokerMetrics(SimpleNamespace(broker_id=1, replica_manager=manager), registry)
     view = SimpleNamespace(active=True, offline_partition_count=0, preferred_replica_imbalance_count=0,
                            global_topic_count=1, global_partition_count=1, topics_to_delete_count=0,

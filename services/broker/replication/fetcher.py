@@ -16,6 +16,10 @@ leader answers only partitions with records, an error or new offsets. A leader w
 a session is sent every partition each time and answers them all; the idle answers are then
 skipped in one pass.
 
+A follower replication throttle (`ReplicationQuota`) counts the bytes fetched for throttled
+partitions; while it is over its bound, throttled partitions not caught up with the leader's high
+watermark (Kafka's test of a follower in sync) leave the session and come back once it is under.
+
 The network side is a `LeaderEndpoint` (see `leader_endpoint`); the fetcher itself is plain
 threads and logic, driven by the ReplicaManager through `ReplicaFetcherManager`.
 """
@@ -28,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
+from services.broker.replication.quota import ReplicationQuota
 from services.clients.fetch_session import FetchSessionHandler, SessionFetch
 from services.common.errors import Errors
 from services.common.records.batch import CorruptRecordError
@@ -58,6 +63,11 @@ class PartitionFetchState:
     delayed_until: float = 0.0
     leader_high_watermark: int = -1  # the last one applied: an answer with no records and the same
                                      # high watermark changes nothing (most answers, when idle)
+    lag: int | None = None  # the leader's high watermark less the fetch offset, after an append
+
+    @property
+    def in_sync(self) -> bool:
+        return self.lag is not None and self.lag <= 0
 
 
 class FetchedPartition(Protocol):
@@ -93,8 +103,9 @@ class ReplicaFetcherThread:
     """Replicates the partitions this broker follows from one leader."""
 
     def __init__(self, leader_id: int, endpoint: LeaderEndpoint, manager: ReplicaManager,
-                 config: FetcherConfig, clock) -> None:
+                 config: FetcherConfig, clock, quota: ReplicationQuota | None = None) -> None:
         self.leader_id = leader_id
+        self.quota = quota or ReplicationQuota(clock=clock)
         self.endpoint = endpoint
         self.manager = manager
         self.config = config
@@ -105,6 +116,7 @@ class ReplicaFetcherThread:
         # ends (it is the same for all); the others are fetching, each in the session as it is
         self._truncating: dict[TopicPartition, None] = {}
         self._delayed: dict[TopicPartition, float] = {}
+        self._throttled: dict[TopicPartition, None] = {}  # out of the session while over the quota
         self._session = FetchSessionHandler()
         self._wakeup = threading.Event()
         self._stopping = threading.Event()
@@ -121,6 +133,7 @@ class ReplicaFetcherThread:
                 self._partitions[tp] = PartitionFetchState(-1, epoch, truncating=True)
                 self._truncating[tp] = None
                 self._delayed.pop(tp, None)
+                self._throttled.pop(tp, None)
                 self._session.remove_partition(tp)
         self._wakeup.set()
 
@@ -133,6 +146,7 @@ class ReplicaFetcherThread:
         if self._partitions.pop(tp, None) is not None:
             self._truncating.pop(tp, None)
             self._delayed.pop(tp, None)
+            self._throttled.pop(tp, None)
             self._session.remove_partition(tp)
 
     @property
@@ -165,7 +179,10 @@ class ReplicaFetcherThread:
                 did_work = False
                 self._stopping.wait(self.config.backoff_ms / 1000)
             if not did_work:
-                self._wakeup.wait(self.config.backoff_ms / 1000)
+                # partitions held back by the throttle are looked at again within a window's tenth
+                wait_ms = self.config.backoff_ms if not self._throttled else \
+                    min(self.config.backoff_ms, self.quota.window_size_ms / 10)
+                self._wakeup.wait(wait_ms / 1000)
                 self._wakeup.clear()
 
     def _run_once(self) -> bool:
@@ -175,6 +192,8 @@ class ReplicaFetcherThread:
         if truncating:
             self._truncate(truncating)
         with self._lock:
+            if self._throttled or self.quota.has_throttled:
+                self._apply_throttle()
             if not self._session.has_partitions:
                 return bool(truncating)
             fetch = self._session.build()
@@ -203,6 +222,23 @@ class ReplicaFetcherThread:
         for tp in partitions:
             self._delay_locked(tp)
         self._log_failures("fetch", {error_code: partitions})
+
+    def _apply_throttle(self) -> None:
+        """Over the quota, throttled partitions not in sync leave the session; under it, those
+        held back come back."""
+        quota = self.quota
+        if quota.is_exceeded():
+            for tp in [tp for tp in self._session.partitions
+                       if quota.is_throttled(tp) and not self._partitions[tp].in_sync]:
+                self._session.remove_partition(tp)
+                self._throttled[tp] = None
+            return
+        for tp in self._throttled:
+            state = self._partitions[tp]
+            if not state.truncating and tp not in self._delayed:
+                self._session.set_partition(tp, state.fetch_offset, state.leader_epoch,
+                                            self.config.partition_max_bytes)
+        self._throttled.clear()
 
     def _end_backoffs(self, now: float) -> None:
         """Partitions whose backoff ended go back to truncating or into the session."""
@@ -284,9 +320,10 @@ class ReplicaFetcherThread:
             self._move_locked(tp, state, fetch_offset)
 
     def _move_locked(self, tp: TopicPartition, state: PartitionFetchState, fetch_offset: int) -> None:
-        """Sets where a fetching partition fetches from next (in the session unless backing off)."""
+        """Sets where a fetching partition fetches from next (in the session unless backing off
+        or held back by the throttle)."""
         state.fetch_offset = fetch_offset
-        if tp not in self._delayed:
+        if tp not in self._delayed and tp not in self._throttled:
             self._session.set_partition(tp, fetch_offset, state.leader_epoch, self.config.partition_max_bytes)
 
     def _delay(self, tp: TopicPartition) -> None:
@@ -302,6 +339,7 @@ class ReplicaFetcherThread:
         self._delayed.pop(tp, None)
         self._delayed[tp] = state.delayed_until
         self._truncating.pop(tp, None)
+        self._throttled.pop(tp, None)
         self._session.remove_partition(tp)
 
     def _process(self, tp: TopicPartition, fetch_offset: int, data: FetchedPartition) -> bool:
@@ -322,9 +360,12 @@ class ReplicaFetcherThread:
             if next_offset is None:  # the partition is gone here
                 self.remove_partitions([tp])
                 return True
+            if data.records and self.quota.is_throttled(tp):
+                self.quota.record(len(data.records))
             with self._lock:
                 if state is self._partitions.get(tp):
                     state.leader_high_watermark = data.high_watermark
+                    state.lag = max(0, data.high_watermark - next_offset)
                     self._move_locked(tp, state, next_offset)
             return True
         if data.error_code == Errors.OFFSET_OUT_OF_RANGE:
@@ -347,8 +388,10 @@ class ReplicaFetcherThread:
 class ReplicaFetcherManager:
     """One `ReplicaFetcherThread` per leader broker, created on demand, removed when idle."""
 
-    def __init__(self, manager: ReplicaManager, config: FetcherConfig, endpoint_factory, clock) -> None:
+    def __init__(self, manager: ReplicaManager, config: FetcherConfig, endpoint_factory, clock,
+                 quota: ReplicationQuota | None = None) -> None:
         self.manager = manager
+        self.quota = quota or ReplicationQuota(clock=clock)
         self.config = config
         self.endpoint_factory = endpoint_factory  # leader_id -> LeaderEndpoint
         self.clock = clock
@@ -379,7 +422,7 @@ class ReplicaFetcherManager:
                 thread = self._threads.get(leader)
                 if thread is None:
                     thread = ReplicaFetcherThread(leader, self.endpoint_factory(leader), self.manager,
-                                                  self.config, self.clock)
+                                                  self.config, self.clock, self.quota)
                     self._threads[leader] = thread
                     thread.start()
                 thread.add_partitions(parts)

@@ -1,5 +1,6 @@
 """REST Proxy v3's cluster, broker, topic, partition and replica resources, and the v3 router that
-also carries the config (`v3_configs`), records (`v3_records`) and consumer-group (`v3_groups`) routes.
+also carries the config (`v3_configs`), reassignment (`v3_reassignments`), records (`v3_records`)
+and consumer-group (`v3_groups`) routes.
 
     GET    /v3/clusters                                   KafkaClusterList (the one cluster)
     GET    /v3/clusters/{cluster_id}                      KafkaCluster
@@ -14,11 +15,12 @@ also carries the config (`v3_configs`), records (`v3_records`) and consumer-grou
     GET    /v3/clusters/{cluster_id}/topics/{t}/partitions[/{p}]
     GET    /v3/clusters/{cluster_id}/topics/{t}/partitions/{p}/replicas[/{b}]   KafkaReplica(List)
     .../topics/{t}/configs, .../brokers/{b}/configs           `v3_configs`
+    .../topics/{t|-}/partitions/{p|-}/reassignment            `v3_reassignments`
 
 Every link an answer holds names a resource of this gateway: the cluster's controller and a
 replica's broker are linked only while they are live brokers (Odradek's controllers are services of
-their own); ACLs and reassignments, which Odradek does not serve, are not linked, nor are broker
-configs, which the cluster may refuse to describe.
+their own); ACLs, which Odradek does not serve, are not linked, nor are broker configs, which the
+cluster may refuse to describe, nor a partition's reassignment, which is 404 while there is none.
 
 An unknown topic is 404/40403 (Kafka's UNKNOWN_TOPIC_OR_PARTITION, as REST Proxy v3 answers it),
 an unknown partition of a known topic 404/404; the admin's refusals of a creation (an existing
@@ -40,7 +42,7 @@ from services.clients.cluster import Node, PartitionInfo
 from services.common.config import INT_MAX, SHORT_MAX
 from services.common.errors import KafkaError
 from services.gateway.errors import error_responses
-from services.gateway.routes import v3_configs, v3_groups, v3_records
+from services.gateway.routes import v3_configs, v3_groups, v3_reassignments, v3_records
 from services.gateway.routes.v3_resources import (
     CLUSTER_ID_KEY,
     V3_ERRORS,
@@ -346,5 +348,6 @@ async def get_replica(topic_name: str, partition_id: int, broker_id: int, state:
 
 
 router.include_router(v3_configs.router)
+router.include_router(v3_reassignments.router)
 router.include_router(v3_records.router)
 router.include_router(v3_groups.router)

@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from services.broker.fetch_session_cache import INITIAL_EPOCH, FetchSessionCache
 from services.broker.metrics import BrokerMetrics
 from services.broker.replica_fetch import FetchPartition
+from services.broker.replication.quota import ReplicationQuota
 from services.broker.topic_stats import BrokerTopicStats
 
 
@@ -34,7 +35,8 @@ def fake_manager(stats: BrokerTopicStats, hosted):
     return SimpleNamespace(
         partitions=lambda: hosted, fetch_purgatory=purgatory(9, 4), produce_purgatory=purgatory(3, 2),
         isr_manager=SimpleNamespace(shrinks=5, expands=6), delayed_fetch_expired=7, delayed_produce_expired=8,
-        topic_stats=stats, fetch_sessions=FetchSessionCache())
+        topic_stats=stats, fetch_sessions=FetchSessionCache(),
+        leader_quota=ReplicationQuota(), follower_quota=ReplicationQuota())
 
 
 def test_gauges_and_counters_carry_the_broker_id():

@@ -281,3 +281,33 @@ def test_delete_records_moves_the_log_start_offset_of_leaders_and_followers(mana
     # the leader's start is taken no further than the local high watermark
     assert manager.append_as_follower(tp, build_batch([b"d"], base_offset=3), 3, leader_log_start_offset=4) == 4
     assert manager.log_manager.get_log(tp).log_start_offset == 3
+
+
+def test_a_leader_holds_back_throttled_replicas_outside_the_isr_over_its_rate(tmp_path):
+    logs = LogManager(LogManagerConfig(log_dirs=(str(tmp_path / "logs"),)), LogConfig())
+    logs.startup()
+    configs = {"moving": {"leader.replication.throttled.replicas": "0:1"}}
+    rm = ReplicaManager(1, logs, MetadataCache(), topic_config=lambda t: configs.get(t, {}))
+    rm.leader_quota.update_rate(1000)
+    for topic in ("moving", "still"):
+        lead(rm, topic=topic, isr=(1, 3), replicas=(1, 2, 3))
+        produce(rm, {(topic, 0): build_batch([b"x" * 5000])})
+    answers = {}
+
+    def follower_fetch(replica_id):
+        params = FetchParams(replica_id, 0, 1, 1 << 20, (FetchPartition("moving", 0, 0, 1 << 20, 0),
+                                                         FetchPartition("still", 0, 0, 1 << 20, 0)))
+        rm.fetch_messages(params, answers.update)
+        return {key[0]: len(result.records) for key, result in answers.items()}
+
+    first = follower_fetch(2)
+    assert first["moving"] > 5000 and first["still"] > 5000  # under the rate: one burst goes out
+    assert rm.leader_quota.throttled_bytes_total == first["moving"]
+    second = follower_fetch(2)
+    assert second["moving"] == 0 and second["still"] > 5000  # over it: only the throttled one waits
+    assert follower_fetch(3)["moving"] > 5000  # an ISR member is never throttled
+    configs.pop("moving")
+    rm.update_replication_throttles("moving", {})
+    assert follower_fetch(2)["moving"] > 5000
+    rm.shutdown()
+    logs.shutdown()

@@ -104,3 +104,22 @@ def test_every_service_gets_a_metrics_endpoint_that_the_layout_keeps(tmp_path: P
     assert cluster.metrics_url("gateway-1") == "http://127.0.0.1:8080/metrics"
     cluster.write_layout()
     assert LocalCluster.load(tmp_path).metrics_url("controller-1001") == "http://127.0.0.1:9103/metrics"
+
+
+def test_a_broker_added_to_the_layout_takes_the_next_id_and_ports(tmp_path: Path):
+    cluster = LocalCluster(tmp_path, brokers=3, controllers=1, broker_config={"log.segment.bytes": 1048576},
+                           zookeeper_connect="zk:2181")
+    cluster.write_layout()
+    loaded = LocalCluster.load(tmp_path)
+    assert loaded.add_broker() == "broker-4"
+    again = LocalCluster.load(tmp_path)
+    config = again.service_config("broker-4")
+    assert config["broker.id"] == "4" and config["listeners"] == "PLAINTEXT://127.0.0.1:9392"
+    assert config["kafka.listeners"] == "PLAINTEXT://127.0.0.1:19392" and config["metrics.port"] == "9402"
+    assert config["log.segment.bytes"] == "1048576"  # configured as the others
+    assert again.bootstrap_servers.endswith(",127.0.0.1:9392")
+
+
+def test_add_broker_needs_a_cluster(tmp_path: Path, capsys):
+    code, out = run(["dev", "add-broker", "--dir", str(tmp_path)], capsys)
+    assert code == 1 and "No cluster in" in out
