@@ -1,9 +1,9 @@
 """Spark's own Kafka connector (spark-sql-kafka-0-10, `format("kafka")`, unchanged) against the
 brokers' Kafka listeners, with local[2] Spark and one cluster for the module (two brokers): a batch
 read of records Odradek's Producer wrote (keys, null keys and values, headers, partition, offset,
-timestamp, all equal); a batch write read back record for record by Odradek's Consumer; a
-streaming query from one topic to another with a checkpoint, fed while it runs, stopped, fed again
-and restarted: every record arrives once."""
+timestamp, all equal), whole and by per-partition JSON offsets; a batch write read back record for
+record by Odradek's Consumer; a streaming query from one topic to another with a checkpoint, fed
+while it runs, stopped, fed again and restarted: every record arrives once."""
 
 from __future__ import annotations
 
