@@ -14,7 +14,7 @@ TEST_INSTALLED := $(VENV)/.installed-test
 # editable_mode=compat puts the checkout itself on the path, so `jobs/` runs from it
 PIP_INSTALL := $(PY) -m pip install -q --config-settings editable_mode=compat -e
 
-.PHONY: setup run-setup system-deps run-deps test-deps bench-deps kafka-jars test unit integration lint proto bench up down \
+.PHONY: setup run-setup system-deps run-deps test-deps bench-deps kafka-jars spark-kafka-jars test unit integration lint proto bench up down \
 	status clean pipeline
 
 # everything: the tests, lint, benchmarks and the Spark jobs
@@ -109,7 +109,16 @@ kafka-jars: | $(PY)
 	  echo "no mvn: the tests that run Apache Kafka's tools are skipped" >&2; \
 	fi
 
-test: setup kafka-jars
+# Spark's own Kafka connector for the installed PySpark (tests/spark/test_spark_kafka_connector.py)
+spark-kafka-jars: | $(PY)
+	@if command -v mvn >/dev/null 2>&1; then \
+	  $(PY) bench/kafka_peer.py fetch-spark-kafka >/dev/null || \
+	    echo "Spark's Kafka connector could not be fetched: the tests that run it are skipped" >&2; \
+	else \
+	  echo "no mvn: the tests that run Spark's Kafka connector are skipped" >&2; \
+	fi
+
+test: setup kafka-jars spark-kafka-jars
 	$(PY) -m pytest -q --durations=15 $(PYTEST_ARGS) tests
 
 unit: setup
@@ -138,7 +147,7 @@ bench-deps:
 	fi
 
 # every benchmark (bench/kafka_peer.py runs Apache Kafka for the others: no benchmark itself)
-bench: setup bench-deps kafka-jars
+bench: setup bench-deps kafka-jars spark-kafka-jars
 	@for b in bench/*.py; do [ $$b = bench/kafka_peer.py ] && continue; echo "== $$b"; $(PY) $$b || exit 1; done
 
 up: run-setup

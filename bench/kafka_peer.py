@@ -4,6 +4,11 @@
   the log4j binding for SLF4J, so the servers log) with `mvn dependency:copy-dependencies` over a
   generated pom, once, into `~/.cache/odradek/kafka-<version>/libs` (`ODRADEK_KAFKA_CACHE` moves
   the cache). Raises `KafkaJarsUnavailable` when there is no mvn or Maven cannot resolve them.
+- `fetch_spark_kafka_jars()`: the same for Spark's own Kafka connector (`spark-sql-kafka-0-10`)
+  of the installed PySpark's version and Scala, with the jars it needs that PySpark does not ship
+  (Spark's Kafka token provider, kafka-clients, commons-pool2), into
+  `~/.cache/odradek/spark-sql-kafka-<scala>-<spark>/libs`. `maven_jars()` is the one Maven
+  fetch both use.
 - `KafkaPeer`: N (default 3) KRaft brokers in combined mode (each node both broker and controller,
   a static quorum of all of them), each with its own two ports and log dir under a base directory,
   storage formatted by `kafka.tools.StorageTool`; a context manager that starts them, waits for every
@@ -14,6 +19,7 @@
 Both the benchmarks and the tests use it; it needs only Java and, the first time, mvn.
 
     python bench/kafka_peer.py fetch
+    python bench/kafka_peer.py fetch-spark-kafka [--comma]
     python bench/kafka_peer.py up --dir var/kafka [--brokers 3]
     python bench/kafka_peer.py tool topics -- --bootstrap-server 127.0.0.1:PORT --list
 """
@@ -107,49 +113,136 @@ rootLogger.appenderRef.err.ref = err
 """
 
 
+# Spark's Kafka connector and what it needs beyond PySpark's own jars (Scala, Hadoop, lz4, snappy)
+SPARK_KAFKA_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>odradek.peers</groupId>
+  <artifactId>spark-kafka-connector-jars</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>org.apache.spark</groupId><artifactId>spark-sql-kafka-0-10_{scala}</artifactId>
+      <version>{versions}</version></dependency>
+  </dependencies>
+</project>
+"""
+SPARK_KAFKA_ARTIFACTS = [f"{name}_{scala}" for name in ("spark-sql-kafka-0-10", "spark-token-provider-kafka-0-10")
+                         for scala in ("2.12", "2.13")] + ["kafka-clients", "commons-pool2"]
+
+
 class KafkaJarsUnavailable(RuntimeError):
     """Apache Kafka's jars are not cached and cannot be fetched here (no mvn, or Maven failed)."""
 
 
 # --------------------------------------------------------------------------------------------- jars
 
-def cache_dir(version: str = KAFKA_VERSION) -> Path:
+def cache_root() -> Path:
     base = os.environ.get(CACHE_ENV)
-    root = Path(base) if base else Path.home() / ".cache" / "odradek"
-    return root / f"kafka-{version}"
+    return Path(base) if base else Path.home() / ".cache" / "odradek"
+
+
+def cache_dir(version: str = KAFKA_VERSION) -> Path:
+    return cache_root() / f"kafka-{version}"
 
 
 def jars_cached(version: str = KAFKA_VERSION) -> bool:
     return (cache_dir(version) / "libs" / JARS_COMPLETE).exists()
 
 
+def maven_jars(home: Path, pom: str, wanted_jar: str, *, include_artifact_ids: list[str] | None = None,
+               what: str) -> Path:
+    """`home`/libs: the runtime jars of `pom`'s dependencies (only `include_artifact_ids`, when given),
+    copied by `mvn dependency:copy-dependencies` the first time; `wanted_jar` is a glob that must
+    match one of them. The directory appears whole or not at all."""
+    libs = home / "libs"
+    if (libs / JARS_COMPLETE).exists():
+        return libs
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise KafkaJarsUnavailable(f"mvn is not installed: {what} comes from Maven Central")
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "pom.xml").write_text(pom)
+    staging = Path(tempfile.mkdtemp(prefix="libs-", dir=home))
+    argv = [mvn, "-B", "-q", "-f", str(home / "pom.xml"), "dependency:copy-dependencies",
+            f"-DoutputDirectory={staging}", "-DincludeScope=runtime"]
+    if include_artifact_ids:
+        argv.append("-DincludeArtifactIds=" + ",".join(include_artifact_ids))
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=MVN_TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise KafkaJarsUnavailable(f"mvn did not resolve {what} in {MVN_TIMEOUT_S} s") from exc
+    if done.returncode != 0 or not any(staging.glob(wanted_jar)):
+        shutil.rmtree(staging, ignore_errors=True)
+        raise KafkaJarsUnavailable(f"mvn could not fetch {what}: {(done.stdout + done.stderr)[-2000:]}")
+    (staging / JARS_COMPLETE).write_text(f"{what}\n")
+    shutil.rmtree(libs, ignore_errors=True)
+    staging.rename(libs)
+    return libs
+
+
 def fetch_jars(version: str = KAFKA_VERSION) -> Path:
     """The directory of Kafka `version`'s jars, fetched with mvn the first time."""
     home = cache_dir(version)
-    libs = home / "libs"
-    if not (libs / JARS_COMPLETE).exists():
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise KafkaJarsUnavailable("mvn is not installed: Apache Kafka's jars come from Maven Central")
-        home.mkdir(parents=True, exist_ok=True)
-        (home / "pom.xml").write_text(POM.format(version=version, log4j_slf4j=LOG4J_SLF4J_VERSION))
-        staging = Path(tempfile.mkdtemp(prefix="libs-", dir=home))
-        argv = [mvn, "-B", "-q", "-f", str(home / "pom.xml"), "dependency:copy-dependencies",
-                f"-DoutputDirectory={staging}", "-DincludeScope=runtime"]
-        try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=MVN_TIMEOUT_S)
-        except subprocess.TimeoutExpired as exc:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise KafkaJarsUnavailable(f"mvn did not resolve Kafka {version} in {MVN_TIMEOUT_S} s") from exc
-        if done.returncode != 0 or not any(staging.glob(f"kafka_2.13-{version}.jar")):
-            shutil.rmtree(staging, ignore_errors=True)
-            raise KafkaJarsUnavailable(f"mvn could not fetch Kafka {version}: {(done.stdout + done.stderr)[-2000:]}")
-        (staging / JARS_COMPLETE).write_text(f"{version}\n")
-        shutil.rmtree(libs, ignore_errors=True)
-        staging.rename(libs)
+    libs = maven_jars(home, POM.format(version=version, log4j_slf4j=LOG4J_SLF4J_VERSION),
+                      f"kafka_2.13-{version}.jar", what=f"Apache Kafka {version}")
     (home / "log4j2-server.properties").write_text(LOG4J_SERVER)
     (home / "log4j2-tools.properties").write_text(LOG4J_TOOLS)
     return libs
+
+
+def installed_spark() -> tuple[str, str]:
+    """The installed PySpark's version and the Scala binary version of its jars (`2.13`)."""
+    import pyspark
+
+    jars = Path(pyspark.__file__).parent / "jars"
+    found = next(jars.glob("spark-core_*.jar"), None)
+    if found is None:
+        raise KafkaJarsUnavailable(f"no spark-core jar in {jars}")
+    return pyspark.__version__, found.name.removeprefix("spark-core_").split("-", 1)[0]
+
+
+def spark_kafka_connector_cache(spark_version: str, scala_version: str) -> Path:
+    return cache_root() / f"spark-sql-kafka-{scala_version}-{spark_version}"
+
+
+def spark_connector_versions(spark_version: str) -> list[str]:
+    """What Maven is asked for, in order: Spark's own version, then the first release of the previous
+    minor version (for a PySpark newer than Maven Central's connector; Spark keeps its data source
+    API within a major version)."""
+    major, minor = (int(part) for part in spark_version.split(".")[:2])
+    return [spark_version] + ([f"{major}.{minor - 1}.0"] if minor > 0 else [])
+
+
+def fetch_spark_kafka_jars(spark_version: str | None = None, scala_version: str | None = None) -> Path:
+    """The directory of Spark's Kafka connector (`spark-sql-kafka-0-10`) for the installed PySpark
+    (or `spark_version`/`scala_version`) with the runtime jars PySpark does not ship: Spark's Kafka
+    token provider, kafka-clients and commons-pool2 (`spark_connector_versions` says which release)."""
+    if spark_version is None or scala_version is None:
+        installed, scala = installed_spark()
+        spark_version, scala_version = spark_version or installed, scala_version or scala
+    failures = []
+    for versions in spark_connector_versions(spark_version):
+        pom = SPARK_KAFKA_POM.format(scala=scala_version, versions=versions)
+        try:
+            return maven_jars(spark_kafka_connector_cache(spark_version, scala_version), pom,
+                              f"spark-sql-kafka-0-10_{scala_version}-*.jar",
+                              include_artifact_ids=SPARK_KAFKA_ARTIFACTS,
+                              what=f"Spark's Kafka connector {versions} (Scala {scala_version})")
+        except KafkaJarsUnavailable as exc:
+            failures.append(str(exc))
+    raise KafkaJarsUnavailable("\n".join(failures))
+
+
+def spark_connector_version(libs: Path) -> str:
+    """The connector's version in a `fetch_spark_kafka_jars` directory."""
+    jar = next(libs.glob("spark-sql-kafka-0-10_*.jar"))
+    return jar.stem.split("_", 1)[1].split("-", 1)[1]
+
+
+def spark_kafka_jar_paths(libs: Path) -> list[str]:
+    """The jars of `fetch_spark_kafka_jars`'s directory, as `spark.jars` (comma-joined) takes them."""
+    return sorted(str(jar) for jar in libs.glob("*.jar"))
 
 
 def java_binary() -> str:
@@ -355,6 +448,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", default=KAFKA_VERSION, help="Apache Kafka's version (default %(default)s)")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("fetch", help="fetch the jars into the cache and print their directory")
+    spark_jars = commands.add_parser("fetch-spark-kafka",
+                                     help="fetch Spark's Kafka connector for the installed PySpark and print its jars")
+    spark_jars.add_argument("--comma", action="store_true", help="print them comma-joined, as --jars takes them")
     up = commands.add_parser("up", help="run KRaft brokers until interrupted")
     up.add_argument("--dir", required=True, type=Path)
     up.add_argument("--brokers", type=int, default=3)
@@ -365,6 +461,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "fetch":
             print(fetch_jars(args.version))
+        elif args.command == "fetch-spark-kafka":
+            jars = spark_kafka_jar_paths(fetch_spark_kafka_jars())
+            print(",".join(jars) if args.comma else "\n".join(jars))
         elif args.command == "up":
             signal.signal(signal.SIGTERM, _interrupt)
             with KafkaPeer(args.dir, brokers=args.brokers, version=args.version) as peer:

@@ -1,5 +1,6 @@
-"""Benchmark: Spark (local[2]) reading a topic through the `odradek` source, beside Spark reading the
-same records from a local Parquet file, and the streaming source's throughput.
+"""Benchmark: Spark (local[2]) reading a topic through the `odradek` source, beside Spark's own Kafka
+connector reading it through the broker's Kafka listener and Spark reading the same records from a
+local Parquet file, and the streaming source's throughput.
 
 Starts its own cluster (`LocalCluster` with free ports in a temp dir: ZooKeeper, one controller, one
 broker, one coordinator, one uvicorn gateway), writes `--records` records of `--record-size` bytes
@@ -11,14 +12,18 @@ alternates, it times:
 
 - odradek: `spark.read.format("odradek")...load()` of the whole topic, every column materialized
   (`write.format("noop")`);
+- kafka: `spark.read.format("kafka")` (Spark's own connector, spark-sql-kafka-0-10, its jars from
+  `bench.kafka_peer.fetch_spark_kafka_jars`) through the broker's Kafka listener, the same; left
+  out, with a line saying why, when its jars cannot be fetched;
 - parquet: `spark.read.parquet(file)`, the same;
 - stream: `spark.readStream.format("odradek")` from earliest with `trigger(availableNow=True)` into
   the noop sink, in micro-batches of `--max-offsets-per-trigger`.
 
-Prints seconds and records/s of each per round with that round's odradek/parquet time ratio, then
-over all rounds the means and the median of the per-round ratios, which is held against the target
-(<= 3x the Parquet time): each ratio compares two reads of the same round, and the median keeps
-one round disturbed by other work on the machine from deciding.
+Prints seconds and records/s of each per round with that round's odradek/parquet, kafka/parquet and
+odradek/kafka time ratios, then over all rounds the means and the medians of the per-round ratios;
+odradek/parquet is held against the target (<= 3x the Parquet time): each ratio compares two reads
+of the same round, and the median keeps one round disturbed by other work on the machine from
+deciding.
 
     python bench/spark_read.py [--records 1000000] [--record-size 100] [--partitions 4] [--rounds 5]
                                [--warmup-rounds 2] [--compression lz4] [--gateway-workers 1]
@@ -38,6 +43,12 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench.kafka_peer import (  # noqa: E402
+    KafkaJarsUnavailable,
+    fetch_spark_kafka_jars,
+    spark_connector_version,
+    spark_kafka_jar_paths,
+)
 from odradek.spark import register  # noqa: E402
 from services.clients.admin import Admin  # noqa: E402
 from services.clients.admin_types import NewTopic  # noqa: E402
@@ -98,6 +109,14 @@ def main() -> None:
                   f"{time.perf_counter() - started:.1f} s; Spark local[2], {args.rounds} rounds in alternating "
                   f"order, {os.cpu_count()} CPUs", flush=True)
             spark_conf = dict(setting.split("=", 1) for setting in args.spark_conf)
+            try:
+                connector_jars = fetch_spark_kafka_jars()
+                spark_conf = {"spark.jars": ",".join(spark_kafka_jar_paths(connector_jars)), **spark_conf}
+                print(f"Spark's Kafka connector {spark_connector_version(connector_jars)} against "
+                      f"{cluster.kafka_bootstrap_servers}", flush=True)
+            except KafkaJarsUnavailable as exc:
+                connector_jars = None
+                print(f"Spark's Kafka connector left out: {exc}", flush=True)
             spark = local_session("odradek-bench", conf={"spark.driver.memory": "2g", **spark_conf})
             register(spark)
             gateway = cluster.gateway_url()
@@ -109,8 +128,14 @@ def main() -> None:
                 return (spark.read.format("odradek").option("gateway", gateway).option("subscribe", TOPIC)
                         .options(**read_options).load())
 
+            def kafka_df():
+                return (spark.read.format("kafka").option("kafka.bootstrap.servers", cluster.kafka_bootstrap_servers)
+                        .option("subscribe", TOPIC).load())
+
             odradek_df().write.parquet(parquet)
             assert spark.read.parquet(parquet).count() == args.records
+            if connector_jars is not None:
+                assert kafka_df().count() == args.records
             checkpoints = iter(range(1_000_000))
 
             def stream() -> None:
@@ -127,6 +152,8 @@ def main() -> None:
             actions = {"odradek": lambda: odradek_df().write.format("noop").mode("overwrite").save(),
                        "parquet": lambda: spark.read.parquet(parquet).write.format("noop").mode("overwrite").save(),
                        "stream": stream}
+            if connector_jars is not None:
+                actions["kafka"] = lambda: kafka_df().write.format("noop").mode("overwrite").save()
             for _ in range(args.warmup_rounds):  # the JVM, the Python workers and the gateway warmed up alike
                 for action in actions.values():
                     action()
@@ -143,21 +170,37 @@ def main() -> None:
             cluster.stop()
 
 
+def rate(args, seconds: float) -> str:
+    return f"{seconds:.2f} s ({args.records / seconds:,.0f} records/s)"
+
+
 def report(label: str, seconds: dict[str, float], args) -> None:
-    ratio = seconds["odradek"] / seconds["parquet"]
-    print(f"  {label}: odradek batch {seconds['odradek']:.2f} s ({args.records / seconds['odradek']:,.0f} records/s), "
-          f"parquet {seconds['parquet']:.2f} s ({args.records / seconds['parquet']:,.0f} records/s), "
-          f"odradek/parquet time {ratio:.2f}x; "
-          f"streaming {args.records / seconds['stream']:,.0f} records/s ({seconds['stream']:.2f} s)", flush=True)
+    line = (f"  {label}: odradek batch {rate(args, seconds['odradek'])}, parquet {rate(args, seconds['parquet'])}, "
+            f"odradek/parquet time {seconds['odradek'] / seconds['parquet']:.2f}x")
+    if "kafka" in seconds:
+        line += (f"; Spark's kafka connector {rate(args, seconds['kafka'])}, kafka/parquet time "
+                 f"{seconds['kafka'] / seconds['parquet']:.2f}x, odradek/kafka time "
+                 f"{seconds['odradek'] / seconds['kafka']:.2f}x")
+    print(f"{line}; streaming {args.records / seconds['stream']:,.0f} records/s ({seconds['stream']:.2f} s)",
+          flush=True)
+
+
+def median_ratio(seconds: dict[str, list[float]], over: str, under: str) -> tuple[float, list[float]]:
+    ratios = [a / b for a, b in zip(seconds[over], seconds[under], strict=True)]
+    return statistics.median(ratios), ratios
 
 
 def summarize(seconds: dict[str, list[float]], args) -> None:
     report("mean of all rounds", {name: statistics.mean(values) for name, values in seconds.items()}, args)
-    ratios = [odradek / parquet for odradek, parquet in zip(seconds["odradek"], seconds["parquet"], strict=True)]
-    ratio = statistics.median(ratios)
+    ratio, ratios = median_ratio(seconds, "odradek", "parquet")
     verdict = "meets" if ratio <= TIME_RATIO_TARGET else "MISSES"
     print(f"  median odradek/parquet time ratio of the {args.rounds} rounds: {ratio:.2f}x ({verdict} <= "
           f"{TIME_RATIO_TARGET}x); per round: {', '.join(f'{value:.2f}x' for value in ratios)}", flush=True)
+    if "kafka" in seconds:
+        for over, under in (("kafka", "parquet"), ("odradek", "kafka")):
+            ratio, ratios = median_ratio(seconds, over, under)
+            print(f"  median {over}/{under} time ratio of the {args.rounds} rounds: {ratio:.2f}x; per round: "
+                  f"{', '.join(f'{value:.2f}x' for value in ratios)}", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,8 @@
 """`python -m jobs.clickstream {generate,stream,backfill,run}`: the clickstream pipeline's steps,
 each against a gateway (`--gateway`, default http://127.0.0.1:8080, the gateway of `make up`).
+`--connector kafka` runs the Spark jobs on Spark's own Kafka connector against the brokers' Kafka
+listeners (`--bootstrap-servers`, default those of `make up`) instead of the `odradek` source; its
+jars are `--jars`, or fetched by the checkout's bench/kafka_peer.py.
 
     generate   send generated traffic to a topic; prints what was sent (`--records-file` keeps it)
     stream     the Structured Streaming job (to the end of the topic; `--processing-time` runs on
@@ -21,6 +24,7 @@ from collections import Counter
 from pathlib import Path
 
 from jobs.clickstream import backfill, events, generator, pipeline, streaming
+from jobs.clickstream.connector import DEFAULT_BOOTSTRAP_SERVERS, NAMES, Connector, kafka_connector_jars
 from services.clients.spark.gateway import GatewayClient, gateway_urls
 
 DEFAULT_BASE_DIR = Path("var/jobs/clickstream")
@@ -36,6 +40,15 @@ def build_parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text, description=help_text)
         sub.add_argument("--gateway", default=pipeline.DEFAULT_GATEWAY, help="gateway URL(s), comma separated")
         return sub
+
+    def connector_options(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--connector", choices=NAMES, default=NAMES[0],
+                         help="the Spark jobs' source and sink: odradek (through the gateway, the default) or "
+                              "kafka (Spark's own Kafka connector, through the brokers' Kafka listeners)")
+        sub.add_argument("--bootstrap-servers", default=DEFAULT_BOOTSTRAP_SERVERS,
+                         help="the brokers' Kafka listeners, for --connector kafka (default %(default)s)")
+        sub.add_argument("--jars", help="Spark's Kafka connector's jars, comma separated, for --connector kafka "
+                                        "(default: fetched from Maven Central into ~/.cache/odradek)")
 
     def traffic_options(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("--events", type=int, default=DEFAULT_EVENTS, help="records to send")
@@ -60,11 +73,13 @@ def build_parser() -> argparse.ArgumentParser:
     stream.add_argument("--dir", type=Path, default=DEFAULT_BASE_DIR, help="base of the output and checkpoints")
     stream.add_argument("--processing-time", metavar="INTERVAL",
                         help="run on, one micro-batch per interval ('10 seconds'), instead of availableNow")
+    connector_options(stream)
     stream.set_defaults(run=run_stream)
 
     backfill_parser = command("backfill", "recompute the aggregates from the topic's beginning")
     backfill_parser.add_argument("--topic", default=DEFAULT_TOPIC)
     backfill_parser.add_argument("--dir", type=Path, default=DEFAULT_BASE_DIR)
+    connector_options(backfill_parser)
     backfill_parser.set_defaults(run=run_backfill)
 
     run = command("run", "create new topics, generate, stream, backfill and compare")
@@ -72,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--dir", type=Path, default=DEFAULT_BASE_DIR, help="the run's directory is <dir>/<topic>")
     run.add_argument("--partitions", type=int, default=pipeline.DEFAULT_PARTITIONS)
     traffic_options(run)
+    connector_options(run)
     run.set_defaults(run=run_all)
     return parser
 
@@ -94,13 +110,21 @@ def progress(line: str) -> None:
     print(line, flush=True)
 
 
-def session(name: str):
+def session(name: str, args: argparse.Namespace):
+    """A local SparkSession with the `odradek` format, and Spark's Kafka connector for `--connector kafka`."""
     from odradek.spark import register
     from services.clients.spark.session import local_session
 
-    spark = local_session(f"clickstream-{name}")
+    conf = {}
+    if args.connector == "kafka":
+        conf["spark.jars"] = args.jars or ",".join(kafka_connector_jars())
+    spark = local_session(f"clickstream-{name}", conf=conf)
     register(spark)
     return spark
+
+
+def connector_of(args: argparse.Namespace) -> Connector:
+    return Connector.named(args.connector, gateway=args.gateway, bootstrap_servers=args.bootstrap_servers)
 
 
 def run_generate(args: argparse.Namespace) -> int:
@@ -126,29 +150,32 @@ def run_stream(args: argparse.Namespace) -> int:
     dead_letter_topic = args.dead_letter_topic or pipeline.dead_letter_topic_of(args.topic)
     with GatewayClient(gateway_urls(args.gateway)) as client:
         generator.ensure_topic(client, dead_letter_topic, args.partitions)
-    spark = session("stream")
+    spark = session("stream", args)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):  # in place of PySpark's SIGINT handler, which cancels jobs
         signal.signal(signum, lambda _signum, _frame: stop.set())
-    streaming.run_streaming(spark, gateway=args.gateway, topic=args.topic, dead_letter_topic=dead_letter_topic,
-                            output_dir=paths.streaming, checkpoint_dir=paths.checkpoints,
+    streaming.run_streaming(spark, connector=connector_of(args), topic=args.topic,
+                            dead_letter_topic=dead_letter_topic, output_dir=paths.streaming,
+                            checkpoint_dir=paths.checkpoints,
                             processing_time=args.processing_time, out=progress, stop=stop)
     return 0
 
 
 def run_backfill(args: argparse.Namespace) -> int:
     paths = pipeline.PipelinePaths(args.dir / args.topic)
-    backfill.run_backfill(session("backfill"), gateway=args.gateway, topic=args.topic, output_dir=paths.backfill,
-                          out=progress)
+    backfill.run_backfill(session("backfill", args), connector=connector_of(args), topic=args.topic,
+                          output_dir=paths.backfill, out=progress)
     return 0
 
 
 def run_all(args: argparse.Namespace) -> int:
     topic = args.topic or time.strftime("clickstream-%Y%m%d-%H%M%S", time.gmtime())
-    agreed = pipeline.run_pipeline(session("run"), gateway=args.gateway, topic=topic, base_dir=args.dir / topic,
-                                   events_count=args.events, seed=args.seed, start_ms=start_ms(args),
+    agreed = pipeline.run_pipeline(session("run", args), gateway=args.gateway, topic=topic,
+                                   base_dir=args.dir / topic, events_count=args.events, seed=args.seed,
+                                   start_ms=start_ms(args),
                                    partitions=args.partitions, late_share=args.late_share,
-                                   malformed_share=args.malformed_share, out=progress)
+                                   malformed_share=args.malformed_share, connector=connector_of(args),
+                                   out=progress)
     return 0 if agreed else 1
 
 

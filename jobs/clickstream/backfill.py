@@ -10,18 +10,18 @@ from pathlib import Path
 from typing import Any
 
 from jobs.clickstream import transform
-from services.clients.spark import FORMAT
+from jobs.clickstream.connector import Connector
 
 
-def read_topic(spark: Any, gateway: str, topic: str) -> Any:
-    return (spark.read.format(FORMAT).option("gateway", gateway).option("subscribe", topic)
-            .option("startingOffsets", "earliest").option("endingOffsets", "latest").load())
+def read_topic(spark: Any, connector: Connector, topic: str) -> Any:
+    return (connector.apply(spark.read).option("subscribe", topic).option("startingOffsets", "earliest")
+            .option("endingOffsets", "latest").load())
 
 
-def run_backfill(spark: Any, *, gateway: str, topic: str, output_dir: Path,
+def run_backfill(spark: Any, *, connector: Connector, topic: str, output_dir: Path,
                  out: Callable[[str], None] = print) -> int:
     """Rewrites `output_dir`; returns the number of windows written."""
-    parsed = transform.parse_events(read_topic(spark, gateway, topic)).cache()
+    parsed = transform.parse_events(read_topic(spark, connector, topic)).cache()
     try:
         views = transform.page_views(parsed)
         aggregates = transform.closed_windows(transform.aggregate_page_views(views), views).cache()

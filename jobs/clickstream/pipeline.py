@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.clickstream import backfill, events, generator, streaming
+from jobs.clickstream.connector import Connector
 from services.clients.spark.gateway import GatewayClient, gateway_urls
 
 DEFAULT_GATEWAY = "http://127.0.0.1:8080"
@@ -57,8 +58,8 @@ def read_aggregates(spark: Any, path: Path) -> list[events.WindowAggregate]:
     return collect_aggregates(spark.read.parquet(str(path)))
 
 
-def count_records(spark: Any, gateway: str, topic: str) -> int:
-    return backfill.read_topic(spark, gateway, topic).count()
+def count_records(spark: Any, connector: Connector, topic: str) -> int:
+    return backfill.read_topic(spark, connector, topic).count()
 
 
 def summary_table(expected: list[events.WindowAggregate], streamed: list[events.WindowAggregate],
@@ -85,9 +86,13 @@ def summary_table(expected: list[events.WindowAggregate], streamed: list[events.
 
 def run_pipeline(spark: Any, *, gateway: str, topic: str, base_dir: Path, events_count: int, seed: int,
                  start_ms: int, partitions: int = DEFAULT_PARTITIONS, late_share: float = 0.05,
-                 malformed_share: float = 0.05, out: Callable[[str], None] = print) -> bool:
-    """Runs every step; returns whether both outputs equal the expected aggregates and the
-    dead-letter topic holds exactly the malformed records."""
+                 malformed_share: float = 0.05, connector: Connector | None = None,
+                 out: Callable[[str], None] = print) -> bool:
+    """Runs every step (the topics made and the traffic sent through the gateway, the jobs on
+    `connector`, by default the `odradek` source through the same gateway); returns whether both
+    outputs equal the expected aggregates and the dead-letter topic holds exactly the malformed
+    records."""
+    connector = connector or Connector.odradek(gateway)
     paths = PipelinePaths(base_dir)
     dead_letter_topic = dead_letter_topic_of(topic)
     with GatewayClient(gateway_urls(gateway)) as client:
@@ -98,12 +103,12 @@ def run_pipeline(spark: Any, *, gateway: str, topic: str, base_dir: Path, events
                                          malformed_share=malformed_share)
         generator.send_records(client, topic, sent.records)
         out(f"sent {sent.summary()} to {topic}")
-    streaming.run_streaming(spark, gateway=gateway, topic=topic, dead_letter_topic=dead_letter_topic,
+    streaming.run_streaming(spark, connector=connector, topic=topic, dead_letter_topic=dead_letter_topic,
                             output_dir=paths.streaming, checkpoint_dir=paths.checkpoints, out=out)
-    backfill.run_backfill(spark, gateway=gateway, topic=topic, output_dir=paths.backfill, out=out)
+    backfill.run_backfill(spark, connector=connector, topic=topic, output_dir=paths.backfill, out=out)
     expected = events.expected_aggregates(sent.values())
     streamed, backfilled = read_aggregates(spark, paths.streaming), read_aggregates(spark, paths.backfill)
-    dead_letters = count_records(spark, gateway, dead_letter_topic)
+    dead_letters = count_records(spark, connector, dead_letter_topic)
     malformed = len(sent.malformed())
     out(summary_table(expected, streamed, backfilled, dead_letters, malformed))
     return streamed == backfilled == expected and dead_letters == malformed

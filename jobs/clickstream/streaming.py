@@ -1,10 +1,11 @@
 """The clickstream's Structured Streaming job: a topic's page-view events, read from the earliest
-offset through the `odradek` source, become per-page per-minute aggregates in Parquet (partitioned
-by `date`, append mode, two-minute watermark) and dead letters in a topic.
+offset through the `odradek` source (or Spark's own Kafka connector: `connector`), become per-page
+per-minute aggregates in Parquet (partitioned by `date`, append mode, two-minute watermark) and
+dead letters in a topic.
 
 Two queries read the topic, each with its own checkpoint under `checkpoint_dir`: `aggregates`
 (valid events -> Parquet under `output_dir`) and `dead-letters` (invalid records -> the dead-letter
-topic through the `odradek` sink, original key and value, a `dead-letter-reason` header). By default
+topic through the same connector's sink, original key and value, a `dead-letter-reason` header). By default
 they run with `trigger(availableNow=True)`: they read what the topic holds, write every window the
 watermark closes and stop; with `processing_time` they keep running, one micro-batch per interval,
 until asked to stop.
@@ -20,15 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from jobs.clickstream import events, transform
-from services.clients.spark import FORMAT
+from jobs.clickstream.connector import Connector
 
 PROGRESS_POLL_S = 1.0
 AGGREGATES, DEAD_LETTERS = "aggregates", "dead-letters"
 
 
-def read_topic_stream(spark: Any, gateway: str, topic: str) -> Any:
-    return (spark.readStream.format(FORMAT).option("gateway", gateway).option("subscribe", topic)
-            .option("startingOffsets", "earliest").load())
+def read_topic_stream(spark: Any, connector: Connector, topic: str) -> Any:
+    return connector.apply(spark.readStream).option("subscribe", topic).option("startingOffsets", "earliest").load()
 
 
 @dataclass
@@ -60,16 +60,16 @@ class QueryProgress:
         return line + (f", watermark {watermark}" if watermark else "")
 
 
-def start_queries(spark: Any, *, gateway: str, topic: str, dead_letter_topic: str, output_dir: Path,
+def start_queries(spark: Any, *, connector: Connector, topic: str, dead_letter_topic: str, output_dir: Path,
                   checkpoint_dir: Path, processing_time: str | None = None) -> dict[str, Any]:
     """Starts both queries; returns them by name."""
-    parsed = transform.parse_events(read_topic_stream(spark, gateway, topic))
+    parsed = transform.parse_events(read_topic_stream(spark, connector, topic))
     views = transform.page_views(parsed).withWatermark("event_time", events.WATERMARK_DELAY)
     aggregates = (transform.aggregate_page_views(views).writeStream.queryName(AGGREGATES).format("parquet")
                   .outputMode("append").partitionBy("date").option("path", str(output_dir))
                   .option("checkpointLocation", str(checkpoint_dir / AGGREGATES)))
-    dead_letters = (transform.dead_letters(parsed).writeStream.queryName(DEAD_LETTERS).format(FORMAT)
-                    .option("gateway", gateway).option("topic", dead_letter_topic)
+    dead_letters = (connector.apply(transform.dead_letters(parsed).writeStream.queryName(DEAD_LETTERS))
+                    .option("topic", dead_letter_topic)
                     .option("checkpointLocation", str(checkpoint_dir / DEAD_LETTERS)))
     queries = {}
     for name, writer in ((AGGREGATES, aggregates), (DEAD_LETTERS, dead_letters)):
@@ -109,12 +109,12 @@ def await_queries(queries: dict[str, Any], out: Callable[[str], None] = print,
     return totals
 
 
-def run_streaming(spark: Any, *, gateway: str, topic: str, dead_letter_topic: str, output_dir: Path,
+def run_streaming(spark: Any, *, connector: Connector, topic: str, dead_letter_topic: str, output_dir: Path,
                   checkpoint_dir: Path, processing_time: str | None = None,
                   out: Callable[[str], None] = print, stop: threading.Event | None = None) -> dict[str, QueryProgress]:
     """Runs the job (to the end of the topic, or with `processing_time` until `stop` is set);
     returns its totals."""
-    queries = start_queries(spark, gateway=gateway, topic=topic, dead_letter_topic=dead_letter_topic,
+    queries = start_queries(spark, connector=connector, topic=topic, dead_letter_topic=dead_letter_topic,
                             output_dir=output_dir, checkpoint_dir=checkpoint_dir, processing_time=processing_time)
     totals = await_queries(queries, out, stop)
     for name, total in totals.items():

@@ -2,7 +2,9 @@
 generated records (late views, 5% malformed) posted through the gateway; the streaming job
 (availableNow) writes exactly the independently computed aggregates, every window; the dead-letter
 topic holds exactly the malformed records with their keys and reasons; the backfill writes the same
-aggregates. Spark's parsing is also checked against the event rules on the records themselves."""
+aggregates. Spark's parsing is also checked against the event rules on the records themselves. The
+whole pipeline (`python -m jobs.clickstream run --connector kafka`) also runs on Spark's own Kafka
+connector through the broker's Kafka listener, with the same outcome."""
 
 from __future__ import annotations
 
@@ -13,10 +15,13 @@ from pathlib import Path
 import pytest
 
 from jobs.clickstream import backfill, events, generator, pipeline, streaming, transform
+from jobs.clickstream.__main__ import main as clickstream_main
+from jobs.clickstream.connector import Connector
 from jobs.clickstream.generator import GeneratedEvents
 from services.clients.spark.gateway import GatewayClient, gateway_urls
 from services.devcluster.launcher import LocalCluster
 from tests.integration.conftest import gateway_module_cluster
+from tests.spark.conftest import spark_kafka_jars
 
 TOPIC = "clicks"
 DEAD_LETTER_TOPIC = pipeline.dead_letter_topic_of(TOPIC)
@@ -58,8 +63,9 @@ def paths(tmp_path_factory: pytest.TempPathFactory) -> pipeline.PipelinePaths:
 def streamed(spark, gateway: str, paths: pipeline.PipelinePaths) -> tuple[dict[str, streaming.QueryProgress],
                                                                           list[str]]:
     lines: list[str] = []
-    totals = streaming.run_streaming(spark, gateway=gateway, topic=TOPIC, dead_letter_topic=DEAD_LETTER_TOPIC,
-                                     output_dir=paths.streaming, checkpoint_dir=paths.checkpoints, out=lines.append)
+    totals = streaming.run_streaming(spark, connector=Connector.odradek(gateway), topic=TOPIC,
+                                     dead_letter_topic=DEAD_LETTER_TOPIC, output_dir=paths.streaming,
+                                     checkpoint_dir=paths.checkpoints, out=lines.append)
     return totals, lines
 
 
@@ -103,9 +109,25 @@ def test_the_dead_letter_topic_holds_exactly_the_malformed_records(spark, genera
 def test_the_backfill_writes_the_same_aggregates(spark, generated: GeneratedEvents, gateway: str, streamed,
                                                  paths: pipeline.PipelinePaths):
     lines: list[str] = []
-    windows = backfill.run_backfill(spark, gateway=gateway, topic=TOPIC, output_dir=paths.backfill, out=lines.append)
+    windows = backfill.run_backfill(spark, connector=Connector.odradek(gateway), topic=TOPIC,
+                                    output_dir=paths.backfill, out=lines.append)
     expected = events.expected_aggregates(generated.values())
     assert windows == len(expected)
     backfilled = pipeline.read_aggregates(spark, paths.backfill)
     assert backfilled == expected == pipeline.read_aggregates(spark, paths.streaming)
     assert lines == [f"[backfill] {len(generated.records)} records read, {windows} windows written to {paths.backfill}"]
+
+
+@pytest.mark.skipif(not spark_kafka_jars(), reason="Spark's Kafka connector cannot be fetched here")
+def test_the_pipeline_runs_on_sparks_kafka_connector(spark, cluster: LocalCluster, gateway: str, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]):
+    topic = "clicks-on-kafka-connector"
+    code = clickstream_main(["run", "--connector", "kafka", "--bootstrap-servers", cluster.kafka_bootstrap_servers,
+                             "--jars", ",".join(spark_kafka_jars()), "--gateway", gateway, "--topic", topic,
+                             "--dir", str(tmp_path), "--events", "600", "--seed", "29"])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert "dead-letter topic:  30 records (30 malformed sent)" in printed
+    assert "streaming == backfill:  yes, every window" in printed
+    assert "streaming == expected:  yes, every window" in printed
+    assert "[backfill] 600 records read" in printed
