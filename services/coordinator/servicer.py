@@ -102,7 +102,7 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
         self.clock = clock
         self.waiting = RequestLimit(parked_max_requests)
 
-    async def _call_and_wait(self, start: Callable[[Completion], None], timeout_s: float) -> Any:
+    async def call_and_wait(self, start: Callable[[Completion], None], timeout_s: float) -> Any:
         """`start(reply)` hands the request to the coordinator; its answer, or None once
         `timeout_s` passed. The caller has taken a place in `self.waiting`; it is given back here."""
         try:
@@ -121,7 +121,7 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
         if not self.waiting.try_acquire():
             return pb.JoinGroupResponse(error_code=Errors.THROTTLING_QUOTA_EXCEEDED, generation_id=-1,
                                         member_id=request.member_id, error_message=self.waiting.describe())
-        result = await self._call_and_wait(lambda reply: self.groups.handle_join_group(
+        result = await self.call_and_wait(lambda reply: self.groups.handle_join_group(
             request.group_id, request.member_id, _optional(request, "group_instance_id"), request.client_id,
             client_host(context), request.rebalance_timeout_ms, request.session_timeout_ms,
             request.protocol_type, [(p.name, p.metadata) for p in request.protocols], reply), _wait_s(context))
@@ -145,7 +145,7 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
         if not self.waiting.try_acquire():
             return pb.SyncGroupResponse(error_code=Errors.THROTTLING_QUOTA_EXCEEDED,
                                         error_message=self.waiting.describe())
-        result = await self._call_and_wait(lambda reply: self.groups.handle_sync_group(
+        result = await self.call_and_wait(lambda reply: self.groups.handle_sync_group(
             request.group_id, request.generation_id, request.member_id, _optional(request, "group_instance_id"),
             _optional(request, "protocol_type"), _optional(request, "protocol_name"),
             {a.member_id: a.assignment for a in request.assignments}, reply), _wait_s(context))
@@ -180,11 +180,11 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
         now_ms = self.clock.time_ms()
         expire_ms = now_ms + request.retention_time_ms if request.retention_time_ms > 0 else None
         offsets = _requested_offsets(request, now_ms, expire_ms)
-        known, unknown = await self._known_offsets(offsets)
+        known, unknown = await self.known_offsets(offsets)
         if not known:
             results, refused = unknown, Errors.UNKNOWN_TOPIC_OR_PARTITION
         elif self.waiting.try_acquire():
-            results = await self._call_and_wait(lambda reply: self.groups.handle_commit_offsets(
+            results = await self.call_and_wait(lambda reply: self.groups.handle_commit_offsets(
                 request.group_id, request.member_id, _optional(request, "group_instance_id"),
                 request.generation_id, known, reply), _wait_s(context, 60.0))
             results = None if results is None else {**results, **unknown}
@@ -195,11 +195,11 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
 
     async def TxnOffsetCommit(self, request, context):
         offsets = _requested_offsets(request, self.clock.time_ms(), None)
-        known, unknown = await self._known_offsets(offsets)
+        known, unknown = await self.known_offsets(offsets)
         if not known:
             results, refused = unknown, Errors.UNKNOWN_TOPIC_OR_PARTITION
         elif self.waiting.try_acquire():
-            results = await self._call_and_wait(lambda reply: self.groups.handle_txn_commit_offsets(
+            results = await self.call_and_wait(lambda reply: self.groups.handle_txn_commit_offsets(
                 request.group_id, request.producer_id, request.producer_epoch, request.member_id,
                 _optional(request, "group_instance_id"), request.generation_id, known, reply),
                 _wait_s(context, 60.0))
@@ -227,7 +227,7 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
         """{partition: error code} once the marker is written to `partitions` and their offsets completed."""
         if not self.waiting.try_acquire():
             return dict.fromkeys(partitions, Errors.THROTTLING_QUOTA_EXCEEDED)
-        codes = await self._call_and_wait(lambda reply: self.groups.handle_write_txn_marker(
+        codes = await self.call_and_wait(lambda reply: self.groups.handle_write_txn_marker(
             partitions, marker.producer_id, marker.producer_epoch, marker.transaction_result,
             marker.coordinator_epoch, reply), _wait_s(context, 60.0)) or {}
         return {p: codes.get(p, Errors.REQUEST_TIMED_OUT) for p in partitions}
@@ -277,7 +277,7 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
 
     async def DeleteGroups(self, request, context):
         if self.waiting.try_acquire():
-            results = await self._call_and_wait(
+            results = await self.call_and_wait(
                 lambda reply: self.groups.handle_delete_groups(list(request.groups_names), reply),
                 _wait_s(context, 60.0)) or {}
             refused = Errors.REQUEST_TIMED_OUT
@@ -291,7 +291,7 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
     async def OffsetDelete(self, request, context):
         partitions = [TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes]
         if self.waiting.try_acquire():
-            answer = await self._call_and_wait(
+            answer = await self.call_and_wait(
                 lambda reply: self.groups.handle_delete_offsets(request.group_id, partitions, reply),
                 _wait_s(context, 60.0))
             group_error, partition_errors = answer if answer is not None else (Errors.REQUEST_TIMED_OUT, {})
@@ -309,21 +309,21 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
 
     # ------------------------------------------------------------------ transactions
 
-    async def _transaction_call(self, start: Callable[[Completion], None], context) -> tuple[Any, int]:
+    async def transaction_call(self, start: Callable[[Completion], None], timeout_s: float) -> tuple[Any, int]:
         """(answer, error): runs `start` against the transaction coordinator and waits for its
         answer; the error says why there is none (no coordinator, too many waiting, timed out)."""
         if self.transactions is None:
             return None, Errors.COORDINATOR_NOT_AVAILABLE
         if not self.waiting.try_acquire():
             return None, Errors.THROTTLING_QUOTA_EXCEEDED
-        result = await self._call_and_wait(start, _wait_s(context, 60.0))
+        result = await self.call_and_wait(start, timeout_s)
         return result, Errors.REQUEST_TIMED_OUT if result is None else Errors.NONE
 
     async def InitProducerId(self, request, context):
         transactional_id = _optional(request, "transactional_id")
-        result, error = await self._transaction_call(lambda reply: self.transactions.handle_init_producer_id(
+        result, error = await self.transaction_call(lambda reply: self.transactions.handle_init_producer_id(
             transactional_id, request.transaction_timeout_ms, request.producer_id, request.producer_epoch, reply),
-            context)
+            _wait_s(context, 60.0))
         if result is None:
             return common_pb2.InitProducerIdResponse(error_code=error, producer_id=-1, producer_epoch=-1)
         return common_pb2.InitProducerIdResponse(error_code=result.error_code, producer_id=result.producer_id,
@@ -332,14 +332,15 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
 
     async def AddPartitionsToTxn(self, request, context):
         partitions = [TopicPartition(t.name, p) for t in request.topics for p in t.partitions]
-        unknown = await self._unknown(partitions)
+        unknown = await self.unknown(partitions)
         if unknown:  # none is added: the unknown ones say why, the others were not attempted
             codes = {tp: Errors.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else Errors.OPERATION_NOT_ATTEMPTED
                      for tp in partitions}
             code = Errors.UNKNOWN_TOPIC_OR_PARTITION
         else:
-            code, error = await self._transaction_call(lambda reply: self.transactions.handle_add_partitions(
-                request.transactional_id, request.producer_id, request.producer_epoch, partitions, reply), context)
+            code, error = await self.transaction_call(lambda reply: self.transactions.handle_add_partitions(
+                request.transactional_id, request.producer_id, request.producer_epoch, partitions, reply),
+                _wait_s(context, 60.0))
             code = error if code is None else code
             codes = dict.fromkeys(partitions, code)
         response = pb.AddPartitionsToTxnResponse(error_code=code)
@@ -350,15 +351,15 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
                                              error_code=codes[TopicPartition(topic.name, partition)])
         return response
 
-    async def _known_offsets(self, offsets: dict[TopicPartition, CommittedOffset]) -> tuple[
+    async def known_offsets(self, offsets: dict[TopicPartition, CommittedOffset]) -> tuple[
             dict[TopicPartition, CommittedOffset], dict[TopicPartition, int]]:
         """The offsets of partitions the cluster has, and UNKNOWN_TOPIC_OR_PARTITION for the others:
         Kafka commits no offset of a topic or partition that does not exist."""
-        unknown = await self._unknown(list(offsets))
+        unknown = await self.unknown(list(offsets))
         return ({tp: offset for tp, offset in offsets.items() if tp not in unknown},
                 dict.fromkeys(unknown, Errors.UNKNOWN_TOPIC_OR_PARTITION))
 
-    async def _unknown(self, partitions: list[TopicPartition]) -> set[TopicPartition]:
+    async def unknown(self, partitions: list[TopicPartition]) -> set[TopicPartition]:
         if self.unknown_partitions is None:
             return set()
         try:
@@ -368,15 +369,15 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
 
     async def AddOffsetsToTxn(self, request, context):
         offsets_partition = TopicPartition(GROUP_METADATA_TOPIC, self.groups.partition_for(request.group_id))
-        code, error = await self._transaction_call(lambda reply: self.transactions.handle_add_partitions(
+        code, error = await self.transaction_call(lambda reply: self.transactions.handle_add_partitions(
             request.transactional_id, request.producer_id, request.producer_epoch, [offsets_partition], reply),
-            context)
+            _wait_s(context, 60.0))
         return pb.AddOffsetsToTxnResponse(error_code=error if code is None else code)
 
     async def EndTxn(self, request, context):
-        result, error = await self._transaction_call(lambda reply: self.transactions.handle_end_txn(
+        result, error = await self.transaction_call(lambda reply: self.transactions.handle_end_txn(
             request.transactional_id, request.producer_id, request.producer_epoch, request.committed, reply,
-            request.bump_epoch), context)
+            request.bump_epoch), _wait_s(context, 60.0))
         if result is None:
             return pb.EndTxnResponse(error_code=error, producer_epoch=-1)
         return pb.EndTxnResponse(error_code=result.error_code, producer_epoch=result.producer_epoch)
