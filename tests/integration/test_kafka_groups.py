@@ -10,6 +10,7 @@ Members poll from the test's thread with short session and heartbeat timeouts.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -87,6 +88,7 @@ class Member:
         self.revoked: list[set[int]] = []
         self.assignments = 0
         self.read: list[tuple[int, int]] = []
+        self.closed = False
         self.consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.kafka_bootstrap_servers,
                                                   "group.id": group, "client.id": name, **MEMBER_CONFIG, **config})
         self.consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
@@ -110,7 +112,9 @@ class Member:
         self.consumer.commit(message=message, asynchronous=False)
 
     def close(self) -> None:
-        self.consumer.close()
+        if not self.closed:
+            self.closed = True
+            self.consumer.close()
 
 
 def poll_all(members: list[Member]) -> Callable[[], None]:
@@ -133,32 +137,26 @@ def read_all(members: list[Member], expected: int) -> None:
              between=poll_all(members))
 
 
-def closing(members: list[Member]):
-    """Closes every member however the test ends."""
-    class Closer:
-        def __enter__(self) -> list[Member]:
-            return members
-
-        def __exit__(self, *exc: object) -> None:
-            for member in members:
-                try:
-                    member.close()
-                except RuntimeError:
-                    pass  # closed already
-    return Closer()
+@contextlib.contextmanager
+def closing(members: list[Member]) -> Iterator[list[Member]]:
+    """Closes every member (those added meanwhile too) however the test ends."""
+    try:
+        yield members
+    finally:
+        for member in members:
+            member.close()
 
 
 def rebalance(members: list[Member], sizes: list[int], cooperative: bool, change: Callable[[], None]) -> None:
-    """Applies `change` and waits for the group to settle in `sizes`; cooperative members are
-    never revoked what they keep, eager ones are revoked everything."""
+    """Applies `change` and waits for `members` (those left after it) to settle in `sizes`;
+    cooperative members are never revoked what they keep, eager ones are revoked everything."""
     before = {m.name: set(m.assigned) for m in members}
     revocations = {m.name: len(m.revoked) for m in members}
     change()
-    survivors = [m for m in members if m.name in before and m.consumer is not None]
-    wait_for(settled(survivors, sizes), f"the group to settle in shares {sizes}", between=poll_all(survivors))
-    for member in survivors:
-        if member.name not in before or not before[member.name]:
-            continue
+    wait_for(settled(members, sizes), f"the group to settle in shares {sizes}", between=poll_all(members))
+    for member in members:
+        if not before.get(member.name):
+            continue  # a member that joined in this rebalance
         revoked = set().union(*member.revoked[revocations[member.name]:])
         if cooperative:
             assert not revoked & member.assigned, (member.name, before[member.name], revoked, member.assigned)
@@ -181,10 +179,11 @@ def test_confluent_group_shares_partitions_through_a_join_and_a_leave(cluster: L
         produce(cluster, topic, PARTITIONS, RECORDS_PER_PARTITION, "first")
         read_all(members, PARTITIONS * RECORDS_PER_PARTITION)
 
-        fourth = Member(cluster, group, topic, "member-3", **{"partition.assignment.strategy": strategy})
-        everyone.append(fourth)
-        rebalance(members + [fourth], [2, 2, 1, 1], cooperative, lambda: None)
-        members.append(fourth)
+        def join() -> None:
+            fourth = Member(cluster, group, topic, "member-3", **{"partition.assignment.strategy": strategy})
+            everyone.append(fourth)
+            members.append(fourth)
+        rebalance(members, [2, 2, 1, 1], cooperative, join)
         produce(cluster, topic, PARTITIONS, RECORDS_PER_PARTITION, "second")
         read_all(members, 2 * PARTITIONS * RECORDS_PER_PARTITION)
 
