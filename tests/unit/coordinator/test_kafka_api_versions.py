@@ -1,6 +1,7 @@
-"""The coordinator's Kafka listener advertises, in ApiVersions, its own group APIs and
-FindCoordinator at its own versions plus the APIs a broker serves that it forwards there, never
-Produce, Fetch or DescribeLogDirs; a forwarded request is answered by the broker."""
+"""The coordinator's Kafka listener advertises, in ApiVersions, its own group APIs, FindCoordinator
+and DescribeLogDirs at its own versions plus the APIs a broker serves that it forwards there, never
+Produce or Fetch; a forwarded request is answered by the broker, DescribeLogDirs by the coordinator
+(no log directory)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ PRODUCE, FETCH, FIND_COORDINATOR, API_VERSIONS, CREATE_TOPICS, DESCRIBE_LOG_DIRS
 def test_a_coordinator_advertises_its_own_apis_and_the_ones_a_broker_answers_for_it():
     async def main():
         broker = Broker("broker")
-        for key, low, high in ((FETCH, 4, 12), (DESCRIBE_LOG_DIRS, 1, 4), (OFFSET_COMMIT, 2, 9)):
+        for key, low, high in ((FETCH, 4, 12), (DESCRIBE_LOG_DIRS, 1, 3), (OFFSET_COMMIT, 2, 9)):
             broker.server.registry.register(key, low, high, broker._unexpected)
         await broker.start()
 
@@ -47,11 +48,15 @@ def test_a_coordinator_advertises_its_own_apis_and_the_ones_a_broker_answers_for
             assert GROUP_API_VERSIONS.items() <= advertised.items()  # OffsetCommit 2-8, not the broker's 2-9
             assert advertised[FIND_COORDINATOR] == (0, 4) and advertised[API_VERSIONS] == (0, 3)
             assert advertised[METADATA] == (4, 12) and advertised[CREATE_TOPICS] == (2, 7)
-            assert not {PRODUCE, FETCH, DESCRIBE_LOG_DIRS} & advertised.keys()
+            assert advertised[DESCRIBE_LOG_DIRS] == (1, 4)  # its own, not the broker's 1-3
+            assert not {PRODUCE, FETCH} & advertised.keys()
 
             writer.write(metadata_request(12, 2))
             correlation_id, metadata = await read_response(reader, METADATA, 12)
             assert (correlation_id, metadata.cluster_id) == (2, "broker")
+            writer.write(request_frame(DESCRIBE_LOG_DIRS, 4, 3, topics=None))
+            correlation_id, log_dirs = await read_response(reader, DESCRIBE_LOG_DIRS, 4)
+            assert (correlation_id, log_dirs.error_code, log_dirs.results) == (3, kafka_error(Errors.NONE), ())
         finally:
             writer.close()
             await coordinator.stop()
