@@ -6,7 +6,6 @@ from __future__ import annotations
 from services.common.config import (
     LONG_MAX,
     REQUIRED,
-    Config,
     ConfigType,
     at_least,
     between,
@@ -14,27 +13,15 @@ from services.common.config import (
     one_of,
     setting,
 )
+from services.common.kafka_wire.listener_config import KafkaListenerConfig
 from services.common.service import DEFAULT_PARKED_MAX_REQUESTS, Listener, parse_listener
 
 
-class BrokerConfig(Config):
+class BrokerConfig(KafkaListenerConfig):
     broker_id: int = setting(ConfigType.INT, REQUIRED, at_least(0), doc="This broker's id.")
     listeners: str = setting(ConfigType.STRING, "PLAINTEXT://:9092")
     advertised_listeners: str | None = setting(ConfigType.STRING, None)
     broker_rack: str | None = setting(ConfigType.STRING, None)
-    kafka_listeners: str | None = setting(
-        ConfigType.STRING, None,
-        doc="Where the broker serves Kafka's binary protocol to Kafka clients, e.g. "
-            "PLAINTEXT://127.0.0.1:19092; unset, it serves only gRPC.")
-    kafka_advertised_listeners: str | None = setting(
-        ConfigType.STRING, None,
-        doc="Where Kafka clients reach that listener, if not at kafka.listeners (with a host).")
-    socket_request_max_bytes: int = setting(
-        ConfigType.INT, 104857600, at_least(1),
-        doc="The largest Kafka protocol request; a larger size prefix closes its connection.")
-    socket_listen_backlog_size: int = setting(
-        ConfigType.INT, 50, at_least(1),
-        doc="Connections to the Kafka listener the kernel queues before the broker accepts them.")
     log_dirs: tuple[str, ...] = setting(ConfigType.LIST, "/tmp/odradek-logs")
     zookeeper_connect: str = setting(ConfigType.STRING, REQUIRED)
     zookeeper_session_timeout_ms: int = setting(ConfigType.INT, 18000, at_least(1000))
@@ -146,18 +133,6 @@ class BrokerConfig(Config):
         if not listener.host:
             listener = Listener(listener.protocol, "127.0.0.1", listener.port)
         return listener
-
-    @property
-    def kafka_listener(self) -> Listener | None:
-        return parse_listener(self.kafka_listeners.split(",")[0]) if self.kafka_listeners else None
-
-    def kafka_advertised_listener(self, bound_port: int) -> Listener | None:
-        """Where Kafka clients reach this broker: kafka.advertised.listeners, else kafka.listeners
-        (with a host, and the bound port when it asked for port 0)."""
-        if not self.kafka_listeners:
-            return None
-        listener = parse_listener((self.kafka_advertised_listeners or self.kafka_listeners).split(",")[0])
-        return Listener(listener.protocol, listener.host or "127.0.0.1", listener.port or bound_port)
 
     def log_defaults(self) -> dict[str, object]:
         """Broker-wide defaults of the per-topic log configs, keyed by topic config names."""

@@ -185,7 +185,8 @@ class BrokerServer:
         registry = ApiRegistry()
         self.kafka_admin = KafkaAdminApis(self.broker_id, self.metadata_cache, self.replica_manager,
                                           self.config, self.dynamic_config)
-        BrokerKafkaApis(self.broker_id, servicer.handling, self.kafka_admin).register(registry)
+        BrokerKafkaApis(self.broker_id, servicer.handling, self.kafka_admin,
+                        coordinators=self.coordinator_directory.snapshot).register(registry)
         self.kafka_listener = KafkaWireServer(registry, listener.host, listener.port,
                                               request_max_bytes=self.config.socket_request_max_bytes,
                                               listen_backlog=self.config.socket_listen_backlog_size)

@@ -5,6 +5,8 @@ Kafka's keys where Kafka has one: the group coordinator's (`group.*`, `offsets.*
 `transaction.state.log.*`, inherited from `TransactionConfig`) and the offsets topic's
 (`offsets.topic.replication.factor`, `offsets.topic.segment.bytes`, `offsets.commit.timeout.ms`,
 which also bounds writes to `__transaction_state`, `offsets.load.buffer.size`).
+`kafka.listeners` (with `kafka.advertised.listeners`, `socket.request.max.bytes`,
+`socket.listen.backlog.size`) serves the group and transaction APIs to Kafka clients, as on brokers.
 `coordinator.id` and `bootstrap.servers` (the brokers it reads and writes `__consumer_offsets`
 through) are Odradek's, since its coordinators are processes of their own rather than part of a
 broker.
@@ -13,6 +15,7 @@ broker.
 from __future__ import annotations
 
 from services.common.config import REQUIRED, ConfigType, at_least, setting
+from services.common.kafka_wire.listener_config import KafkaListenerConfig
 from services.common.service import DEFAULT_PARKED_MAX_REQUESTS, Listener, parse_listener
 from services.coordinator.group.config import GroupConfig
 from services.coordinator.txn.config import TransactionConfig
@@ -20,7 +23,7 @@ from services.coordinator.txn.config import TransactionConfig
 DEFAULT_HOST = "127.0.0.1"
 
 
-class CoordinatorServiceConfig(GroupConfig, TransactionConfig):
+class CoordinatorServiceConfig(GroupConfig, TransactionConfig, KafkaListenerConfig):
     coordinator_id: int = setting(ConfigType.INT, REQUIRED, at_least(0),
                                   doc="This coordinator's id (written to /coordinators/ids).")
     listeners: str = setting(ConfigType.STRING, "PLAINTEXT://:9094", doc="Where the CoordinatorService listens.")

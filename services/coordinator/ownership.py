@@ -40,11 +40,13 @@ OwnedPartitions = dict[TopicPartition, PartitionOwner]
 
 class OwnershipManager:
     def __init__(self, zk_raw: KazooClient, zk: OdradekZkClient, coordinator_id: int, endpoint: str,
-                 partitions: Iterable[TopicPartition], on_owned: Callable[[OwnedPartitions], None]) -> None:
+                 partitions: Iterable[TopicPartition], on_owned: Callable[[OwnedPartitions], None],
+                 kafka_endpoint: str | None = None) -> None:
         self._zk_raw = zk_raw
         self._zk = zk
         self.coordinator_id = coordinator_id
         self.endpoint = endpoint
+        self.kafka_endpoint = kafka_endpoint
         self._partitions = sorted(set(partitions))
         self._on_owned = on_owned
         self._events: queue.Queue[ZkEvent | None] = queue.Queue()
@@ -132,7 +134,7 @@ class OwnershipManager:
         self._set_owned(mine)
 
     def _register(self) -> None:
-        epoch = self._zk.register_coordinator(self.coordinator_id, self.endpoint)
+        epoch = self._zk.register_coordinator(self.coordinator_id, self.endpoint, self.kafka_endpoint)
         self._registered = True
         logger.info("Coordinator %d registered at %s (epoch %d)", self.coordinator_id, self.endpoint, epoch)
 

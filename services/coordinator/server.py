@@ -15,6 +15,10 @@ COORDINATOR_LOAD_IN_PROGRESS. A partition that moves away is unloaded at once: i
 NOT_COORDINATOR. The transaction coordinator's epoch of a `__transaction_state` partition is its
 ownership epoch.
 
+With `kafka.listeners` set it also serves the group and transaction APIs to Kafka clients
+(`kafka_api`) and registers that listener beside its gRPC endpoint, so FindCoordinator and
+Metadata name it.
+
 Shutdown (SIGTERM): groups and transactions answer NOT_COORDINATOR, the writers stop, and closing
 the ZooKeeper session removes the registration, so the other coordinators take the partitions over
 at once.
@@ -22,7 +26,9 @@ at once.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import random
 import threading
 
 from kazoo.client import KazooClient
@@ -32,10 +38,13 @@ from services.clients.admin_types import NewTopic
 from services.clients.lowlevel import LowLevelClient
 from services.common.clock import SYSTEM_CLOCK
 from services.common.errors import Errors, KafkaError
+from services.common.kafka_wire import ApiRegistry, KafkaWireServer
+from services.common.kafka_wire.forwarding import BrokerForwarder
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2_grpc
 from services.common.producer_id_manager import ProducerIdManager
 from services.common.scheduler import Scheduler
 from services.common.service import ServiceRuntime
+from services.common.shared_types import KAFKA_LISTENER_NAME
 from services.common.topic_names import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from services.common.topic_partition import TopicPartition
 from services.common.zk import OdradekZkClient
@@ -44,6 +53,7 @@ from services.common.zk.coordinator_directory import CoordinatorDirectory
 from services.coordinator.config import CoordinatorServiceConfig
 from services.coordinator.deleted_topics import DeletedTopicOffsets
 from services.coordinator.group import GroupCoordinator
+from services.coordinator.kafka_api import NOT_FORWARDED, CoordinatorKafkaApis
 from services.coordinator.lag import LogEndOffsets
 from services.coordinator.metrics import CoordinatorMetrics
 from services.coordinator.offsets_log import LoadError, OffsetsLog
@@ -84,6 +94,8 @@ class CoordinatorServer:
         self.deleted_topics: DeletedTopicOffsets | None = None
         self.metrics: CoordinatorMetrics | None = None
         self.endpoint = ""
+        self.kafka_endpoint: str | None = None
+        self.kafka_listener: KafkaWireServer | None = None
         self.bootstrap = ""
         self._loaders: dict[str, PartitionLoader] = {}
         self._stopping = threading.Event()
@@ -112,25 +124,28 @@ class CoordinatorServer:
         self._start_transactions()
         self.metrics = CoordinatorMetrics(self.coordinator_id, self.groups,
                                           LogEndOffsets(self._log_end_offsets, SYSTEM_CLOCK))
-        self.runtime.add_servicer(coordinator_pb2_grpc.add_CoordinatorServiceServicer_to_server,
-                                  CoordinatorServicer(self.groups, self.directory.snapshot,
-                                                      parked_max_requests=self.config.parked_max_requests,
-                                                      transactions=self.transactions,
-                                                      unknown_partitions=self._unknown_partitions))
+        servicer = CoordinatorServicer(self.groups, self.directory.snapshot,
+                                       parked_max_requests=self.config.parked_max_requests,
+                                       transactions=self.transactions, unknown_partitions=self._unknown_partitions)
+        self.runtime.add_servicer(coordinator_pb2_grpc.add_CoordinatorServiceServicer_to_server, servicer)
         port = self.runtime.start()
         advertised = self.config.advertised_listener(port)
         self.endpoint = f"{advertised.host}:{advertised.port}"
+        self._start_kafka_listener(servicer)
         partitions = [TopicPartition(GROUP_METADATA_TOPIC, p)
                       for p in range(self.group_config.offsets_topic_num_partitions)]
         partitions += [TopicPartition(TRANSACTION_STATE_TOPIC, p)
                        for p in range(self.txn_config.transaction_state_log_num_partitions)]
         self.ownership = OwnershipManager(self.zk_raw, self.zk, self.coordinator_id, self.endpoint, partitions,
-                                          self._on_owned)
+                                          self._on_owned, kafka_endpoint=self.kafka_endpoint)
         self._start_loaders()
         self.ownership.start()
         self.directory.refresh()
         self.runtime.on_shutdown("coordinator", self._shutdown)
         self.runtime.on_shutdown("close ZooKeeper", self._close_zookeeper)
+        # last: meanwhile Kafka clients are answered NOT_COORDINATOR and look up the coordinators
+        # that take the partitions over, rather than finding the listener refusing connections
+        self.runtime.on_shutdown("Kafka listener", self._stop_kafka_listener)
         self.runtime.set_serving(True)
         logger.info("Coordinator %d serving at %s (brokers %s, ZooKeeper %s)", self.coordinator_id,
                     self.endpoint, bootstrap, self.config.zookeeper_connect)
@@ -146,6 +161,42 @@ class CoordinatorServer:
         answers = self.client.list_offsets({tp: "latest" for tp in partitions},
                                            retry_timeout_ms=LAG_END_OFFSETS_TIMEOUT_MS)
         return {tp: result.offset for tp, result in answers.items() if result.error_code == Errors.NONE}
+
+    def _start_kafka_listener(self, servicer: CoordinatorServicer) -> None:
+        """Serves the group and transaction APIs on kafka.listeners, when set; other requests go to
+        the brokers' Kafka listeners."""
+        listener = self.config.kafka_listener
+        if listener is None:
+            return
+        registry = ApiRegistry()
+        CoordinatorKafkaApis(servicer, self.directory.snapshot).register(registry)
+        registry.forward_others(BrokerForwarder(self._broker_kafka_endpoints,
+                                                request_timeout_s=self.config.request_timeout_ms / 1000,
+                                                client_id=f"coordinator-{self.coordinator_id}"), NOT_FORWARDED)
+        self.kafka_listener = KafkaWireServer(registry, listener.host, listener.port,
+                                              request_max_bytes=self.config.socket_request_max_bytes,
+                                              listen_backlog=self.config.socket_listen_backlog_size)
+        bound = self.runtime.call_on_loop(self.kafka_listener.start())
+        advertised = self.config.kafka_advertised_listener(bound)
+        self.kafka_endpoint = f"{advertised.host}:{advertised.port}"
+
+    async def _broker_kafka_endpoints(self) -> list[tuple[str, int]]:
+        """The Kafka listeners of the registered brokers, read from ZooKeeper off the loop."""
+        def read() -> list[tuple[str, int]]:
+            found = []
+            for registered in self.zk.get_all_brokers().values():
+                endpoint = registered.endpoint(KAFKA_LISTENER_NAME)
+                if endpoint is not None:
+                    found.append((endpoint.host or "127.0.0.1", endpoint.port))
+            random.shuffle(found)
+            return found
+        return await asyncio.get_running_loop().run_in_executor(None, read)
+
+    def _stop_kafka_listener(self) -> None:
+        if self.kafka_listener is not None:
+            self.runtime.call_on_loop(self.kafka_listener.stop())
+            if self.kafka_listener.registry.forwarder is not None:
+                self.runtime.call_on_loop(self.kafka_listener.registry.forwarder.close())
 
     def _registered_brokers(self) -> str:
         """The brokers registered in ZooKeeper, waiting for the first one to appear."""

@@ -183,6 +183,10 @@ def print_endpoints(cluster: LocalCluster, out: TextIO) -> None:
     print(f"\nBootstrap servers: {bootstrap}", file=out)
     if cluster.kafka_bootstrap_servers:
         print(f"Kafka protocol bootstrap servers (Kafka clients): {cluster.kafka_bootstrap_servers}", file=out)
+        coordinators = [f"{n} {cluster.host}:{cluster.services[n].kafka_port}" for n in cluster.coordinator_names
+                        if cluster.services[n].kafka_port >= 0]
+        if coordinators:
+            print(f"Kafka protocol group and transaction coordinators: {', '.join(coordinators)}", file=out)
     for name in cluster.gateway_names:
         print(f"HTTP gateway ({name}): {cluster.gateway_url(name)}", file=out)
     if cluster.gateway_names:

@@ -43,6 +43,7 @@ from services.devcluster.zookeeper import ZooKeeperServer, running_pid, stop_det
 
 BROKER_BASE_PORT = 9092
 KAFKA_BASE_PORT = 19092  # a broker's Kafka protocol listener (broker-1: 19092, broker-2: 19192)
+COORDINATOR_KAFKA_BASE_PORT = 19094  # a coordinator's (coordinator-2001: 19094, coordinator-2002: 19194)
 CONTROLLER_BASE_PORT = 9093
 COORDINATOR_BASE_PORT = 9094
 PORT_STRIDE = 100
@@ -63,7 +64,7 @@ class ServiceSpec:
     port: int
     config: dict[str, str] = field(default_factory=dict)
     metrics_port: int = -1  # the Prometheus endpoint (`metrics.port`) of a gRPC service
-    kafka_port: int = -1  # a broker's Kafka protocol listener (`kafka.listeners`)
+    kafka_port: int = -1  # a broker's or coordinator's Kafka protocol listener (`kafka.listeners`)
 
     @property
     def module(self) -> str:
@@ -116,7 +117,8 @@ class LocalCluster:
             node_id = COORDINATOR_ID_BASE + index + 1
             self._add(ServiceSpec(f"coordinator-{node_id}", "coordinator", node_id,
                                   port(COORDINATOR_BASE_PORT, index), _stringify(coordinator_config),
-                                  metrics_port(COORDINATOR_BASE_PORT, index)))
+                                  metrics_port(COORDINATOR_BASE_PORT, index),
+                                  port(COORDINATOR_KAFKA_BASE_PORT, index)))
         for index in range(gateways):
             self._add(ServiceSpec(f"gateway-{index + 1}", "gateway", index + 1,
                                   port(GATEWAY_BASE_PORT, index), _stringify(gateway_config)))
@@ -223,10 +225,10 @@ class LocalCluster:
             "zookeeper.connect": self.zookeeper_connect,
             "metrics.port": str(spec.metrics_port),
         }
+        if spec.kafka_port >= 0:
+            config["kafka.listeners"] = f"PLAINTEXT://{self.host}:{spec.kafka_port}"
         if spec.kind == "broker":
             config["broker.id"] = str(spec.node_id)
-            if spec.kafka_port >= 0:
-                config["kafka.listeners"] = f"PLAINTEXT://{self.host}:{spec.kafka_port}"
             config["log.dirs"] = str(self.data_dir(name))
         elif spec.kind == "coordinator":
             config["coordinator.id"] = str(spec.node_id)

@@ -1,13 +1,14 @@
-"""Produce, Fetch, ListOffsets, Metadata, OffsetForLeaderEpoch, InitProducerId and SaslHandshake
-over Kafka's protocol, at the versions `API_VERSIONS` lists (each one this module fills every
-field of). Record batches stay the bytes they arrived as and are fetched as stored.
+"""Produce, Fetch, ListOffsets, Metadata, OffsetForLeaderEpoch, InitProducerId, FindCoordinator,
+ListGroups and SaslHandshake over Kafka's protocol, at the versions `API_VERSIONS` lists (each one
+this module fills every field of). Record batches stay the bytes they arrived as and are fetched as stored.
 
-Metadata answers with each live broker's Kafka listener, and names this broker as the controller:
+Metadata answers with each live broker's Kafka listener, then each coordinator's (see
+`coordinator_lookup`), and names this broker as the controller:
 Kafka clients send admin requests to the controller, and a broker forwards them (`admin`, whose
 APIs `register` adds when given). Security is not enabled: SaslHandshake is answered
-UNSUPPORTED_SASL_MECHANISM. Group and transaction coordinators serve only gRPC, so FindCoordinator
-answers every key COORDINATOR_NOT_AVAILABLE (INVALID_REQUEST for an empty one); librdkafka also
-takes a served FindCoordinator as the sign that a broker takes LZ4.
+UNSUPPORTED_SASL_MECHANISM. FindCoordinator names the owning coordinator's Kafka listener
+(librdkafka also takes a served FindCoordinator as the sign that a broker takes LZ4); ListGroups
+answers no group, since the coordinators, which Kafka clients ask too, hold them all.
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ from services.broker.fetch_session_cache import FINAL_EPOCH
 from services.broker.handling import DEFAULT_PARTITION_MAX_BYTES, RequestHandling
 from services.broker.kafka_api.admin import KafkaAdminApis, controller_id
 from services.broker.replica_fetch import FetchPartition
+from services.common.coordinator_lookup import kafka_coordinator_nodes, kafka_find_coordinator
 from services.common.errors import Errors
 from services.common.kafka_wire import ApiRegistry, RequestContext, fields_of, kafka_error
 from services.common.shared_types import NO_TIMESTAMP, IsolationLevel
 from services.common.topic_partition import TopicPartition
+from services.common.zk.coordinator_directory import DirectorySnapshot
 
-PRODUCE, FETCH, LIST_OFFSETS, METADATA, FIND_COORDINATOR = 0, 1, 2, 3, 10
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, FIND_COORDINATOR, LIST_GROUPS = 0, 1, 2, 3, 10, 16
 SASL_HANDSHAKE, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 17, 22, 23
 
 # API key -> (lowest, highest) version served. Fetch stops at 12 (13 names topics by id), Produce at
@@ -39,6 +42,7 @@ API_VERSIONS = {
     LIST_OFFSETS: (1, 6),
     METADATA: (0, 12),
     FIND_COORDINATOR: (0, 4),
+    LIST_GROUPS: (0, 4),
     OFFSET_FOR_LEADER_EPOCH: (2, 4),
     INIT_PRODUCER_ID: (0, 4),
     SASL_HANDSHAKE: (0, 1),
@@ -52,8 +56,10 @@ def _ms(delta) -> int:
 
 
 class BrokerKafkaApis:
-    def __init__(self, broker_id: int, handling: RequestHandling, admin: KafkaAdminApis | None = None) -> None:
+    def __init__(self, broker_id: int, handling: RequestHandling, admin: KafkaAdminApis | None = None,
+                 coordinators: Callable[[], DirectorySnapshot] = DirectorySnapshot) -> None:
         self.broker_id = broker_id
+        self.coordinators = coordinators
         self.admin = admin
         self.handling = handling
         self.replica_manager = handling.replica_manager
@@ -62,7 +68,7 @@ class BrokerKafkaApis:
     def register(self, registry: ApiRegistry) -> None:
         handlers: dict[int, Callable] = {
             PRODUCE: self.produce, FETCH: self.fetch, LIST_OFFSETS: self.list_offsets,
-            METADATA: self.metadata, FIND_COORDINATOR: self.find_coordinator,
+            METADATA: self.metadata, FIND_COORDINATOR: self.find_coordinator, LIST_GROUPS: self.list_groups,
             OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
             INIT_PRODUCER_ID: self.init_producer_id, SASL_HANDSHAKE: self.sasl_handshake,
         }
@@ -207,6 +213,8 @@ class BrokerKafkaApis:
                                   port=node.kafka_port, rack=node.rack)
                         for node in sorted(snapshot.brokers.values(), key=lambda b: b.node_id)
                         if node.kafka_host is not None)
+        brokers += tuple(fields_of(module.MetadataResponseBroker, node_id=node_id, host=host, port=port, rack=None)
+                         for node_id, host, port in kafka_coordinator_nodes(self.coordinators()))
         topics = tuple(fields_of(
             module.MetadataResponseTopic, error_code=kafka_error(view.error_code), name=view.name,
             topic_id=NO_TOPIC_ID, is_internal=view.is_internal,
@@ -221,19 +229,11 @@ class BrokerKafkaApis:
     # ------------------------------------------------------------------ coordinators
 
     async def find_coordinator(self, request: Any, context: RequestContext) -> Any:
-        def answer(key: str) -> tuple[int, str]:
-            if not key:
-                return Errors.INVALID_REQUEST, "the coordinator key must not be empty"
-            return Errors.COORDINATOR_NOT_AVAILABLE, "no coordinator serves Kafka's protocol"
-        if hasattr(request, "coordinator_keys"):  # v4+: a batch of keys
-            module = context.response_module
-            return fields_of(context.response_type, coordinators=tuple(
-                module.Coordinator(key=key, node_id=-1, host="", port=-1, error_code=kafka_error(code),
-                                   error_message=message)
-                for key, (code, message) in ((key, answer(key)) for key in request.coordinator_keys)))
-        code, message = answer(request.key)
-        return fields_of(context.response_type, error_code=kafka_error(code), error_message=message, node_id=-1,
-                         host="", port=-1)
+        return kafka_find_coordinator(self.coordinators(), request, context)
+
+    async def list_groups(self, request: Any, context: RequestContext) -> Any:
+        """A broker coordinates no group: the coordinators, nodes of their own, answer theirs."""
+        return fields_of(context.response_type, error_code=kafka_error(Errors.NONE), groups=())
 
     # ------------------------------------------------------------------ producer ids, SASL
 

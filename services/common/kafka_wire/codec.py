@@ -96,6 +96,27 @@ def encode_response(schema: ApiSchema, correlation_id: int, response: Any) -> by
     return buffer.getvalue()
 
 
+def encode_request(schema: ApiSchema, correlation_id: int, client_id: str | None, request: Any) -> bytes:
+    """Request header and body, without the size prefix (a client's side of the codec)."""
+    buffer = io.BytesIO()
+    header_type = schema.request_type.__header_schema__
+    entity_writer(header_type)(buffer, header_type(
+        request_api_key=schema.request_type.__api_key__, request_api_version=schema.request_type.__version__,
+        correlation_id=correlation_id, client_id=client_id))
+    entity_writer(schema.request_type)(buffer, request)
+    return buffer.getvalue()
+
+
+def decode_response(schema: ApiSchema, frame: bytes) -> tuple[int, Any]:
+    """(correlation id, response) of one response frame; MalformedRequest if it does not decode."""
+    try:
+        header, offset = entity_reader(schema.response_type.__header_schema__)(frame, 0)
+        response, _ = entity_reader(schema.response_type)(frame, offset)
+    except Exception as exc:
+        raise MalformedRequest(f"undecodable response: {exc}") from exc
+    return header.correlation_id, response
+
+
 def kafka_error(code: int) -> KioErrorCode:
     """A code of `services.common.errors.Errors` as the generated types carry it."""
     return KioErrorCode(int(code))

@@ -3,7 +3,9 @@
 A handler takes the decoded request (a kio entity of the negotiated version) and the
 `RequestContext`, and returns the response entity of that same version, or None to send nothing
 (a Produce with acks=0). It awaits whatever it waits for and holds no thread. ApiVersions is
-registered by the registry itself and advertises exactly the registered ranges.
+registered by the registry itself and advertises exactly the registered ranges, plus, when
+`forward_others` gave it a `BrokerForwarder`, the APIs a broker serves that are neither registered
+nor excluded: those requests are answered by a broker (see `forwarding`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from services.common.errors import Errors
 from services.common.kafka_wire.codec import NO_THROTTLE, ApiSchema, api_schema, fields_of, kafka_error
+from services.common.kafka_wire.forwarding import BrokerForwarder
 
 API_VERSIONS_KEY = 18
 API_VERSIONS_MAX_VERSION = 3
@@ -53,7 +56,27 @@ class ApiEntry:
 class ApiRegistry:
     def __init__(self) -> None:
         self._apis: dict[int, ApiEntry] = {}
+        self.forwarder: BrokerForwarder | None = None
+        self._not_forwarded: frozenset[int] = frozenset()
+        self._forwarded_versions: dict[int, tuple[int, int]] = {}
         self.register(API_VERSIONS_KEY, 0, API_VERSIONS_MAX_VERSION, self._api_versions)
+
+    def forward_others(self, forwarder: BrokerForwarder, excluded: frozenset[int] = frozenset()) -> None:
+        """APIs not registered here, nor in `excluded`, are answered by a broker through `forwarder`."""
+        self.forwarder = forwarder
+        self._not_forwarded = excluded
+
+    async def forwarded_versions(self) -> dict[int, tuple[int, int]]:
+        """api key -> (min, max) of the APIs forwarded to a broker (asking one the first time)."""
+        if self.forwarder is not None and not self._forwarded_versions:
+            self._forwarded_versions = {key: span for key, span in (await self.forwarder.versions()).items()
+                                        if key not in self._apis and key not in self._not_forwarded}
+        return self._forwarded_versions
+
+    def forwards(self, api_key: int, api_version: int) -> bool:
+        """Whether a request of this API version goes to a broker."""
+        span = self._forwarded_versions.get(api_key)
+        return span is not None and span[0] <= api_version <= span[1]
 
     def register(self, api_key: int, min_version: int, max_version: int, handler: Handler) -> None:
         """Serves `api_key` at versions min..max; each must have generated types (LookupError if not)."""
@@ -77,7 +100,9 @@ class ApiRegistry:
 
     def versions(self) -> list[tuple[int, int, int]]:
         """(api_key, min_version, max_version) of every served API, by key."""
-        return [(key, e.min_version, e.max_version) for key, e in sorted(self._apis.items())]
+        spans = {key: (e.min_version, e.max_version) for key, e in self._apis.items()}
+        spans.update({key: span for key, span in self._forwarded_versions.items() if key not in spans})
+        return [(key, low, high) for key, (low, high) in sorted(spans.items())]
 
     def api_versions_response(self, schema: ApiSchema, error_code: int = Errors.NONE) -> Any:
         module = schema.response_module
@@ -87,4 +112,5 @@ class ApiRegistry:
                          throttle_time=NO_THROTTLE)
 
     async def _api_versions(self, request: Any, context: RequestContext) -> Any:
+        await self.forwarded_versions()
         return self.api_versions_response(context.schema)

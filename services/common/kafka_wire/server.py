@@ -7,6 +7,8 @@ above `socket.request.max.bytes` or below zero, a frame that does not decode, an
 not served, or a version outside the served range; an ApiVersions request of an unsupported
 version is instead answered UNSUPPORTED_VERSION with the version 0 body, from which the client
 picks a version both sides speak. A handler's unexpected exception also closes its connection.
+A request the registry forwards goes to a broker; if none answers, its connection is closed, as a
+Kafka client expects of a node it cannot use.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from services.common.kafka_wire.codec import (
     peek_api_key_and_version,
     peek_correlation_id,
 )
+from services.common.kafka_wire.forwarding import NoBrokerAnswered
 from services.common.kafka_wire.framing import FrameError, encode_frame, read_frame
 from services.common.kafka_wire.registry import API_VERSIONS_KEY, ApiRegistry, RequestContext
 
@@ -101,6 +104,13 @@ class KafkaWireServer:
         """The response (header and body) to one request frame, or None when none is due."""
         api_key, api_version = peek_api_key_and_version(frame)
         entry = self.registry.lookup(api_key, api_version)
+        if entry is None and self.registry.forwarder is not None:
+            await self.registry.forwarded_versions()
+            if self.registry.forwards(api_key, api_version):
+                try:
+                    return await self.registry.forwarder.forward(frame)
+                except NoBrokerAnswered as exc:
+                    raise ConnectionClosing(str(exc)) from None
         if entry is None:
             if api_key == API_VERSIONS_KEY:
                 schema = api_schema(API_VERSIONS_KEY, 0)

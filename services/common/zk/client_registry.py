@@ -56,9 +56,9 @@ class RegistryOps(ZkAccess):
             return self.zk.set(brokers.BROKER_SEQID_PATH, b"").version
 
     # -- coordinators -------------------------------------------------------------------------
-    def register_coordinator(self, coordinator_id: int, endpoint: str) -> int:
+    def register_coordinator(self, coordinator_id: int, endpoint: str, kafka_endpoint: str | None = None) -> int:
         """Creates `/coordinators/ids/<id>` for this session; returns its registration epoch (czxid)."""
-        info = CoordinatorInfo(coordinator_id, endpoint, self.clock.time_ms())
+        info = CoordinatorInfo(coordinator_id, endpoint, self.clock.time_ms(), kafka_endpoint)
         path = coordinators.coordinator_path(coordinator_id)
         return self._register_ephemeral(
             path, coordinators.encode_coordinator(info), f"coordinator {coordinator_id}"

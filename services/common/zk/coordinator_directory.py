@@ -109,4 +109,13 @@ def coordinator_address(info: CoordinatorInfo) -> tuple[str, int]:
     return host, int(port)
 
 
-__all__ = ["CoordinatorDirectory", "DirectorySnapshot", "coordinator_address", "coordinators"]
+def coordinator_kafka_address(info: CoordinatorInfo) -> tuple[str, int] | None:
+    """(host, port) of a coordinator's Kafka listener, or None when it has none."""
+    if info.kafka_endpoint is None:
+        return None
+    host, _, port = info.kafka_endpoint.rpartition(":")
+    return host, int(port)
+
+
+__all__ = ["CoordinatorDirectory", "DirectorySnapshot", "coordinator_address", "coordinator_kafka_address",
+           "coordinators"]

@@ -3,7 +3,9 @@
 `/coordinators/ids/<id>` (ephemeral), written by each coordinator when its session starts; its
 `czxid` is the registration epoch, as for brokers. `timestamp` is milliseconds as a string:
 
-    {"version":1,"endpoint":"coord-1:9094","timestamp":"1620000000000"}
+    {"version":1,"endpoint":"coord-1:9094","kafka_endpoint":"coord-1:19094","timestamp":"1620000000000"}
+
+`kafka_endpoint` is where its Kafka listener is, when it has one (absent otherwise).
 
 `/coordinators/ownership` (persistent): which live coordinator owns each partition of the internal
 topics `__consumer_offsets` and `__transaction_state`, keyed by topic, then partition number as a
@@ -48,6 +50,7 @@ class CoordinatorInfo:
     coordinator_id: int
     endpoint: str
     timestamp_ms: int = 0
+    kafka_endpoint: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +95,10 @@ class CoordinatorOwnership:
 
 
 def encode_coordinator(info: CoordinatorInfo) -> bytes:
-    return dumps({"version": 1, "endpoint": info.endpoint, "timestamp": str(info.timestamp_ms)})
+    obj = {"version": 1, "endpoint": info.endpoint, "timestamp": str(info.timestamp_ms)}
+    if info.kafka_endpoint is not None:
+        obj["kafka_endpoint"] = info.kafka_endpoint
+    return dumps(obj)
 
 
 def decode_coordinator(coordinator_id: int, data: bytes | None) -> CoordinatorInfo:
@@ -103,6 +109,7 @@ def decode_coordinator(coordinator_id: int, data: bytes | None) -> CoordinatorIn
         coordinator_id=coordinator_id,
         endpoint=str(required(obj, "endpoint", what)),
         timestamp_ms=as_int(timestamp, what) if timestamp is not None else 0,
+        kafka_endpoint=str(obj["kafka_endpoint"]) if obj.get("kafka_endpoint") is not None else None,
     )
 
 
