@@ -104,6 +104,9 @@ class BrokerConfig(KafkaListenerConfig):
     log_retention_minutes: int | None = setting(ConfigType.INT, None)
     log_retention_hours: int = setting(ConfigType.INT, 168)
     log_retention_check_interval_ms: int = setting(ConfigType.LONG, 300000, at_least(1))
+    log_initial_task_delay_ms: int = setting(ConfigType.LONG, 30000, at_least(0),
+                                             doc="How long after start the log tasks (retention, flushes, "
+                                                 "checkpoints, deleting logs) first run.")
     log_cleanup_policy: tuple[str, ...] = setting(ConfigType.LIST, "delete", each_one_of("compact", "delete"))
     log_cleaner_enable: bool = setting(ConfigType.BOOLEAN, True)
     log_cleaner_backoff_ms: int = setting(ConfigType.LONG, 15000, at_least(0))

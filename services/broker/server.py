@@ -85,7 +85,8 @@ class BrokerServer:
         self.zk = OdradekZkClient(self.zk_raw)
         self.metadata_cache = MetadataCache()
         self.log_defaults = LogConfig.from_props(config.log_defaults())
-        self.log_manager = LogManager(LogManagerConfig.from_mapping(config.as_dict()), self.log_defaults)
+        self.log_manager = LogManager(LogManagerConfig.from_mapping(config.as_dict()), self.log_defaults,
+                                      initial_task_delay_ms=config.log_initial_task_delay_ms)
         self.dynamic_config = DynamicBrokerConfig(self.broker_id, config,
                                                   self.log_manager.reconfigure_default_log_config,
                                                   self._on_dynamic_config)

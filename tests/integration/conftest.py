@@ -24,6 +24,7 @@ from services.common.records import build_batch
 from services.common.zk import OdradekZkClient
 from services.devcluster.launcher import LocalCluster
 from services.devcluster.proc import free_port, stop_process, wait_until
+from tests.conftest import delete_tree
 
 # Short timeouts so failure handling shows within a test's patience.
 TEST_BROKER_CONFIG = {
@@ -34,6 +35,9 @@ TEST_BROKER_CONFIG = {
 TEST_CONTROLLER_CONFIG = {
     "zookeeper.session.timeout.ms": 6000,
 }
+# At teardown a service gets this long to exit on SIGTERM before SIGKILL: a broker's controlled
+# shutdown normally takes a few seconds, and nothing checks it then.
+TEARDOWN_STOP_TIMEOUT_S = 5.0
 SESSION_TIMEOUT_MS = TEST_BROKER_CONFIG["zookeeper.session.timeout.ms"]
 SESSION_TIMEOUT_S = SESSION_TIMEOUT_MS / 1000
 TEST_COORDINATOR_CONFIG = {
@@ -76,7 +80,7 @@ def cluster_factory(request: pytest.FixtureRequest, zookeeper, zk_chroot: str,
     for cluster in clusters:
         if report is None or report.failed:
             print(f"\n===== service logs of {cluster.base_dir} =====\n{cluster.dump_logs()}")
-        cluster.stop(timeout_s=15)
+        cluster.stop(timeout_s=TEARDOWN_STOP_TIMEOUT_S)
 
 
 @pytest.fixture
@@ -105,8 +109,8 @@ def module_cluster(request: pytest.FixtureRequest, zookeeper, zk_root_client, tm
     finally:
         if request.session.testsfailed > failures_before:
             print(f"\n===== service logs of {cluster.base_dir} =====\n{cluster.dump_logs()}")
-        cluster.stop(timeout_s=15)
-        zk_root_client.delete(chroot, recursive=True)
+        cluster.stop(timeout_s=TEARDOWN_STOP_TIMEOUT_S)
+        delete_tree(zk_root_client, chroot)
 
 
 @pytest.fixture(scope="module")

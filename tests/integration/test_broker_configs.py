@@ -28,14 +28,13 @@ from confluent_kafka import admin as confluent_admin  # noqa: E402
 
 STATIC_RETENTION_MS = "7200000"  # two hours: an hour-old record stays
 DEADLINE_S = 20.0
-RETENTION_DEADLINE_S = 45.0  # a broker checks retention first 30 s after it starts, as Kafka's does
 Source = confluent_admin.ConfigSource
 
 
 @pytest.fixture(scope="module")
 def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path_factory) -> Iterator[LocalCluster]:
     broker_config = {**TEST_BROKER_CONFIG, "log.retention.ms": STATIC_RETENTION_MS,
-                     "log.retention.check.interval.ms": 200}
+                     "log.retention.check.interval.ms": 200, "log.initial.task.delay.ms": 100}
     with module_cluster(request, zookeeper, _zk_root_client, tmp_path_factory, "broker-configs", brokers=2,
                         controllers=1, broker_config=broker_config) as local:
         yield local
@@ -93,7 +92,7 @@ def test_dynamic_retention_by_default_and_per_broker_takes_effect_live(cluster: 
         0, ["Completed updating default config for brokers in the cluster."])
 
     wait_for_retention(kafka_admin, "1", "60000", Source.DYNAMIC_DEFAULT_BROKER_CONFIG)
-    wait_until(lambda: earliest(admin, on_1) == 3, RETENTION_DEADLINE_S, 0.1,
+    wait_until(lambda: earliest(admin, on_1) == 3, DEADLINE_S, 0.1,
                "broker 1 to apply the 1-minute retention")
     wait_for_retention(kafka_admin, "2", STATIC_RETENTION_MS, Source.DYNAMIC_BROKER_CONFIG)
     assert earliest(admin, on_2) == 0 and earliest(admin, kept) == 0  # per broker and per topic win

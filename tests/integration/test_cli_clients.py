@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Iterator
 
 import pytest
 
@@ -14,6 +15,7 @@ from services.clients.admin import Admin
 from services.clients.admin_types import NewTopic
 from services.clients.lowlevel import LowLevelClient
 from services.devcluster.launcher import LocalCluster
+from tests.integration.conftest import TEST_COORDINATOR_CONFIG, module_cluster
 
 READY_TIMEOUT_S = 30.0
 COORDINATOR_CONFIG = {"group.initial.rebalance.delay.ms": 0}
@@ -27,9 +29,14 @@ class LinesOnStdin:
         return False
 
 
-@pytest.fixture
-def small_cluster(cluster_factory) -> LocalCluster:
-    return cluster_factory(brokers=1, controllers=1, coordinators=1, coordinator_config=COORDINATOR_CONFIG)
+@pytest.fixture(scope="module")
+def small_cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client,
+                  tmp_path_factory) -> Iterator[LocalCluster]:
+    """One cluster for the module: each test has topics and groups of its own."""
+    with module_cluster(request, zookeeper, _zk_root_client, tmp_path_factory, "cli-clients", brokers=1,
+                        controllers=1, coordinators=1,
+                        coordinator_config={**TEST_COORDINATOR_CONFIG, **COORDINATOR_CONFIG}) as cluster:
+        yield cluster
 
 
 def create(cluster: LocalCluster, topic: str, partitions: int) -> None:

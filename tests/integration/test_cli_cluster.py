@@ -1,12 +1,15 @@
-"""The command line and the admin / low-level clients against a real cluster (the `cluster`
-fixture: two controllers and three brokers): kafka-topics.sh behaviour, produce and fetch, and
-admin calls that outlive a controller failover.
+"""The command line and the admin / low-level clients against a real cluster (one for the module:
+two controllers and three brokers): kafka-topics.sh behaviour, produce and fetch, and admin calls
+that outlive a controller failover.
 """
 
 from __future__ import annotations
 
 import io
 import sys
+from collections.abc import Iterator
+
+import pytest
 
 from services.clients import cli
 from services.clients.admin import Admin
@@ -15,9 +18,18 @@ from services.clients.lowlevel import LowLevelClient
 from services.common.records import build_batch
 from services.devcluster.launcher import LocalCluster
 from services.devcluster.proc import wait_until
+from tests.integration.conftest import module_cluster
 
 READY_TIMEOUT_S = 30.0
 ERROR_PREFIX = "Error while executing topic command : "
+
+
+@pytest.fixture(scope="module")
+def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path_factory) -> Iterator[LocalCluster]:
+    """Each test has topics of its own; the controller failover comes last."""
+    with module_cluster(request, zookeeper, _zk_root_client, tmp_path_factory, "cli-cluster", brokers=3,
+                        controllers=2) as local:
+        yield local
 
 
 def run(argv: list[str], capsys) -> tuple[int, str]:
@@ -85,6 +97,7 @@ def test_produce_and_fetch_commands_round_trip(cluster: LocalCluster, capsys, mo
 
 
 def test_admin_calls_survive_a_controller_failover(cluster: LocalCluster):
+    """Last in the module: the active controller is killed."""
     with Admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
         before = admin.describe_cluster()
         assert before.controller is not None and len(before.nodes) == 3

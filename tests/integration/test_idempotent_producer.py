@@ -5,6 +5,9 @@ offset, a sequence gap refused, and the dedupe state surviving a SIGKILL of the 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+
+import pytest
 
 from services.clients.admin import Admin
 from services.clients.admin_types import NewTopic
@@ -18,7 +21,15 @@ from services.common.service import insecure_channel
 from services.common.zk import OdradekZkClient
 from services.devcluster.launcher import LocalCluster
 from services.devcluster.proc import wait_until
-from tests.integration.conftest import SESSION_TIMEOUT_S
+from tests.integration.conftest import SESSION_TIMEOUT_S, module_cluster
+
+
+@pytest.fixture(scope="module")
+def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path_factory) -> Iterator[LocalCluster]:
+    """Two controllers and three brokers for the module: the tests use topics and ids of their own."""
+    with module_cluster(request, zookeeper, _zk_root_client, tmp_path_factory, "idempotent", brokers=3,
+                        controllers=2) as local:
+        yield local
 
 
 def init_producer_id(cluster: LocalCluster, broker: str, **fields) -> common_pb2.InitProducerIdResponse:

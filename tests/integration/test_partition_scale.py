@@ -34,6 +34,11 @@ def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path
     with module_cluster(request, zookeeper, _zk_root_client, tmp_path_factory, "partition-scale", brokers=3,
                         controllers=2) as local:
         yield local
+        # killed, not shut down: controlled shutdowns would move thousands of leaderships for nothing,
+        # and then a controller would handle the brokers' exits
+        for name in local.broker_names + local.controller_names:
+            if local.running_pid(name) is not None:
+                local.kill_service(name)
 
 
 @pytest.fixture(scope="module")
