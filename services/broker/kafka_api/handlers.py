@@ -1,5 +1,5 @@
 """Produce, Fetch, ListOffsets, Metadata, OffsetForLeaderEpoch, InitProducerId, FindCoordinator,
-ListGroups and SaslHandshake over Kafka's protocol, at the versions `API_VERSIONS` lists (each one
+ListGroups, DescribeProducers and SaslHandshake over Kafka's protocol, at the versions `API_VERSIONS` lists (each one
 this module fills every field of). Record batches stay the bytes they arrived as and are fetched as stored.
 
 Metadata answers with each live broker's Kafka listener, then each coordinator's (see
@@ -9,6 +9,8 @@ APIs `register` adds when given). Security is not enabled: SaslHandshake is answ
 UNSUPPORTED_SASL_MECHANISM. FindCoordinator names the owning coordinator's Kafka listener
 (librdkafka also takes a served FindCoordinator as the sign that a broker takes LZ4); ListGroups
 answers no group, since the coordinators, which Kafka clients ask too, hold them all.
+DescribeProducers answers the producer state of the partitions this broker leads
+(NOT_LEADER_OR_FOLLOWER for the others), as the gRPC call does.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from services.common.topic_partition import TopicPartition
 from services.common.zk.coordinator_directory import DirectorySnapshot
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, FIND_COORDINATOR, LIST_GROUPS = 0, 1, 2, 3, 10, 16
-SASL_HANDSHAKE, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 17, 22, 23
+SASL_HANDSHAKE, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_PRODUCERS = 17, 22, 23, 61
 
 # API key -> (lowest, highest) version served. Fetch stops at 12 (13 names topics by id), Produce at
 # 11 (12 is transactions' KIP-890), ListOffsets at 6 (7 asks for the largest timestamp's offset),
@@ -45,6 +47,7 @@ API_VERSIONS = {
     LIST_GROUPS: (0, 4),
     OFFSET_FOR_LEADER_EPOCH: (2, 4),
     INIT_PRODUCER_ID: (0, 4),
+    DESCRIBE_PRODUCERS: (0, 0),
     SASL_HANDSHAKE: (0, 1),
 }
 NO_TOPIC_ID = uuid.UUID(int=0)
@@ -70,7 +73,8 @@ class BrokerKafkaApis:
             PRODUCE: self.produce, FETCH: self.fetch, LIST_OFFSETS: self.list_offsets,
             METADATA: self.metadata, FIND_COORDINATOR: self.find_coordinator, LIST_GROUPS: self.list_groups,
             OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
-            INIT_PRODUCER_ID: self.init_producer_id, SASL_HANDSHAKE: self.sasl_handshake,
+            INIT_PRODUCER_ID: self.init_producer_id, DESCRIBE_PRODUCERS: self.describe_producers,
+            SASL_HANDSHAKE: self.sasl_handshake,
         }
         for api_key, (low, high) in API_VERSIONS.items():
             registry.register(api_key, low, high, handlers[api_key])
@@ -243,6 +247,22 @@ class BrokerKafkaApis:
             getattr(request, "producer_id", -1), getattr(request, "producer_epoch", -1))
         return fields_of(context.response_type, error_code=kafka_error(result.error_code),
                          producer_id=result.producer_id, producer_epoch=result.producer_epoch)
+
+    async def describe_producers(self, request: Any, context: RequestContext) -> Any:
+        module = context.response_module
+        topics = []
+        for topic in request.topics:
+            parts = []
+            for index in topic.partition_indexes:
+                code, producers = self.replica_manager.describe_producers(topic.name, index)
+                parts.append(module.PartitionResponse(
+                    partition_index=index, error_code=kafka_error(code), error_message=None,
+                    active_producers=tuple(module.ProducerState(
+                        producer_id=p.producer_id, producer_epoch=p.producer_epoch, last_sequence=p.last_sequence,
+                        last_timestamp=p.last_timestamp, coordinator_epoch=p.coordinator_epoch,
+                        current_txn_start_offset=p.current_transaction_start_offset) for p in producers)))
+            topics.append(module.TopicResponse(name=topic.name, partitions=tuple(parts)))
+        return fields_of(context.response_type, topics=tuple(topics))
 
     async def sasl_handshake(self, request: Any, context: RequestContext) -> Any:
         return fields_of(context.response_type, error_code=kafka_error(Errors.UNSUPPORTED_SASL_MECHANISM),
