@@ -38,6 +38,7 @@ from services.common.shared_types import EndTxnResult, InitProducerIdResult
 from services.common.topic_names import GROUP_METADATA_TOPIC
 from services.common.zk.coordinator_directory import DirectorySnapshot
 from services.coordinator.group import CommittedOffset, GroupCoordinator, TopicPartition
+from services.coordinator.group.api import JoinGroupResult, SyncGroupResult
 from services.coordinator.txn.admin import DescribedTransaction
 from services.coordinator.txn.runtime import TransactionCoordinator
 
@@ -119,14 +120,24 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
 
     # ------------------------------------------------------------------ membership
 
-    async def JoinGroup(self, request, context):
+    async def join_group(self, group_id: str, member_id: str, group_instance_id: str | None, client_id: str,
+                         host: str, rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str,
+                         protocols: list[tuple[str, bytes]], timeout_s: float) -> Any:
+        """The JoinGroupResult; None if the rebalance did not complete within `timeout_s`."""
         if not self.waiting.try_acquire():
-            return pb.JoinGroupResponse(error_code=Errors.THROTTLING_QUOTA_EXCEEDED, generation_id=-1,
-                                        member_id=request.member_id, error_message=self.waiting.describe())
-        result = await self.call_and_wait(lambda reply: self.groups.handle_join_group(
+            return JoinGroupResult(Errors.THROTTLING_QUOTA_EXCEEDED, member_id=member_id)
+        return await self.call_and_wait(lambda reply: self.groups.handle_join_group(
+            group_id, member_id, group_instance_id, client_id, host, rebalance_timeout_ms, session_timeout_ms,
+            protocol_type, protocols, reply), timeout_s)
+
+    async def JoinGroup(self, request, context):
+        result = await self.join_group(
             request.group_id, request.member_id, _optional(request, "group_instance_id"), request.client_id,
             client_host(context), request.rebalance_timeout_ms, request.session_timeout_ms,
-            request.protocol_type, [(p.name, p.metadata) for p in request.protocols], reply), _wait_s(context))
+            request.protocol_type, [(p.name, p.metadata) for p in request.protocols], _wait_s(context))
+        if result is not None and result.error_code == Errors.THROTTLING_QUOTA_EXCEEDED:
+            return pb.JoinGroupResponse(error_code=Errors.THROTTLING_QUOTA_EXCEEDED, generation_id=-1,
+                                        member_id=request.member_id, error_message=self.waiting.describe())
         if result is None:
             return pb.JoinGroupResponse(error_code=Errors.REBALANCE_IN_PROGRESS, generation_id=-1,
                                         member_id=request.member_id,
@@ -143,14 +154,24 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
                 out.group_instance_id = member.group_instance_id
         return response
 
-    async def SyncGroup(self, request, context):
+    async def sync_group(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+                         protocol_type: str | None, protocol_name: str | None, assignments: dict[str, bytes],
+                         timeout_s: float) -> Any:
+        """The SyncGroupResult; None if the rebalance did not complete within `timeout_s`."""
         if not self.waiting.try_acquire():
-            return pb.SyncGroupResponse(error_code=Errors.THROTTLING_QUOTA_EXCEEDED,
-                                        error_message=self.waiting.describe())
-        result = await self.call_and_wait(lambda reply: self.groups.handle_sync_group(
+            return SyncGroupResult(Errors.THROTTLING_QUOTA_EXCEEDED)
+        return await self.call_and_wait(lambda reply: self.groups.handle_sync_group(
+            group_id, generation_id, member_id, group_instance_id, protocol_type, protocol_name, assignments, reply),
+            timeout_s)
+
+    async def SyncGroup(self, request, context):
+        result = await self.sync_group(
             request.group_id, request.generation_id, request.member_id, _optional(request, "group_instance_id"),
             _optional(request, "protocol_type"), _optional(request, "protocol_name"),
-            {a.member_id: a.assignment for a in request.assignments}, reply), _wait_s(context))
+            {a.member_id: a.assignment for a in request.assignments}, _wait_s(context))
+        if result is not None and result.error_code == Errors.THROTTLING_QUOTA_EXCEEDED:
+            return pb.SyncGroupResponse(error_code=Errors.THROTTLING_QUOTA_EXCEEDED,
+                                        error_message=self.waiting.describe())
         if result is None:
             return pb.SyncGroupResponse(error_code=Errors.REBALANCE_IN_PROGRESS,
                                         error_message="the rebalance did not complete before the deadline")
@@ -178,21 +199,27 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
 
     # ------------------------------------------------------------------ offsets
 
+    async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
+                             offsets: dict[TopicPartition, CommittedOffset],
+                             timeout_s: float) -> tuple[dict[TopicPartition, int] | None, int]:
+        """({partition: error code}, or None if the write did not complete in `timeout_s`; the code of
+        the partitions without an answer)."""
+        known, unknown = await self.known_offsets(offsets)
+        if not known:
+            return unknown, Errors.UNKNOWN_TOPIC_OR_PARTITION
+        if not self.waiting.try_acquire():
+            return unknown, Errors.THROTTLING_QUOTA_EXCEEDED
+        results = await self.call_and_wait(lambda reply: self.groups.handle_commit_offsets(
+            group_id, member_id, group_instance_id, generation_id, known, reply), timeout_s)
+        return (None if results is None else {**results, **unknown}), Errors.REQUEST_TIMED_OUT
+
     async def OffsetCommit(self, request, context):
         now_ms = self.clock.time_ms()
         expire_ms = now_ms + request.retention_time_ms if request.retention_time_ms > 0 else None
         offsets = _requested_offsets(request, now_ms, expire_ms)
-        known, unknown = await self.known_offsets(offsets)
-        if not known:
-            results, refused = unknown, Errors.UNKNOWN_TOPIC_OR_PARTITION
-        elif self.waiting.try_acquire():
-            results = await self.call_and_wait(lambda reply: self.groups.handle_commit_offsets(
-                request.group_id, request.member_id, _optional(request, "group_instance_id"),
-                request.generation_id, known, reply), _wait_s(context, 60.0))
-            results = None if results is None else {**results, **unknown}
-            refused = Errors.REQUEST_TIMED_OUT
-        else:
-            results, refused = unknown, Errors.THROTTLING_QUOTA_EXCEEDED
+        results, refused = await self.commit_offsets(request.group_id, request.member_id,
+                                                     _optional(request, "group_instance_id"),
+                                                     request.generation_id, offsets, _wait_s(context, 60.0))
         return _commit_response(pb.OffsetCommitResponse(), offsets, results, refused)
 
     async def TxnOffsetCommit(self, request, context):
@@ -284,28 +311,34 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
                     described.group_instance_id = member.group_instance_id
         return response
 
+    async def delete_groups(self, group_ids: list[str], timeout_s: float) -> tuple[dict[str, int], int]:
+        """({group id: error code}; the code of groups without an answer)."""
+        if not self.waiting.try_acquire():
+            return {}, Errors.THROTTLING_QUOTA_EXCEEDED
+        results = await self.call_and_wait(lambda reply: self.groups.handle_delete_groups(group_ids, reply),
+                                           timeout_s)
+        return results or {}, Errors.REQUEST_TIMED_OUT
+
     async def DeleteGroups(self, request, context):
-        if self.waiting.try_acquire():
-            results = await self.call_and_wait(
-                lambda reply: self.groups.handle_delete_groups(list(request.groups_names), reply),
-                _wait_s(context, 60.0)) or {}
-            refused = Errors.REQUEST_TIMED_OUT
-        else:
-            results, refused = {}, Errors.THROTTLING_QUOTA_EXCEEDED
+        results, refused = await self.delete_groups(list(request.groups_names), _wait_s(context, 60.0))
         response = pb.DeleteGroupsResponse()
         for group_id in request.groups_names:
             response.results.add(group_id=group_id, error_code=results.get(group_id, refused))
         return response
 
+    async def delete_offsets(self, group_id: str, partitions: list[TopicPartition],
+                             timeout_s: float) -> tuple[int, dict[TopicPartition, int]]:
+        """(the group's error code, {partition: error code})."""
+        if not self.waiting.try_acquire():
+            return Errors.THROTTLING_QUOTA_EXCEEDED, {}
+        answer = await self.call_and_wait(
+            lambda reply: self.groups.handle_delete_offsets(group_id, partitions, reply), timeout_s)
+        return answer if answer is not None else (Errors.REQUEST_TIMED_OUT, {})
+
     async def OffsetDelete(self, request, context):
         partitions = [TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes]
-        if self.waiting.try_acquire():
-            answer = await self.call_and_wait(
-                lambda reply: self.groups.handle_delete_offsets(request.group_id, partitions, reply),
-                _wait_s(context, 60.0))
-            group_error, partition_errors = answer if answer is not None else (Errors.REQUEST_TIMED_OUT, {})
-        else:
-            group_error, partition_errors = Errors.THROTTLING_QUOTA_EXCEEDED, {}
+        group_error, partition_errors = await self.delete_offsets(request.group_id, partitions,
+                                                                  _wait_s(context, 60.0))
         response = pb.OffsetDeleteResponse(error_code=group_error)
         by_topic: dict[str, list[tuple[int, int]]] = {}
         for tp, error in sorted(partition_errors.items()):
