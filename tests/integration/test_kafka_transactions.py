@@ -36,6 +36,8 @@ DEADLINE_S = 30.0
 BROKER_SESSION_TIMEOUT_MS = 3000
 FIND_COORDINATOR, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 10, 61, 65, 66
 TRANSACTION_KEY = 1
+KILLS = 5
+PRODUCE_INTERVAL_S = 0.02
 FENCED_CODES = {confluent_kafka.KafkaError._FENCED, confluent_kafka.KafkaError.PRODUCER_FENCED,
                 confluent_kafka.KafkaError.INVALID_PRODUCER_EPOCH}
 
@@ -262,19 +264,23 @@ def test_an_idempotent_producer_through_five_leader_kills_loses_and_repeats_noth
             failed.append(str(error))
 
     kills_done = threading.Event()
+    phases: list[tuple[float, float]] = []  # (seconds to a new leader, then to a full ISR) of each kill
     killer_error: list[BaseException] = []
 
     def kill_leaders() -> None:
         try:
-            for _ in range(5):
+            for _ in range(KILLS):
                 leader, _ = partition_leader(producer, topic, 0)
                 name = cluster.broker_name(leader)
+                killed_at = time.monotonic()
                 cluster.kill_service(name)
+                cluster.start_service(name, wait=False)  # it waits out its old ZooKeeper session
                 wait_until(lambda: partition_leader(producer, topic, 0)[0] not in (-1, leader), 30, 0.2,  # noqa: B023
                            message="a new leader")
-                cluster.start_service(name)
-                wait_until(lambda: len(partition_leader(producer, topic, 0)[1]) == 3, 30, 0.2,
+                elected_at = time.monotonic()
+                wait_until(lambda: len(partition_leader(producer, topic, 0)[1]) == 3, 45, 0.2,
                            message="the restarted broker back in the ISR")
+                phases.append((round(elected_at - killed_at, 1), round(time.monotonic() - elected_at, 1)))
         except BaseException as exc:  # reported by the test
             killer_error.append(exc)
         finally:
@@ -286,7 +292,8 @@ def test_an_idempotent_producer_through_five_leader_kills_loses_and_repeats_noth
     while not kills_done.is_set():
         producer.produce(topic, b"%d" % sent, on_delivery=delivered)
         sent += 1
-        producer.poll(0.02)
+        producer.poll(0)
+        kills_done.wait(PRODUCE_INTERVAL_S)
     killer.join()
     assert producer.flush(90) == 0
     assert not killer_error, killer_error
@@ -294,4 +301,5 @@ def test_an_idempotent_producer_through_five_leader_kills_loses_and_repeats_noth
     assert len(read) == len(set(read)), "a record was written twice"
     assert read == sorted(read, key=int), "records out of order"
     assert set(acknowledged) <= set(read)
-    print(f"sent {sent}, acknowledged {len(acknowledged)}, failed {len(failed)}, read {len(read)}")
+    print(f"sent {sent}, acknowledged {len(acknowledged)}, failed {len(failed)}, read {len(read)}; "
+          f"kills (to a new leader, to a full ISR) in s: {phases}")
