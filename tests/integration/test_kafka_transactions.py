@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from kio.schema.describe_producers.v0.request import TopicRequest as ProducersTopic
 
+from bench.kafka_peer import KafkaJarsUnavailable, fetch_jars, java_binary, run_tool
 from services.clients.admin import Admin
 from services.common.errors import Errors
 from services.devcluster.launcher import LocalCluster
@@ -38,6 +39,7 @@ FIND_COORDINATOR, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS =
 TRANSACTION_KEY = 1
 KILLS = 5
 PRODUCE_INTERVAL_S = 0.02
+TRANSACTIONS_TOOL = "org.apache.kafka.tools.TransactionsCommand"
 FENCED_CODES = {confluent_kafka.KafkaError._FENCED, confluent_kafka.KafkaError.PRODUCER_FENCED,
                 confluent_kafka.KafkaError.INVALID_PRODUCER_EPOCH}
 
@@ -51,10 +53,11 @@ def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path
         yield local
 
 
-def transactional_producer(cluster: LocalCluster, transactional_id: str) -> confluent_kafka.Producer:
+def transactional_producer(cluster: LocalCluster, transactional_id: str,
+                           transaction_timeout_ms: int = 10000) -> confluent_kafka.Producer:
     producer = confluent_kafka.Producer({"bootstrap.servers": cluster.kafka_bootstrap_servers,
-                                         "transactional.id": transactional_id, "transaction.timeout.ms": 10000,
-                                         "linger.ms": 5})
+                                         "transactional.id": transactional_id,
+                                         "transaction.timeout.ms": transaction_timeout_ms, "linger.ms": 5})
     producer.init_transactions(DEADLINE_S)
     return producer
 
@@ -180,6 +183,39 @@ def test_a_second_producer_with_the_transactional_id_fences_the_first(cluster: L
     assert error.code() in FENCED_CODES and error.fatal(), error
     produce_in_transaction(successor, topic, [b"successor"], commit=True)
     assert read_to_end(cluster, topic, 2, "read_committed") == {0: [b"successor"], 1: []}
+
+
+def test_kafka_transactions_tool_lists_and_describes_an_open_transaction(cluster: LocalCluster, admin: Admin):
+    try:
+        java_binary()
+        fetch_jars()
+    except KafkaJarsUnavailable as exc:
+        pytest.skip(f"Apache Kafka's jars or Java are not available: {exc}")
+    topic = create_topic(admin, "kafka-txn-tool", partitions=2, replication=3)
+    # open while the tool runs five times (a JVM start each): longer than the other tests' timeout
+    producer = transactional_producer(cluster, "kafka-txn-tool", transaction_timeout_ms=120000)
+    producer.begin_transaction()
+    producer.produce(topic, b"open", partition=1)
+    producer.flush(DEADLINE_S)
+    bootstrap = ["--bootstrap-server", cluster.kafka_bootstrap_servers]
+
+    def table(*args: str) -> list[dict[str, str]]:
+        """The rows of the tool's tab-separated table."""
+        output = run_tool(TRANSACTIONS_TOOL, [*bootstrap, *args]).check().stdout
+        cells = [[cell.strip() for cell in line.rstrip().split("\t")] for line in output.strip().splitlines()]
+        assert all(len(row) == len(cells[0]) for row in cells), output
+        return [dict(zip(cells[0], row, strict=True)) for row in cells[1:]]
+
+    listed = {row["TransactionalId"]: row for row in table("list")}
+    assert listed["kafka-txn-tool"]["TransactionState"] == "Ongoing", listed
+    (described,) = table("describe", "--transactional-id", "kafka-txn-tool")
+    assert (described["TransactionState"], described["TopicPartitions"]) == ("Ongoing", f"{topic}-1"), described
+    assert described["ProducerId"] == listed["kafka-txn-tool"]["ProducerId"]
+    (producing,) = table("describe-producers", "--topic", topic, "--partition", "1")
+    assert (producing["ProducerId"], producing["CurrentTransactionStartOffset"]) == (described["ProducerId"], "0")
+    leader, _ = partition_leader(producer, topic, 1)
+    assert table("find-hanging", "--broker-id", str(leader)) == []  # the open transaction is the coordinator's
+    producer.commit_transaction(DEADLINE_S)
 
 
 class Worker:

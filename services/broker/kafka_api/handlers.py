@@ -1,6 +1,7 @@
 """Produce, Fetch, ListOffsets, Metadata, OffsetForLeaderEpoch, InitProducerId, FindCoordinator,
-ListGroups, DescribeProducers and SaslHandshake over Kafka's protocol, at the versions `API_VERSIONS` lists (each one
-this module fills every field of). Record batches stay the bytes they arrived as and are fetched as stored.
+ListGroups, DescribeProducers, ListTransactions and SaslHandshake over Kafka's protocol, at the
+versions `API_VERSIONS` lists (each one this module fills every field of). Record batches stay the
+bytes they arrived as and are fetched as stored.
 
 Metadata answers with each live broker's Kafka listener, then each coordinator's (see
 `coordinator_lookup`), and names this broker as the controller:
@@ -8,7 +9,8 @@ Kafka clients send admin requests to the controller, and a broker forwards them 
 APIs `register` adds when given). Security is not enabled: SaslHandshake is answered
 UNSUPPORTED_SASL_MECHANISM. FindCoordinator names the owning coordinator's Kafka listener
 (librdkafka also takes a served FindCoordinator as the sign that a broker takes LZ4); ListGroups
-answers no group, since the coordinators, which Kafka clients ask too, hold them all.
+answers no group and ListTransactions no transaction, since the coordinators, which Kafka clients
+ask too (an admin client lists transactions on every node), hold them all.
 DescribeProducers answers the producer state of the partitions this broker leads
 (NOT_LEADER_OR_FOLLOWER for the others), as the gRPC call does.
 """
@@ -34,6 +36,7 @@ from services.common.zk.coordinator_directory import DirectorySnapshot
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, FIND_COORDINATOR, LIST_GROUPS = 0, 1, 2, 3, 10, 16
 SASL_HANDSHAKE, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_PRODUCERS = 17, 22, 23, 61
+LIST_TRANSACTIONS = 66
 
 # API key -> (lowest, highest) version served. Fetch stops at 12 (13 names topics by id), Produce at
 # 11 (12 is transactions' KIP-890), ListOffsets at 6 (7 asks for the largest timestamp's offset),
@@ -48,6 +51,7 @@ API_VERSIONS = {
     OFFSET_FOR_LEADER_EPOCH: (2, 4),
     INIT_PRODUCER_ID: (0, 4),
     DESCRIBE_PRODUCERS: (0, 0),
+    LIST_TRANSACTIONS: (0, 1),
     SASL_HANDSHAKE: (0, 1),
 }
 NO_TOPIC_ID = uuid.UUID(int=0)
@@ -74,7 +78,7 @@ class BrokerKafkaApis:
             METADATA: self.metadata, FIND_COORDINATOR: self.find_coordinator, LIST_GROUPS: self.list_groups,
             OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
             INIT_PRODUCER_ID: self.init_producer_id, DESCRIBE_PRODUCERS: self.describe_producers,
-            SASL_HANDSHAKE: self.sasl_handshake,
+            LIST_TRANSACTIONS: self.list_transactions, SASL_HANDSHAKE: self.sasl_handshake,
         }
         for api_key, (low, high) in API_VERSIONS.items():
             registry.register(api_key, low, high, handlers[api_key])
@@ -238,6 +242,11 @@ class BrokerKafkaApis:
     async def list_groups(self, request: Any, context: RequestContext) -> Any:
         """A broker coordinates no group: the coordinators, nodes of their own, answer theirs."""
         return fields_of(context.response_type, error_code=kafka_error(Errors.NONE), groups=())
+
+    async def list_transactions(self, request: Any, context: RequestContext) -> Any:
+        """A broker coordinates no transaction: the coordinators answer theirs."""
+        return fields_of(context.response_type, error_code=kafka_error(Errors.NONE), unknown_state_filters=(),
+                         transaction_states=())
 
     # ------------------------------------------------------------------ producer ids, SASL
 
