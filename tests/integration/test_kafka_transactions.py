@@ -37,7 +37,11 @@ DEADLINE_S = 30.0
 BROKER_SESSION_TIMEOUT_MS = 3000
 FIND_COORDINATOR, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 10, 61, 65, 66
 TRANSACTION_KEY = 1
-KILLS = 5
+LEADER_KILLS = 5
+WORKER_KILLS = 4
+WORKER_RECORDS = 100  # per input partition
+WORKER_BATCH = 10  # records per transaction
+WORKER_COMMITS_BEFORE_KILL = 3  # transactions each killed run commits first
 PRODUCE_INTERVAL_S = 0.02
 TRANSACTIONS_TOOL = "org.apache.kafka.tools.TransactionsCommand"
 FENCED_CODES = {confluent_kafka.KafkaError._FENCED, confluent_kafka.KafkaError.PRODUCER_FENCED,
@@ -128,9 +132,12 @@ def committed_offsets(cluster: LocalCluster, group: str, topic: str, partitions:
 
 
 def partition_leader(producer: confluent_kafka.Producer, topic: str, partition: int) -> tuple[int, list[int]]:
-    """(leader, in-sync replicas) of a partition, as metadata shows them."""
-    meta = producer.list_topics(topic, timeout=5).topics[topic].partitions[partition]
-    return meta.leader, list(meta.isrs)
+    """(leader, in-sync replicas) of a partition, as metadata shows them ((-1, []) while it shows none)."""
+    try:
+        meta = producer.list_topics(topic, timeout=5).topics[topic].partitions.get(partition)
+    except confluent_kafka.KafkaException:  # no broker answered in time: none is known
+        return -1, []
+    return (-1, []) if meta is None else (meta.leader, list(meta.isrs))
 
 
 # ---------------------------------------------------------------------------------------------- tests
@@ -228,6 +235,7 @@ class Worker:
             argv += [f"--{flag.replace('_', '-')}", value]
         self.process = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, text=True)
         self.events: queue.Queue = queue.Queue()
+        self.committed = 0  # transactions seen committed
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -244,6 +252,7 @@ class Worker:
             except queue.Empty:
                 continue
             seen += event["event"] == "committed"
+            self.committed += event["event"] == "committed"
 
     def kill(self) -> None:
         self.process.kill()
@@ -254,24 +263,26 @@ def test_a_worker_killed_four_times_transforms_its_input_exactly_once(cluster: L
     source = create_topic(admin, "kafka-ctp-in", partitions=2, replication=3)
     sink = create_topic(admin, "kafka-ctp-out", partitions=2, replication=3)
     feeder = confluent_kafka.Producer({"bootstrap.servers": cluster.kafka_bootstrap_servers, "acks": "all"})
-    values = {p: [b"%d-%d" % (p, i) for i in range(100)] for p in (0, 1)}
+    values = {p: [b"%d-%d" % (p, i) for i in range(WORKER_RECORDS)] for p in (0, 1)}
     for partition, batch in values.items():
         for value in batch:
             feeder.produce(source, value, partition=partition)
     assert feeder.flush(DEADLINE_S) == 0
     flags = {"group": "kafka-ctp", "input": source, "output": sink, "transactional_id": "kafka-ctp",
-             "instance_id": "kafka-ctp-worker", "batch": "10"}
+             "instance_id": "kafka-ctp-worker", "batch": str(WORKER_BATCH)}
     workers: list[Worker] = []
     try:
-        for _ in range(4):
+        for _ in range(WORKER_KILLS):
             workers.append(Worker(cluster, **flags))
-            workers[-1].wait_committed(3, DEADLINE_S)
+            workers[-1].wait_committed(WORKER_COMMITS_BEFORE_KILL, DEADLINE_S)
             workers[-1].kill()
         workers.append(Worker(cluster, **flags))
-        wait_until(lambda: committed_offsets(cluster, "kafka-ctp", source, 2) == [100, 100], 60, 0.5,
+        wait_until(lambda: committed_offsets(cluster, "kafka-ctp", source, 2) == [WORKER_RECORDS] * 2, 60, 0.5,
                    message=lambda: f"the group to commit {committed_offsets(cluster, 'kafka-ctp', source, 2)}")
         assert read_to_end(cluster, sink, 2, "read_committed") == {
             p: [b"out-" + v for v in batch] for p, batch in values.items()}
+        print(f"{len(workers)} worker runs; the killed ones committed {[w.committed for w in workers[:-1]]} "
+              f"transactions before their SIGKILL")
     finally:
         for worker in workers:
             if worker.process.poll() is None:
@@ -305,8 +316,9 @@ def test_an_idempotent_producer_through_five_leader_kills_loses_and_repeats_noth
 
     def kill_leaders() -> None:
         try:
-            for _ in range(KILLS):
-                leader, _ = partition_leader(producer, topic, 0)
+            for _ in range(LEADER_KILLS):
+                leader = wait_until(lambda: max(partition_leader(producer, topic, 0)[0], 0), 30, 0.2,
+                                    message="a leader")
                 name = cluster.broker_name(leader)
                 killed_at = time.monotonic()
                 cluster.kill_service(name)
@@ -332,7 +344,7 @@ def test_an_idempotent_producer_through_five_leader_kills_loses_and_repeats_noth
         kills_done.wait(PRODUCE_INTERVAL_S)
     killer.join()
     assert producer.flush(90) == 0
-    assert not killer_error, killer_error
+    assert not killer_error, (killer_error, f"after {len(phases)} kills")
     read = read_to_end(cluster, topic, 1, "read_uncommitted")[0]
     assert len(read) == len(set(read)), "a record was written twice"
     assert read == sorted(read, key=int), "records out of order"
