@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from kio.schema.describe_producers.v0.request import TopicRequest as ProducersTopic
 
-from bench.kafka_peer import KafkaJarsUnavailable, fetch_jars, java_binary, run_tool
+from bench.kafka_peer import KafkaJarsUnavailable, fetch_jars, java_argv, java_binary, run_tool
 from services.clients.admin import Admin
 from services.common.errors import Errors
 from services.devcluster.launcher import LocalCluster
@@ -44,6 +44,7 @@ WORKER_BATCH = 10  # records per transaction
 WORKER_COMMITS_BEFORE_KILL = 3  # transactions each killed run commits first
 PRODUCE_INTERVAL_S = 0.02
 TRANSACTIONS_TOOL = "org.apache.kafka.tools.TransactionsCommand"
+JAVA_TRANSACTIONS_SOURCE = Path(__file__).parent / "java" / "JavaTransactions.java"
 FENCED_CODES = {confluent_kafka.KafkaError._FENCED, confluent_kafka.KafkaError.PRODUCER_FENCED,
                 confluent_kafka.KafkaError.INVALID_PRODUCER_EPOCH}
 
@@ -78,19 +79,31 @@ def produce_in_transaction(producer: confluent_kafka.Producer, topic: str, value
         producer.abort_transaction(DEADLINE_S)
 
 
+def watermarks(cluster: LocalCluster, topic: str, partitions: int) -> dict[int, tuple[int, int]]:
+    """{partition: (log start offset, high watermark)}; a read_committed consumer would be told the
+    last stable offset instead, which stays behind until the markers of a transaction that has just
+    ended are written."""
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.kafka_bootstrap_servers,
+                                         "group.id": "unused", "isolation.level": "read_uncommitted"})
+    try:
+        return {p: consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, p), DEADLINE_S)
+                for p in range(partitions)}
+    finally:
+        consumer.close()
+
+
 def read_to_end(cluster: LocalCluster, topic: str, partitions: int, isolation: str) -> dict[int, list[bytes]]:
     """Every value of each partition up to its high watermark, as a librdkafka consumer reads it
-    at `isolation` (read_committed stops at the last stable offset, which reaches the high
-    watermark once no transaction is open)."""
+    at `isolation` (read_committed reads up to the last stable offset, which reaches the high
+    watermark once every transaction has ended and its markers are written)."""
+    ends = {p: high for p, (low, high) in watermarks(cluster, topic, partitions).items()
+            if high > low}  # an empty partition gives the consumer no position
     consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.kafka_bootstrap_servers,
                                          "group.id": "unused", "enable.auto.commit": False,
                                          "isolation.level": isolation})
     try:
-        tps = [confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING) for p in range(partitions)]
-        consumer.assign(tps)
-        marks = {p: consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, p), DEADLINE_S)
-                 for p in range(partitions)}
-        ends = {p: high for p, (low, high) in marks.items() if high > low}  # an empty partition has no position
+        consumer.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
+                         for p in range(partitions)])
         values: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
         deadline = time.monotonic() + DEADLINE_S
 
@@ -192,12 +205,28 @@ def test_a_second_producer_with_the_transactional_id_fences_the_first(cluster: L
     assert read_to_end(cluster, topic, 2, "read_committed") == {0: [b"successor"], 1: []}
 
 
-def test_kafka_transactions_tool_lists_and_describes_an_open_transaction(cluster: LocalCluster, admin: Admin):
+@pytest.fixture(scope="module")
+def kafka_jars() -> None:
     try:
         java_binary()
         fetch_jars()
     except KafkaJarsUnavailable as exc:
         pytest.skip(f"Apache Kafka's jars or Java are not available: {exc}")
+
+
+def test_the_java_clients_commit_abort_and_send_offsets_in_transactions(cluster: LocalCluster, admin: Admin,
+                                                                       kafka_jars):
+    topic = create_topic(admin, "kafka-txn-java", partitions=1, replication=3)
+    argv = java_argv(str(JAVA_TRANSACTIONS_SOURCE), [cluster.kafka_bootstrap_servers, topic, "kafka-txn-java",
+                                                     "kafka-txn-java-group", "20"])
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=90)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.strip().splitlines()[-1] == "read=20 aborted=0 committed_offset=7", run.stderr[-3000:]
+    assert read_to_end(cluster, topic, 1, "read_committed")[0] == [b"committed-%d" % i for i in range(20)]
+
+
+def test_kafka_transactions_tool_lists_and_describes_an_open_transaction(cluster: LocalCluster, admin: Admin,
+                                                                         kafka_jars):
     topic = create_topic(admin, "kafka-txn-tool", partitions=2, replication=3)
     # open while the tool runs five times (a JVM start each): longer than the other tests' timeout
     producer = transactional_producer(cluster, "kafka-txn-tool", transaction_timeout_ms=120000)
