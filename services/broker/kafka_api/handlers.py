@@ -11,8 +11,9 @@ UNSUPPORTED_SASL_MECHANISM. FindCoordinator names the owning coordinator's Kafka
 (librdkafka also takes a served FindCoordinator as the sign that a broker takes LZ4); ListGroups
 answers no group and ListTransactions no transaction, since the coordinators, which Kafka clients
 ask too (an admin client lists transactions on every node), hold them all.
-DescribeProducers answers the producer state of the partitions this broker leads
-(NOT_LEADER_OR_FOLLOWER for the others), as the gRPC call does.
+DescribeProducers answers the producer state of the partitions this broker hosts, as leader or
+follower (NOT_LEADER_OR_FOLLOWER for the others), as the gRPC call does and as Kafka's
+`kafka-transactions.sh find-hanging` asks a broker about all of its replicas.
 """
 
 from __future__ import annotations
