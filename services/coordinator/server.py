@@ -141,9 +141,11 @@ class CoordinatorServer:
         self._start_loaders()
         self.ownership.start()
         self.directory.refresh()
-        self.runtime.on_shutdown("Kafka listener", self._stop_kafka_listener)
         self.runtime.on_shutdown("coordinator", self._shutdown)
         self.runtime.on_shutdown("close ZooKeeper", self._close_zookeeper)
+        # last: meanwhile Kafka clients are answered NOT_COORDINATOR and look up the coordinators
+        # that take the partitions over, rather than finding the listener refusing connections
+        self.runtime.on_shutdown("Kafka listener", self._stop_kafka_listener)
         self.runtime.set_serving(True)
         logger.info("Coordinator %d serving at %s (brokers %s, ZooKeeper %s)", self.coordinator_id,
                     self.endpoint, bootstrap, self.config.zookeeper_connect)

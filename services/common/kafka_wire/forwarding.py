@@ -1,5 +1,7 @@
 """Requests a node serves by handing them to a broker: the frame goes unchanged to a broker's Kafka
-listener and the broker's answer comes back unchanged (same correlation id, same version).
+listener and the broker's answer comes back unchanged (same correlation id, same version). A
+request is sent again, once, only when its connection failed; one the broker does not answer
+within `request_timeout_s` is not, as the broker may yet apply it.
 
 A coordinator is a node of the cluster to Kafka clients (see `coordinator_lookup`), so clients
 send it what they send any node: Metadata, DescribeCluster, DescribeConfigs, admin requests.
@@ -63,10 +65,16 @@ class BrokerForwarder:
                 writer.write(encode_frame(frame))
                 await writer.drain()
                 answer = await asyncio.wait_for(read_frame(reader, RESPONSE_MAX_BYTES), self.request_timeout_s)
-            except (OSError, FrameError, TimeoutError, asyncio.IncompleteReadError) as exc:
+            except TimeoutError:  # the broker has the request: sending it again could apply it twice
+                writer.close()
+                raise NoBrokerAnswered(f"the broker did not answer within {self.request_timeout_s} s") from None
+            except (OSError, FrameError, asyncio.IncompleteReadError) as exc:
                 failures.append(exc)
                 writer.close()
                 continue
+            except BaseException:  # cancelled: the connection's answer would be read by no one
+                writer.close()
+                raise
             if answer is None:
                 failures.append(ConnectionError("the broker closed the connection"))
                 writer.close()

@@ -4,8 +4,8 @@ limit, its known-partition checks, the same group and transaction coordinators),
 FindCoordinator answered from the coordinator directory as brokers answer it. A coordinator is a
 node to Kafka clients, so whatever else they send it (Metadata, DescribeCluster, admin requests)
 a broker answers (`services.common.kafka_wire.forwarding`), except Produce and Fetch, which no
-client sends a node that leads no partition, and DescribeLogDirs, which would describe the broker's
-disks as this node's.
+client sends a node that leads no partition, and DescribeLogDirs, answered here with no log
+directory (a coordinator keeps no log), where a broker would describe its own disks as this node's.
 """
 
 from __future__ import annotations
@@ -14,14 +14,15 @@ from collections.abc import Callable
 from typing import Any
 
 from services.common.coordinator_lookup import kafka_find_coordinator
-from services.common.kafka_wire import ApiRegistry, RequestContext
+from services.common.errors import Errors
+from services.common.kafka_wire import ApiRegistry, RequestContext, fields_of, kafka_error
 from services.common.zk.coordinator_directory import DirectorySnapshot
 from services.coordinator.kafka_api.groups import GroupKafkaApis
 from services.coordinator.kafka_api.transactions import TransactionKafkaApis
 from services.coordinator.servicer import CoordinatorServicer
 
-FIND_COORDINATOR = 10
-NOT_FORWARDED = frozenset({0, 1, 35})  # Produce, Fetch, DescribeLogDirs
+FIND_COORDINATOR, DESCRIBE_LOG_DIRS = 10, 35
+NOT_FORWARDED = frozenset({0, 1})  # Produce, Fetch
 
 
 class CoordinatorKafkaApis:
@@ -31,8 +32,12 @@ class CoordinatorKafkaApis:
 
     def register(self, registry: ApiRegistry) -> None:
         registry.register(FIND_COORDINATOR, 0, 4, self.find_coordinator)
+        registry.register(DESCRIBE_LOG_DIRS, 1, 4, self.describe_log_dirs)
         GroupKafkaApis(self.servicer).register(registry)
         TransactionKafkaApis(self.servicer).register(registry)
 
     async def find_coordinator(self, request: Any, context: RequestContext) -> Any:
         return kafka_find_coordinator(self.directory(), request, context)
+
+    async def describe_log_dirs(self, request: Any, context: RequestContext) -> Any:
+        return fields_of(context.response_type, error_code=kafka_error(Errors.NONE), results=())

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from services.common.coordinator_lookup import coordinator_nodes, find_coordinator
+from services.common.coordinator_lookup import (
+    coordinator_nodes,
+    find_coordinator,
+    kafka_coordinator,
+    kafka_coordinator_nodes,
+)
 from services.common.errors import Errors
 from services.common.hashing import coordinator_partition
 from services.common.pb.odradek.common.v1 import common_pb2
@@ -13,10 +18,10 @@ from services.coordinator.offsets_log import fence_key, is_fence_key
 from services.coordinator.servicer import client_host
 
 
-def snapshot(owner_id: int, live: bool = True) -> DirectorySnapshot:
+def snapshot(owner_id: int, live: bool = True, kafka_endpoint: str | None = None) -> DirectorySnapshot:
     partition = coordinator_partition("orders")
     ownership = CoordinatorOwnership({TopicPartition("__consumer_offsets", partition): PartitionOwner(owner_id, 3)})
-    coordinators = {owner_id: CoordinatorInfo(owner_id, "127.0.0.1:9094")} if live else {}
+    coordinators = {owner_id: CoordinatorInfo(owner_id, "127.0.0.1:9094", 0, kafka_endpoint)} if live else {}
     return DirectorySnapshot(coordinators, ownership)
 
 
@@ -44,6 +49,21 @@ def test_an_empty_key_is_an_invalid_request():
 
 def test_coordinator_nodes_lists_live_coordinators():
     assert [(n.node_id, n.port) for n in coordinator_nodes(snapshot(2002))] == [(2002, 9094)]
+
+
+def test_kafka_clients_are_sent_to_the_owners_kafka_listener():
+    answer = kafka_coordinator(snapshot(2001, kafka_endpoint="127.0.0.1:19094"), "orders", 0)
+    assert (answer.error_code, answer.node_id, answer.host, answer.port) == (0, 2001, "127.0.0.1", 19094)
+    assert kafka_coordinator_nodes(snapshot(2001, kafka_endpoint="127.0.0.1:19094")) == [(2001, "127.0.0.1", 19094)]
+
+
+def test_an_owner_without_a_kafka_listener_is_not_available_to_kafka_clients():
+    answer = kafka_coordinator(snapshot(2001), "orders", 0)
+    assert (answer.error_code, answer.node_id) == (Errors.COORDINATOR_NOT_AVAILABLE, -1)
+    assert kafka_coordinator_nodes(snapshot(2001)) == []
+    assert kafka_coordinator(snapshot(2001, kafka_endpoint="h:1"), "", 0).error_code == Errors.INVALID_REQUEST
+    assert kafka_coordinator(snapshot(2001, kafka_endpoint="h:1"), "orders", 1).error_code == (
+        Errors.COORDINATOR_NOT_AVAILABLE)  # a transactional id looks in __transaction_state
 
 
 def test_fence_keys_are_recognised_and_group_keys_are_not():

@@ -299,6 +299,14 @@ def test_coordinator_registration_round_trips() -> None:
     assert coordinators.decode_coordinator(4, data) == info
 
 
+def test_a_coordinators_kafka_listener_is_registered_beside_its_endpoint() -> None:
+    info = CoordinatorInfo(4, "coord-4:9094", 1620000000000, kafka_endpoint="coord-4:19094")
+    data = coordinators.encode_coordinator(info)
+
+    assert parsed(data)["kafka_endpoint"] == "coord-4:19094"
+    assert coordinators.decode_coordinator(4, data) == info
+
+
 def test_coordinator_ownership_decodes_and_round_trips() -> None:
     data = (
         b'{"version":1,"partitions":{"__consumer_offsets":{"0":{"owner":1,"epoch":4},"1":{"owner":2,"epoch":0}},'
