@@ -18,7 +18,9 @@ with (bumped by an abort with `bump_epoch`). AddPartitionsToTxn naming a partiti
 the cluster does not have adds none: UNKNOWN_TOPIC_OR_PARTITION for it, OPERATION_NOT_ATTEMPTED for
 the others. ListTransactions and
 DescribeTransactions answer at once. Without a transaction coordinator they answer
-COORDINATOR_NOT_AVAILABLE.
+COORDINATOR_NOT_AVAILABLE. Each call's logic is a method taking plain values (`init_producer_id`,
+`add_partitions_to_txn`, `txn_commit_offsets`, `list_transactions`, ...) that the Kafka listener's
+handlers (`kafka_api`) call too, so both protocols answer alike.
 """
 
 from __future__ import annotations
