@@ -141,9 +141,10 @@ class ReplicaAppends:
                                 internal_topics_allowed=True, origin=AppendOrigin.TXN_MARKER)
 
     def describe_producers(self, topic: str, index: int) -> tuple[int, list[ProducerState]]:
-        """(error code, active producers) of a partition led here."""
+        """(error code, active producers) of this broker's replica of a partition, leader or follower
+        (as Kafka answers DescribeProducers: an admin client may ask any replica)."""
         try:
-            log = self.leader_partition(topic, index).log
+            log = self.hosted_partition(topic, index).log
         except KafkaError as exc:
             return exc.code, []
         producers = []

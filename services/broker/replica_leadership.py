@@ -178,12 +178,17 @@ class ReplicaLeadership:
         return list(self._partitions.values())
 
     def leader_partition(self, topic: str, index: int, leader_epoch: int = -1) -> Partition:
+        partition = self.hosted_partition(topic, index)
+        partition.require_leader(leader_epoch)
+        return partition
+
+    def hosted_partition(self, topic: str, index: int) -> Partition:
+        """This broker's replica of the partition, leader or follower."""
         partition = self._partitions.get((topic, index))
         if partition is None:
             known = self.metadata_cache.partition(topic, index) is not None
             raise KafkaError(f"{topic}-{index} is not hosted here",
                              error=Errors.NOT_LEADER_OR_FOLLOWER if known else Errors.UNKNOWN_TOPIC_OR_PARTITION)
-        partition.require_leader(leader_epoch)
         return partition
 
 

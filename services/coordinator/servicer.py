@@ -18,7 +18,9 @@ with (bumped by an abort with `bump_epoch`). AddPartitionsToTxn naming a partiti
 the cluster does not have adds none: UNKNOWN_TOPIC_OR_PARTITION for it, OPERATION_NOT_ATTEMPTED for
 the others. ListTransactions and
 DescribeTransactions answer at once. Without a transaction coordinator they answer
-COORDINATOR_NOT_AVAILABLE.
+COORDINATOR_NOT_AVAILABLE. Each call's logic is a method taking plain values (`init_producer_id`,
+`add_partitions_to_txn`, `txn_commit_offsets`, `list_transactions`, ...) that the Kafka listener's
+handlers (`kafka_api`) call too, so both protocols answer alike.
 """
 
 from __future__ import annotations
@@ -34,10 +36,12 @@ from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2 as pb
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2_grpc
 from services.common.service import DEFAULT_PARKED_MAX_REQUESTS, Completion, RequestLimit
+from services.common.shared_types import EndTxnResult, InitProducerIdResult
 from services.common.topic_names import GROUP_METADATA_TOPIC
 from services.common.zk.coordinator_directory import DirectorySnapshot
 from services.coordinator.group import CommittedOffset, GroupCoordinator, TopicPartition
 from services.coordinator.group.api import JoinGroupResult, SyncGroupResult
+from services.coordinator.txn.admin import DescribedTransaction
 from services.coordinator.txn.runtime import TransactionCoordinator
 
 _DEFAULT_WAIT_S = 330.0
@@ -222,19 +226,26 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
 
     async def TxnOffsetCommit(self, request, context):
         offsets = _requested_offsets(request, self.clock.time_ms(), None)
+        results, refused = await self.txn_commit_offsets(
+            request.group_id, request.producer_id, request.producer_epoch, request.member_id,
+            _optional(request, "group_instance_id"), request.generation_id, offsets, _wait_s(context, 60.0))
+        return _commit_response(pb.TxnOffsetCommitResponse(), offsets, results, refused)
+
+    async def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+                                 group_instance_id: str | None, generation_id: int,
+                                 offsets: dict[TopicPartition, CommittedOffset], timeout_s: float
+                                 ) -> tuple[dict[TopicPartition, int] | None, int]:
+        """(each partition's result, or None; the error of a partition without one): TxnOffsetCommit's
+        answer, UNKNOWN_TOPIC_OR_PARTITION for partitions the cluster does not have."""
         known, unknown = await self.known_offsets(offsets)
         if not known:
-            results, refused = unknown, Errors.UNKNOWN_TOPIC_OR_PARTITION
-        elif self.waiting.try_acquire():
-            results = await self.call_and_wait(lambda reply: self.groups.handle_txn_commit_offsets(
-                request.group_id, request.producer_id, request.producer_epoch, request.member_id,
-                _optional(request, "group_instance_id"), request.generation_id, known, reply),
-                _wait_s(context, 60.0))
-            results = None if results is None else {**results, **unknown}
-            refused = Errors.REQUEST_TIMED_OUT
-        else:
-            results, refused = unknown, Errors.THROTTLING_QUOTA_EXCEEDED
-        return _commit_response(pb.TxnOffsetCommitResponse(), offsets, results, refused)
+            return unknown, Errors.UNKNOWN_TOPIC_OR_PARTITION
+        if not self.waiting.try_acquire():
+            return unknown, Errors.THROTTLING_QUOTA_EXCEEDED
+        results = await self.call_and_wait(lambda reply: self.groups.handle_txn_commit_offsets(
+            group_id, producer_id, producer_epoch, member_id, group_instance_id, generation_id, known, reply),
+            timeout_s)
+        return (None if results is None else {**results, **unknown}), Errors.REQUEST_TIMED_OUT
 
     async def WriteTxnMarkers(self, request, context):
         response = common_pb2.WriteTxnMarkersResponse()
@@ -353,29 +364,22 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
         return result, Errors.REQUEST_TIMED_OUT if result is None else Errors.NONE
 
     async def InitProducerId(self, request, context):
-        transactional_id = _optional(request, "transactional_id")
-        result, error = await self.transaction_call(lambda reply: self.transactions.handle_init_producer_id(
-            transactional_id, request.transaction_timeout_ms, request.producer_id, request.producer_epoch, reply),
-            _wait_s(context, 60.0))
-        if result is None:
-            return common_pb2.InitProducerIdResponse(error_code=error, producer_id=-1, producer_epoch=-1)
+        result = await self.init_producer_id(_optional(request, "transactional_id"), request.transaction_timeout_ms,
+                                             request.producer_id, request.producer_epoch, _wait_s(context, 60.0))
         return common_pb2.InitProducerIdResponse(error_code=result.error_code, producer_id=result.producer_id,
                                                  producer_epoch=result.producer_epoch,
                                                  error_message=result.error_message)
 
+    async def init_producer_id(self, transactional_id: str | None, timeout_ms: int, producer_id: int,
+                               producer_epoch: int, timeout_s: float) -> InitProducerIdResult:
+        result, error = await self.transaction_call(lambda reply: self.transactions.handle_init_producer_id(
+            transactional_id, timeout_ms, producer_id, producer_epoch, reply), timeout_s)
+        return InitProducerIdResult(error) if result is None else result
+
     async def AddPartitionsToTxn(self, request, context):
         partitions = [TopicPartition(t.name, p) for t in request.topics for p in t.partitions]
-        unknown = await self.unknown(partitions)
-        if unknown:  # none is added: the unknown ones say why, the others were not attempted
-            codes = {tp: Errors.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else Errors.OPERATION_NOT_ATTEMPTED
-                     for tp in partitions}
-            code = Errors.UNKNOWN_TOPIC_OR_PARTITION
-        else:
-            code, error = await self.transaction_call(lambda reply: self.transactions.handle_add_partitions(
-                request.transactional_id, request.producer_id, request.producer_epoch, partitions, reply),
-                _wait_s(context, 60.0))
-            code = error if code is None else code
-            codes = dict.fromkeys(partitions, code)
+        code, codes = await self.add_partitions_to_txn(request.transactional_id, request.producer_id,
+                                                       request.producer_epoch, partitions, _wait_s(context, 60.0))
         response = pb.AddPartitionsToTxnResponse(error_code=code)
         for topic in request.topics:
             out = response.results.add(name=topic.name)
@@ -383,6 +387,21 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
                 out.results_by_partition.add(partition_index=partition,
                                              error_code=codes[TopicPartition(topic.name, partition)])
         return response
+
+    async def add_partitions_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                    partitions: list[TopicPartition], timeout_s: float
+                                    ) -> tuple[int, dict[TopicPartition, int]]:
+        """(the request's error, each partition's): naming a partition the cluster does not have adds
+        none, UNKNOWN_TOPIC_OR_PARTITION for it and OPERATION_NOT_ATTEMPTED for the others."""
+        unknown = await self.unknown(partitions)
+        if unknown:
+            return Errors.UNKNOWN_TOPIC_OR_PARTITION, {
+                tp: Errors.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else Errors.OPERATION_NOT_ATTEMPTED
+                for tp in partitions}
+        code, error = await self.transaction_call(lambda reply: self.transactions.handle_add_partitions(
+            transactional_id, producer_id, producer_epoch, partitions, reply), timeout_s)
+        code = error if code is None else code
+        return code, dict.fromkeys(partitions, code)
 
     async def known_offsets(self, offsets: dict[TopicPartition, CommittedOffset]) -> tuple[
             dict[TopicPartition, CommittedOffset], dict[TopicPartition, int]]:
@@ -401,48 +420,67 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
             return set()
 
     async def AddOffsetsToTxn(self, request, context):
-        offsets_partition = TopicPartition(GROUP_METADATA_TOPIC, self.groups.partition_for(request.group_id))
+        return pb.AddOffsetsToTxnResponse(error_code=await self.add_offsets_to_txn(
+            request.transactional_id, request.producer_id, request.producer_epoch, request.group_id,
+            _wait_s(context, 60.0)))
+
+    async def add_offsets_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
+                                 timeout_s: float) -> int:
+        """Adds the group's partition of `__consumer_offsets` to the transaction."""
+        offsets_partition = TopicPartition(GROUP_METADATA_TOPIC, self.groups.partition_for(group_id))
         code, error = await self.transaction_call(lambda reply: self.transactions.handle_add_partitions(
-            request.transactional_id, request.producer_id, request.producer_epoch, [offsets_partition], reply),
-            _wait_s(context, 60.0))
-        return pb.AddOffsetsToTxnResponse(error_code=error if code is None else code)
+            transactional_id, producer_id, producer_epoch, [offsets_partition], reply), timeout_s)
+        return error if code is None else code
 
     async def EndTxn(self, request, context):
-        result, error = await self.transaction_call(lambda reply: self.transactions.handle_end_txn(
-            request.transactional_id, request.producer_id, request.producer_epoch, request.committed, reply,
-            request.bump_epoch), _wait_s(context, 60.0))
-        if result is None:
-            return pb.EndTxnResponse(error_code=error, producer_epoch=-1)
+        result = await self.end_txn(request.transactional_id, request.producer_id, request.producer_epoch,
+                                    request.committed, _wait_s(context, 60.0), request.bump_epoch)
         return pb.EndTxnResponse(error_code=result.error_code, producer_epoch=result.producer_epoch)
 
+    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool,
+                      timeout_s: float, bump_epoch: bool = False) -> EndTxnResult:
+        result, error = await self.transaction_call(lambda reply: self.transactions.handle_end_txn(
+            transactional_id, producer_id, producer_epoch, committed, reply, bump_epoch), timeout_s)
+        return EndTxnResult(error) if result is None else result
+
     def ListTransactions(self, request, context):
-        if self.transactions is None:
-            return pb.ListTransactionsResponse(error_code=Errors.COORDINATOR_NOT_AVAILABLE)
-        code, unknown, listed = self.transactions.handle_list_transactions(set(request.state_filters),
-                                                                           set(request.producer_id_filters))
+        code, unknown, listed = self.list_transactions(set(request.state_filters), set(request.producer_id_filters))
         response = pb.ListTransactionsResponse(error_code=code, unknown_state_filters=unknown)
         for transactional_id, producer_id, state in listed:
             response.transaction_states.add(transactional_id=transactional_id, producer_id=producer_id,
                                             transaction_state=state)
         return response
 
+    def list_transactions(self, states: set[str], producer_ids: set[int], min_duration_ms: int = -1
+                          ) -> tuple[int, list[str], list[tuple[str, int, str]]]:
+        """(error, unknown state filters, [(transactional id, producer id, state)]); with
+        `min_duration_ms` >= 0 only transactions begun longer ago than that."""
+        if self.transactions is None:
+            return Errors.COORDINATOR_NOT_AVAILABLE, [], []
+        return self.transactions.handle_list_transactions(states, producer_ids, min_duration_ms)
+
     def DescribeTransactions(self, request, context):
         response = pb.DescribeTransactionsResponse()
         for transactional_id in request.transactional_ids:
-            if self.transactions is None:
-                response.transaction_states.add(error_code=Errors.COORDINATOR_NOT_AVAILABLE,
-                                                transactional_id=transactional_id)
-                continue
-            described = self.transactions.handle_describe_transaction(transactional_id)
+            described = self.describe_transaction(transactional_id)
             out = response.transaction_states.add(
                 error_code=described.error_code, transactional_id=transactional_id,
                 transaction_state=described.state, transaction_timeout_ms=described.timeout_ms,
                 transaction_start_time_ms=described.start_timestamp_ms, producer_id=described.producer_id,
                 producer_epoch=described.producer_epoch)
-            by_topic: dict[str, Any] = {}
-            for tp in described.partitions:
-                topic = by_topic.get(tp.topic)
-                if topic is None:
-                    topic = by_topic[tp.topic] = out.topics.add(topic=tp.topic)
-                topic.partitions.append(tp.partition)
+            for topic, partitions in partitions_by_topic(described.partitions).items():
+                out.topics.add(topic=topic, partitions=partitions)
         return response
+
+    def describe_transaction(self, transactional_id: str) -> DescribedTransaction:
+        if self.transactions is None:
+            return DescribedTransaction(Errors.COORDINATOR_NOT_AVAILABLE, transactional_id)
+        return self.transactions.handle_describe_transaction(transactional_id)
+
+
+def partitions_by_topic(partitions) -> dict[str, list[int]]:
+    """{topic: its partitions}, in the order given."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return by_topic

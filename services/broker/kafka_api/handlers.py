@@ -1,6 +1,7 @@
 """Produce, Fetch, ListOffsets, Metadata, OffsetForLeaderEpoch, InitProducerId, FindCoordinator,
-ListGroups and SaslHandshake over Kafka's protocol, at the versions `API_VERSIONS` lists (each one
-this module fills every field of). Record batches stay the bytes they arrived as and are fetched as stored.
+ListGroups, DescribeProducers, ListTransactions and SaslHandshake over Kafka's protocol, at the
+versions `API_VERSIONS` lists (each one this module fills every field of). Record batches stay the
+bytes they arrived as and are fetched as stored.
 
 Metadata answers with each live broker's Kafka listener, then each coordinator's (see
 `coordinator_lookup`), and names this broker as the controller:
@@ -8,7 +9,11 @@ Kafka clients send admin requests to the controller, and a broker forwards them 
 APIs `register` adds when given). Security is not enabled: SaslHandshake is answered
 UNSUPPORTED_SASL_MECHANISM. FindCoordinator names the owning coordinator's Kafka listener
 (librdkafka also takes a served FindCoordinator as the sign that a broker takes LZ4); ListGroups
-answers no group, since the coordinators, which Kafka clients ask too, hold them all.
+answers no group and ListTransactions no transaction, since the coordinators, which Kafka clients
+ask too (an admin client lists transactions on every node), hold them all.
+DescribeProducers answers the producer state of the partitions this broker hosts, as leader or
+follower (NOT_LEADER_OR_FOLLOWER for the others), as the gRPC call does and as Kafka's
+`kafka-transactions.sh find-hanging` asks a broker about all of its replicas.
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ from services.common.topic_partition import TopicPartition
 from services.common.zk.coordinator_directory import DirectorySnapshot
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, FIND_COORDINATOR, LIST_GROUPS = 0, 1, 2, 3, 10, 16
-SASL_HANDSHAKE, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 17, 22, 23
+SASL_HANDSHAKE, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_PRODUCERS = 17, 22, 23, 61
+LIST_TRANSACTIONS = 66
 
 # API key -> (lowest, highest) version served. Fetch stops at 12 (13 names topics by id), Produce at
 # 11 (12 is transactions' KIP-890), ListOffsets at 6 (7 asks for the largest timestamp's offset),
@@ -45,6 +51,8 @@ API_VERSIONS = {
     LIST_GROUPS: (0, 4),
     OFFSET_FOR_LEADER_EPOCH: (2, 4),
     INIT_PRODUCER_ID: (0, 4),
+    DESCRIBE_PRODUCERS: (0, 0),
+    LIST_TRANSACTIONS: (0, 1),
     SASL_HANDSHAKE: (0, 1),
 }
 NO_TOPIC_ID = uuid.UUID(int=0)
@@ -70,7 +78,8 @@ class BrokerKafkaApis:
             PRODUCE: self.produce, FETCH: self.fetch, LIST_OFFSETS: self.list_offsets,
             METADATA: self.metadata, FIND_COORDINATOR: self.find_coordinator, LIST_GROUPS: self.list_groups,
             OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
-            INIT_PRODUCER_ID: self.init_producer_id, SASL_HANDSHAKE: self.sasl_handshake,
+            INIT_PRODUCER_ID: self.init_producer_id, DESCRIBE_PRODUCERS: self.describe_producers,
+            LIST_TRANSACTIONS: self.list_transactions, SASL_HANDSHAKE: self.sasl_handshake,
         }
         for api_key, (low, high) in API_VERSIONS.items():
             registry.register(api_key, low, high, handlers[api_key])
@@ -235,6 +244,11 @@ class BrokerKafkaApis:
         """A broker coordinates no group: the coordinators, nodes of their own, answer theirs."""
         return fields_of(context.response_type, error_code=kafka_error(Errors.NONE), groups=())
 
+    async def list_transactions(self, request: Any, context: RequestContext) -> Any:
+        """A broker coordinates no transaction: the coordinators answer theirs."""
+        return fields_of(context.response_type, error_code=kafka_error(Errors.NONE), unknown_state_filters=(),
+                         transaction_states=())
+
     # ------------------------------------------------------------------ producer ids, SASL
 
     async def init_producer_id(self, request: Any, context: RequestContext) -> Any:
@@ -243,6 +257,22 @@ class BrokerKafkaApis:
             getattr(request, "producer_id", -1), getattr(request, "producer_epoch", -1))
         return fields_of(context.response_type, error_code=kafka_error(result.error_code),
                          producer_id=result.producer_id, producer_epoch=result.producer_epoch)
+
+    async def describe_producers(self, request: Any, context: RequestContext) -> Any:
+        module = context.response_module
+        topics = []
+        for topic in request.topics:
+            parts = []
+            for index in topic.partition_indexes:
+                code, producers = self.replica_manager.describe_producers(topic.name, index)
+                parts.append(module.PartitionResponse(
+                    partition_index=index, error_code=kafka_error(code), error_message=None,
+                    active_producers=tuple(module.ProducerState(
+                        producer_id=p.producer_id, producer_epoch=p.producer_epoch, last_sequence=p.last_sequence,
+                        last_timestamp=p.last_timestamp, coordinator_epoch=p.coordinator_epoch,
+                        current_txn_start_offset=p.current_transaction_start_offset) for p in producers)))
+            topics.append(module.TopicResponse(name=topic.name, partitions=tuple(parts)))
+        return fields_of(context.response_type, topics=tuple(topics))
 
     async def sasl_handshake(self, request: Any, context: RequestContext) -> Any:
         return fields_of(context.response_type, error_code=kafka_error(Errors.UNSUPPORTED_SASL_MECHANISM),

@@ -67,18 +67,22 @@ class TxnAdmin:
 
     # ------------------------------------------------------------------ listing and describing
 
-    def handle_list_transactions(self, states: set[str], producer_ids: set[int]
+    def handle_list_transactions(self, states: set[str], producer_ids: set[int], min_duration_ms: int = -1
                                  ) -> tuple[int, list[str], list[tuple[str, int, str]]]:
-        """(error, unknown state filters, [(transactional id, producer id, state)])."""
+        """(error, unknown state filters, [(transactional id, producer id, state)]); with
+        `min_duration_ms` >= 0, only transactions that began more than that long ago."""
         unknown = sorted(s for s in states if S.from_display_name(s) is None)
         if not self.active:
             return Errors.COORDINATOR_NOT_AVAILABLE, unknown, []
         if any(owned.loading for owned in self.partitions.values()):
             return Errors.COORDINATOR_LOAD_IN_PROGRESS, unknown, []
         listed = []
+        now_ms = self._clock.time_ms()
         for _, owned in self._served():
             for txn in owned.transactions.values():
                 name = txn.state.display_name
+                if min_duration_ms >= 0 and now_ms - txn.start_timestamp_ms <= min_duration_ms:
+                    continue
                 if (not states or name in states) and (not producer_ids or txn.producer_id in producer_ids):
                     listed.append((txn.transactional_id, txn.producer_id, name))
         return Errors.NONE, unknown, sorted(listed)

@@ -98,9 +98,9 @@ class TransactionCoordinator(CoordinatorRuntime[TransactionCoordinatorCore]):
         self._run(self.core.handle_end_txn, transactional_id, producer_id, producer_epoch, commit, Once(callback),
                   bump_epoch)
 
-    def handle_list_transactions(self, states: set[str], producer_ids: set[int]):
+    def handle_list_transactions(self, states: set[str], producer_ids: set[int], min_duration_ms: int = -1):
         with self._lock:
-            return self.core.handle_list_transactions(states, producer_ids)
+            return self.core.handle_list_transactions(states, producer_ids, min_duration_ms)
 
     def handle_describe_transaction(self, transactional_id: str) -> DescribedTransaction:
         with self._lock:

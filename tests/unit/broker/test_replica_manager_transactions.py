@@ -154,3 +154,9 @@ def test_describe_producers(manager):
     assert by_id[PID][:3] == (PID, 1, 2) and by_id[PID].current_transaction_start_offset == 0
     assert by_id[7].current_transaction_start_offset == -1 and by_id[7].last_timestamp == NOW_MS + 1
     assert manager.describe_producers("nope", 0)[0] == Errors.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_a_follower_describes_its_producers_too(manager):
+    follower = PartitionStateInfo(TopicPartition("f", 0), 1, 2, 0, (2, 1), 0, (2, 1), is_new=True)
+    assert manager.become_leader_or_follower(1001, 1, [follower]) == {("f", 0): 0}
+    assert manager.describe_producers("f", 0) == (Errors.NONE, [])

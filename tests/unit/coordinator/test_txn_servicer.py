@@ -41,7 +41,7 @@ class Transactions:
         callback(EndTxnResult(Errors.NONE, producer_epoch + 1) if bump_epoch
                  else EndTxnResult(Errors.CONCURRENT_TRANSACTIONS))
 
-    def handle_list_transactions(self, states, producer_ids):
+    def handle_list_transactions(self, states, producer_ids, min_duration_ms=-1):
         return Errors.NONE, ["Bogus"], [("t", 42, "Ongoing")]
 
     def handle_describe_transaction(self, transactional_id):

@@ -180,5 +180,8 @@ def test_list_transactions_filters():
     assert code == Errors.NONE and unknown == ["Bogus"] and listed == [(TXN, pid, "Ongoing")]
     assert len(d.core.handle_list_transactions(set(), set())[2]) == 2
     assert d.core.handle_list_transactions(set(), {pid})[2] == [(TXN, pid, "Ongoing")]
+    d.clock.advance(1000)  # the ongoing transaction has run 1 s; "other" began none (its start is -1)
+    assert d.core.handle_list_transactions({"Ongoing"}, set(), 999)[2] == [(TXN, pid, "Ongoing")]
+    assert d.core.handle_list_transactions({"Ongoing"}, set(), 1000)[2] == []
     assert d.core.handle_describe_transaction("nope").error_code in (Errors.TRANSACTIONAL_ID_NOT_FOUND,
                                                                       Errors.NOT_COORDINATOR)
