@@ -97,6 +97,8 @@ ELECTION_TYPES = {"preferred": 0, "unclean": 1}  # ElectLeadersRequest.election_
 class Admin(GroupAdminOps, TransactionAdminOps, PooledClient):
     """Administers topics, partitions and configs; see the module docstring."""
 
+    keeps_unknown_topics = False  # a topic is tracked only to route calls to its leaders
+
     # ------------------------------------------------------------------ topics
 
     def create_topics(self, new_topics: Iterable[NewTopic], validate_only: bool = False, *,
@@ -387,9 +389,11 @@ class Admin(GroupAdminOps, TransactionAdminOps, PooledClient):
         return _finish(keys, results, raise_errors)
 
     def _broker_metadata(self, request: Any, timeout_ms: int | None) -> Cluster:
-        """One Metadata call to any broker (least loaded first), retried; the answer as a Cluster."""
+        """One Metadata call to any broker (least loaded first), retried; the answer as a Cluster.
+        The cache only names the nodes to ask, so it is filled once and not refreshed first."""
         def attempt(deadline: Deadline) -> Any:
-            self.metadata.maybe_refresh(self.pool, max(1, deadline.remaining_ms()))
+            if self.metadata.cluster.is_bootstrap:
+                self.metadata.maybe_refresh(self.pool, max(1, deadline.remaining_ms()))
             return call_any_node(self.metadata, self.pool, "Metadata", request, deadline)
 
         response = call_with_retries("Metadata", attempt, self._deadline(timeout_ms),

@@ -144,6 +144,17 @@ class Cluster:
                        self.controller_id, self.cluster_id, self.is_bootstrap)
 
 
+    def without_topics(self, names: Iterable[str]) -> Cluster:
+        """A copy that knows nothing of the topics `names` (their partitions and errors)."""
+        names = set(names)
+        if not names & (set(self.topics) | set(self.topic_errors)):
+            return self
+        return Cluster(self.nodes, {t: p for t, p in self.topics.items() if t not in names},
+                       {t: c for t, c in self.topic_errors.items() if t not in names},
+                       self.internal_topics - names, self.controller, self.controller_id, self.cluster_id,
+                       self.is_bootstrap)
+
+
 def _partition_info(topic: str, p: broker_pb2.MetadataResponse.MetadataResponsePartition) -> PartitionInfo:
     return PartitionInfo(
         topic=topic,

@@ -2,6 +2,10 @@
 
 `Metadata` holds the current `Cluster` snapshot (bootstrap nodes until the first answer) and the
 topics it tracks (every topic with `all_topics=True`, otherwise those added with `add_topics`).
+`forget_topics` stops tracking topics (after deleting them) and drops them from the snapshot. With
+`keep_unknown_topics=False` (the admin client's cache, which tracks a topic only to route calls to
+its leaders) a topic answered UNKNOWN_TOPIC_OR_PARTITION stops being tracked too, so a topic that
+is gone is not asked about again and does not keep an update requested.
 Refresh timing is Kafka's: an update is due when one was requested (`request_update()`) or the
 data is older than `metadata.max.age.ms`, and two refreshes are at least `retry.backoff.ms`
 apart, whether the previous one succeeded or failed.
@@ -63,11 +67,13 @@ class Metadata:
         metadata_max_age_ms: int = 300000,
         all_topics: bool = False,
         topics: Iterable[str] = (),
+        keep_unknown_topics: bool = True,
         clock: Clock = SYSTEM_CLOCK,
     ):
         self.refresh_backoff_ms = retry_backoff_ms
         self.metadata_max_age_ms = metadata_max_age_ms
         self.all_topics = all_topics
+        self.keep_unknown_topics = keep_unknown_topics
         self._clock = clock
         self._bootstrap = Cluster.bootstrap(parse_bootstrap_servers(bootstrap_servers))
         self._cluster = self._bootstrap
@@ -147,11 +153,13 @@ class Metadata:
             return bool(new)
 
     def forget_topics(self, topics: Iterable[str]) -> None:
-        """Drops what is known about `topics` (their leader epochs too), e.g. after deleting them."""
+        """Stops tracking `topics` and drops what is known about them (partitions, leader epochs),
+        e.g. after deleting them; no update is requested, as none of them is asked about any more."""
         with self._changed:
             names = set(topics)
+            self._topics -= names
             self._leader_epochs = {tp: e for tp, e in self._leader_epochs.items() if tp.topic not in names}
-            self._need_update = True
+            self._cluster = self._cluster.without_topics(names)
 
     def build_request(self, allow_auto_topic_creation: bool = False) -> broker_pb2.MetadataRequest:
         """The request that refreshes this cache (auto-creation never applies to all topics)."""
@@ -210,10 +218,12 @@ class Metadata:
     def _merge_epochs(self, fresh: Cluster) -> tuple[Cluster, bool]:
         need_update = False
         for topic, code in fresh.topic_errors.items():
-            error = error_for_code(code)
-            need_update |= error.invalid_metadata
             if code in FORGET_EPOCH_ERRORS:
                 self._forget_epochs_of(topic)
+                if not self.keep_unknown_topics:
+                    self._topics.discard(topic)
+                    continue
+            need_update |= error_for_code(code).invalid_metadata
         for topic in {tp.topic for tp in self._leader_epochs} - set(fresh.topics) - set(fresh.topic_errors):
             self._forget_epochs_of(topic)
         cluster = fresh

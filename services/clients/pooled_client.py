@@ -15,12 +15,15 @@ from services.common.clock import SYSTEM_CLOCK, Clock
 class PooledClient:
     """A client built from `AdminConfig` keys (a mapping of dotted keys and/or snake_case overrides)."""
 
+    # whether the metadata cache keeps tracking a topic answered UNKNOWN_TOPIC_OR_PARTITION
+    keeps_unknown_topics = True
+
     def __init__(self, config: Mapping[str, Any] | None = None, *, clock: Clock = SYSTEM_CLOCK,
                  **overrides: Any):
         self.config = load_client_config(AdminConfig, config, overrides)
         self.clock = clock
         self.pool = ChannelPool.from_config(self.config, clock)
-        self.metadata = Metadata.from_config(self.config, clock=clock)
+        self.metadata = Metadata.from_config(self.config, keep_unknown_topics=self.keeps_unknown_topics, clock=clock)
 
     def _deadline(self, timeout_ms: float | None) -> Deadline:
         """An operation's deadline: `timeout_ms` from now, by default `default.api.timeout.ms`."""

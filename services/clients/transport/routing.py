@@ -115,7 +115,6 @@ def send_to_leaders(
     `unknown_is_final`, those that metadata fetched since the call began says do not exist.
     """
     pending = list(dict.fromkeys(partitions))
-    metadata.add_topics(*{tp.topic for tp in pending})
     results: dict[TopicPartition, Any] = {}
     start_version = metadata.version
     while pending:
@@ -142,6 +141,7 @@ def _known_not_to_exist(cluster: Cluster, tp: TopicPartition) -> bool:
 
 def _send_round(metadata, pool, pending, results, method, build_request, parse_response, failure_result,
                 deadline, call_timeout_ms, retry_code, retry_call_error) -> list[TopicPartition]:
+    metadata.add_topics(*{tp.topic for tp in pending})  # again: an unknown topic may have left the set
     try:
         cluster = metadata.maybe_refresh(pool, deadline.remaining_ms())
     except KafkaError as error:  # keep what an earlier round learned; it says more than this

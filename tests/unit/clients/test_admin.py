@@ -249,6 +249,41 @@ def test_list_offsets_asks_leaders_and_raises_partition_errors(fake_nodes, clock
     assert len(broker.requests("ListOffsets")) == 2
 
 
+def test_a_deleted_or_unknown_topic_leaves_later_calls_without_refreshes_or_back_off(fake_nodes, clock):
+    broker, controller = fake_nodes(2)
+    existing = {"t"}
+
+    def metadata(request, _context):
+        names = sorted(existing) if request.all_topics else list(request.topics)
+        return cluster_of(broker, controller, topics={n: [partition(0, 1)] for n in names if n in existing},
+                          topic_errors={n: Errors.UNKNOWN_TOPIC_OR_PARTITION for n in names if n not in existing})
+
+    def offsets(request, _context):
+        response = broker_pb2.ListOffsetsResponse()
+        for topic in request.topics:
+            response.topics.add(name=topic.name, partitions=[
+                broker_pb2.ListOffsetsResponse.ListOffsetsPartitionResponse(partition_index=p.partition_index)
+                for p in topic.partitions])
+        return response
+
+    broker.on("Metadata", metadata)
+    broker.on("ListOffsets", offsets)
+    controller.on("DeleteTopics", pb.DeleteTopicsResponse(responses=[
+        pb.DeleteTopicsResponse.DeletableTopicResult(name="t")]))
+    with admin_for(broker, clock) as admin:
+        admin.list_offsets({TopicPartition("t", 0): "latest"})
+        admin.list_offsets({TopicPartition("never", 0): "latest"}, raise_errors=False)
+        admin.delete_topics(["t"])
+        existing.clear()
+        assert admin.metadata.topics == frozenset()
+        start_ms, asked = clock.monotonic_ms(), len(broker.requests("Metadata"))
+        for _ in range(5):
+            assert admin.list_topics() == []
+            admin.describe_topics(["t"], raise_errors=False)
+        assert clock.monotonic_ms() - start_ms == 0  # no back-off slept
+        assert len(broker.requests("Metadata")) - asked == 10  # the calls' own, no refresh before each
+
+
 def test_list_offsets_of_a_partition_the_metadata_lacks_answers_unknown_at_once(fake_nodes, clock):
     (broker,) = fake_nodes(1)
     broker.on("Metadata", metadata_response([broker.node()], topics={"t": [partition(0, 1)]},

@@ -134,6 +134,26 @@ def test_epochs_are_forgotten_when_the_topic_disappears_or_is_forgotten(clock: M
     assert metadata.partition("a", 0).leader == 2
 
 
+def test_forgotten_topics_leave_the_tracked_set_and_the_snapshot_without_a_refresh(clock: ManualClock):
+    metadata = new_metadata(clock, topics=["a", "b"])
+    metadata.update(two_topics())
+    metadata.forget_topics(["a"])
+    assert metadata.topics == {"b"} and list(metadata.build_request().topics) == ["b"]
+    assert metadata.partitions_for("a") == () and metadata.partitions_for("__consumer_offsets")
+    assert not metadata.update_requested
+
+
+def test_an_unknown_topic_keeps_an_update_requested_unless_unknown_topics_are_dropped(clock: ManualClock):
+    gone = metadata_response(BROKERS, topic_errors={"gone": Errors.UNKNOWN_TOPIC_OR_PARTITION})
+    keeping = new_metadata(clock, topics=["gone"])
+    keeping.update(gone)
+    assert keeping.topics == {"gone"} and keeping.update_requested  # a producer waits for it to appear
+    dropping = new_metadata(clock, topics=["gone"], keep_unknown_topics=False)
+    dropping.update(gone)
+    assert dropping.topics == frozenset() and not dropping.update_requested
+    assert dropping.topic_error("gone") == Errors.UNKNOWN_TOPIC_OR_PARTITION
+
+
 def test_refresh_timing_follows_backoff_and_max_age(clock: ManualClock):
     metadata = new_metadata(clock, retry_backoff_ms=100, metadata_max_age_ms=5000)
     assert metadata.time_to_next_update() == 0 and metadata.update_due()
