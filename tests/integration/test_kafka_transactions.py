@@ -322,8 +322,8 @@ def test_a_worker_killed_four_times_transforms_its_input_exactly_once(cluster: L
                     worker.kill()
 
 
-def test_an_idempotent_producer_through_five_leader_kills_loses_and_repeats_nothing(cluster: LocalCluster,
-                                                                                    admin: Admin):
+def test_an_idempotent_producer_and_a_group_member_through_five_leader_kills_lose_and_repeat_nothing(
+        cluster: LocalCluster, admin: Admin):
     topic = create_topic(admin, "kafka-idempotent-chaos", partitions=1, replication=3,
                          configs={"min.insync.replicas": "2"})
     producer = confluent_kafka.Producer({
@@ -363,20 +363,56 @@ def test_an_idempotent_producer_through_five_leader_kills_loses_and_repeats_noth
         finally:
             kills_done.set()
 
+    # a group member reads along through the kills, committing as it goes
+    member = confluent_kafka.Consumer({
+        "bootstrap.servers": cluster.kafka_bootstrap_servers, "group.id": "kafka-idempotent-chaos-readers",
+        "auto.offset.reset": "earliest", "auto.commit.interval.ms": 500, "session.timeout.ms": 30000,
+        "topic.metadata.refresh.interval.ms": 1000})
+    member.subscribe([topic])
+    consumed: list[bytes] = []
+    consumer_errors: list[str] = []
+    producing_done = threading.Event()
+
+    def consume() -> None:
+        while not (producing_done.is_set() and set(acknowledged) <= set(consumed)):
+            message = member.poll(0.2)
+            if message is None:
+                continue
+            if message.error() is not None:
+                if not message.error().retriable() and message.error().code() != (
+                        confluent_kafka.KafkaError._PARTITION_EOF):
+                    consumer_errors.append(str(message.error()))
+                continue
+            consumed.append(message.value())
+
+    reader = threading.Thread(target=consume, daemon=True)
+    reader.start()
     killer = threading.Thread(target=kill_leaders, daemon=True)
     killer.start()
     sent = 0
-    while not kills_done.is_set():
-        producer.produce(topic, b"%d" % sent, on_delivery=delivered)
-        sent += 1
-        producer.poll(0)
-        kills_done.wait(PRODUCE_INTERVAL_S)
-    killer.join()
-    assert producer.flush(90) == 0
+    try:
+        while not kills_done.is_set():
+            producer.produce(topic, b"%d" % sent, on_delivery=delivered)
+            sent += 1
+            producer.poll(0)
+            kills_done.wait(PRODUCE_INTERVAL_S)
+        killer.join()
+        assert producer.flush(90) == 0
+        producing_done.set()
+        reader.join(DEADLINE_S)
+        assert not reader.is_alive(), f"the group member read {len(consumed)} of {len(acknowledged)} acknowledged"
+    finally:
+        producing_done.set()
+        reader.join(DEADLINE_S)
+        member.close()
     assert not killer_error, (killer_error, f"after {len(phases)} kills")
     read = read_to_end(cluster, topic, 1, "read_uncommitted")[0]
     assert len(read) == len(set(read)), "a record was written twice"
     assert read == sorted(read, key=int), "records out of order"
     assert set(acknowledged) <= set(read)
-    print(f"sent {sent}, acknowledged {len(acknowledged)}, failed {len(failed)}, read {len(read)}; "
-          f"kills (to a new leader, to a full ISR) in s: {phases}")
+    assert not consumer_errors, consumer_errors
+    assert len(consumed) == len(set(consumed)), "the group member read a record twice"
+    assert consumed == sorted(consumed, key=int), "the group member read records out of order"
+    assert set(acknowledged) <= set(consumed)
+    print(f"sent {sent}, acknowledged {len(acknowledged)}, failed {len(failed)}, read {len(read)}, "
+          f"read by the group member {len(consumed)}; kills (to a new leader, to a full ISR) in s: {phases}")
