@@ -75,10 +75,10 @@ class Load:
 
     def _produce(self) -> None:
         try:
-            # request.timeout.ms is Kafka's 30 s: longer than a produce waits while the killed
-            # controller's successor takes over (ZooKeeper's session timeout, then LeaderAndIsr)
+            # request.timeout.ms of 5 s, shorter than a produce may wait while the killed controller's
+            # successor takes over: the producer's retries of answers it lost must not write twice
             with Producer(bootstrap_servers=self.cluster.bootstrap_servers, acks="all", linger_ms=5,
-                          retry_backoff_ms=CLIENT_CONFIG["retry_backoff_ms"]) as producer:
+                          **CLIENT_CONFIG) as producer:
                 sequence = 0
                 while not self._stop_producing.is_set():
                     partition = sequence % PARTITIONS
@@ -216,8 +216,13 @@ def test_a_fourth_broker_takes_a_quarter_of_the_replicas_under_load(cluster: Loc
         assert sequences == sorted(sequences), f"partition {partition}: out of order"
         assert consumed[partition] == log, f"partition {partition}: the group consumer read another history"
     by_position = {(p, offset): value for p, log in logs.items() for offset, value in log}
+    in_partition = {(p, value) for p, log in logs.items() for _, value in log}
     for partition, offset, value in load.acked:
-        assert by_position.get((partition, offset)) == value, f"acknowledged {value[:20]!r} at {partition}/{offset}"
+        if offset < 0:  # acknowledged as already written (a lost answer's retry): its offset is unknown
+            assert (partition, value) in in_partition, f"acknowledged {value[:20]!r} in {partition}, not there"
+        else:
+            assert by_position.get((partition, offset)) == value, (
+                f"acknowledged {value[:20]!r} at {partition}/{offset}")
     elapsed_s = time.monotonic() - started
     print(f"{len(load.acked)} records acknowledged ({len(load.failed)} failed), {onto_new} of "
           f"{PARTITIONS * REPLICATION} replicas moved onto broker {new_id}; complete {completed_s:.1f} s after "
