@@ -229,7 +229,7 @@ def test_the_java_clients_commit_abort_and_send_offsets_in_transactions(cluster:
 def test_kafka_transactions_tool_lists_and_describes_an_open_transaction(cluster: LocalCluster, admin: Admin,
                                                                          kafka_jars):
     topic = create_topic(admin, "kafka-txn-tool", partitions=2, replication=3)
-    # open while the tool runs five times (a JVM start each): longer than the other tests' timeout
+    # open while the tool runs three times (a JVM start each): longer than the other tests' timeout
     producer = transactional_producer(cluster, "kafka-txn-tool", transaction_timeout_ms=120000)
     producer.begin_transaction()
     producer.produce(topic, b"open", partition=1)
@@ -248,8 +248,6 @@ def test_kafka_transactions_tool_lists_and_describes_an_open_transaction(cluster
     (described,) = table("describe", "--transactional-id", "kafka-txn-tool")
     assert (described["TransactionState"], described["TopicPartitions"]) == ("Ongoing", f"{topic}-1"), described
     assert described["ProducerId"] == listed["kafka-txn-tool"]["ProducerId"]
-    (producing,) = table("describe-producers", "--topic", topic, "--partition", "1")
-    assert (producing["ProducerId"], producing["CurrentTransactionStartOffset"]) == (described["ProducerId"], "0")
     leader, _ = partition_leader(producer, topic, 1)
     assert table("find-hanging", "--broker-id", str(leader)) == []  # the open transaction is the coordinator's
     producer.commit_transaction(DEADLINE_S)
