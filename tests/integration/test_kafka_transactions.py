@@ -223,6 +223,7 @@ def test_the_java_clients_commit_abort_and_send_offsets_in_transactions(cluster:
     run = subprocess.run(argv, capture_output=True, text=True, timeout=90)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.strip().splitlines()[-1] == "read=20 aborted=0 committed_offset=7", run.stderr[-3000:]
+    print(run.stderr.strip().splitlines()[-1])
     assert read_to_end(cluster, topic, 1, "read_committed")[0] == [b"committed-%d" % i for i in range(20)]
 
 
