@@ -8,7 +8,8 @@ It subscribes to `I` in group `G` (read_committed; a static member when given `-
 writes each record's value prefixed with "out-" to the same partition of `O`, and sends the input
 positions to the same transaction, one transaction per batch of at most `--batch` records. A
 transaction that fails is aborted and the positions go back to the committed offsets. It prints one
-JSON line per committed transaction (`{"event": "committed", "records": n}`); SIGTERM closes it.
+JSON line when a transaction's records are written (`{"event": "written", "records": n}`) and one
+when it commits (`{"event": "committed", "records": n}`); SIGTERM closes it.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ def transform_once(consumer: Consumer, producer: Producer, output: str, batch: i
     try:
         for message in messages:
             producer.produce(output, b"out-" + message.value(), key=message.key(), partition=message.partition())
+        producer.flush(TIMEOUT_S)
+        emit(event="written", records=len(messages))  # on the log, in the open transaction
         producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
                                              consumer.consumer_group_metadata(), TIMEOUT_S)
         producer.commit_transaction(TIMEOUT_S)

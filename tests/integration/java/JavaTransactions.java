@@ -13,6 +13,7 @@ public class JavaTransactions {
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0], topic = args[1], transactionalId = args[2], group = args[3];
         int count = Integer.parseInt(args[4]);
+        long started = System.currentTimeMillis();
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
         p.put("transactional.id", transactionalId);
@@ -29,6 +30,7 @@ public class JavaTransactions {
             producer.flush();
             producer.abortTransaction();
         }
+        long produced = System.currentTimeMillis();
         Properties c = new Properties();
         c.put("bootstrap.servers", bootstrap);
         c.put("group.id", group);
@@ -50,6 +52,7 @@ public class JavaTransactions {
                 }
             }
         }
+        System.err.println("produce_ms=" + (produced - started) + " consume_ms=" + (System.currentTimeMillis() - produced));
         System.out.println("read=" + read + " aborted=" + aborted + " committed_offset=" + committed);
     }
 }
