@@ -93,7 +93,7 @@ trap 'rm -f "$seen" "$out_a" "$out_b"; podman rm -f "${project}-client-a" "${pro
 for member in a b; do
   out=$out_a; [ $member = b ] && out=$out_b
   odradek_client "$member" console-consumer --bootstrap-server "$bootstrap" --topic "$group_topic" \
-    --group "$group" --from-beginning --timeout-ms 20000 --property print.key=true \
+    --group "$group" --from-beginning --timeout-ms 10000 --property print.key=true \
     </dev/null >"$out" 2>/dev/null &
 done
 two_members() {

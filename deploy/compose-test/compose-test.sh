@@ -50,7 +50,7 @@ step "images"
 
 socket=$run_dir/podman.sock
 export DOCKER_HOST=unix://$socket
-compose=(docker-compose --no-ansi -p "$COMPOSE_PROJECT" -f "$repo/docker-compose.yml")
+compose=(docker-compose --ansi never -p "$COMPOSE_PROJECT" -f "$repo/docker-compose.yml")
 service_pid= health_pid=
 
 cleanup() {
@@ -76,10 +76,10 @@ cleanup() {
   podman volume ls -q --filter "label=com.docker.compose.project=$COMPOSE_PROJECT" | xargs -r podman volume rm -f >/dev/null 2>&1 || true
   podman network ls -q --filter "name=^${COMPOSE_PROJECT}" | xargs -r podman network rm -f >/dev/null 2>&1 || true
   [ -n "$service_pid" ] && kill "$service_pid" 2>/dev/null && wait "$service_pid" 2>/dev/null
-  rm -rf "$run_dir"
   left_containers=$(podman ps -aq --filter "name=^${COMPOSE_PROJECT}" | wc -l)
   left_volumes=$(podman volume ls -q --filter "label=com.docker.compose.project=$COMPOSE_PROJECT" | wc -l)
   left_networks=$(podman network ls -q --filter "name=^${COMPOSE_PROJECT}" | wc -l)
+  rm -rf "$run_dir"
   echo "== left behind: $left_containers containers, $left_volumes volumes, $left_networks networks," \
        "service socket $([ -e "$socket" ] && echo present || echo removed)"
   if [ "$status" = 0 ] && [ $((left_containers + left_volumes + left_networks)) != 0 ]; then status=1; fi
