@@ -27,6 +27,7 @@ skip() {
 }
 
 run_dir=$(mktemp -d /tmp/odradek-compose-test.XXXXXX)
+trap 'rm -rf "$run_dir"' EXIT
 export CONTAINERS_CONF=$run_dir/containers.conf
 # crun refuses hybrid cgroups and root cannot raise limits in some sandboxes: runc, cgroupfs and
 # ulimits within the hard limits
@@ -39,11 +40,11 @@ runtime = "runc"
 cgroup_manager = "cgroupfs"
 CONF
 
-command -v podman >/dev/null || { rm -rf "$run_dir"; skip "podman is not installed ('apt-get install podman')"; }
-command -v docker-compose >/dev/null || { rm -rf "$run_dir"; skip "docker-compose is not installed ('apt-get install docker-compose')"; }
-command -v debootstrap >/dev/null || { rm -rf "$run_dir"; skip "debootstrap is not installed ('apt-get install debootstrap')"; }
-[ "$(id -u)" = 0 ] || { rm -rf "$run_dir"; skip "needs root (debootstrap and rootful podman)"; }
-podman info >/dev/null 2>&1 || { rm -rf "$run_dir"; skip "podman cannot run here: $(podman info 2>&1 | tail -1)"; }
+command -v podman >/dev/null || { skip "podman is not installed ('apt-get install podman')"; }
+command -v docker-compose >/dev/null || { skip "docker-compose is not installed ('apt-get install docker-compose')"; }
+command -v debootstrap >/dev/null || { skip "debootstrap is not installed ('apt-get install debootstrap')"; }
+[ "$(id -u)" = 0 ] || { skip "needs root (debootstrap and rootful podman)"; }
+podman info >/dev/null 2>&1 || { skip "podman cannot run here: $(podman info 2>&1 | tail -1)"; }
 
 step "images"
 "$here/images.sh"
@@ -109,8 +110,11 @@ health_pid=$!
 
 step "up -d (gateway on 127.0.0.1:$ODRADEK_GATEWAY_PORT)"
 up_started=$SECONDS
-"${compose[@]}" up -d 2>&1 | sed 's/^/   /'
 deadline=$((SECONDS + HEALTHY_TIMEOUT_S))
+# up -d itself waits for the services others depend on to be healthy
+if ! timeout "$HEALTHY_TIMEOUT_S" "${compose[@]}" up -d 2>&1 | sed 's/^/   /'; then
+  echo "docker-compose up failed or took over ${HEALTHY_TIMEOUT_S} s" >&2; exit 1
+fi
 while :; do
   healthy=$(podman ps --filter "label=com.docker.compose.project=$COMPOSE_PROJECT" --filter health=healthy -q | wc -l)
   [ "$healthy" -ge ${#SERVICES[@]} ] && break

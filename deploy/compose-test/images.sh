@@ -46,13 +46,16 @@ if podman image exists "$DEBIAN_IMAGE"; then
   step "base image $DEBIAN_IMAGE: present, kept"
 else
   step "base image $DEBIAN_IMAGE: debootstrap --variant=minbase bookworm"
+  base_started=$SECONDS
   rootfs=$(mktemp -d /var/tmp/odradek-rootfs.XXXXXX)
   trap 'rm -rf "$rootfs" "${pip_conf:-}" "$build_log"' EXIT
   debootstrap --variant=minbase bookworm "$rootfs" "$DEBIAN_MIRROR" >"$rootfs.log" 2>&1 \
     || { tail -20 "$rootfs.log" >&2; rm -f "$rootfs.log"; exit 1; }
   rm -f "$rootfs.log"
   rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
-  tar -C "$rootfs" -c . | podman import --change 'CMD ["/bin/bash"]' - "$DEBIAN_IMAGE" >/dev/null
+  tar -C "$rootfs" -c . | podman import --change 'CMD ["/bin/bash"]' - "$DEBIAN_IMAGE" >"$build_log" 2>&1 \
+    || { cat "$build_log" >&2; exit 1; }
+  printf '   %s made and imported in %d s (%s)\n' "$DEBIAN_IMAGE" $((SECONDS - base_started)) "$(podman image inspect --format '{{.Size}}' "$DEBIAN_IMAGE" | numfmt --to=si)B"
   rm -rf "$rootfs"
 fi
 
