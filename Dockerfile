@@ -4,9 +4,15 @@
 #
 #   docker build -t odradek:latest .                       # controller, broker, coordinator, gateway
 #   docker build -t odradek-spark:latest --target spark .  # + Java, PySpark and jobs/
+#
+# The Python images are build arguments: any image with Python 3.11 whose `python` and `pip` come
+# first on PATH (the builder's also with a C compiler), such as those deploy/compose-test/ builds
+# without a registry.
+ARG PYTHON_IMAGE=python:3.11
+ARG PYTHON_SLIM_IMAGE=python:3.11-slim
 
 # ---- builder: wheels of the project (with the compiled record framing check) and its dependencies
-FROM python:3.11 AS builder
+FROM ${PYTHON_IMAGE} AS builder
 WORKDIR /src
 COPY pyproject.toml README.md ./
 # the runtime's requirements are the project's; the spark extra's (PySpark) only the spark target installs
@@ -22,7 +28,7 @@ assert any('_framing' in n and n.endswith('.so') for n in names), 'the C extensi
  && cp /tmp/requirements.txt /tmp/spark-requirements.txt /wheels/
 
 # ---- runtime: slim Python, no compiler, no Java; runs as an unprivileged user
-FROM python:3.11-slim AS runtime
+FROM ${PYTHON_SLIM_IMAGE} AS runtime
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
     pip install --no-cache-dir --no-index --find-links /wheels -r /wheels/requirements.txt \

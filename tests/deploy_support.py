@@ -44,9 +44,11 @@ KIND_ORDER = ("controller", "broker", "coordinator", "gateway")
 
 
 def dockerfile_stages(path: Path = DOCKERFILE) -> dict[str, list[tuple[str, str]]]:
-    """Stage name -> [(INSTRUCTION, arguments)], continuation lines joined, comments dropped."""
+    """Stage name -> [(INSTRUCTION, arguments)], continuation lines joined, comments dropped; the
+    build arguments declared before the first FROM at their defaults in FROM lines."""
     stages: dict[str, list[tuple[str, str]]] = {}
     current: list[tuple[str, str]] | None = None
+    global_args: dict[str, str] = {}
     logical = re.sub(r"\\\n", " ", "\n".join(line for line in path.read_text().splitlines()
                                              if not line.lstrip().startswith("#")))
     for line in logical.splitlines():
@@ -54,7 +56,12 @@ def dockerfile_stages(path: Path = DOCKERFILE) -> dict[str, list[tuple[str, str]
             continue
         instruction, _, arguments = line.strip().partition(" ")
         instruction = instruction.upper()
+        if instruction == "ARG" and current is None:
+            name, _, default = arguments.strip().partition("=")
+            global_args[name] = default
+            continue
         if instruction == "FROM":
+            arguments = re.sub(r"\$\{(\w+)\}", lambda match: global_args[match.group(1)], arguments)
             match = re.search(r"\bAS\s+(\S+)", arguments, re.IGNORECASE)
             current = stages.setdefault(match.group(1) if match else f"stage{len(stages)}", [])
         assert current is not None, f"{instruction} before FROM"
@@ -107,8 +114,13 @@ def render_kustomize(directory: Path) -> list[dict]:
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
 
 
+COMPOSE_DEFAULT = re.compile(r"\$\{\w+:-([^}]*)\}")
+
+
 def compose_config(path: Path = COMPOSE_FILE) -> dict:
-    return yaml.safe_load(path.read_text())
+    """The compose file with every `${NAME:-default}` at its default, as compose reads it with the
+    variables unset."""
+    return yaml.safe_load(COMPOSE_DEFAULT.sub(lambda match: match.group(1), path.read_text()))
 
 
 @dataclass
