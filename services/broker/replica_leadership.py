@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 
+from services.broker.log.errors import KafkaStorageError
 from services.broker.log.leader_epoch import UNDEFINED_EPOCH
 from services.broker.partition import Partition
 from services.common.errors import Errors, KafkaError
@@ -46,6 +47,7 @@ class ReplicaLeadership:
                     errors[state.partition] = Errors.UNKNOWN_TOPIC_OR_PARTITION
             hosted = list(by_key.values())
             new_logs = [state.partition for state in hosted if state.partition not in self._partitions
+                        and state.partition not in self._offline_partitions
                         and self.log_manager.get_log(state.partition) is None]
             self._configure_new_topics({tp.topic for tp in new_logs})
             now = self.clock.monotonic_ms()
@@ -110,6 +112,9 @@ class ReplicaLeadership:
             deleted = []
             for topic, index, delete in partitions:
                 key = TopicPartition(topic, index)
+                if key in self._offline_partitions:
+                    errors[key] = Errors.KAFKA_STORAGE_ERROR if delete else Errors.NONE
+                    continue
                 partition = self._partitions.get(key)
                 if partition is not None:
                     partition.leader_id = -1
@@ -143,14 +148,21 @@ class ReplicaLeadership:
                 self.log_manager.update_topic_config(topic, overrides)
 
     def _apply_leader_and_isr(self, state: PartitionStateInfo, now_ms: int) -> int:
-        """One partition's part of LeaderAndIsr: 0 when applied, else its error code."""
+        """One partition's part of LeaderAndIsr: 0 when applied, else its error code
+        (KAFKA_STORAGE_ERROR for a partition in an offline log dir)."""
+        if state.partition in self._offline_partitions:
+            return Errors.KAFKA_STORAGE_ERROR
         try:
             partition = self._get_or_create_partition(*state.partition)
         except KafkaError as exc:
             logger.error("cannot open log of %s: %s", state.partition, exc)
             return exc.code
-        if not partition.apply_leader_and_isr(state, now_ms):
-            return Errors.STALE_CONTROLLER_EPOCH
+        try:
+            if not partition.apply_leader_and_isr(state, now_ms):
+                return Errors.STALE_CONTROLLER_EPOCH
+        except KafkaStorageError as exc:
+            self._on_storage_error(partition.key, exc)
+            return Errors.KAFKA_STORAGE_ERROR
         logger.debug("%s: %s (leader %d, epoch %d, isr %s)", state.partition,
                      "leader" if partition.is_leader else "follower", state.leader, state.leader_epoch,
                      list(state.isr))
@@ -178,6 +190,8 @@ class ReplicaLeadership:
     def leader_partition(self, topic: str, index: int, leader_epoch: int = -1) -> Partition:
         partition = self._partitions.get((topic, index))
         if partition is None:
+            if (topic, index) in self._offline_partitions:
+                raise self.offline_error((topic, index))
             known = self.metadata_cache.partition(topic, index) is not None
             raise KafkaError(f"{topic}-{index} is not hosted here",
                              error=Errors.NOT_LEADER_OR_FOLLOWER if known else Errors.UNKNOWN_TOPIC_OR_PARTITION)
@@ -222,7 +236,11 @@ class ReplicaLeadership:
             if target < log.log_end_offset:
                 logger.info("%s-%d: truncating follower log from %d to %d", tp[0], tp[1],
                             log.log_end_offset, target)
-                self.log_manager.truncate_to({tp: target})
+                try:
+                    self.log_manager.truncate_to({tp: target})
+                except KafkaStorageError as exc:
+                    self._on_storage_error(tp, exc)
+                    return None
             return log.log_end_offset
 
     def restart_follower_at(self, tp: TopicPartition, offset: int) -> int | None:
@@ -232,7 +250,11 @@ class ReplicaLeadership:
             if partition is None:
                 return None
             logger.info("%s-%d: follower restarts empty at the leader's log start %d", tp[0], tp[1], offset)
-            self.log_manager.truncate_fully_and_start_at(tp, offset)
+            try:
+                self.log_manager.truncate_fully_and_start_at(tp, offset)
+            except KafkaStorageError as exc:
+                self._on_storage_error(tp, exc)
+                return None
             return partition.log.log_end_offset
 
     def append_as_follower(self, tp: TopicPartition, records: bytes, leader_high_watermark: int,
@@ -246,7 +268,11 @@ class ReplicaLeadership:
         log = partition.log
         with partition.lock:
             if records:
-                log.append_as_follower(records)
+                try:
+                    log.append_as_follower(records)
+                except KafkaStorageError as exc:
+                    self._on_storage_error(tp, exc)
+                    return None  # the partition goes offline with its log dir
                 self.topic_stats.replicated(len(records))
             high_watermark = min(leader_high_watermark, log.log_end_offset)
             if high_watermark > log.high_watermark:
@@ -296,12 +322,18 @@ class ReplicaLeadership:
         for partition in list(self._partitions.values()):
             log = partition.log
             by_dir.setdefault(log.parent_dir, {})[partition.key] = log.high_watermark
+        channel = getattr(self.log_manager, "failure_channel", None)
         for log_dir, offsets in by_dir.items():
             checkpoint = self._hw_checkpoints.get(log_dir)
             if checkpoint is None or self._hw_written.get(log_dir) == offsets:
                 continue
+            if channel is not None and channel.has_offline_log_dir(log_dir):
+                continue
             try:
                 checkpoint.write(offsets)
                 self._hw_written[log_dir] = offsets
-            except OSError:
-                logger.exception("writing %s failed", checkpoint)
+            except OSError as exc:
+                if channel is not None:
+                    channel.maybe_add_offline_log_dir(log_dir, exc)
+                else:
+                    logger.exception("writing %s failed", checkpoint)
