@@ -29,10 +29,12 @@ from tests.integration.conftest import CLIENT_CONFIG, create_topic, zk_session
 
 TOPIC = "disk"
 FAILING_BROKER = 3
-# broker 3 leads partition 0 and follows the others
-ASSIGNMENT = {0: [3, 1, 2], 1: [1, 2, 3], 2: [2, 3, 1]}
+PARTITIONS = 3
+# broker 3 leads a third of the partitions (partition 0 among them) and follows the others
+ASSIGNMENT = {p: [[3, 1, 2], [1, 2, 3], [2, 3, 1]][p % 3] for p in range(PARTITIONS)}
+ROUND = 300  # records sent at a time
 TMPFS_BYTES = 8 << 20
-BALLAST_LOGS = 20  # logs already in broker 3's healthy dir, so that new ones go to the tmpfs
+BALLAST_LOGS = PARTITIONS + 20  # logs already in broker 3's healthy dir, so that new ones go to the tmpfs
 HEADROOM_BYTES = 256 << 10  # left free by the filler file: the load fills the rest
 VALUE = b"v" * 1000
 LEADERSHIP_MOVE_S = 10.0  # from the first failed write to every partition led and replicated elsewhere
@@ -125,7 +127,7 @@ class Load:
 
 
 def test_a_full_log_dir_moves_leadership_and_the_broker_recovers_after_a_restart(
-        cluster_factory, small_disk, zookeeper, zk_chroot, tmp_path):
+        small_disk, cluster_factory, zookeeper, zk_chroot, tmp_path):
     cluster = cluster_factory(brokers=3, controllers=1, start=False,
                               broker_config={"log.segment.bytes": 1 << 20})
     failing = cluster.broker_name(FAILING_BROKER)
@@ -141,7 +143,7 @@ def test_a_full_log_dir_moves_leadership_and_the_broker_recovers_after_a_restart
                      request_timeout_ms=5000, delivery_timeout_ms=int(SETTLE_S * 1000)) as producer:
         create_topic(admin, TOPIC, assignment=ASSIGNMENT, configs={"min.insync.replicas": "2"})
         load = Load(producer)
-        assert load.settle(load.send(300)) == 0
+        assert load.settle(load.send(ROUND)) == 0
         assert states(zk)[0] == (3, (3, 1, 2))
         placed = admin.describe_log_dirs([FAILING_BROKER])[FAILING_BROKER]
         assert {tp.partition for tp in placed[str(log_dir)].replica_infos} == set(ASSIGNMENT)
@@ -159,7 +161,7 @@ def test_a_full_log_dir_moves_leadership_and_the_broker_recovers_after_a_restart
         load.settle(in_flight)
 
         # produces to every partition succeed again
-        assert load.settle(load.send(300)) == 0
+        assert load.settle(load.send(ROUND)) == 0
         described = admin.describe_log_dirs([FAILING_BROKER])[FAILING_BROKER]
         assert described[str(log_dir)].error.error == Errors.KAFKA_STORAGE_ERROR
         assert described[str(healthy_dir)].error is None  # broker 3 still serves its other dir
@@ -172,7 +174,7 @@ def test_a_full_log_dir_moves_leadership_and_the_broker_recovers_after_a_restart
         # space freed, broker restarted: its replicas recover, catch up and rejoin every ISR
         (small_disk / "filler").unlink()
         cluster.restart_service(failing)
-        recovering = load.send(300)
+        recovering = load.send(ROUND)
         wait_until(lambda: all(set(isr) == {1, 2, 3} for _l, isr in states(zk).values()), SETTLE_S, 0.2,
                    message="broker 3 back in every ISR")
         assert load.settle(recovering) == 0
