@@ -153,7 +153,7 @@ class ReplicaLeadership:
         if state.partition in self._offline_partitions:
             return Errors.KAFKA_STORAGE_ERROR
         try:
-            partition = self._get_or_create_partition(*state.partition)
+            partition = self._get_or_create_partition(*state.partition, is_new=state.is_new)
         except KafkaError as exc:
             logger.error("cannot open log of %s: %s", state.partition, exc)
             return exc.code
@@ -168,12 +168,13 @@ class ReplicaLeadership:
                      list(state.isr))
         return Errors.NONE
 
-    def _get_or_create_partition(self, topic: str, index: int) -> Partition:
-        """The hosted partition, its log created if missing (the topic's config read before)."""
+    def _get_or_create_partition(self, topic: str, index: int, is_new: bool = True) -> Partition:
+        """The hosted partition, its log created if missing (the topic's config read before; not
+        for a partition that is not new while a log dir is offline: KAFKA_STORAGE_ERROR)."""
         key = TopicPartition(topic, index)
         partition = self._partitions.get(key)
         if partition is None:
-            log = self.log_manager.get_or_create_log(key)
+            log = self.log_manager.get_or_create_log(key, is_new)
             checkpointed = self._checkpointed_hw.pop(key, None)
             if checkpointed is not None:
                 log.update_high_watermark(min(max(checkpointed, log.log_start_offset), log.log_end_offset))

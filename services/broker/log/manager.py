@@ -268,8 +268,11 @@ class LogManager:
             by_dir.setdefault(log.parent_dir, {})[tp] = log
         return by_dir
 
-    def get_or_create_log(self, tp: TopicPartition) -> Log:
+    def get_or_create_log(self, tp: TopicPartition, is_new: bool = True) -> Log:
         """The partition's log, created empty in the log dir holding the fewest logs if missing.
+        A missing log of a partition that is not new may be in an offline dir: while any dir is
+        offline it is not created (KafkaStorageError), as Kafka does, so that no empty log stands
+        in for one the broker cannot read.
         Logs of different partitions are created concurrently when called from several threads
         (LeaderAndIsr creates thousands); a second caller for the same partition waits for the first."""
         tp = TopicPartition(*tp)
@@ -279,12 +282,15 @@ class LogManager:
                 return log
             creating = self._creating.get(tp)
             if creating is None:
+                offline = self.failure_channel.offline_log_dirs()
+                if not is_new and offline:
+                    raise KafkaStorageError(f"cannot create a log for {tp}: log dirs {', '.join(offline)} are offline")
                 log_dirs = self._next_log_dirs()
                 self._creating[tp] = threading.Event()
                 self._logs_per_dir[log_dirs[0]] += 1  # counted now, so concurrent creations spread
         if creating is not None:
             creating.wait()
-            return self.get_or_create_log(tp)
+            return self.get_or_create_log(tp, is_new)
         try:
             return self._create_log(tp, log_dirs)
         finally:

@@ -111,3 +111,21 @@ def test_the_broker_stops_when_its_last_log_dir_goes_offline(tmp_path):
     assert halted.wait(5)
     rm.shutdown()
     logs.shutdown()
+
+
+def test_while_a_dir_is_offline_no_empty_log_stands_in_for_a_replica_that_is_not_new(tmp_path):
+    """A broker started with an unusable dir cannot tell which replicas it held there: a LeaderAndIsr
+    of a partition that is not new and has no log in a live dir answers KAFKA_STORAGE_ERROR (the
+    controller then marks that replica offline); a new partition's log goes to a live dir."""
+    (tmp_path / "d2").write_text("not a directory")
+    logs = LogManager(LogManagerConfig(log_dirs=(str(tmp_path / "d1"), str(tmp_path / "d2"))), LogConfig())
+    logs.startup()
+    rm = ReplicaManager(1, logs, MetadataCache())
+    try:
+        old = PartitionStateInfo(T0, 1, 1, 4, (1,), 0, (1,), is_new=False)
+        new = PartitionStateInfo(T1, 1, 1, 0, (1,), 0, (1,), is_new=True)
+        assert rm.become_leader_or_follower(1001, 1, [old, new]) == {T0: Errors.KAFKA_STORAGE_ERROR, T1: 0}
+        assert logs.get_log(T0) is None and logs.get_log(T1).parent_dir == str(tmp_path / "d1")
+    finally:
+        rm.shutdown()
+        logs.shutdown()
