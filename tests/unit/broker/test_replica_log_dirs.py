@@ -1,5 +1,5 @@
-"""ReplicaManager when a log dir fails (KIP-112): writes to one dir fail with ENOSPC at the system
-call; its partitions go offline (KAFKA_STORAGE_ERROR to produce, fetch and LeaderAndIsr), the
+"""ReplicaManager when a log dir fails (KIP-112): writes to one dir fail at the system call (ENOSPC,
+EIO or EROFS); its partitions go offline (KAFKA_STORAGE_ERROR to produce, fetch and LeaderAndIsr), the
 controller is told once, DescribeLogDirs shows it, and the other dir's partitions keep serving."""
 
 from __future__ import annotations
@@ -38,20 +38,22 @@ def lead(rm, partitions, epoch=0, controller_epoch=1):
     return rm.become_leader_or_follower(1001, controller_epoch, states)
 
 
-def fill_disk(monkeypatch, log_dir: str) -> None:
-    """Writes to files under `log_dir` fail with ENOSPC, as on a full disk."""
+def fail_writes(monkeypatch, log_dir: str, error: int) -> None:
+    """Writes to files under `log_dir` fail with `error` (ENOSPC: a full disk; EIO: a failing one;
+    EROFS: one the kernel remounted read-only)."""
     for name in ("pwrite", "pwritev", "write"):
         real = getattr(os, name)
 
         def failing(fd, *args, _real=real):
             if os.readlink(f"/proc/self/fd/{fd}").startswith(log_dir + os.sep):
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                raise OSError(error, os.strerror(error))
             return _real(fd, *args)
 
         monkeypatch.setattr(os, name, failing)
 
 
-def test_a_full_disk_takes_its_partitions_offline_and_tells_the_controller(manager, monkeypatch):
+@pytest.mark.parametrize("error", [errno.ENOSPC, errno.EIO, errno.EROFS], ids=errno.errorcode.get)
+def test_a_disk_error_takes_its_partitions_offline_and_tells_the_controller(manager, monkeypatch, error):
     assert lead(manager, [T0, T1]) == {T0: 0, T1: 0}
     failing_dir = manager.partition(*T0).log.parent_dir
     assert manager.partition(*T1).log.parent_dir != failing_dir
@@ -59,7 +61,7 @@ def test_a_full_disk_takes_its_partitions_offline_and_tells_the_controller(manag
     halted = []
     manager.start_log_dir_failure_handler(notified.set, lambda: halted.append(True))
 
-    fill_disk(monkeypatch, failing_dir)
+    fail_writes(monkeypatch, failing_dir, error)
     results = produce(manager, {T0: build_batch([b"a"]), T1: build_batch([b"b"])})
     assert results[T0].error_code == Errors.KAFKA_STORAGE_ERROR
     assert results[T1].error_code == Errors.NONE
@@ -129,3 +131,15 @@ def test_while_a_dir_is_offline_no_empty_log_stands_in_for_a_replica_that_is_not
     finally:
         rm.shutdown()
         logs.shutdown()
+
+
+def test_a_follower_whose_write_fails_stops_following_and_its_dir_goes_offline(manager, monkeypatch):
+    follow = PartitionStateInfo(T0, 1, 2, 0, (2, 1), 0, (2, 1), is_new=True)
+    assert manager.become_leader_or_follower(1001, 1, [follow]) == {T0: 0}
+    log_dir = manager.partition(*T0).log.parent_dir
+    fail_writes(monkeypatch, log_dir, errno.EIO)
+    assert manager.append_as_follower(T0, build_batch([b"a"]), leader_high_watermark=1) is None
+    monkeypatch.undo()
+    assert list(manager.log_manager.offline_log_dirs()) == [log_dir]
+    assert manager.handle_log_dir_failure(log_dir) == [T0]
+    assert manager.truncate_follower(T0, 0) is None
