@@ -209,9 +209,14 @@ class LogManager:
                     self._clock.monotonic_ms() - started_ms)
 
     def _load_log(self, path: str, tp: TopicPartition, clean: bool, recovery_points, start_offsets) -> Log:
-        return Log(path, self.log_config_for(tp.topic), log_start_offset=start_offsets.get(tp, 0),
-                   recovery_point=recovery_points.get(tp, 0), clock=self._clock, scheduler=self.scheduler,
-                   had_clean_shutdown=clean)
+        return self._reporting(Log(path, self.log_config_for(tp.topic), log_start_offset=start_offsets.get(tp, 0),
+                                   recovery_point=recovery_points.get(tp, 0), clock=self._clock,
+                                   scheduler=self.scheduler, had_clean_shutdown=clean))
+
+    def _reporting(self, log: Log) -> Log:
+        """The log, its background tasks' disk errors reported to the failure channel."""
+        log.on_storage_error = lambda error, log_dir=log.parent_dir: self._report_storage_error(log_dir, error)
+        return log
 
     def shutdown(self) -> None:
         """Flushes and closes every log; then checkpoints and the clean-shutdown marker per dir."""
@@ -311,8 +316,8 @@ class LogManager:
                     errors.append(e)
                     self._report_storage_error(log_dir, e)
                     continue
-                log = Log(path, self.log_config_for(tp.topic), clock=self._clock, scheduler=self.scheduler,
-                          new_dir=new_dir)
+                log = self._reporting(Log(path, self.log_config_for(tp.topic), clock=self._clock,
+                                          scheduler=self.scheduler, new_dir=new_dir))
                 with self._lock:
                     self._logs[tp] = log
                     self._logs_per_dir[log_dir] += 1

@@ -13,7 +13,7 @@ from services.broker.log.log_dir_failure import LogDirFailureChannel, is_storage
 from services.common.scheduler import ManualScheduler
 from services.common.topic_partition import TopicPartition
 
-from .support import manual_clock
+from .support import batch, manual_clock
 
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
@@ -104,4 +104,19 @@ def test_no_log_can_be_created_once_every_dir_is_offline(tmp_path):
     logs.handle_log_dir_failure(logs.log_dirs[0])
     with pytest.raises(KafkaStorageError, match="every log dir is offline"):
         logs.get_or_create_log(TP0)
+    logs.shutdown()
+
+
+def test_a_background_task_of_a_log_failing_on_the_disk_takes_its_dir_offline(tmp_path, monkeypatch):
+    """The leader epoch checkpoint is written by a scheduled task after an append of a new epoch."""
+    logs = manager(tmp_path)
+    log = logs.get_or_create_log(TP0)
+
+    def write_fails(*_args, **_kwargs):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(log.leader_epoch_cache, "flush_entries_below", write_fails)
+    log.append_as_leader(batch(1), leader_epoch=3)
+    logs.scheduler.run_due()
+    assert list(logs.offline_log_dirs()) == [log.parent_dir]
     logs.shutdown()
