@@ -156,6 +156,8 @@ class ReplicaLeadership:
             partition = self._get_or_create_partition(*state.partition, is_new=state.is_new)
         except KafkaError as exc:
             logger.error("cannot open log of %s: %s", state.partition, exc)
+            if exc.code == Errors.KAFKA_STORAGE_ERROR:
+                self._offline_partitions.add(state.partition)  # until the broker restarts, as Kafka
             return exc.code
         try:
             if not partition.apply_leader_and_isr(state, now_ms):

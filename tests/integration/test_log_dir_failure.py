@@ -4,8 +4,9 @@ Producer on an RF=3, min.insync.replicas=2 topic. When the tmpfs fills, broker 3
 offline and tells the controller, which moves the leadership of its partitions and shrinks their
 ISRs within seconds; produces to every partition succeed again, nothing acknowledged is lost,
 DescribeLogDirs and the broker's metrics show the offline dir, broker 3 goes on serving from its
-other dir, and once space is freed and broker 3 restarted its replicas catch up and rejoin every
-ISR."""
+other dir. Started again with that dir read-only, broker 3 starts with the dir offline and says
+so; once the disk is writable and has space again and broker 3 restarted, its replicas catch up and
+rejoin every ISR."""
 
 from __future__ import annotations
 
@@ -171,9 +172,23 @@ def test_a_full_log_dir_moves_leadership_and_the_broker_recovers_after_a_restart
         lost = {k: v for k, v in load.acknowledged.items() if found.get(k) != v}
         assert not lost, f"{len(lost)} acknowledged records lost, e.g. {sorted(lost)[:5]}"
 
-        # space freed, broker restarted: its replicas recover, catch up and rejoin every ISR
+        # started with the dir read-only: broker 3 serves from its other dir, the tmpfs one offline
         (small_disk / "filler").unlink()
-        cluster.restart_service(failing)
+        cluster.stop_service(failing)
+        assert run("mount", "-o", "remount,ro", str(small_disk)).returncode == 0
+        cluster.start_service(failing)
+        described = admin.describe_log_dirs([FAILING_BROKER])[FAILING_BROKER]
+        assert described[str(log_dir)].error.error == Errors.KAFKA_STORAGE_ERROR
+        assert described[str(healthy_dir)].error is None
+        assert metric(cluster.metrics_url(failing), "odradek_log_manager_offline_log_directory_count") == 1.0
+        wait_until(lambda: metric(cluster.metrics_url(failing), "odradek_replica_manager_offline_replica_count")
+                   == len(ASSIGNMENT), SETTLE_S, 0.2, message="broker 3's replicas answered offline")
+        assert load.settle(load.send(ROUND)) == 0
+
+        # writable with space again, broker restarted: its replicas recover, catch up and rejoin every ISR
+        cluster.stop_service(failing)
+        assert run("mount", "-o", "remount,rw", str(small_disk)).returncode == 0
+        cluster.start_service(failing)
         recovering = load.send(ROUND)
         wait_until(lambda: all(set(isr) == {1, 2, 3} for _l, isr in states(zk).values()), SETTLE_S, 0.2,
                    message="broker 3 back in every ISR")

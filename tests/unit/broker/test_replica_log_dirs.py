@@ -128,6 +128,7 @@ def test_while_a_dir_is_offline_no_empty_log_stands_in_for_a_replica_that_is_not
         new = PartitionStateInfo(T1, 1, 1, 0, (1,), 0, (1,), is_new=True)
         assert rm.become_leader_or_follower(1001, 1, [old, new]) == {T0: Errors.KAFKA_STORAGE_ERROR, T1: 0}
         assert logs.get_log(T0) is None and logs.get_log(T1).parent_dir == str(tmp_path / "d1")
+        assert rm.offline_partition_keys() == [T0]
     finally:
         rm.shutdown()
         logs.shutdown()
