@@ -10,6 +10,7 @@ rejoin every ISR."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from services.clients import cli
 from services.clients.admin import Admin
 from services.clients.lowlevel import LowLevelClient
 from services.clients.producer.producer import Producer
@@ -128,7 +130,7 @@ class Load:
 
 
 def test_a_full_log_dir_moves_leadership_and_the_broker_recovers_after_a_restart(
-        small_disk, cluster_factory, zookeeper, zk_chroot, tmp_path):
+        small_disk, cluster_factory, zookeeper, zk_chroot, tmp_path, capsys):
     cluster = cluster_factory(brokers=3, controllers=1, start=False,
                               broker_config={"log.segment.bytes": 1 << 20})
     failing = cluster.broker_name(FAILING_BROKER)
@@ -166,6 +168,11 @@ def test_a_full_log_dir_moves_leadership_and_the_broker_recovers_after_a_restart
         described = admin.describe_log_dirs([FAILING_BROKER])[FAILING_BROKER]
         assert described[str(log_dir)].error.error == Errors.KAFKA_STORAGE_ERROR
         assert described[str(healthy_dir)].error is None  # broker 3 still serves its other dir
+        assert cli.main(["log-dirs", "--bootstrap-server", cluster.bootstrap_servers, "--describe",
+                         "--broker-list", "3"]) == 0
+        (shown,) = json.loads(capsys.readouterr().out.splitlines()[2])["brokers"]
+        assert {d["logDir"]: d["error"] for d in shown["logDirs"]} == {
+            str(log_dir): "KAFKA_STORAGE_ERROR", str(healthy_dir): None}
         offline = metric(cluster.metrics_url(failing), "odradek_log_manager_offline_log_directory_count")
         assert offline == 1.0
         found = read_back(reader)
