@@ -13,6 +13,7 @@ start offset keeps the high watermark and the recovery point within them.
 from __future__ import annotations
 
 import bisect
+import errno
 import logging
 import os
 
@@ -45,8 +46,9 @@ _new_tuple = tuple.__new__
 class LocalLog(LogMaintenance):
     """The segments of one partition; `Log` sets the attributes in its constructor."""
 
-    # called with a disk error met by a background task of the log (the log manager takes the
-    # log dir offline); the foreground's errors reach its caller as KafkaStorageError
+    # called with a disk error met by a read or a background task of the log (the log manager
+    # takes the log dir offline); writes' errors reach their callers as KafkaStorageError, and the
+    # replica manager reports them
     on_storage_error = None
 
     def _on_roll(self, new_offset: int) -> None:
@@ -186,6 +188,9 @@ class LocalLog(LogMaintenance):
                     return info
                 i += 1
         except OSError as e:
+            # a read racing a log's close or a segment's deletion meets a closed file, not a bad disk
+            if self.on_storage_error is not None and not self._closed and e.errno != errno.EBADF:
+                self.on_storage_error(e)
             raise KafkaStorageError(f"error reading {self.topic_partition} in {self.dir}: {e}") from e
         return FetchDataInfo(end, _EMPTY)
 

@@ -120,3 +120,25 @@ def test_a_background_task_of_a_log_failing_on_the_disk_takes_its_dir_offline(tm
     logs.scheduler.run_due()
     assert list(logs.offline_log_dirs()) == [log.parent_dir]
     logs.shutdown()
+
+
+def test_a_read_failing_on_the_disk_takes_its_dir_offline_but_a_closed_file_does_not(tmp_path, monkeypatch):
+    logs = manager(tmp_path)
+    log = logs.get_or_create_log(TP0)
+    log.append_as_leader(batch(1), leader_epoch=0)
+    segment = log.segments[0]
+
+    def read_fails(error):
+        def read(*_args, **_kwargs):
+            raise OSError(error, os.strerror(error))
+        return read
+
+    monkeypatch.setattr(segment, "read", read_fails(errno.EBADF))
+    with pytest.raises(KafkaStorageError):
+        log.read(0, 1 << 20)
+    assert logs.offline_log_dirs() == {}
+    monkeypatch.setattr(segment, "read", read_fails(errno.EIO))
+    with pytest.raises(KafkaStorageError):
+        log.read(0, 1 << 20)
+    assert list(logs.offline_log_dirs()) == [log.parent_dir]
+    logs.shutdown()
