@@ -6,6 +6,8 @@
   bytes served to consumers' fetches; followers' fetches are replication bytes out), per topic and
   for all topics, and replication bytes in/out;
 - Log: size, segment count, log end and log start offset of every hosted partition;
+- LogManager: offline log directories (OfflineLogDirectoryCount), and each log dir's
+  LogDirectoryOffline (1 offline, 0 online), with the replicas left offline with them;
 - DelayedOperationPurgatory: purgatory size (watch list entries) and delayed operations, by
   `delayed_operation` (Produce, Fetch), and the operations that expired;
 - FetchSessionCache: incremental fetch sessions held, partitions they cache, sessions evicted,
@@ -41,6 +43,7 @@ class BrokerMetrics(ServiceCollector):
         yield from self._replica_manager(manager, partitions)
         yield from self._topic_traffic(manager.topic_stats)
         yield from self._logs(partitions)
+        yield from self._log_dirs(manager.log_manager, manager)
         yield from self._purgatories(manager)
         yield from self._fetch_sessions(manager.fetch_sessions)
         yield from self._replication_throttles(manager)
@@ -119,6 +122,16 @@ class BrokerMetrics(ServiceCollector):
             end.add_metric(labels, log.log_end_offset)
             start.add_metric(labels, log.log_start_offset)
         yield from (size, segments, end, start)
+
+    def _log_dirs(self, log_manager, manager) -> Iterator[GaugeMetricFamily]:
+        offline = log_manager.offline_log_dirs()
+        yield self.gauge("odradek_log_manager_offline_log_directory_count", "Log directories offline.",
+                         len(offline))
+        yield self.labelled(GaugeMetricFamily, "odradek_log_manager_log_directory_offline",
+                            "1 when the log directory is offline, 0 when it is online.", "log_directory",
+                            [(d, int(d in offline)) for d in log_manager.log_dirs])
+        yield self.gauge("odradek_replica_manager_offline_replica_count",
+                         "Replicas of this broker in offline log directories.", len(manager.offline_partition_keys()))
 
     def _purgatories(self, manager) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         purgatories = (("Produce", manager.produce_purgatory, manager.delayed_produce_expired),

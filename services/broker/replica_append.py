@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable
 
 from services.broker.delayed import DelayedProduce
+from services.broker.log.errors import KafkaStorageError
 from services.broker.log.validation import AppendOrigin
 from services.common.errors import Errors, KafkaError
 from services.common.records.builder import build_control_batch
@@ -106,9 +107,15 @@ class ReplicaAppends:
                     pending[key] = info.last_offset + 1
                 if hw_moved:
                     self.produce_purgatory.check_and_complete(key)
+            except KafkaStorageError as exc:  # a disk error takes the log dir offline
+                self._on_storage_error(key, exc)
+                results[key] = ProduceResult.failed(Errors.KAFKA_STORAGE_ERROR, str(exc))
             except KafkaError as exc:
                 results[key] = ProduceResult.failed(exc.code, str(exc), getattr(exc, "record_errors", ()))
-            except Exception as exc:  # an I/O or programming error: never crash the request thread
+            except OSError as exc:
+                self._on_storage_error(key, exc)
+                results[key] = ProduceResult.failed(Errors.KAFKA_STORAGE_ERROR, str(exc))
+            except Exception as exc:  # a programming error: never crash the request thread
                 logger.exception("append to %s-%d failed", topic, index)
                 results[key] = ProduceResult.failed(Errors.UNKNOWN_SERVER_ERROR, str(exc))
 
@@ -158,6 +165,8 @@ class ReplicaAppends:
     def produce_acked(self, key: TopicPartition, required_offset: int) -> int | None:
         """None while still waiting; 0 once the HW reached `required_offset`; an error code otherwise."""
         partition = self._partitions.get(key)
+        if partition is None and key in self._offline_partitions:
+            return Errors.KAFKA_STORAGE_ERROR
         if partition is None or not partition.is_leader:
             return Errors.NOT_LEADER_OR_FOLLOWER
         if partition.high_watermark >= required_offset:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 
+from services.broker.log.errors import KafkaStorageError
 from services.broker.log.leader_epoch import UNDEFINED_EPOCH
 from services.broker.partition import Partition
 from services.common.errors import Errors, KafkaError
@@ -45,7 +46,8 @@ class ReplicaLeadership:
                 else:
                     errors[state.partition] = Errors.UNKNOWN_TOPIC_OR_PARTITION
             hosted = list(by_key.values())
-            new_here = [state.partition for state in hosted if state.partition not in self._partitions]
+            new_here = [state.partition for state in hosted if state.partition not in self._partitions
+                        and state.partition not in self._offline_partitions]
             new_logs = [tp for tp in new_here if self.log_manager.get_log(tp) is None]
             self._configure_new_topics({tp.topic for tp in new_logs}, {tp.topic for tp in new_here})
             now = self.clock.monotonic_ms()
@@ -110,6 +112,9 @@ class ReplicaLeadership:
             deleted = []
             for topic, index, delete in partitions:
                 key = TopicPartition(topic, index)
+                if key in self._offline_partitions:
+                    errors[key] = Errors.KAFKA_STORAGE_ERROR if delete else Errors.NONE
+                    continue
                 partition = self._partitions.get(key)
                 if partition is not None:
                     partition.leader_id = -1
@@ -145,25 +150,35 @@ class ReplicaLeadership:
             self.update_replication_throttles(topic, overrides)
 
     def _apply_leader_and_isr(self, state: PartitionStateInfo, now_ms: int) -> int:
-        """One partition's part of LeaderAndIsr: 0 when applied, else its error code."""
+        """One partition's part of LeaderAndIsr: 0 when applied, else its error code
+        (KAFKA_STORAGE_ERROR for a partition in an offline log dir)."""
+        if state.partition in self._offline_partitions:
+            return Errors.KAFKA_STORAGE_ERROR
         try:
-            partition = self._get_or_create_partition(*state.partition)
+            partition = self._get_or_create_partition(*state.partition, is_new=state.is_new)
         except KafkaError as exc:
             logger.error("cannot open log of %s: %s", state.partition, exc)
+            if exc.code == Errors.KAFKA_STORAGE_ERROR:
+                self._offline_partitions.add(state.partition)  # until the broker restarts, as Kafka
             return exc.code
-        if not partition.apply_leader_and_isr(state, now_ms):
-            return Errors.STALE_CONTROLLER_EPOCH
+        try:
+            if not partition.apply_leader_and_isr(state, now_ms):
+                return Errors.STALE_CONTROLLER_EPOCH
+        except KafkaStorageError as exc:
+            self._on_storage_error(partition.key, exc)
+            return Errors.KAFKA_STORAGE_ERROR
         logger.debug("%s: %s (leader %d, epoch %d, isr %s)", state.partition,
                      "leader" if partition.is_leader else "follower", state.leader, state.leader_epoch,
                      list(state.isr))
         return Errors.NONE
 
-    def _get_or_create_partition(self, topic: str, index: int) -> Partition:
-        """The hosted partition, its log created if missing (the topic's config read before)."""
+    def _get_or_create_partition(self, topic: str, index: int, is_new: bool = True) -> Partition:
+        """The hosted partition, its log created if missing (the topic's config read before; not
+        for a partition that is not new while a log dir is offline: KAFKA_STORAGE_ERROR)."""
         key = TopicPartition(topic, index)
         partition = self._partitions.get(key)
         if partition is None:
-            log = self.log_manager.get_or_create_log(key)
+            log = self.log_manager.get_or_create_log(key, is_new)
             checkpointed = self._checkpointed_hw.pop(key, None)
             if checkpointed is not None:
                 log.update_high_watermark(min(max(checkpointed, log.log_start_offset), log.log_end_offset))
@@ -186,6 +201,8 @@ class ReplicaLeadership:
         """This broker's replica of the partition, leader or follower."""
         partition = self._partitions.get((topic, index))
         if partition is None:
+            if (topic, index) in self._offline_partitions:
+                raise self.offline_error((topic, index))
             known = self.metadata_cache.partition(topic, index) is not None
             raise KafkaError(f"{topic}-{index} is not hosted here",
                              error=Errors.NOT_LEADER_OR_FOLLOWER if known else Errors.UNKNOWN_TOPIC_OR_PARTITION)
@@ -229,7 +246,11 @@ class ReplicaLeadership:
             if target < log.log_end_offset:
                 logger.info("%s-%d: truncating follower log from %d to %d", tp[0], tp[1],
                             log.log_end_offset, target)
-                self.log_manager.truncate_to({tp: target})
+                try:
+                    self.log_manager.truncate_to({tp: target})
+                except KafkaStorageError as exc:
+                    self._on_storage_error(tp, exc)
+                    return None
             return log.log_end_offset
 
     def restart_follower_at(self, tp: TopicPartition, offset: int) -> int | None:
@@ -239,7 +260,11 @@ class ReplicaLeadership:
             if partition is None:
                 return None
             logger.info("%s-%d: follower restarts empty at the leader's log start %d", tp[0], tp[1], offset)
-            self.log_manager.truncate_fully_and_start_at(tp, offset)
+            try:
+                self.log_manager.truncate_fully_and_start_at(tp, offset)
+            except KafkaStorageError as exc:
+                self._on_storage_error(tp, exc)
+                return None
             return partition.log.log_end_offset
 
     def append_as_follower(self, tp: TopicPartition, records: bytes, leader_high_watermark: int,
@@ -253,7 +278,11 @@ class ReplicaLeadership:
         log = partition.log
         with partition.lock:
             if records:
-                log.append_as_follower(records)
+                try:
+                    log.append_as_follower(records)
+                except KafkaStorageError as exc:
+                    self._on_storage_error(tp, exc)
+                    return None  # the partition goes offline with its log dir
                 self.topic_stats.replicated(len(records))
             high_watermark = min(leader_high_watermark, log.log_end_offset)
             if high_watermark > log.high_watermark:
@@ -303,12 +332,18 @@ class ReplicaLeadership:
         for partition in list(self._partitions.values()):
             log = partition.log
             by_dir.setdefault(log.parent_dir, {})[partition.key] = log.high_watermark
+        channel = getattr(self.log_manager, "failure_channel", None)
         for log_dir, offsets in by_dir.items():
             checkpoint = self._hw_checkpoints.get(log_dir)
             if checkpoint is None or self._hw_written.get(log_dir) == offsets:
                 continue
+            if channel is not None and channel.has_offline_log_dir(log_dir):
+                continue
             try:
                 checkpoint.write(offsets)
                 self._hw_written[log_dir] = offsets
-            except OSError:
-                logger.exception("writing %s failed", checkpoint)
+            except OSError as exc:
+                if channel is not None:
+                    channel.maybe_add_offline_log_dir(log_dir, exc)
+                else:
+                    logger.exception("writing %s failed", checkpoint)

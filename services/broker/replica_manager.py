@@ -19,8 +19,8 @@ stable offset, not the high watermark, and gets the aborted transactions of the 
 every fetch answer carries the last stable offset. `describe_producers` lists a led partition's
 active producers. `describe_log_dirs` lists each log dir's logs with their size and offset lag.
 Results are plain tuples with Kafka error codes; the gRPC servicer turns them into responses. The
-work is in three parts, each a module and a base class of ReplicaManager: `replica_leadership`,
-`replica_append` and `replica_fetch`.
+work is in four parts, each a module and a base class of ReplicaManager: `replica_leadership`,
+`replica_append` and `replica_fetch`, and `replica_log_dirs` (log dirs going offline).
 """
 
 
@@ -42,6 +42,7 @@ from services.broker.purgatory import DelayedOperationPurgatory
 from services.broker.replica_append import ReplicaAppends
 from services.broker.replica_fetch import ReplicaFetches
 from services.broker.replica_leadership import LEADER_AND_ISR_CONCURRENCY, ReplicaLeadership
+from services.broker.replica_log_dirs import ReplicaLogDirs
 from services.broker.replication.quota import ReplicationQuota, throttled_partitions
 from services.broker.topic_stats import BrokerTopicStats
 from services.common.clock import SYSTEM_CLOCK
@@ -67,7 +68,7 @@ class LogDirDescription(NamedTuple):
     partitions: dict[TopicPartition, LogDirPartition]
 
 
-class ReplicaManager(ReplicaLeadership, ReplicaAppends, ReplicaFetches):
+class ReplicaManager(ReplicaLeadership, ReplicaAppends, ReplicaFetches, ReplicaLogDirs):
     def __init__(self, broker_id: int, log_manager, metadata_cache: MetadataCache,
                  topic_config: Callable[[str], dict[str, str]] | None = None,
                  fetch_purgatory: DelayedOperationPurgatory | None = None,
@@ -96,6 +97,7 @@ class ReplicaManager(ReplicaLeadership, ReplicaAppends, ReplicaFetches):
         self._lock = threading.RLock()
         self._fetcher_update_lock = threading.Lock()
         self._partitions: dict[TopicPartition, Partition] = {}
+        self._offline_partitions: set[TopicPartition] = set()  # in offline log dirs, until restart
         self._appends_lock = threading.Lock()
         self._appends_in_progress: dict[TopicPartition, int] = {}
         # bumped before parked fetches are tried for any change (records, high watermark,
@@ -142,11 +144,16 @@ class ReplicaManager(ReplicaLeadership, ReplicaAppends, ReplicaFetches):
 
     def describe_log_dirs(self, partitions: Collection[TopicPartition] | None = None) -> list[LogDirDescription]:
         """Every log dir with its logs (only those of `partitions` unless None): each one's size in
-        bytes and offset lag, max(high watermark - log end offset, 0), as Kafka's brokers report it."""
+        bytes and offset lag, max(high watermark - log end offset, 0), as Kafka's brokers report it; an
+        offline dir is listed with KAFKA_STORAGE_ERROR and no logs."""
         wanted = None if partitions is None else set(partitions)
         by_dir = self.log_manager.logs_by_dir()
+        offline = getattr(self.log_manager, "offline_log_dirs", dict)()
         described = []
         for log_dir in self.log_manager.log_dirs:
+            if os.path.abspath(log_dir) in offline:
+                described.append(LogDirDescription(os.path.abspath(log_dir), Errors.KAFKA_STORAGE_ERROR, {}))
+                continue
             logs = by_dir.get(os.path.abspath(log_dir), by_dir.get(log_dir, {}))
             described.append(LogDirDescription(os.path.abspath(log_dir), Errors.NONE, {
                 tp: LogDirPartition(log.size_in_bytes, max(log.high_watermark - log.log_end_offset, 0))
@@ -159,6 +166,7 @@ class ReplicaManager(ReplicaLeadership, ReplicaAppends, ReplicaFetches):
             self.fetcher_manager.shutdown()
 
     def shutdown(self) -> None:
+        self.stop_log_dir_failure_handler()
         if self.fetcher_manager is not None:
             self.fetcher_manager.shutdown()
         if self.isr_manager is not None:

@@ -74,6 +74,12 @@ def fetcher_config(config: BrokerConfig) -> FetcherConfig:
                          request_timeout_ms=config.request_timeout_ms)
 
 
+def _halt() -> None:
+    """Ends the process at once, as Kafka's broker does when every log dir is offline."""
+    logging.shutdown()
+    os._exit(1)
+
+
 class BrokerServer:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
@@ -129,7 +135,7 @@ class BrokerServer:
         try:
             self.zk.ensure_paths()
             self.cluster_id = self.zk.get_or_create_cluster_id()
-            check_and_write_meta_properties(self.log_manager.log_dirs, self.broker_id, self.cluster_id)
+            check_and_write_meta_properties(self.log_manager.live_log_dirs, self.broker_id, self.cluster_id)
             self.dynamic_config.reload(self.zk)  # as Kafka's broker: dynamic configs before logs load
             self.config_changes.start()
         except Exception:
@@ -156,6 +162,10 @@ class BrokerServer:
         self._reregister_thread = threading.Thread(target=self._reregister_loop, name="zk-reregister",
                                                    daemon=True)
         self._reregister_thread.start()
+        for log_dir, reason in self.log_manager.offline_log_dirs().items():
+            logger.error("log dir %s is offline: %s", log_dir, reason)
+        self.replica_manager.start_log_dir_failure_handler(
+            lambda: self.zk.create_log_dir_event_notification(self.broker_id), _halt)
         self.replica_manager.isr_manager.start()
         threading.Thread(target=self._checkpoint_high_watermarks_loop, name="hw-checkpoint", daemon=True).start()
         self.runtime.on_shutdown("controlled shutdown", self.controlled_shutdown)

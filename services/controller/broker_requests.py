@@ -1,6 +1,7 @@
 """Controller-to-broker requests as protos: the core's Send* effects turned into BrokerService's
 LeaderAndIsr / UpdateMetadata / StopReplica requests, and the answers turned back into what the
-controller needs (per-partition error codes, the topic deletion event). Pure functions.
+controller needs (per-partition error codes, the topic deletion event, the replicas a broker
+answered KAFKA_STORAGE_ERROR for). Pure functions.
 
 Every UpdateMetadata carries this controller's endpoint (`controller`, a Node with the
 controller's id) and the cluster id, which brokers serve back in Metadata responses.
@@ -8,6 +9,7 @@ controller's id) and the cluster id, which brokers serve back in Metadata respon
 
 from __future__ import annotations
 
+from services.common.errors import Errors
 from services.common.pb.odradek.broker.v1 import broker_pb2
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.shared_types import KAFKA_LISTENER_NAME, PLAINTEXT, BrokerInfo, EndPoint, PartitionStateInfo
@@ -18,7 +20,10 @@ from services.controller.state.effects import (
     SendStopReplica,
     SendUpdateMetadata,
 )
-from services.controller.state.events import TopicDeletionStopReplicaResponseReceived
+from services.controller.state.events import (
+    LeaderAndIsrResponseReceived,
+    TopicDeletionStopReplicaResponseReceived,
+)
 
 DEFAULT_HOST = "127.0.0.1"
 INCREMENTAL_LEADER_AND_ISR = 0
@@ -154,3 +159,14 @@ def stop_replica_deletion_event(
     return TopicDeletionStopReplicaResponseReceived(
         effect.broker_id, response.error_code, {p: codes.get(p, 0) for p in deleted}
     )
+
+
+def leader_and_isr_storage_error_event(
+    effect: SendLeaderAndIsr, response: broker_pb2.LeaderAndIsrResponse
+) -> LeaderAndIsrResponseReceived | None:
+    """The partitions a LeaderAndIsr was answered KAFKA_STORAGE_ERROR for (their replicas on that
+    broker are in an offline log dir); None when there are none."""
+    offline = {p: c for p, c in partition_errors(response).items() if c == Errors.KAFKA_STORAGE_ERROR}
+    if response.error_code or not offline:
+        return None
+    return LeaderAndIsrResponseReceived(effect.broker_id, response.error_code, offline)

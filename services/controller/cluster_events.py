@@ -1,6 +1,7 @@
 """`ClusterEventHandlers`: the active controller's reactions to what ZooKeeper reports (Kafka's
 BrokerChange, BrokerModifications, TopicChange, PartitionModifications, TopicDeletion,
-IsrChangeNotification processing, plus topic config changes) and to brokers' answers.
+IsrChangeNotification and LogDirEventNotification processing, plus topic config changes) and to
+brokers' answers (a LeaderAndIsr answer's KAFKA_STORAGE_ERROR marks that replica offline).
 
 Each handler rereads the znodes its event is about (re-registering the one-shot watch), hands
 what it read to the core and executes the outcome. Handlers run on the event thread only while
@@ -19,6 +20,7 @@ from services.controller.state.events import (
     BrokerModifications,
     IsrChangeNotification,
     LeaderAndIsrResponseReceived,
+    LogDirEventNotification,
     PartitionModifications,
     TopicChange,
     TopicDeletion,
@@ -113,6 +115,19 @@ class ClusterEventHandlers(HandlerBase):
             sequence_numbers, epoch_zk_version=self.context.epoch_zk_version
         )
 
+    def _on_log_dir_event_notification(self, _event: LogDirEventNotification) -> None:
+        """Brokers whose log dirs failed are sent LeaderAndIsr for all their replicas; their
+        answers say which replicas are offline (`_on_leader_and_isr_response`)."""
+        sequence_numbers = self.reader.log_dir_event_notifications()
+        if not sequence_numbers:
+            return
+        brokers = self.reader.log_dir_event_brokers(sequence_numbers)
+        logger.info("Log dir failure reported by brokers %s", sorted(brokers))
+        self._execute(self.core.on_broker_log_dir_failure(brokers))
+        self.zk.delete_log_dir_event_notifications(
+            sequence_numbers, epoch_zk_version=self.context.epoch_zk_version
+        )
+
     def _on_config_change_notification(self, _event: ConfigChangeNotification) -> None:
         """Topic config overrides changed: give the core each changed topic's new overrides."""
         names = [n for n in self.reader.config_changes() if n > self.last_config_change]
@@ -136,14 +151,16 @@ class ClusterEventHandlers(HandlerBase):
     # --- broker answers ----------------------------------------------------------------------
 
     def _on_leader_and_isr_response(self, event: LeaderAndIsrResponseReceived) -> None:
-        errors = {str(p): c for p, c in event.partition_error_codes.items() if c}
+        errors = {p: c for p, c in event.partition_error_codes.items() if c}
         if event.error_code or errors:
             logger.warning(
                 "LeaderAndIsr to broker %d failed: error %d, partitions %s",
                 event.broker_id,
                 event.error_code,
-                errors,
+                {str(p): c for p, c in errors.items()},
             )
+        if not event.error_code and errors:
+            self._execute(self.core.on_leader_and_isr_response(event.broker_id, errors))
 
     def _on_update_metadata_response(self, event: UpdateMetadataResponseReceived) -> None:
         if event.error_code:

@@ -53,6 +53,7 @@ from services.controller.state.events import (
     IsrChangeNotification,
     LeaderAndIsrResponseReceived,
     ListPartitionReassignments,
+    LogDirEventNotification,
     PartitionModifications,
     Reelect,
     RegisterBrokerAndReelect,
@@ -124,6 +125,7 @@ class ControllerEventProcessor(AdminEventHandlers):
             TopicDeletion: self._on_topic_deletion,
             TopicDeletionStopReplicaResponseReceived: self._on_stop_replica_response,
             IsrChangeNotification: self._on_isr_change_notification,
+            LogDirEventNotification: self._on_log_dir_event_notification,
             ConfigChangeNotification: self._on_config_change_notification,
             UncleanLeaderElectionEnable: self._on_unclean_leader_election_enable,
             TopicUncleanLeaderElectionEnable: self._on_topic_unclean_leader_election_enable,
@@ -255,6 +257,7 @@ class ControllerEventProcessor(AdminEventHandlers):
         self.active = True
         self._execute(self.core.on_controller_failover(snapshot))
         self._on_isr_change_notification(IsrChangeNotification())
+        self._on_log_dir_event_notification(LogDirEventNotification())
         self._on_zk_partition_reassignment(ZkPartitionReassignment())
         self._on_replica_leader_election(
             ReplicaLeaderElection(None, ElectionType.PREFERRED, ElectionTrigger.ZK_TRIGGERED)

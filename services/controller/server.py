@@ -25,7 +25,11 @@ from services.common.pb.odradek.controller.v1 import controller_pb2_grpc
 from services.common.service import ServiceRuntime
 from services.common.zk import OdradekZkClient
 from services.common.zk.client import close_session
-from services.controller.broker_requests import partition_errors, stop_replica_deletion_event
+from services.controller.broker_requests import (
+    leader_and_isr_storage_error_event,
+    partition_errors,
+    stop_replica_deletion_event,
+)
 from services.controller.channel_manager import ControllerChannelManager
 from services.controller.config import ControllerServiceConfig
 from services.controller.metrics import ControllerMetrics
@@ -148,12 +152,16 @@ class ControllerServer:
         return client_id[0] if client_id else -1
 
     def _on_broker_response(self, effect: BrokerRequest, response: Any) -> None:
-        """On a sender thread: only enqueue (topic deletion) or log."""
+        """On a sender thread: only enqueue (topic deletion, replicas in offline log dirs) or log."""
         if isinstance(effect, SendStopReplica):
             event = stop_replica_deletion_event(effect, response)
             if event is not None:
                 self.events.put(event)
             return
+        if isinstance(effect, SendLeaderAndIsr):
+            event = leader_and_isr_storage_error_event(effect, response)
+            if event is not None:
+                self.events.put(event)
         errors = {str(p): code for p, code in partition_errors(response).items() if code}
         # a partition whose leader epoch the broker already has is answered STALE_CONTROLLER_EPOCH
         # (Kafka's behaviour); that is expected after a failover and not worth a warning

@@ -14,6 +14,7 @@ block and nothing is lost (Kafka's ZNodeChangeHandlers do the same: they only en
     partition_modifications     /brokers/topics/<t>, exists            PartitionModifications(t)
     topic_deletion              /admin/delete_topics, children         TopicDeletion
     isr_change                  /isr_change_notification, children     IsrChangeNotification
+    log_dir_event               /log_dir_event_notification, children  LogDirEventNotification
     preferred_replica_election  /admin/preferred_replica_election      ReplicaLeaderElection (ZK-triggered)
     reassign_partitions         /admin/reassign_partitions, exists     ZkPartitionReassignment
     config_change               /config/changes, children              ConfigChangeNotification
@@ -44,6 +45,7 @@ from services.controller.state.events import (
     ElectionType,
     Expire,
     IsrChangeNotification,
+    LogDirEventNotification,
     PartitionModifications,
     Reelect,
     RegisterBrokerAndReelect,
@@ -62,6 +64,7 @@ TOPIC_CHANGE = "topic_change"
 PARTITION_MODIFICATIONS = "partition_modifications"
 TOPIC_DELETION = "topic_deletion"
 ISR_CHANGE = "isr_change"
+LOG_DIR_EVENT = "log_dir_event"
 PREFERRED_REPLICA_ELECTION = "preferred_replica_election"
 CONFIG_CHANGE = "config_change"
 REASSIGN_PARTITIONS = "reassign_partitions"
@@ -74,6 +77,7 @@ KINDS = (
     PARTITION_MODIFICATIONS,
     TOPIC_DELETION,
     ISR_CHANGE,
+    LOG_DIR_EVENT,
     PREFERRED_REPLICA_ELECTION,
     CONFIG_CHANGE,
     REASSIGN_PARTITIONS,
@@ -105,6 +109,8 @@ def controller_event_for(zk_event: ZkEvent) -> ControllerEvent | None:
             return TopicDeletion()
         case "isr_change":
             return IsrChangeNotification()
+        case "log_dir_event":
+            return LogDirEventNotification()
         case "preferred_replica_election":
             return ReplicaLeaderElection(None, ElectionType.PREFERRED, ElectionTrigger.ZK_TRIGGERED)
         case "config_change":

@@ -124,6 +124,12 @@ class ClusterReader:
     def isr_change_partitions(self, sequence_numbers: Iterable[str]) -> set[TopicPartition]:
         return self._zk.get_isr_change_partitions(sequence_numbers)
 
+    def log_dir_event_notifications(self) -> list[str]:
+        return self._zk.get_log_dir_event_notifications(watch=self._watch(watches.LOG_DIR_EVENT))
+
+    def log_dir_event_brokers(self, sequence_numbers: Iterable[str]) -> set[int]:
+        return self._zk.get_log_dir_event_brokers(sequence_numbers)
+
     def preferred_replica_election(self) -> set[TopicPartition] | None:
         found = self._zk.get_preferred_replica_election(watch=self._watch(watches.PREFERRED_REPLICA_ELECTION))
         return None if found is None else set(found)

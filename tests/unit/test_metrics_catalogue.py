@@ -48,7 +48,9 @@ def exported() -> dict[str, str]:
     manager = SimpleNamespace(partitions=lambda: [partition], fetch_purgatory=purgatory, produce_purgatory=purgatory,
                               isr_manager=None, delayed_fetch_expired=0, delayed_produce_expired=0,
                               topic_stats=BrokerTopicStats(), fetch_sessions=FetchSessionCache(),
-                              leader_quota=ReplicationQuota(), follower_quota=ReplicationQuota())
+                              leader_quota=ReplicationQuota(), follower_quota=ReplicationQuota(),
+                              offline_partition_keys=list,
+                              log_manager=SimpleNamespace(log_dirs=["/d"], offline_log_dirs=dict))
     BrokerMetrics(SimpleNamespace(broker_id=1, replica_manager=manager), registry)
     view = SimpleNamespace(active=True, offline_partition_count=0, preferred_replica_imbalance_count=0,
                            global_topic_count=1, global_partition_count=1, topics_to_delete_count=0,

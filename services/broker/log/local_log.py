@@ -13,6 +13,7 @@ start offset keeps the high watermark and the recovery point within them.
 from __future__ import annotations
 
 import bisect
+import errno
 import logging
 import os
 
@@ -31,6 +32,7 @@ from services.broker.log.files import (
     unlink_if_exists,
 )
 from services.broker.log.info import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
+from services.broker.log.log_dir_failure import is_storage_error
 from services.broker.log.log_maintenance import LogMaintenance
 from services.broker.log.segment import LogSegment
 from services.common.shared_types import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, NO_TIMESTAMP
@@ -43,6 +45,11 @@ _new_tuple = tuple.__new__
 
 class LocalLog(LogMaintenance):
     """The segments of one partition; `Log` sets the attributes in its constructor."""
+
+    # called with a disk error met by a read or a background task of the log (the log manager
+    # takes the log dir offline); writes' errors reach their callers as KafkaStorageError, and the
+    # replica manager reports them
+    on_storage_error = None
 
     def _on_roll(self, new_offset: int) -> None:
         """Called under the lock when a new segment starts at `new_offset`."""
@@ -115,7 +122,18 @@ class LocalLog(LogMaintenance):
         if self._scheduler is None:
             fn()
         else:
-            self._scheduler.schedule(delay_ms, fn, name=name)
+            self._scheduler.schedule(delay_ms, self._reporting_storage_errors(fn), name=name)
+
+    def _reporting_storage_errors(self, fn):
+        """`fn` for a background task: a disk error it raises goes to `on_storage_error` first."""
+        def run():
+            try:
+                return fn()
+            except Exception as e:
+                if self.on_storage_error is not None and is_storage_error(e):
+                    self.on_storage_error(e)
+                raise
+        return run
 
     def _write(self, records, size: int, first_offset: int, last_offset: int, max_timestamp: int,
                offset_of_max: int, marks, now: int) -> None:
@@ -170,6 +188,9 @@ class LocalLog(LogMaintenance):
                     return info
                 i += 1
         except OSError as e:
+            # a read racing a log's close or a segment's deletion meets a closed file, not a bad disk
+            if self.on_storage_error is not None and not self._closed and e.errno != errno.EBADF:
+                self.on_storage_error(e)
             raise KafkaStorageError(f"error reading {self.topic_partition} in {self.dir}: {e}") from e
         return FetchDataInfo(end, _EMPTY)
 

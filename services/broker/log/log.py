@@ -307,7 +307,8 @@ class Log(LocalLog):
             self._write_leader_epochs()
             return
         self._leader_epochs_write_due = True
-        self._scheduler.schedule(0, self._write_leader_epochs, name="leader-epoch-checkpoint")
+        self._scheduler.schedule(0, self._reporting_storage_errors(self._write_leader_epochs),
+                                 name="leader-epoch-checkpoint")
 
     def _write_leader_epochs(self) -> None:
         self._leader_epochs_write_due = False

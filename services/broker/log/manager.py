@@ -24,6 +24,11 @@ retention task above skips compacted logs and pauses the cleaner for the logs it
 Truncation pauses the cleaner for the partition (aborting a clean under way) and lowers its
 cleaner checkpoint; deletion aborts any clean and drops the partition from the checkpoint.
 
+A log dir whose disk fails (an I/O error on an append, roll, flush, index or checkpoint write, or
+at start-up) is reported to `failure_channel` and goes offline: `handle_log_dir_failure` drops
+its logs, no new log goes there, and no task touches it again until the broker restarts (Kafka's
+KIP-112). The broker starts with the dirs it can use and refuses to start when it can use none.
+
 `shutdown()` flushes and closes every log, writes both checkpoints and then the clean-shutdown
 marker in each directory. New logs go to the directory holding the fewest; creating one is one
 mkdir (nothing is read from the new directory, and its files come with its first batch, see
@@ -62,6 +67,7 @@ from services.broker.log.files import (
     unlink_if_exists,
 )
 from services.broker.log.log import Log
+from services.broker.log.log_dir_failure import LogDirFailureChannel, is_storage_error
 from services.broker.log.log_dirs import create_and_validate_log_dirs, lock_log_dir
 from services.common.clock import SYSTEM_CLOCK, Clock
 from services.common.scheduler import ScheduledTask, Scheduler
@@ -73,7 +79,8 @@ class LogManager:
     def __init__(self, config: LogManagerConfig, default_config: LogConfig | None = None, *,
                  topic_configs: Mapping[str, Mapping[str, Any]] | None = None,
                  clock: Clock = SYSTEM_CLOCK, scheduler: Scheduler | None = None,
-                 initial_task_delay_ms: int = INITIAL_TASK_DELAY_MS) -> None:
+                 initial_task_delay_ms: int = INITIAL_TASK_DELAY_MS,
+                 failure_channel: LogDirFailureChannel | None = None) -> None:
         self.config = config
         self.default_config = default_config or LogConfig()
         self._topic_overrides = {topic: dict(props) for topic, props in (topic_configs or {}).items()}
@@ -81,8 +88,12 @@ class LogManager:
         self._owns_scheduler = scheduler is None
         self.scheduler = scheduler if scheduler is not None else Scheduler(clock, name="odradek-log-scheduler")
         self._initial_task_delay_ms = initial_task_delay_ms
-        self.log_dirs = create_and_validate_log_dirs(config.log_dirs)
-        self._dir_locks = {d: lock_log_dir(d) for d in self.log_dirs}
+        self.failure_channel = failure_channel if failure_channel is not None else LogDirFailureChannel()
+        usable, unusable = create_and_validate_log_dirs(config.log_dirs)
+        for log_dir, reason in unusable.items():
+            self.failure_channel.maybe_add_offline_log_dir(log_dir, reason)
+        self.log_dirs = [d for d in dict.fromkeys(os.path.abspath(d) for d in config.log_dirs)]
+        self._dir_locks = {d: lock_log_dir(d) for d in usable}
         self._logs: dict[TopicPartition, Log] = {}
         self._logs_per_dir: collections.Counter[str] = collections.Counter()  # where new logs go
         self._creating: dict[TopicPartition, threading.Event] = {}  # logs being created, by partition
@@ -99,8 +110,20 @@ class LogManager:
             d: OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT_FILE)) for d in self.log_dirs}
         cleaner_config = CleanerConfig.from_manager_config(config)
         self.cleaner: LogCleaner | None = (
-            LogCleaner(cleaner_config, self.log_dirs, lambda: dict(self._logs), clock)
+            LogCleaner(cleaner_config, usable, lambda: dict(self._logs), clock)
             if cleaner_config.enable_cleaner else None)
+
+    @property
+    def live_log_dirs(self) -> list[str]:
+        """The log dirs not offline."""
+        return [d for d in self.log_dirs if not self.failure_channel.has_offline_log_dir(d)]
+
+    def offline_log_dirs(self) -> dict[str, str]:
+        """Each offline log dir with the error that took it offline."""
+        return self.failure_channel.offline_log_dirs()
+
+    def _report_storage_error(self, log_dir: str, error: BaseException) -> None:
+        self.failure_channel.maybe_add_offline_log_dir(log_dir, error)
 
     # -- startup and shutdown ------------------------------------------------------------------
 
@@ -129,12 +152,17 @@ class LogManager:
         started_ms = self._clock.monotonic_ms()
         pools, jobs = [], []
         try:
-            for log_dir in self.log_dirs:
-                marker = os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)
-                clean = os.path.exists(marker)
-                if clean:
-                    unlink_if_exists(marker)
-                    fsync_dir(log_dir)
+            for log_dir in self.live_log_dirs:
+                try:
+                    marker = os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)
+                    clean = os.path.exists(marker)
+                    if clean:
+                        unlink_if_exists(marker)
+                        fsync_dir(log_dir)
+                    names = sorted(os.listdir(log_dir))
+                except OSError as e:
+                    self._report_storage_error(log_dir, e)
+                    continue
                 self.had_clean_shutdown[log_dir] = clean
                 logger.info("%s recovery for the logs in %s", "skipping" if clean else "attempting", log_dir)
                 recovery_points = _read_checkpoint(self._recovery_checkpoints[log_dir])
@@ -142,7 +170,7 @@ class LogManager:
                 pool = ThreadPoolExecutor(self.config.num_recovery_threads_per_data_dir,
                                           thread_name_prefix="log-recovery")
                 pools.append(pool)
-                for name in sorted(os.listdir(log_dir)):
+                for name in names:
                     path = os.path.join(log_dir, name)
                     if not os.path.isdir(path):
                         continue
@@ -154,9 +182,16 @@ class LogManager:
                     except ValueError as e:
                         logger.warning("ignoring %s", e)
                         continue
-                    jobs.append(pool.submit(self._load_log, path, tp, clean, recovery_points, start_offsets))
-            for job in jobs:
-                log = job.result()
+                    jobs.append((log_dir, pool.submit(self._load_log, path, tp, clean, recovery_points,
+                                                      start_offsets)))
+            for log_dir, job in jobs:
+                try:
+                    log = job.result()
+                except Exception as e:
+                    if not is_storage_error(e):
+                        raise
+                    self._report_storage_error(log_dir, e)
+                    continue
                 previous = self._logs.setdefault(log.topic_partition, log)
                 if previous is log:
                     self._logs_per_dir[log.parent_dir] += 1
@@ -166,14 +201,22 @@ class LogManager:
         finally:
             for pool in pools:
                 pool.shutdown(wait=True)
+        for log_dir in self.log_dirs:
+            if self.failure_channel.has_offline_log_dir(log_dir):
+                self.handle_log_dir_failure(log_dir)
         logger.info("loaded %d logs from %d log dirs (%s shutdown) in %d ms", len(self._logs), len(self.log_dirs),
                     "clean" if all(self.had_clean_shutdown.values()) else "unclean",
                     self._clock.monotonic_ms() - started_ms)
 
     def _load_log(self, path: str, tp: TopicPartition, clean: bool, recovery_points, start_offsets) -> Log:
-        return Log(path, self.log_config_for(tp.topic), log_start_offset=start_offsets.get(tp, 0),
-                   recovery_point=recovery_points.get(tp, 0), clock=self._clock, scheduler=self.scheduler,
-                   had_clean_shutdown=clean)
+        return self._reporting(Log(path, self.log_config_for(tp.topic), log_start_offset=start_offsets.get(tp, 0),
+                                   recovery_point=recovery_points.get(tp, 0), clock=self._clock,
+                                   scheduler=self.scheduler, had_clean_shutdown=clean))
+
+    def _reporting(self, log: Log) -> Log:
+        """The log, its background tasks' disk errors reported to the failure channel."""
+        log.on_storage_error = lambda error, log_dir=log.parent_dir: self._report_storage_error(log_dir, error)
+        return log
 
     def shutdown(self) -> None:
         """Flushes and closes every log; then checkpoints and the clean-shutdown marker per dir."""
@@ -189,7 +232,7 @@ class LogManager:
             self.scheduler.shutdown()
         by_dir = self.logs_by_dir()
         try:
-            for log_dir in self.log_dirs:
+            for log_dir in self.live_log_dirs:
                 logs = by_dir.get(log_dir, {})
                 with ThreadPoolExecutor(self.config.num_recovery_threads_per_data_dir) as pool:
                     results = [pool.submit(_flush_and_close, log) for log in logs.values()]
@@ -198,10 +241,13 @@ class LogManager:
                     logger.error("not marking %s clean: %d logs failed to close: %s", log_dir, len(failures),
                                  failures[0])
                     continue
-                self._write_recovery_points(log_dir, logs)
-                self._write_log_start_offsets(log_dir, logs)
-                open(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), "wb").close()
-                fsync_dir(log_dir)
+                try:
+                    self._write_recovery_points(log_dir, logs)
+                    self._write_log_start_offsets(log_dir, logs)
+                    open(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), "wb").close()
+                    fsync_dir(log_dir)
+                except OSError as e:
+                    logger.error("not marking %s clean: %s", log_dir, e)
         finally:
             self.release_locks()
 
@@ -227,8 +273,11 @@ class LogManager:
             by_dir.setdefault(log.parent_dir, {})[tp] = log
         return by_dir
 
-    def get_or_create_log(self, tp: TopicPartition) -> Log:
+    def get_or_create_log(self, tp: TopicPartition, is_new: bool = True) -> Log:
         """The partition's log, created empty in the log dir holding the fewest logs if missing.
+        A missing log of a partition that is not new may be in an offline dir: while any dir is
+        offline it is not created (KafkaStorageError), as Kafka does, so that no empty log stands
+        in for one the broker cannot read.
         Logs of different partitions are created concurrently when called from several threads
         (LeaderAndIsr creates thousands); a second caller for the same partition waits for the first."""
         tp = TopicPartition(*tp)
@@ -238,12 +287,15 @@ class LogManager:
                 return log
             creating = self._creating.get(tp)
             if creating is None:
-                self._creating[tp] = threading.Event()
+                offline = self.failure_channel.offline_log_dirs()
+                if not is_new and offline:
+                    raise KafkaStorageError(f"cannot create a log for {tp}: log dirs {', '.join(offline)} are offline")
                 log_dirs = self._next_log_dirs()
+                self._creating[tp] = threading.Event()
                 self._logs_per_dir[log_dirs[0]] += 1  # counted now, so concurrent creations spread
         if creating is not None:
             creating.wait()
-            return self.get_or_create_log(tp)
+            return self.get_or_create_log(tp, is_new)
         try:
             return self._create_log(tp, log_dirs)
         finally:
@@ -262,9 +314,10 @@ class LogManager:
                     new_dir = False  # left by an earlier attempt: loaded as it is
                 except OSError as e:
                     errors.append(e)
+                    self._report_storage_error(log_dir, e)
                     continue
-                log = Log(path, self.log_config_for(tp.topic), clock=self._clock, scheduler=self.scheduler,
-                          new_dir=new_dir)
+                log = self._reporting(Log(path, self.log_config_for(tp.topic), clock=self._clock,
+                                          scheduler=self.scheduler, new_dir=new_dir))
                 with self._lock:
                     self._logs[tp] = log
                     self._logs_per_dir[log_dir] += 1
@@ -279,7 +332,10 @@ class LogManager:
         """The log dirs, those holding the fewest logs first (counted as logs come and go, not by
         walking every log: LeaderAndIsr may create thousands at once)."""
         counts = self._logs_per_dir
-        return sorted(self.log_dirs, key=lambda d: counts[d])
+        live = self.live_log_dirs
+        if not live:
+            raise KafkaStorageError("every log dir is offline")
+        return sorted(live, key=lambda d: counts[d])
 
     def async_delete(self, tp: TopicPartition) -> Log | None:
         """Removes the log now (directory renamed `...-delete`); its files go after file.delete.delay.ms."""
@@ -319,12 +375,15 @@ class LogManager:
         touched = sorted({log.parent_dir for log in deleted})
         by_dir = self.logs_by_dir()
         for log_dir in touched:
-            fsync_dir(log_dir)
-            logs = by_dir.get(log_dir, {})
-            self._write_recovery_points(log_dir, logs)
-            self._write_log_start_offsets(log_dir, logs)
-            if self.cleaner is not None:
-                self.cleaner.update_checkpoints(log_dir)
+            try:
+                fsync_dir(log_dir)
+                logs = by_dir.get(log_dir, {})
+                self._write_recovery_points(log_dir, logs)
+                self._write_log_start_offsets(log_dir, logs)
+                if self.cleaner is not None:
+                    self.cleaner.update_checkpoints(log_dir)
+            except OSError as e:
+                self._report_storage_error(log_dir, e)
         with self._delete_lock:
             self._to_delete.extend((self._clock.monotonic_ms(), log) for log in deleted)
             if self._started and deleted:
@@ -335,6 +394,31 @@ class LogManager:
                     ", ".join(sorted({log.topic_partition.topic for log in deleted})),
                     self.default_config.file_delete_delay_ms)
         return deleted, failed
+
+    def handle_log_dir_failure(self, log_dir: str) -> list[TopicPartition]:
+        """Drops the logs of an offline dir (their files closed as far as the disk lets them);
+        returns their partitions. Nothing is written there again."""
+        log_dir = os.path.abspath(log_dir)
+        with self._lock:
+            lost = {tp: log for tp, log in self._logs.items() if log.parent_dir == log_dir}
+            for tp in lost:
+                del self._logs[tp]
+            self._logs_per_dir.pop(log_dir, None)
+        if self.cleaner is not None:
+            for tp in lost:
+                self.cleaner.abort_cleaning(tp)
+        for log in lost.values():
+            try:
+                log.close()
+            except Exception as e:  # the disk failed: closing may fail too
+                logger.debug("closing %s in offline log dir: %s", log.topic_partition, e)
+        fd = self._dir_locks.pop(log_dir, None)
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        logger.error("log dir %s is offline: %d logs dropped (%s)", log_dir, len(lost),
+                     ", ".join(f"{t}-{p}" for t, p in sorted(lost)[:10]))
+        return sorted(lost)
 
     def delete_logs(self) -> None:
         """Removes logs whose deletion delay has passed, each looked at again under `_delete_lock`
@@ -433,11 +517,11 @@ class LogManager:
         else:
             deletable = [(tp, log) for tp, log in list(self._logs.items()) if not log.config.compact]
         try:
-            for tp, log in deletable:
+            for _tp, log in deletable:
                 try:
                     total += log.delete_old_segments()
-                except Exception:
-                    logger.exception("retention failed for %s", tp)
+                except Exception as e:
+                    self._log_task_failure("retention", log, e)
         finally:
             if self.cleaner is not None:
                 self.cleaner.resume_cleaning([tp for tp, _ in deletable])
@@ -449,20 +533,33 @@ class LogManager:
             try:
                 if now - log.last_flush_time_ms >= log.config.flush_ms:
                     log.flush()
-            except Exception:
-                logger.exception("flush failed for %s", log.topic_partition)
+            except Exception as e:
+                self._log_task_failure("flush", log, e)
+
+    def _log_task_failure(self, task: str, log: Log, error: Exception) -> None:
+        """A background task failed on a log: a disk error takes its dir offline."""
+        if is_storage_error(error):
+            self._report_storage_error(log.parent_dir, error)
+        else:
+            logger.error("%s failed for %s", task, log.topic_partition, exc_info=error)
 
     def checkpoint_log_recovery_offsets(self) -> None:
-        for log_dir in self.log_dirs:
+        for log_dir in self.live_log_dirs:
             self._checkpoint_recovery_points(log_dir)
 
     def checkpoint_log_start_offsets(self) -> None:
         by_dir = self.logs_by_dir()
-        for log_dir in self.log_dirs:
-            self._write_log_start_offsets(log_dir, by_dir.get(log_dir, {}))
+        for log_dir in self.live_log_dirs:
+            try:
+                self._write_log_start_offsets(log_dir, by_dir.get(log_dir, {}))
+            except OSError as e:
+                self._report_storage_error(log_dir, e)
 
     def _checkpoint_recovery_points(self, log_dir: str) -> None:
-        self._write_recovery_points(log_dir, self.logs_by_dir().get(log_dir, {}))
+        try:
+            self._write_recovery_points(log_dir, self.logs_by_dir().get(log_dir, {}))
+        except OSError as e:
+            self._report_storage_error(log_dir, e)
 
     def _write_recovery_points(self, log_dir: str, logs: Mapping[TopicPartition, Log]) -> None:
         self._recovery_checkpoints[log_dir].write({tp: log.recovery_point for tp, log in logs.items()})

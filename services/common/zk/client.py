@@ -27,6 +27,7 @@ from services.common.zk import (
     consumers,
     coordinators,
     isr_change,
+    log_dir_event,
     producer_ids,
     topics,
 )
@@ -34,8 +35,6 @@ from services.common.zk.client_controller import ControllerOps
 from services.common.zk.client_legacy import LegacyConsumerOps
 from services.common.zk.client_registry import RegistryOps
 from services.common.zk.client_topics import TopicOps
-
-LOG_DIR_EVENT_NOTIFICATION_PATH = "/log_dir_event_notification"
 
 # Kafka's ZkData.PersistentZkPaths, plus Odradek's coordinator registry.
 PERSISTENT_PATHS = (
@@ -47,7 +46,7 @@ PERSISTENT_PATHS = (
     brokers.BROKER_SEQID_PATH,
     isr_change.ISR_CHANGE_NOTIFICATION_PATH,
     producer_ids.PRODUCER_ID_BLOCK_PATH,
-    LOG_DIR_EVENT_NOTIFICATION_PATH,
+    log_dir_event.LOG_DIR_EVENT_NOTIFICATION_PATH,
     *(configs.entity_type_path(t) for t in configs.ENTITY_TYPES),
     coordinators.COORDINATOR_IDS_PATH,
 )

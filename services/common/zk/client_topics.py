@@ -5,6 +5,7 @@ unfenced write."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -12,11 +13,14 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from services.common.errors import Errors, KafkaError
 from services.common.topic_partition import TopicPartition
-from services.common.zk import bounded, configs, isr_change, partition_state, topics
+from services.common.zk import bounded, configs, isr_change, log_dir_event, partition_state, topics
 from services.common.zk.access import Watch, ZkAccess
 from services.common.zk.codec import CONFLICT, ConditionalUpdate, Versioned
+from services.common.zk.errors import ZnodeFormatError
 from services.common.zk.partition_state import PartitionStateZnode
 from services.common.zk.topics import TopicAssignment
+
+logger = logging.getLogger(__name__)
 
 SET_STATE_MULTI_ROUNDS = 3
 # A partition state write: the partition, its state znode's path, the new data, the expected version.
@@ -351,3 +355,35 @@ class TopicOps(ZkAccess):
         self, sequence_numbers: Iterable[str], *, epoch_zk_version: int
     ) -> None:
         self._delete_each_fenced((isr_change.isr_change_path(s) for s in sequence_numbers), epoch_zk_version)
+
+    # -- log dir event notifications ----------------------------------------------------------
+    def create_log_dir_event_notification(self, broker_id: int) -> str:
+        """Tells the controller a log dir of `broker_id` failed; returns the sequence number."""
+        data = log_dir_event.encode_log_dir_event(broker_id)
+        try:
+            path = self.zk.create(log_dir_event.log_dir_event_path(), data, sequence=True)
+        except NoNodeError:
+            path = self.zk.create(log_dir_event.log_dir_event_path(), data, sequence=True, makepath=True)
+        return log_dir_event.sequence_number(path)
+
+    def get_log_dir_event_notifications(self, watch: Watch | None = None) -> list[str]:
+        """Sequence numbers of pending notifications, oldest first."""
+        names = self._children(log_dir_event.LOG_DIR_EVENT_NOTIFICATION_PATH, watch)
+        return [log_dir_event.sequence_number(n) for n in names if n.startswith(log_dir_event.SEQUENCE_PREFIX)]
+
+    def get_log_dir_event_brokers(self, sequence_numbers: Iterable[str]) -> set[int]:
+        """The brokers named by these notifications (deleted or unreadable ones are skipped)."""
+        found = self._get_many((s, log_dir_event.log_dir_event_path(s)) for s in sequence_numbers)
+        brokers = set()
+        for sequence, (data, _) in found.items():
+            try:
+                brokers.add(log_dir_event.decode_log_dir_event(data))
+            except ZnodeFormatError as exc:
+                logger.warning("ignoring log dir event notification %s: %s", sequence, exc)
+        return brokers
+
+    def delete_log_dir_event_notifications(
+        self, sequence_numbers: Iterable[str], *, epoch_zk_version: int
+    ) -> None:
+        self._delete_each_fenced(
+            (log_dir_event.log_dir_event_path(s) for s in sequence_numbers), epoch_zk_version)

@@ -1,6 +1,7 @@
 """`ControllerContext`: the active controller's view of the cluster, changed only by records.
 
-It holds the live brokers (endpoints, rack, broker epoch) and those shutting down, the topics with
+It holds the live brokers (endpoints, rack, broker epoch), those shutting down and the replicas each
+holds in offline log dirs, the topics with
 their ids, config overrides and replica assignments, each partition's leadership (the partition
 state znode content and version), the partition and replica states, the topics queued for (or
 ineligible for) deletion, and the controller epoch with its znode version. `apply(record)` is
@@ -35,6 +36,7 @@ class ControllerContext:
         self.epoch_zk_version = INITIAL_CONTROLLER_EPOCH_ZK_VERSION
         self._live_brokers: dict[int, BrokerInfo] = {}
         self._shutting_down: set[int] = set()
+        self._replicas_on_offline_dirs: dict[int, frozenset[TopicPartition]] = {}
         self._topics: set[str] = set()
         self._topic_ids: dict[str, str] = {}
         self._topic_configs: dict[str, dict[str, str]] = {}
@@ -59,18 +61,26 @@ class ControllerContext:
             case r.LiveBrokersSet(brokers):
                 self._live_brokers = {b.broker_id: b for b in brokers}
                 self._shutting_down.clear()
+                self._replicas_on_offline_dirs.clear()
             case r.BrokersAdded(brokers):
                 self._live_brokers.update({b.broker_id: b for b in brokers})
+                for broker in brokers:
+                    self._replicas_on_offline_dirs.pop(broker.broker_id, None)
             case r.BrokersRemoved(ids):
                 for broker_id in ids:
                     self._live_brokers.pop(broker_id, None)
                     self._shutting_down.discard(broker_id)
+                    self._replicas_on_offline_dirs.pop(broker_id, None)
             case r.BrokerUpdated(broker):
                 old = self._live_brokers.get(broker.broker_id)
                 if old is not None:
                     self._live_brokers[broker.broker_id] = replace(broker, broker_epoch=old.broker_epoch)
             case r.BrokerShuttingDown(broker_id):
                 self._shutting_down.add(broker_id)
+            case r.ReplicasOnOfflineDirsAdded(broker_id, partitions):
+                if broker_id in self._live_brokers:
+                    known = self._replicas_on_offline_dirs.get(broker_id, frozenset())
+                    self._replicas_on_offline_dirs[broker_id] = known | partitions
             case r.TopicAdded(topic, topic_id):
                 self._topics.add(topic)
                 if topic_id is not None:
@@ -144,10 +154,20 @@ class ControllerContext:
         broker = self._live_brokers.get(broker_id)
         return None if broker is None else broker.broker_epoch
 
-    def is_replica_online(self, broker_id: int, include_shutting_down: bool = False) -> bool:
+    def is_replica_online(
+        self, broker_id: int, include_shutting_down: bool = False, partition: TopicPartition | None = None
+    ) -> bool:
+        """Whether the broker is live (and, unless included, not shutting down) and, for a
+        partition, its replica there is not in an offline log dir."""
         if broker_id not in self._live_brokers:
             return False
+        if partition is not None and partition in self._replicas_on_offline_dirs.get(broker_id, ()):
+            return False
         return include_shutting_down or broker_id not in self._shutting_down
+
+    def replicas_on_offline_dirs(self, broker_id: int) -> frozenset[TopicPartition]:
+        """Partitions whose replica on `broker_id` is in an offline log dir."""
+        return self._replicas_on_offline_dirs.get(broker_id, frozenset())
 
     # -----------------------------------------------------------------------------------------
     # topics and assignments
@@ -210,7 +230,8 @@ class ControllerContext:
         online: list[PartitionAndReplica] = []
         offline: list[PartitionAndReplica] = []
         for replica in self.replicas_for_partitions(self.all_partitions()):
-            (online if self.is_replica_online(replica.replica) else offline).append(replica)
+            online_here = self.is_replica_online(replica.replica, partition=replica.partition)
+            (online if online_here else offline).append(replica)
         return online, offline
 
     # -----------------------------------------------------------------------------------------
@@ -227,7 +248,7 @@ class ControllerContext:
         return sorted(
             p
             for p, lead in self._leadership.items()
-            if not self.is_replica_online(lead.leader_and_isr.leader)
+            if not self.is_replica_online(lead.leader_and_isr.leader, partition=p)
             and not self.is_topic_queued_for_deletion(p.topic)
         )
 

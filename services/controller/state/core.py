@@ -8,6 +8,8 @@ event thread, and carries out the returned effects:
     on_controller_resignation()        forget everything
     on_broker_change(registered)       new, bounced and dead brokers
     on_broker_modification(broker)     changed endpoints or rack
+    on_broker_log_dir_failure(ids)     see log_dir_failure
+    on_leader_and_isr_response(id, e)  see log_dir_failure
     on_topic_change(topics, new)       topics created or gone
     on_partition_modifications(t, a)   partitions added to a topic
     on_topic_deletion(marked)          topics marked in /admin/delete_topics
@@ -33,6 +35,7 @@ from dataclasses import dataclass, field
 from services.common.errors import Errors, KafkaError
 from services.common.shared_types import BrokerInfo, ReplicaAssignment
 from services.common.topic_partition import TopicPartition
+from services.controller.state import log_dir_failure
 from services.controller.state.config import ControllerConfig
 from services.controller.state.context import ControllerContext
 from services.controller.state.controlled_shutdown import ControlledShutdownOutcome, controlled_shutdown
@@ -218,6 +221,13 @@ class ControllerCore:
                 update_metadata_effects(context, context.live_or_shutting_down_broker_ids, [])
             )
         return outcome
+
+    def on_broker_log_dir_failure(self, broker_ids: Iterable[int]) -> Outcome:
+        return log_dir_failure.on_broker_log_dir_failure(self.context, self.replica_state_machine, broker_ids)
+
+    def on_leader_and_isr_response(self, broker_id: int, partition_errors: Mapping[TopicPartition, int]) -> Outcome:
+        return log_dir_failure.on_storage_errors(
+            self.context, broker_id, partition_errors, self.on_replicas_become_offline)
 
     # --- topics ---------------------------------------------------------------------------
 

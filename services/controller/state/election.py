@@ -113,12 +113,12 @@ def leader_for_offline(
     context: ControllerContext, partition: TopicPartition, current: LeaderAndIsr, unclean_enabled: bool
 ) -> ElectionResult:
     assignment = context.partition_replica_assignment(partition)
-    live = tuple(r for r in assignment if context.is_replica_online(r))
+    live = tuple(r for r in assignment if context.is_replica_online(r, partition=partition))
     leader = offline_partition_leader(assignment, current.isr, live, unclean_enabled)
     if leader is None:
         return ElectionResult(partition, None, live)
     if leader in current.isr:
-        new_isr = tuple(r for r in current.isr if context.is_replica_online(r))
+        new_isr = tuple(r for r in current.isr if context.is_replica_online(r, partition=partition))
         return ElectionResult(partition, current.new_leader_and_isr(leader, new_isr), live)
     return ElectionResult(partition, current.new_leader_and_isr(leader, (leader,)), live, unclean=True)
 
@@ -127,7 +127,7 @@ def leader_for_reassign(
     context: ControllerContext, partition: TopicPartition, current: LeaderAndIsr
 ) -> ElectionResult:
     targets = context.partition_full_replica_assignment(partition).target_replicas
-    live = tuple(r for r in targets if context.is_replica_online(r))
+    live = tuple(r for r in targets if context.is_replica_online(r, partition=partition))
     leader = reassign_partition_leader(targets, current.isr, live)
     return ElectionResult(partition, None if leader is None else current.new_leader(leader), targets)
 
@@ -136,7 +136,7 @@ def leader_for_preferred_replica(
     context: ControllerContext, partition: TopicPartition, current: LeaderAndIsr
 ) -> ElectionResult:
     assignment = context.partition_replica_assignment(partition)
-    live = tuple(r for r in assignment if context.is_replica_online(r))
+    live = tuple(r for r in assignment if context.is_replica_online(r, partition=partition))
     leader = preferred_replica_partition_leader(assignment, current.isr, live)
     return ElectionResult(partition, None if leader is None else current.new_leader(leader), assignment)
 
@@ -146,7 +146,9 @@ def leader_for_controlled_shutdown(
 ) -> ElectionResult:
     assignment = context.partition_replica_assignment(partition)
     shutting_down = context.shutting_down_broker_ids
-    live = tuple(r for r in assignment if context.is_replica_online(r, include_shutting_down=True))
+    live = tuple(
+        r for r in assignment if context.is_replica_online(r, include_shutting_down=True, partition=partition)
+    )
     leader = controlled_shutdown_partition_leader(assignment, current.isr, live, shutting_down)
     if leader is None:
         return ElectionResult(partition, None, live)
@@ -166,7 +168,7 @@ def elect_leader(
     `unclean.leader.election.enable` (default `unclean_by_default`) is true."""
     match strategy:
         case OfflinePartitionLeaderElectionStrategy(allow_unclean):
-            has_live_isr = any(context.is_replica_online(r) for r in current.isr)
+            has_live_isr = any(context.is_replica_online(r, partition=partition) for r in current.isr)
             unclean = not has_live_isr and (
                 allow_unclean or context.unclean_leader_election_enabled(partition.topic, unclean_by_default)
             )

@@ -210,6 +210,13 @@ class IsrChangeNotification(ControllerEvent):
 
 
 @dataclass(frozen=True)
+class LogDirEventNotification(ControllerEvent):
+    """Children of `/log_dir_event_notification` changed (a broker's log dir went offline)."""
+
+    state: ClassVar[ControllerState] = ControllerState.LOG_DIR_CHANGE
+
+
+@dataclass(frozen=True)
 class AlterIsrReceived(ControllerEvent):
     """A leader asks to change ISRs (`LeaderAndIsr.zk_version` is the version it last saw)."""
 

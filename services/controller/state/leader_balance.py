@@ -49,7 +49,7 @@ def can_preferred_replica_be_leader(context: ControllerContext, partition: Topic
     leadership = context.partition_leadership(partition)
     if leadership is None:
         return False
-    live = [r for r in assignment if context.is_replica_online(r)]
+    live = [r for r in assignment if context.is_replica_online(r, partition=partition)]
     return preferred_replica_partition_leader(assignment, leadership.leader_and_isr.isr, live) is not None
 
 

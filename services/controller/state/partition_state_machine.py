@@ -66,7 +66,7 @@ class PartitionStateMachine:
             leadership = context.partition_leadership(partition)
             if leadership is None:
                 state = NEW
-            elif context.is_replica_online(leadership.leader_and_isr.leader):
+            elif context.is_replica_online(leadership.leader_and_isr.leader, partition=partition):
                 state = ONLINE
             else:
                 state = OFFLINE
@@ -130,7 +130,7 @@ class PartitionStateMachine:
         context = self._context
         for partition in partitions:
             assignment = context.partition_full_replica_assignment(partition)
-            live = [r for r in assignment.replicas if context.is_replica_online(r)]
+            live = [r for r in assignment.replicas if context.is_replica_online(r, partition=partition)]
             if not live:
                 error = StateChangeFailed(
                     f"Controller {self._controller_id} epoch {context.epoch} encountered error during "

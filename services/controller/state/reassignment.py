@@ -287,7 +287,8 @@ class PartitionReassigner:
         context = self._context
         leadership = context.partition_leadership(partition)
         leader = None if leadership is None else leadership.leader_and_isr.leader
-        if leader in completed.replicas and leader is not None and context.is_replica_online(leader):
+        online = leader is not None and context.is_replica_online(leader, partition=partition)
+        if leader in completed.replicas and online:
             return self._update_leader_epoch_and_send(partition, completed)
         if context.partition_state(partition) not in (
             PartitionState.ONLINE_PARTITION,

@@ -59,6 +59,15 @@ class BrokerShuttingDown:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplicasOnOfflineDirsAdded:
+    """Partitions whose replica on `broker_id` sits in an offline log dir (the broker said so by
+    answering KAFKA_STORAGE_ERROR); they stay offline until the broker registers anew."""
+
+    broker_id: int
+    partitions: frozenset[TopicPartition]
+
+
+@dataclass(frozen=True, slots=True)
 class TopicAdded:
     topic: str
     topic_id: str | None = None
@@ -146,6 +155,7 @@ Record = (
     | BrokersRemoved
     | BrokerUpdated
     | BrokerShuttingDown
+    | ReplicasOnOfflineDirsAdded
     | TopicAdded
     | TopicRemoved
     | TopicConfigChanged

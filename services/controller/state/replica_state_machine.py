@@ -65,7 +65,8 @@ class ReplicaStateMachine:
         outcome = Outcome()
         context = self._context
         for replica in context.replicas_for_partitions(context.all_partitions()):
-            state = ONLINE if context.is_replica_online(replica.replica) else DELETION_INELIGIBLE
+            online = context.is_replica_online(replica.replica, partition=replica.partition)
+            state = ONLINE if online else DELETION_INELIGIBLE
             outcome.apply(context, ReplicaStateChanged(replica, state))
         online, offline = context.online_and_offline_replicas()
         outcome.extend(self.handle_state_changes(online, ONLINE))

@@ -108,7 +108,7 @@ class RequestBatch:
             isr=lai.isr,
             zk_version=lai.zk_version,
             replicas=replicas,
-            offline_replicas=tuple(r for r in replicas if not context.is_replica_online(r)),
+            offline_replicas=tuple(r for r in replicas if not context.is_replica_online(r, partition=partition)),
         )
 
     def build(self) -> list[BrokerRequest]:

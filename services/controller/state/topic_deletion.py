@@ -180,7 +180,7 @@ class TopicDeletionManager:
         for topic in topics:
             succeeded = set(context.replicas_in_state(topic, ReplicaState.REPLICA_DELETION_SUCCESSFUL))
             for replica in context.replicas_for_topic(topic):
-                if not context.is_replica_online(replica.replica):
+                if not context.is_replica_online(replica.replica, partition=replica.partition):
                     dead.append(replica)
                     ineligible.add(topic)
                 elif replica not in succeeded:

@@ -36,7 +36,8 @@ def fake_manager(stats: BrokerTopicStats, hosted):
         partitions=lambda: hosted, fetch_purgatory=purgatory(9, 4), produce_purgatory=purgatory(3, 2),
         isr_manager=SimpleNamespace(shrinks=5, expands=6), delayed_fetch_expired=7, delayed_produce_expired=8,
         topic_stats=stats, fetch_sessions=FetchSessionCache(),
-        leader_quota=ReplicationQuota(), follower_quota=ReplicationQuota())
+        leader_quota=ReplicationQuota(), follower_quota=ReplicationQuota(), offline_partition_keys=lambda: [("c", 0)],
+        log_manager=SimpleNamespace(log_dirs=["/d1", "/d2"], offline_log_dirs=lambda: {"/d2": "No space left"}))
 
 
 def test_gauges_and_counters_carry_the_broker_id():
@@ -44,6 +45,10 @@ def test_gauges_and_counters_carry_the_broker_id():
               partition("b", 0, 2, False, (2, 1), (2, 1)), partition("b", 1, -1, False, (), (3, 1))]
     text, metrics = scrape(fake_manager(BrokerTopicStats(), hosted))
     for line in ('odradek_replica_manager_partition_count{broker="1"} 4.0',
+                 'odradek_log_manager_offline_log_directory_count{broker="1"} 1.0',
+                 'odradek_log_manager_log_directory_offline{broker="1",log_directory="/d1"} 0.0',
+                 'odradek_log_manager_log_directory_offline{broker="1",log_directory="/d2"} 1.0',
+                 'odradek_replica_manager_offline_replica_count{broker="1"} 1.0',
                  'odradek_replica_manager_leader_count{broker="1"} 2.0',
                  'odradek_replica_manager_under_replicated_partitions{broker="1"} 1.0',
                  'odradek_replica_manager_offline_partitions{broker="1"} 1.0',

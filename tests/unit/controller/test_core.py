@@ -355,3 +355,40 @@ def test_elect_leaders_through_the_core():
     core = isr_core()
     outcome = core.on_elect_leaders([tp("t", 0)], ElectionType.PREFERRED)
     assert outcome.leaders[tp("t", 0)].code == Errors.ELECTION_NOT_NEEDED
+
+
+def test_a_log_dir_failure_sends_leader_and_isr_for_every_replica_of_the_broker():
+    core, _ = started(topics={"t": TopicDescription({0: assignment(1, 2, 3), 1: assignment(2, 3, 1)})})
+    outcome = core.on_broker_log_dir_failure([1, 9])
+    targets = leader_and_isr_targets(outcome.effects)
+    assert targets == {tp("t", 0): [1], tp("t", 1): [1]}
+    assert not writes(outcome.effects)
+
+
+def test_storage_errors_in_leader_and_isr_answers_move_leadership_and_shrink_isrs():
+    core, _ = started(topics={"t": TopicDescription({0: assignment(1, 2, 3), 1: assignment(2, 3, 1),
+                                                     2: assignment(1, 3, 2)})})
+    outcome = core.on_leader_and_isr_response(
+        1, {tp("t", 0): Errors.KAFKA_STORAGE_ERROR, tp("t", 1): Errors.KAFKA_STORAGE_ERROR})
+    context = core.context
+    moved = context.partition_leadership(tp("t", 0)).leader_and_isr
+    assert (moved.leader, moved.isr) == (2, (2, 3))
+    shrunk = context.partition_leadership(tp("t", 1)).leader_and_isr
+    assert (shrunk.leader, shrunk.isr) == (2, (2, 3))
+    kept = context.partition_leadership(tp("t", 2)).leader_and_isr
+    assert (kept.leader, kept.isr) == (1, (1, 3, 2))  # its replica on broker 1 is in a healthy dir
+    assert context.replica_state(PartitionAndReplica(tp("t", 0), 1)) == ReplicaState.OFFLINE_REPLICA
+    assert set(writes(outcome.effects)) == {tp("t", 0), tp("t", 1)}
+    assert context.is_replica_online(1, partition=tp("t", 2))
+    assert not context.is_replica_online(1, partition=tp("t", 0))
+    # the same answer again changes nothing; a new registration of the broker clears the mark
+    assert not core.on_leader_and_isr_response(1, {tp("t", 0): Errors.KAFKA_STORAGE_ERROR}).effects
+    core.on_broker_change([broker(1, epoch=500), broker(2), broker(3)])
+    assert context.is_replica_online(1, partition=tp("t", 0))
+
+
+def test_an_offline_replica_is_not_elected_when_its_broker_is_live():
+    core, _ = started(topics={"t": TopicDescription({0: assignment(1, 2)})})
+    core.on_leader_and_isr_response(2, {tp("t", 0): Errors.KAFKA_STORAGE_ERROR})
+    core.on_broker_change([broker(2)])  # the leader's broker dies: no live replica is left
+    assert core.context.partition_state(tp("t", 0)) == PartitionState.OFFLINE_PARTITION

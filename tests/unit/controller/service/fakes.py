@@ -52,6 +52,7 @@ class FakeZooKeeper:
         self.controller: ControllerInfo | None = None
         self.controller_owner = SESSION_ID
         self.reassignment: dict[TopicPartition, list[int]] | None = None
+        self.log_dir_events: dict[str, int] = {}  # sequence number -> broker id
 
     # --- test setup ---------------------------------------------------------------------------
 
@@ -193,6 +194,13 @@ class FakeZooKeeper:
     ) -> None:
         self._fence(epoch_zk_version)
 
+    def delete_log_dir_event_notifications(
+        self, sequence_numbers: Iterable[str], *, epoch_zk_version: int
+    ) -> None:
+        self._fence(epoch_zk_version)
+        for sequence in sequence_numbers:
+            self.log_dir_events.pop(sequence, None)
+
     def delete_preferred_replica_election(self, *, epoch_zk_version: int) -> None:
         self._fence(epoch_zk_version)
 
@@ -268,6 +276,12 @@ class FakeZooKeeper:
 
     def isr_change_partitions(self, sequence_numbers: Iterable[str]) -> set[TopicPartition]:
         return set()
+
+    def log_dir_event_notifications(self) -> list[str]:
+        return sorted(self.log_dir_events)
+
+    def log_dir_event_brokers(self, sequence_numbers: Iterable[str]) -> set[int]:
+        return {self.log_dir_events[s] for s in sequence_numbers if s in self.log_dir_events}
 
     def preferred_replica_election(self) -> None:
         return None

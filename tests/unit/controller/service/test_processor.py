@@ -25,6 +25,7 @@ from services.controller.state.events import (
     Expire,
     LeaderAndIsrResponseReceived,
     ListPartitionReassignments,
+    LogDirEventNotification,
     Startup,
     ZkPartitionReassignment,
 )
@@ -260,3 +261,24 @@ def test_the_legacy_znode_is_carried_out_and_refused_partitions_leave_it(process
     calls = len(zk.calls)
     processor.process(ZkPartitionReassignment())  # its own rewrite fires the watch: nothing new
     assert zk.calls[calls:] == []
+
+
+def test_a_log_dir_event_asks_the_broker_and_its_storage_errors_move_leadership(processor, zk, channels):
+    """Kafka's log dir failure handling: the notification makes the controller send LeaderAndIsr
+    for every replica of the broker; the partitions it answers KAFKA_STORAGE_ERROR for get a
+    leader elsewhere and lose it from their ISR, and the notification is deleted."""
+    processor.process(Startup())
+    assert zk.states[T0].value.leader == 1
+    channels.sent.clear()
+    zk.log_dir_events = {"0000000000": 1}
+    processor.process(LogDirEventNotification())
+
+    asked = [s.partition for e in channels.sent if isinstance(e, SendLeaderAndIsr) and e.broker_id == 1
+             for s in e.partition_states]
+    assert asked == [T0]
+    assert zk.log_dir_events == {}
+    processor.process(LeaderAndIsrResponseReceived(1, Errors.NONE, {T0: Errors.KAFKA_STORAGE_ERROR}))
+
+    state = zk.states[T0].value
+    assert (state.leader, state.isr) == (2, (2,))
+    assert processor.context.replicas_on_offline_dirs(1) == {T0}

@@ -205,3 +205,15 @@ def test_rewritten_assignment_keeps_topic_id_and_reassignment_state():
     assert written.partitions[0] == ReplicaAssignment((1, 2, 3), (3,), ())
     assert written.partitions[1] == ReplicaAssignment((2, 3))
     assert zk_convert.assignment_from_zk(written)[0] == ReplicaAssignment((1, 2, 3), (3,), ())
+
+
+def test_a_leader_and_isr_answer_with_storage_errors_becomes_an_event_of_those_partitions_only():
+    effect = SendLeaderAndIsr(2, 77, 3, (info(T0), info(T1)), (BROKER,))
+    response = broker_pb2.LeaderAndIsrResponse()
+    response.partition_errors.add(topic_name="t", partition_index=0, error_code=56)
+    response.partition_errors.add(topic_name="t", partition_index=1, error_code=11)
+    event = broker_requests.leader_and_isr_storage_error_event(effect, response)
+    assert (event.broker_id, event.error_code, dict(event.partition_error_codes)) == (2, 0, {T0: 56})
+    healthy = broker_pb2.LeaderAndIsrResponse()
+    healthy.partition_errors.add(topic_name="t", partition_index=0, error_code=0)
+    assert broker_requests.leader_and_isr_storage_error_event(effect, healthy) is None
