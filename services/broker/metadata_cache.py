@@ -2,7 +2,9 @@
 the controller last told this broker through UpdateMetadata. Metadata requests are answered from it.
 
 Kafka's convention holds: a partition state whose leader is -2 (LeaderDuringDelete) removes the
-partition; an UpdateMetadata from an older controller epoch is rejected.
+partition; an UpdateMetadata from an older controller epoch is rejected. Until the first
+UpdateMetadata arrives the cache knows no topic; `wait_initialized` lets Metadata answers wait for
+it, so a restarted broker never tells clients that their topics are gone.
 """
 
 from __future__ import annotations
@@ -45,6 +47,15 @@ class MetadataCache:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._snapshot = MetadataSnapshot()
+        self._initialized = threading.Event()
+
+    @property
+    def initialized(self) -> bool:
+        """Whether an UpdateMetadata has been applied since this broker started."""
+        return self._initialized.is_set()
+
+    def wait_initialized(self, timeout_s: float) -> bool:
+        return self._initialized.wait(timeout_s)
 
     def snapshot(self) -> MetadataSnapshot:
         return self._snapshot
@@ -85,6 +96,7 @@ class MetadataCache:
                 controller_epoch=controller_epoch,
                 cluster_id=cluster_id or old.cluster_id,
             )
+            self._initialized.set()
             return deleted
 
     def partition(self, topic: str, partition: int) -> PartitionStateInfo | None:

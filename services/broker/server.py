@@ -154,9 +154,10 @@ class BrokerServer:
                                   request_timeout_ms=self.config.request_timeout_ms,
                                   broker_epoch=lambda: self.broker_epoch)
         self.runtime.add_servicer(broker_pb2_grpc.add_BrokerServiceServicer_to_server, servicer)
+        # read before the first request: a coordinator's write to an internal topic is checked against it
+        self.coordinator_directory.start()
         port = self.runtime.start()
         self._start_kafka_listener(servicer)
-        self.coordinator_directory.start()
         self.zk.await_previous_broker_session(self.broker_id, self.config.zookeeper_session_timeout_ms)
         self._register()
         self._reregister_thread = threading.Thread(target=self._reregister_loop, name="zk-reregister",

@@ -35,6 +35,8 @@ from services.common.shared_types import NO_TIMESTAMP, IsolationLevel
 from services.common.topic_partition import TopicPartition
 from services.common.zk.coordinator_directory import DirectorySnapshot
 
+# how long a Metadata request waits, after the broker starts, for the controller's first UpdateMetadata
+FIRST_METADATA_WAIT_S = 10.0
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, FIND_COORDINATOR, LIST_GROUPS = 0, 1, 2, 3, 10, 16
 SASL_HANDSHAKE, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_PRODUCERS = 17, 22, 23, 61
 LIST_TRANSACTIONS = 66
@@ -207,6 +209,9 @@ class BrokerKafkaApis:
     # ------------------------------------------------------------------ metadata
 
     async def metadata(self, request: Any, context: RequestContext) -> Any:
+        if not self.metadata_cache.initialized:  # restarted: the controller's first UpdateMetadata is due
+            await asyncio.get_running_loop().run_in_executor(
+                None, self.metadata_cache.wait_initialized, FIRST_METADATA_WAIT_S)
         snapshot = self.metadata_cache.snapshot()
         names = None if request.topics is None else [t.name for t in request.topics if t.name is not None]
         if context.api_version == 0 and not names:
