@@ -7,9 +7,13 @@ coordinators 9094/9194..., gateways 8080/8180...; each gRPC service's Prometheus
 + 10, brokers 9102/9202..., a gateway's at its own `/metrics`), creates the `demo` topic (3 partitions,
 replication factor min(3, brokers)) unless asked not to, and prints the endpoints (the gateways'
 URLs among them) and how to use them. A cluster already running from the directory is reported, not started twice.
-`down` stops whatever `<dir>/cluster.json` records; `status` prints each service and exits with 1
-when any is down. `add-broker` lays out the next broker (`broker-4` after three, on the next
-ports of the scheme: 9392, Kafka listener 19392, metrics 9402), starts it and waits until it serves.
+With `--hosts`, `up` gives ZooKeeper and every service a network namespace and an address of its own
+on a bridge made for the run (`HostNetwork`; root only), so network faults can be injected between
+them (`services.devcluster.nemesis`); the endpoints it prints are those addresses, reachable from
+this machine. `down` stops whatever `<dir>/cluster.json` records and tears down the run's network;
+`status` prints each service and exits with 1 when any is down. `add-broker` lays out the next
+broker (`broker-4` after three, on the next ports of the scheme: 9392, Kafka listener 19392, metrics
+9402), starts it and waits until it serves.
 
 `start|stop|restart|kill SERVICE` act on one service named as `status` prints it (`broker-1`,
 `controller-1001`, `coordinator-2001`, ...): `stop` sends SIGTERM and waits for the exit (SIGKILL
@@ -30,7 +34,8 @@ from typing import TextIO
 from services.clients.admin import Admin
 from services.clients.admin_types import NewTopic
 from services.common.errors import Errors, KafkaError
-from services.devcluster.launcher import LocalCluster
+from services.devcluster.launcher import LocalCluster, hosts_for
+from services.devcluster.netns import HostNetwork, unsupported_reason
 from services.devcluster.proc import log_tail
 from services.devcluster.zookeeper import running_pid as zookeeper_pid
 
@@ -52,6 +57,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                     help="number of group coordinators (default 2)")
     up.add_argument("--gateways", type=_not_negative, default=1,
                     help="number of HTTP gateways (REST Proxy API; default 1, on port 8080)")
+    up.add_argument("--hosts", action="store_true",
+                    help="run each service in its own network namespace with its own address on a "
+                         "bridge made for the run (needs root); default: every service on 127.0.0.1")
     up.add_argument("--no-demo-topic", action="store_true", help=f"do not create the {DEMO_TOPIC!r} topic")
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for each service")
     up.set_defaults(run=run_up)
@@ -125,8 +133,17 @@ def run_up(args: argparse.Namespace, out: TextIO) -> int:
                 print(f"Some services are down; restart with `odradek dev down --dir {args.dir}` "
                       f"then `odradek dev up --dir {args.dir}`.", file=out)
             return 0 if healthy else 1
+    network = None
+    if args.hosts:
+        if (reason := unsupported_reason()) is not None:
+            print(f"Cannot give the services hosts of their own: {reason}.", file=out)
+            return 1
+        network = HostNetwork(hosts_for(args.controllers, args.brokers, args.coordinators, args.gateways))
+        network.create(remove_at_exit=False)  # outlives this command; `odradek dev down` removes it
+        print(f"Made network {network.subnet} (bridge {network.bridge}, this machine at "
+              f"{network.root_address}) with a namespace per service, run id {network.run_id}.", file=out)
     cluster = LocalCluster(base, brokers=args.brokers, controllers=args.controllers,
-                           coordinators=args.coordinators, gateways=args.gateways)
+                           coordinators=args.coordinators, gateways=args.gateways, network=network)
     print(f"Starting ZooKeeper, {args.controllers} controller(s), {args.brokers} broker(s), "
           f"{args.coordinators} coordinator(s) and {args.gateways} HTTP gateway(s) "
           f"in {cluster.base_dir} ...", file=out, flush=True)
@@ -134,6 +151,8 @@ def run_up(args: argparse.Namespace, out: TextIO) -> int:
         cluster.start(timeout_s=args.timeout)
     except (RuntimeError, TimeoutError, OSError) as error:
         print(f"Failed to start the cluster: {failure_report(cluster, error)}", file=out)
+        if network is not None:
+            network.teardown()
         return 1
     code = 0
     if not args.no_demo_topic:
@@ -183,7 +202,7 @@ def print_endpoints(cluster: LocalCluster, out: TextIO) -> None:
     print(f"\nBootstrap servers: {bootstrap}", file=out)
     if cluster.kafka_bootstrap_servers:
         print(f"Kafka protocol bootstrap servers (Kafka clients): {cluster.kafka_bootstrap_servers}", file=out)
-        coordinators = [f"{n} {cluster.host}:{cluster.services[n].kafka_port}" for n in cluster.coordinator_names
+        coordinators = [f"{n} {cluster.host_of(n)}:{cluster.services[n].kafka_port}" for n in cluster.coordinator_names
                         if cluster.services[n].kafka_port >= 0]
         if coordinators:
             print(f"Kafka protocol group and transaction coordinators: {', '.join(coordinators)}", file=out)
@@ -244,6 +263,9 @@ def run_down(args: argparse.Namespace, out: TextIO) -> int:
     cluster = LocalCluster.load(base)
     cluster.stop()
     print(f"Stopped the cluster in {cluster.base_dir}.", file=out)
+    if cluster.network is not None:
+        removed = cluster.network.teardown()
+        print(f"Removed network run {cluster.network.run_id}: {len(removed)} namespaces and links.", file=out)
     return 0
 
 
