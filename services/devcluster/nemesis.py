@@ -299,7 +299,8 @@ class Nemesis:
         return f"SIGCONT to {name} (pid {pid})"
 
     def _op_kill(self, name: str) -> str:
-        pid = self.cluster.kill_service(self._service(name))
+        self._service(name)
+        pid = self.cluster.kill_service(name)
         self._killed.add(name)
         self._paused.discard(name)
         return f"SIGKILL to {name} (pid {pid})"
