@@ -154,6 +154,10 @@ def run_up(args: argparse.Namespace, out: TextIO) -> int:
         if network is not None:
             network.teardown()
         return 1
+    except BaseException:  # interrupted: the services are stopped already, the network goes too
+        if network is not None:
+            network.teardown()
+        raise
     code = 0
     if not args.no_demo_topic:
         code = create_demo_topic(cluster, min(3, args.brokers), args.timeout, out)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from services.clients.admin import Admin
+from services.clients.cli import main as cli_main
 from services.clients.lowlevel import LowLevelClient
 from services.common.records import build_batch
 from services.common.records.reader import iter_records
@@ -76,7 +77,10 @@ def cluster(request: pytest.FixtureRequest, network: HostNetwork, tmp_path_facto
     finally:
         if request.session.testsfailed > failures_before:
             print(f"\n===== service logs of {cluster.base_dir} =====\n{cluster.dump_logs()}")
-        cluster.stop(timeout_s=TEARDOWN_STOP_TIMEOUT_S)
+        for name in cluster.all_names:  # nothing checks a clean shutdown here: SIGKILL, by pid
+            if cluster.running_pid(name) is not None:
+                cluster.kill_service(name)
+        cluster.stop(timeout_s=TEARDOWN_STOP_TIMEOUT_S)  # ZooKeeper
 
 
 @pytest.fixture(scope="module")
@@ -239,3 +243,27 @@ def test_the_network_is_removed_when_the_block_using_it_fails() -> None:
 
 def _state(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def test_dev_up_hosts_serves_from_namespaces_and_dev_down_removes_them(tmp_path: Path, capsys) -> None:
+    if (reason := _skip_reason()) is not None:
+        pytest.skip(reason)
+    base = tmp_path / "var"
+    try:
+        assert cli_main(["dev", "up", "--hosts", "--dir", str(base), "--controllers", "1", "--brokers", "1",
+                         "--coordinators", "1", "--gateways", "0", "--no-demo-topic"]) == 0, capsys.readouterr().out
+        cluster = LocalCluster.load(base)
+        run_id = cluster.network.run_id
+        assert len(run_namespaces(run_id)) == 4  # zookeeper, controller, broker, coordinator
+        printed = capsys.readouterr().out
+        assert f"Bootstrap servers: {cluster.endpoint('broker-1')}" in printed
+        assert cli_main(["dev", "status", "--dir", str(base)]) == 0
+        assert cli_main(["dev", "down", "--dir", str(base)]) == 0
+        assert f"Removed network run {run_id}" in capsys.readouterr().out
+        assert run_namespaces(run_id) == [] and run_links(run_id) == []
+    finally:
+        if (base / "cluster.json").is_file():
+            left = LocalCluster.load(base)
+            left.stop(timeout_s=TEARDOWN_STOP_TIMEOUT_S)
+            if left.network is not None:
+                left.network.teardown()
