@@ -18,7 +18,9 @@ stands for the root namespace (the CLI, clients and tests, at the bridge's addre
                          connections between them stall both ways, as on a real network)
     heal                 every drop above removed
     link:H:loss=5,delay_ms=50,jitter_ms=10,reorder=25   `tc netem` on H's eth0 (what H sends);
-                         loss alone works without netem (an nft `numgen random` rule)
+                         on a kernel without sch_netem, loss alone is an nft `numgen random` rule
+                         and the rest is done in user space by `linkqueue` (an NFQUEUE consumer
+                         in H's namespace, fed by the iptables chain ODRADEK_LINK)
     unlink:H             H's link faults removed
     pause:S / resume:S   SIGSTOP / SIGCONT to S's process (a service or `zookeeper`)
     kill:S / restart:S   SIGKILL to S; start it again with its config (waiting until it serves)
@@ -30,23 +32,30 @@ rule in B's input chain (packets vanish, as on a partitioned network; a drop tow
 in A's output chain, since the root namespace is never touched); heal deletes that table in every
 namespace. Every applied op is kept in `nemesis.records` as an `OpRecord` (the op, wall-clock start
 and end, what was done or why it failed). `available_kinds(nemesis)` lists the schedule kinds this
-machine can apply (no `link` on a kernel without `sch_netem`).
+machine can apply (no `link` without `sch_netem` or NetfilterQueue).
 """
 
 from __future__ import annotations
 
 import glob
+import importlib.util
 import os
 import random
+import shutil
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import NamedTuple
 
 from services.devcluster.launcher import ZOOKEEPER_HOST, LocalCluster
+from services.devcluster.linkqueue import READY
 from services.devcluster.netns import HOST_INTERFACE, HostNetwork, NetworkError
+from services.devcluster.proc import log_tail, start_process, stop_process, wait_until
 from services.devcluster.zookeeper import running_pid as zookeeper_pid
 
 CLIENT = "client"
@@ -55,6 +64,11 @@ LINK_TABLE = "odradek_nemesis_link"
 FAKETIME_LIBRARY_GLOB = "/usr/lib/*/faketime/libfaketime.so.1"
 FAKETIME_INSTALL = "apt-get install faketime libfaketime"
 RESTART_TIMEOUT_S = 60.0
+LINK_CHAIN = "ODRADEK_LINK"
+LINK_QUEUE_NUMBER = 0  # queues are per network namespace
+LINK_QUEUE_START_TIMEOUT_S = 10.0
+LINK_QUEUE_INSTALL = ("NetfilterQueue (`pip install 'odradek[faults]'`, over Debian's libnetfilter-queue-dev) "
+                      "and iptables")
 
 NETWORK_KINDS = ("isolate", "split", "drop", "loss", "link")
 PROCESS_KINDS = ("pause", "kill", "skew")
@@ -128,6 +142,7 @@ class Nemesis:
         self._killed: set[str] = set()
         self._skewed: set[str] = set()
         self._netem: bool | None = None
+        self._link_queues: dict[str, subprocess.Popen[bytes]] = {}
 
     @property
     def network(self) -> HostNetwork:
@@ -252,11 +267,12 @@ class Nemesis:
             self.network.run_in(host, argv)
             self._linked_hosts.add(host)
             return f"{host}: {' '.join(argv)}"
+        self._unlink(host)
         if set(values) - {"loss"}:
-            raise NemesisError("this kernel has no sch_netem (tc netem): delay, jitter and reordering cannot be "
-                               "applied; loss alone can (an nft rule)")
+            return self._start_link_queue(host, values)
         per_ten_thousand = round(values["loss"] * 100)
-        rule = f"oifname {HOST_INTERFACE} numgen random mod 10000 < {per_ten_thousand} drop"
+        rule = (f"oifname {HOST_INTERFACE} drop" if per_ten_thousand >= 10000
+                else f"oifname {HOST_INTERFACE} numgen random mod 10000 < {per_ten_thousand} drop")
         script = "\n".join([f"add table inet {LINK_TABLE}",
                             f"add chain inet {LINK_TABLE} output {{ type filter hook output priority 0; }}",
                             f"flush chain inet {LINK_TABLE} output",
@@ -265,12 +281,53 @@ class Nemesis:
         self._linked_hosts.add(host)
         return f"{host}: nft {rule} (no sch_netem in this kernel)"
 
-    def _op_unlink(self, host: str) -> str:
-        self._hosts(host)
+    def _start_link_queue(self, host: str, values: dict[str, float]) -> str:
+        """Delay, jitter and reordering without netem: `linkqueue` holds the host's outgoing packets."""
+        if not link_queue_supported():
+            raise NemesisError("this kernel has no sch_netem (tc netem), and delay, jitter and reordering in "
+                               f"user space need {LINK_QUEUE_INSTALL}; loss alone needs neither")
+        log_path = self.cluster.base_dir / "logs" / f"linkqueue-{host}.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path.write_text("")
+        argv = [*self.network.exec_prefix(host), sys.executable, "-m", "services.devcluster.linkqueue",
+                "--queue", str(LINK_QUEUE_NUMBER)]
+        for key in LINK_SETTINGS:
+            argv += [f"--{key.replace('_', '-')}", f"{values.get(key, 0):g}"]
+        process = start_process(argv, log_path, env=self.cluster.env, cwd=Path(__file__).resolve().parents[2])
+        self._link_queues[host] = process
+
+        def ready() -> bool:
+            if process.poll() is not None:
+                raise NemesisError(f"linkqueue on {host} exited ({process.returncode}): {log_tail(log_path, 20)}")
+            return READY in log_path.read_text()
+
+        queue_rule = ["-o", HOST_INTERFACE, "-j", "NFQUEUE", "--queue-num", str(LINK_QUEUE_NUMBER), "--queue-bypass"]
+        try:
+            wait_until(ready, LINK_QUEUE_START_TIMEOUT_S, 0.05, message=f"linkqueue on {host} to bind its queue")
+            for rule in (["-N", LINK_CHAIN], ["-A", LINK_CHAIN, *queue_rule], ["-A", "OUTPUT", "-j", LINK_CHAIN]):
+                self.network.run_in(host, ["iptables", *rule])
+        except BaseException:
+            self._unlink(host)
+            raise
+        self._linked_hosts.add(host)
+        settings = ", ".join(f"{key}={values[key]:g}" for key in LINK_SETTINGS if key in values)
+        return (f"{host}: {settings} by linkqueue (pid {process.pid}) on netfilter queue {LINK_QUEUE_NUMBER} "
+                f"(no sch_netem in this kernel)")
+
+    def _unlink(self, host: str) -> None:
         self.network.run_in(host, ["tc", "qdisc", "del", "dev", HOST_INTERFACE, "root"], check=False)
         self.network.run_in(host, ["nft", "delete", "table", "inet", LINK_TABLE], check=False)
+        for argv in (["-D", "OUTPUT", "-j", LINK_CHAIN], ["-F", LINK_CHAIN], ["-X", LINK_CHAIN]):
+            self.network.run_in(host, ["iptables", *argv], check=False)
+        process = self._link_queues.pop(host, None)
+        if process is not None:
+            stop_process(process, timeout_s=5)
         self._linked_hosts.discard(host)
-        return f"{host}: root qdisc of {HOST_INTERFACE} and nft table {LINK_TABLE} removed"
+
+    def _op_unlink(self, host: str) -> str:
+        self._hosts(host)
+        self._unlink(host)
+        return f"{host}: root qdisc of {HOST_INTERFACE}, nft table {LINK_TABLE} and iptables chain {LINK_CHAIN} removed"
 
     # ------------------------------------------------------------------ processes
 
@@ -357,9 +414,17 @@ def parse_link_settings(text: str) -> dict[str, float]:
         if key not in LINK_SETTINGS:
             raise NemesisError(f"unknown link setting {key!r}; known: {', '.join(LINK_SETTINGS)}")
         values[key] = float(value)
+        if values[key] < 0 or key in ("loss", "reorder") and values[key] > 100:
+            raise NemesisError(f"{key}={value} is out of range ({key} is a percentage)" if key in ("loss", "reorder")
+                               else f"{key}={value} is negative")
     if not values:
         raise NemesisError("no link setting given")
     return values
+
+
+def link_queue_supported() -> bool:
+    """Whether `linkqueue` can run: NetfilterQueue importable and iptables there."""
+    return importlib.util.find_spec("netfilterqueue") is not None and shutil.which("iptables") is not None
 
 
 def available_kinds(nemesis: Nemesis) -> tuple[str, ...]:
@@ -368,7 +433,8 @@ def available_kinds(nemesis: Nemesis) -> tuple[str, ...]:
     if not glob.glob(FAKETIME_LIBRARY_GLOB):
         kinds.remove("skew")
     if nemesis.cluster.network is not None:
-        kinds = [kind for kind in NETWORK_KINDS if kind != "link" or nemesis.netem_supported()] + kinds
+        kinds = [kind for kind in NETWORK_KINDS
+                 if kind != "link" or nemesis.netem_supported() or link_queue_supported()] + kinds
     return tuple(kinds)
 
 
