@@ -156,11 +156,13 @@ class LocalCluster:
 
     def add_broker(self) -> str:
         """Lays out one more broker, the next id, configured as the others (its ports free ones, or
-        the fixed scheme's), and rewrites the layout; returns its name (start it with
-        `start_service`)."""
+        the fixed scheme's; on a network, a host of its own), and rewrites the layout; returns its
+        name (start it with `start_service`)."""
         brokers = [self.services[name] for name in self.broker_names]
         node_id = max((spec.node_id for spec in brokers), default=0) + 1
         config = dict(brokers[-1].config) if brokers else {}
+        if self.network is not None:
+            self.network.add_host(f"broker-{node_id}")
         self._add(self._broker_spec(node_id, config))
         self.write_layout()
         return f"broker-{node_id}"

@@ -55,7 +55,7 @@ from typing import NamedTuple
 from services.devcluster.launcher import ZOOKEEPER_HOST, LocalCluster
 from services.devcluster.linkqueue import READY
 from services.devcluster.netns import HOST_INTERFACE, HostNetwork, NetworkError
-from services.devcluster.proc import log_tail, start_process, stop_process, wait_until
+from services.devcluster.proc import log_tail, process_state, start_process, stop_process, wait_until
 from services.devcluster.zookeeper import running_pid as zookeeper_pid
 
 CLIENT = "client"
@@ -64,6 +64,7 @@ LINK_TABLE = "odradek_nemesis_link"
 FAKETIME_LIBRARY_GLOB = "/usr/lib/*/faketime/libfaketime.so.1"
 FAKETIME_INSTALL = "apt-get install faketime libfaketime"
 RESTART_TIMEOUT_S = 60.0
+SIGNAL_TIMEOUT_S = 10.0  # for a paused process to show as stopped, a resumed one as running
 LINK_CHAIN = "ODRADEK_LINK"
 LINK_QUEUE_NUMBER = 0  # queues are per network namespace
 LINK_QUEUE_START_TIMEOUT_S = 10.0
@@ -348,12 +349,14 @@ class Nemesis:
     def _op_pause(self, name: str) -> str:
         pid = self._signal(name, signal.SIGSTOP)
         self._paused.add(name)
-        return f"SIGSTOP to {name} (pid {pid})"
+        wait_until(lambda: process_state(pid) == "T", SIGNAL_TIMEOUT_S, message=f"{name} (pid {pid}) to stop")
+        return f"SIGSTOP to {name} (pid {pid}), stopped"
 
     def _op_resume(self, name: str) -> str:
         pid = self._signal(name, signal.SIGCONT)
         self._paused.discard(name)
-        return f"SIGCONT to {name} (pid {pid})"
+        wait_until(lambda: process_state(pid) != "T", SIGNAL_TIMEOUT_S, message=f"{name} (pid {pid}) to resume")
+        return f"SIGCONT to {name} (pid {pid}), running"
 
     def _op_kill(self, name: str) -> str:
         self._service(name)

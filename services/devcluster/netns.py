@@ -185,6 +185,20 @@ class HostNetwork:
         self.created = True
         return self
 
+    def add_host(self, host: str) -> str:
+        """Adds one more host to a created network (its namespace, veth and the next address)."""
+        if host in self.hosts:
+            raise ValueError(f"{host} is already a host of run {self.run_id}")
+        self.hosts.append(host)
+        try:
+            self._create_host(host)
+        except BaseException:
+            run_command(["ip", "netns", "del", self.namespace(host)], check=False)
+            run_command(["ip", "link", "del", self.veth(host)], check=False)
+            self.hosts.remove(host)
+            raise
+        return self.address(host)
+
     def _create_host(self, host: str) -> None:
         namespace, veth = self.namespace(host), self.veth(host)
         run_command(["ip", "netns", "add", namespace])

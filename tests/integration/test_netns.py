@@ -31,8 +31,9 @@ from services.devcluster.nemesis import (
     run_schedule,
 )
 from services.devcluster.netns import HostNetwork, NetworkError, run_links, run_namespaces, unsupported_reason
-from services.devcluster.proc import wait_until
+from services.devcluster.proc import process_state, wait_until
 from services.devcluster.zookeeper import ZooKeeperNotInstalledError, find_installation
+from services.devcluster.zookeeper import running_pid as zookeeper_pid
 from tests.integration.conftest import (
     CLIENT_CONFIG,
     TEARDOWN_STOP_TIMEOUT_S,
@@ -111,6 +112,12 @@ def partition_state(cluster: LocalCluster, topic: str, partition: int = 0):
     return None if found is None else found.value
 
 
+def leader_seen_by(endpoint: str, topic: str) -> int:
+    """The leader of partition 0 as the broker at `endpoint` answers metadata."""
+    with LowLevelClient(bootstrap_servers=endpoint, **CLIENT_CONFIG) as client:
+        return next(p.leader for p in client.partitions_for(topic) if p.partition == 0)
+
+
 def produce(bootstrap: str, topic: str, values: list[bytes]) -> int:
     with LowLevelClient(bootstrap_servers=bootstrap, **CLIENT_CONFIG) as client:
         result = client.produce(topic, 0, build_batch(values), acks=-1, timeout_ms=10000,
@@ -163,6 +170,9 @@ def test_isolated_leader_loses_leadership_and_rejoins_the_isr_after_heal(
     state = wait_until(lambda: (s := partition_state(cluster, topic)) and s.leader not in (-1, leader) and s,
                        FAILOVER_TIMEOUT_S, 0.2, message=f"leadership of {topic}-0 to leave broker {leader}")
     assert leader not in state.isr
+    for endpoint in others.split(","):  # the brokers' metadata follows ZooKeeper's state a little later
+        wait_until(lambda endpoint=endpoint: leader_seen_by(endpoint, topic) not in (-1, leader), FAILOVER_TIMEOUT_S,
+                   0.2, message=f"{endpoint} to tell a leader of {topic}-0 other than broker {leader}")
     produce(others, topic, [b"during"])
 
     nemesis.apply("heal")
@@ -226,9 +236,15 @@ def refusal_ms(network: HostNetwork, source: str, address: str) -> float:
 def test_pause_kill_restart_and_clock_skew(cluster: LocalCluster, nemesis: Nemesis) -> None:
     pid = cluster.running_pid("coordinator-2001")
     nemesis.apply("pause:coordinator-2001")
-    assert _state(pid) == "T"
+    assert process_state(pid) == "T"
     nemesis.apply("resume:coordinator-2001")
-    assert _state(pid) != "T"
+    assert process_state(pid) != "T"
+
+    zookeeper = zookeeper_pid(cluster.base_dir / "zookeeper")
+    nemesis.apply("pause:zookeeper")
+    assert process_state(zookeeper) == "T"
+    nemesis.apply("resume:zookeeper")
+    assert process_state(zookeeper) != "T"
 
     nemesis.apply("skew:controller-1001:+120s")
     skewed = cluster.running_pid("controller-1001")
@@ -270,8 +286,6 @@ def test_the_network_is_removed_when_the_block_using_it_fails() -> None:
         network.run_in("a", ["true"])
 
 
-def _state(pid: int) -> str:
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
 def test_dev_up_hosts_serves_from_namespaces_and_dev_down_removes_them(tmp_path: Path, capsys) -> None:
@@ -286,6 +300,10 @@ def test_dev_up_hosts_serves_from_namespaces_and_dev_down_removes_them(tmp_path:
         assert len(run_namespaces(run_id)) == 4  # zookeeper, controller, broker, coordinator
         printed = capsys.readouterr().out
         assert f"Bootstrap servers: {cluster.endpoint('broker-1')}" in printed
+        assert cli_main(["dev", "add-broker", "--dir", str(base)]) == 0, capsys.readouterr().out
+        grown = LocalCluster.load(base)
+        assert grown.endpoint("broker-2").startswith(grown.network.address("broker-2") + ":")
+        assert len(run_namespaces(run_id)) == 5
         assert cli_main(["dev", "status", "--dir", str(base)]) == 0
         assert cli_main(["dev", "down", "--dir", str(base)]) == 0
         assert f"Removed network run {run_id}" in capsys.readouterr().out
