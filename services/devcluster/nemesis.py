@@ -47,7 +47,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -391,11 +391,12 @@ class Nemesis:
         return f"restarted {name} (pid {pid}) with the true clock"
 
     def _restart(self, name: str) -> int:
-        self._paused.discard(name)
+        """Stops `name` cleanly (resuming it first if paused: a stopped process ignores SIGTERM),
+        so its ZooKeeper session ends at once, and starts it again."""
+        if name in self._paused:
+            self._op_resume(name)
         self._killed.discard(name)
-        if self.cluster.running_pid(name) is not None:
-            self.cluster.kill_service(name)  # a paused process would not answer SIGTERM
-        return self.cluster.start_service(name, timeout_s=self.restart_timeout_s)
+        return self.cluster.restart_service(name, timeout_s=self.restart_timeout_s)
 
 
 def known_ops() -> list[str]:
@@ -535,22 +536,32 @@ def _fault(rng: random.Random, kind: str, hosts: Sequence[str], processes: Seque
 
 
 def run_schedule(cluster: LocalCluster | Nemesis, schedule: Schedule | Iterable[Step],
-                 stop_event: threading.Event | None = None) -> list[OpRecord]:
-    """Applies each step when it is due (a step made late by a slow one runs at once; its record
-    keeps when it was due), until the schedule ends or `stop_event` is set; then heals everything,
-    however it ended. A failing op is recorded and the schedule goes on. Returns every record."""
+                 stop_event: threading.Event | None = None,
+                 on_record: Callable[[OpRecord], None] | None = None) -> list[OpRecord]:
+    """Applies each step when it is due, until the schedule ends or `stop_event` is set; then heals
+    everything, however it ended. The schedule's clock stands still while an op is being applied
+    (a restart waits until the service serves), so every fault is held, and every calm lasts, as
+    long as the schedule says; a record's `due_at` is when its step became due. A failing op is
+    recorded and the schedule goes on. Returns every record, each also passed to `on_record`."""
     nemesis = cluster if isinstance(cluster, Nemesis) else Nemesis(cluster)
     stop_event = stop_event or threading.Event()
     started_mono, started_wall = time.monotonic(), time.time()
+    applying_s = 0.0  # time spent applying ops, by which every later step moves
     first = len(nemesis.records)
     try:
         for step in schedule:
-            if stop_event.wait(max(0.0, started_mono + step.at_s - time.monotonic())):
+            if stop_event.wait(max(0.0, started_mono + applying_s + step.at_s - time.monotonic())):
                 break
+            applying_from = time.monotonic()
             try:
-                nemesis.apply(step, due_at=started_wall + step.at_s)
+                nemesis.apply(step, due_at=started_wall + applying_s + step.at_s)
             except NemesisError:
                 pass  # recorded
+            applying_s += time.monotonic() - applying_from
+            if on_record is not None:
+                on_record(nemesis.records[-1])
     finally:
-        nemesis.heal_all()
+        for record in nemesis.heal_all():
+            if on_record is not None:
+                on_record(record)
     return nemesis.records[first:]
