@@ -4,9 +4,11 @@ into it, every fault is undone by the duration, and ops and link settings parse.
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
+from services.clients.cli import main as cli_main
 from services.devcluster.launcher import LocalCluster
 from services.devcluster.nemesis import (
     ALL_KINDS,
@@ -109,3 +111,32 @@ def test_the_runner_records_failures_goes_on_and_stops_on_its_event(tmp_path):
     assert "no service 'broker-1'" in records[0].detail
     assert "need a cluster started on a HostNetwork" in records[1].detail
     assert records[0].due_at is not None
+
+
+class _SlowNemesis(Nemesis):
+    """A nemesis whose one op takes a while, as a restart does."""
+
+    def _op_slow(self) -> str:
+        time.sleep(0.3)
+        return "slept 0.3 s"
+
+
+def test_the_schedule_clock_stands_still_while_an_op_is_applied(tmp_path):
+    nemesis = _SlowNemesis(LocalCluster(tmp_path, brokers=0, controllers=0))
+    schedule = Schedule(1, 1.0, (), (), [Step(0.0, "slow"), Step(0.1, "slow"), Step(0.2, "slow")])
+    records = run_schedule(nemesis, schedule)
+    assert [record.ok for record in records] == [True, True, True]
+    starts = [record.started_at for record in records]
+    assert starts[1] - starts[0] >= 0.4 - 0.02 and starts[2] - starts[1] >= 0.4 - 0.02  # 0.3 applying + 0.1 calm
+    assert records[1].due_at - records[0].due_at == pytest.approx(0.4, abs=0.05)
+
+
+def test_dev_nemesis_prints_a_schedule_that_replays(tmp_path, capsys):
+    LocalCluster(tmp_path, brokers=3, controllers=1).write_layout()  # laid out, never started
+    assert cli_main(["dev", "nemesis", "--dir", str(tmp_path), "--seed", "3", "--duration", "30",
+                     "--kinds", "pause,kill", "--dry-run"]) == 0
+    line = capsys.readouterr().out.splitlines()[1]
+    assert line == str(Schedule.generate(3, ["controller-1001", "broker-1", "broker-2", "broker-3"], 30,
+                                         ("pause", "kill")))
+    assert cli_main(["dev", "nemesis", "--dir", str(tmp_path), "--replay", line, "--dry-run"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == line
