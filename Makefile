@@ -76,6 +76,16 @@ test-deps:
 	    echo "no chromium: the web console's browser test is skipped ('sudo apt-get install chromium')" >&2; \
 	  fi; \
 	fi
+	@if [ ! -f /usr/include/libnetfilter_queue/libnetfilter_queue.h ] || ! command -v faketime >/dev/null 2>&1 || \
+	    ! command -v nft >/dev/null 2>&1 || ! command -v iptables >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing what the network fault tests use (Debian packages iproute2 nftables iptables faketime libfaketime libnetfilter-queue-dev)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      iproute2 nftables iptables faketime libfaketime libnetfilter-queue-dev >/dev/null; \
+	  else \
+	    echo "the network fault tests need root and 'sudo apt-get install iproute2 nftables iptables faketime libfaketime libnetfilter-queue-dev'" >&2; \
+	  fi; \
+	fi
 	@if ! command -v mvn >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing Maven (Debian package maven): it fetches Apache Kafka's jars for the tests run beside it"; \
@@ -97,6 +107,7 @@ $(RUN_INSTALLED): pyproject.toml services/common/records/_framing.c | $(PY)
 $(TEST_INSTALLED): pyproject.toml services/common/records/_framing.c | $(PY)
 	$(PY) -m pip install -q --upgrade pip
 	$(PIP_INSTALL) '.[dev,spark]'
+	@if [ -f /usr/include/libnetfilter_queue/libnetfilter_queue.h ]; then $(PIP_INSTALL) '.[dev,spark,faults]'; fi
 	@touch $@ $(RUN_INSTALLED)
 
 # Apache Kafka's broker and Java tools from Maven Central, once, under ~/.cache/odradek

@@ -1,4 +1,4 @@
-"""`odradek dev up|down|status|add-broker|start|stop|restart|kill`: a local cluster under one
+"""`odradek dev up|down|status|add-broker|nemesis|start|stop|restart|kill`: a local cluster under one
 directory, through `LocalCluster`.
 
 `up` starts ZooKeeper, the controllers, the brokers, the coordinators and the HTTP gateways on the
@@ -7,9 +7,17 @@ coordinators 9094/9194..., gateways 8080/8180...; each gRPC service's Prometheus
 + 10, brokers 9102/9202..., a gateway's at its own `/metrics`), creates the `demo` topic (3 partitions,
 replication factor min(3, brokers)) unless asked not to, and prints the endpoints (the gateways'
 URLs among them) and how to use them. A cluster already running from the directory is reported, not started twice.
-`down` stops whatever `<dir>/cluster.json` records; `status` prints each service and exits with 1
-when any is down. `add-broker` lays out the next broker (`broker-4` after three, on the next
-ports of the scheme: 9392, Kafka listener 19392, metrics 9402), starts it and waits until it serves.
+With `--hosts`, `up` gives ZooKeeper and every service a network namespace and an address of its own
+on a bridge made for the run (`HostNetwork`; root only), so network faults can be injected between
+them (`services.devcluster.nemesis`); the endpoints it prints are those addresses, reachable from
+this machine. `down` stops whatever `<dir>/cluster.json` records and tears down the run's network.
+`status` prints each service and exits with 1 when any is down. `add-broker` lays out the next
+broker (`broker-4` after three, on the next ports of the scheme: 9392, Kafka listener 19392, metrics
+9402; on a network, a host of its own), starts it and waits until it serves.
+
+`nemesis` applies a seeded schedule of faults (`services.devcluster.nemesis`; `--seed`,
+`--duration`, `--kinds`), printing its one-line form first and each fault as it is applied, and
+heals everything at the end or on Ctrl-C; `--replay LINE` runs that line's schedule again exactly.
 
 `start|stop|restart|kill SERVICE` act on one service named as `status` prints it (`broker-1`,
 `controller-1001`, `coordinator-2001`, ...): `stop` sends SIGTERM and waits for the exit (SIGKILL
@@ -23,6 +31,7 @@ A service restarted soon after a SIGKILL first waits for its previous ZooKeeper 
 from __future__ import annotations
 
 import argparse
+import random
 import time
 from pathlib import Path
 from typing import TextIO
@@ -30,7 +39,9 @@ from typing import TextIO
 from services.clients.admin import Admin
 from services.clients.admin_types import NewTopic
 from services.common.errors import Errors, KafkaError
-from services.devcluster.launcher import LocalCluster
+from services.devcluster.launcher import LocalCluster, hosts_for
+from services.devcluster.nemesis import ALL_KINDS, Nemesis, Schedule, available_kinds, run_schedule
+from services.devcluster.netns import HostNetwork, unsupported_reason
 from services.devcluster.proc import log_tail
 from services.devcluster.zookeeper import running_pid as zookeeper_pid
 
@@ -44,7 +55,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser = subparsers.add_parser("dev", help="run a local development cluster",
                                    description="Run a local cluster (ZooKeeper, controllers, brokers, coordinators).")
     commands = parser.add_subparsers(dest="dev_command", required=True,
-                                     metavar="{up,down,status,start,stop,restart,kill}")
+                                     metavar="{up,down,status,add-broker,nemesis,start,stop,restart,kill}")
     up = commands.add_parser("up", help="start the cluster and create the demo topic")
     up.add_argument("--brokers", type=_positive, default=3, help="number of brokers (default 3)")
     up.add_argument("--controllers", type=_positive, default=2, help="number of controllers (default 2)")
@@ -52,6 +63,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                     help="number of group coordinators (default 2)")
     up.add_argument("--gateways", type=_not_negative, default=1,
                     help="number of HTTP gateways (REST Proxy API; default 1, on port 8080)")
+    up.add_argument("--hosts", action="store_true",
+                    help="run each service in its own network namespace with its own address on a "
+                         "bridge made for the run (needs root); default: every service on 127.0.0.1")
     up.add_argument("--no-demo-topic", action="store_true", help=f"do not create the {DEMO_TOPIC!r} topic")
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for each service")
     up.set_defaults(run=run_up)
@@ -65,8 +79,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     add_broker.add_argument("--timeout", type=float, default=SERVICE_TIMEOUT_S,
                             help="seconds to wait for it to serve (default 60)")
     add_broker.set_defaults(run=run_add_broker)
+    nemesis = commands.add_parser(
+        "nemesis", help="inject faults from a seeded schedule (a cluster of `up --hosts` for network faults)",
+        description="Apply a seeded schedule of faults to the cluster, printing each as it is applied, then "
+                    "heal everything (also on Ctrl-C). The schedule's line, printed first, replays it with --replay.")
+    nemesis.add_argument("--seed", type=int, default=None, help="the schedule's seed (default: a random one)")
+    nemesis.add_argument("--duration", type=float, default=60.0, help="seconds of faults (default 60)")
+    nemesis.add_argument("--kinds", default=None,
+                         help="comma-separated fault kinds (default: every kind this machine can apply; "
+                              f"known: {','.join(ALL_KINDS)})")
+    nemesis.add_argument("--replay", metavar="LINE", default=None, help="a schedule's line, replayed exactly")
+    nemesis.add_argument("--dry-run", action="store_true", help="print the schedule only")
+    nemesis.set_defaults(run=run_nemesis)
     services = _add_service_parsers(commands)
-    for sub in (up, down, status, add_broker, *services):
+    for sub in (up, down, status, add_broker, nemesis, *services):
         sub.add_argument("--dir", default="./var", help="the cluster's directory (default ./var)")
     return parser
 
@@ -125,8 +151,17 @@ def run_up(args: argparse.Namespace, out: TextIO) -> int:
                 print(f"Some services are down; restart with `odradek dev down --dir {args.dir}` "
                       f"then `odradek dev up --dir {args.dir}`.", file=out)
             return 0 if healthy else 1
+    network = None
+    if args.hosts:
+        if (reason := unsupported_reason()) is not None:
+            print(f"Cannot give the services hosts of their own: {reason}.", file=out)
+            return 1
+        network = HostNetwork(hosts_for(args.controllers, args.brokers, args.coordinators, args.gateways))
+        network.create(remove_at_exit=False)  # outlives this command; `odradek dev down` removes it
+        print(f"Made network {network.subnet} (bridge {network.bridge}, this machine at "
+              f"{network.root_address}) with a namespace per service, run id {network.run_id}.", file=out)
     cluster = LocalCluster(base, brokers=args.brokers, controllers=args.controllers,
-                           coordinators=args.coordinators, gateways=args.gateways)
+                           coordinators=args.coordinators, gateways=args.gateways, network=network)
     print(f"Starting ZooKeeper, {args.controllers} controller(s), {args.brokers} broker(s), "
           f"{args.coordinators} coordinator(s) and {args.gateways} HTTP gateway(s) "
           f"in {cluster.base_dir} ...", file=out, flush=True)
@@ -134,7 +169,13 @@ def run_up(args: argparse.Namespace, out: TextIO) -> int:
         cluster.start(timeout_s=args.timeout)
     except (RuntimeError, TimeoutError, OSError) as error:
         print(f"Failed to start the cluster: {failure_report(cluster, error)}", file=out)
+        if network is not None:
+            network.teardown()
         return 1
+    except BaseException:  # interrupted: the services are stopped already, the network goes too
+        if network is not None:
+            network.teardown()
+        raise
     code = 0
     if not args.no_demo_topic:
         code = create_demo_topic(cluster, min(3, args.brokers), args.timeout, out)
@@ -183,7 +224,7 @@ def print_endpoints(cluster: LocalCluster, out: TextIO) -> None:
     print(f"\nBootstrap servers: {bootstrap}", file=out)
     if cluster.kafka_bootstrap_servers:
         print(f"Kafka protocol bootstrap servers (Kafka clients): {cluster.kafka_bootstrap_servers}", file=out)
-        coordinators = [f"{n} {cluster.host}:{cluster.services[n].kafka_port}" for n in cluster.coordinator_names
+        coordinators = [f"{n} {cluster.host_of(n)}:{cluster.services[n].kafka_port}" for n in cluster.coordinator_names
                         if cluster.services[n].kafka_port >= 0]
         if coordinators:
             print(f"Kafka protocol group and transaction coordinators: {', '.join(coordinators)}", file=out)
@@ -244,6 +285,9 @@ def run_down(args: argparse.Namespace, out: TextIO) -> int:
     cluster = LocalCluster.load(base)
     cluster.stop()
     print(f"Stopped the cluster in {cluster.base_dir}.", file=out)
+    if cluster.network is not None:
+        removed = cluster.network.teardown()
+        print(f"Removed network run {cluster.network.run_id}: {len(removed)} namespaces and links.", file=out)
     return 0
 
 
@@ -355,3 +399,41 @@ def run_kill(args: argparse.Namespace, out: TextIO) -> int:
         return 1
     print(f"Killed {args.service} (pid {pid}) with SIGKILL.", file=out)
     return 0
+
+
+def run_nemesis(args: argparse.Namespace, out: TextIO) -> int:
+    base = Path(args.dir)
+    if not _layout_exists(base):
+        print(f"No cluster in {base.resolve()} (no cluster.json); start one with `odradek dev up --hosts`.",
+              file=out)
+        return 1
+    cluster = LocalCluster.load(base)
+    nemesis = Nemesis(cluster)
+    if args.replay:
+        schedule = Schedule.parse(args.replay)
+    else:
+        kinds = tuple(args.kinds.split(",")) if args.kinds else available_kinds(nemesis)
+        hosts = cluster.network.hosts if cluster.network is not None else cluster.all_names
+        seed = args.seed if args.seed is not None else random.randrange(2**31)
+        try:
+            schedule = Schedule.generate(seed, hosts, args.duration, kinds)
+        except ValueError as error:
+            print(f"Cannot make a schedule: {error}", file=out)
+            return 1
+    print(f"Schedule ({len(schedule)} steps; replay with --replay):\n{schedule}", file=out, flush=True)
+    if args.dry_run:
+        return 0
+    failed = 0
+
+    def show(record) -> None:
+        nonlocal failed
+        failed += not record.ok
+        print(f"  {record}", file=out, flush=True)
+
+    try:
+        run_schedule(nemesis, schedule, on_record=show)
+    except KeyboardInterrupt:
+        print("Interrupted; healed.", file=out)
+        return 130
+    print(f"Done: {len(schedule)} steps, {failed} failed; every fault healed.", file=out)
+    return 0 if failed == 0 else 1

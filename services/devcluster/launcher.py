@@ -18,6 +18,15 @@ restarted or killed by name (`start_service`, `stop_service`, `restart_service`,
 with the config it was laid out with; `add_broker` lays out one more broker to start. With
 `zookeeper_connect` the cluster uses an existing ensemble (the tests share one) instead of
 starting ZooKeeper.
+
+With `network` (a created `HostNetwork` whose hosts are `ZOOKEEPER_HOST` and every service name,
+see `hosts_for`), each service and ZooKeeper runs inside its own network namespace
+(`ip netns exec <ns> ...`) and binds and advertises its host's address (listeners, Kafka listeners,
+metrics, ZooKeeper's client port, the connect strings and bootstrap lists derived from them) on the
+fixed port scheme; the root namespace reaches them through the run's bridge. The layout records the
+network, so `load` gets it back and `odradek dev down` tears it down. `service_env[name]` adds
+environment variables to one service's next start (a skewed clock: libfaketime's `LD_PRELOAD` and
+`FAKETIME`).
 """
 
 from __future__ import annotations
@@ -25,16 +34,18 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from services.common.health import check_health, http_ready
+from services.devcluster.netns import HostNetwork
 from services.devcluster.proc import (
     free_port,
     log_tail,
     pid_alive,
     running_pid_from_file,
-    start_python_module,
+    start_process,
     stop_pid,
     wait_until,
     write_pid_file,
@@ -52,6 +63,7 @@ CONTROLLER_ID_BASE = 1000
 COORDINATOR_ID_BASE = 2000
 GATEWAY_BASE_PORT = 8080
 METRICS_PORT_OFFSET = 10  # a gRPC service's metrics port is its own + 10 (broker-1: 9102)
+ZOOKEEPER_HOST = "zookeeper"  # ZooKeeper's host name on a `HostNetwork`
 
 
 @dataclass
@@ -91,12 +103,17 @@ class LocalCluster:
         coordinator_config: dict[str, object] | None = None,
         gateway_config: dict[str, object] | None = None,
         env: dict[str, str] | None = None,
+        network: HostNetwork | None = None,
     ):
         self.base_dir = Path(base_dir).resolve()
+        self.network = network
+        if network is not None:  # every host has its own address: the fixed ports never clash
+            host, free_ports = network.root_address, False
         self.host = host
         self.external_zookeeper = zookeeper_connect
         self.zookeeper_chroot = zookeeper_chroot
         self.env = {**os.environ, **(env or {})}
+        self.service_env: dict[str, dict[str, str]] = {}
         self.zookeeper: ZooKeeperServer | None = None
         self._zk_port = free_port(host) if free_ports else ZOOKEEPER_PORT
         self.free_ports = free_ports
@@ -139,11 +156,13 @@ class LocalCluster:
 
     def add_broker(self) -> str:
         """Lays out one more broker, the next id, configured as the others (its ports free ones, or
-        the fixed scheme's), and rewrites the layout; returns its name (start it with
-        `start_service`)."""
+        the fixed scheme's; on a network, a host of its own), and rewrites the layout; returns its
+        name (start it with `start_service`)."""
         brokers = [self.services[name] for name in self.broker_names]
         node_id = max((spec.node_id for spec in brokers), default=0) + 1
         config = dict(brokers[-1].config) if brokers else {}
+        if self.network is not None:
+            self.network.add_host(f"broker-{node_id}")
         self._add(self._broker_spec(node_id, config))
         self.write_layout()
         return f"broker-{node_id}"
@@ -152,11 +171,15 @@ class LocalCluster:
 
     @property
     def zookeeper_connect(self) -> str:
-        connect = self.external_zookeeper or f"{self.host}:{self._zk_port}"
+        connect = self.external_zookeeper or f"{self.host_of(ZOOKEEPER_HOST)}:{self._zk_port}"
         return connect + self.zookeeper_chroot
 
+    def host_of(self, name: str) -> str:
+        """The address service `name` (or `ZOOKEEPER_HOST`) binds: its own host's on a network."""
+        return self.host if self.network is None else self.network.address(name)
+
     def endpoint(self, name: str) -> str:
-        return f"{self.host}:{self.services[name].port}"
+        return f"{self.host_of(name)}:{self.services[name].port}"
 
     @property
     def broker_names(self) -> list[str]:
@@ -183,7 +206,7 @@ class LocalCluster:
         if self.services[name].kind == "gateway":
             return f"{self.gateway_url(name)}/metrics"
         port = int(self.service_config(name).get("metrics.port", -1))
-        return f"http://{self.host}:{port}/metrics" if port >= 0 else None
+        return f"http://{self.host_of(name)}:{port}/metrics" if port >= 0 else None
 
     @property
     def all_names(self) -> list[str]:
@@ -197,7 +220,7 @@ class LocalCluster:
     @property
     def kafka_bootstrap_servers(self) -> str:
         """The brokers' Kafka protocol listeners, for Kafka clients."""
-        return ",".join(f"{self.host}:{self.services[n].kafka_port}" for n in self.broker_names
+        return ",".join(f"{self.host_of(n)}:{self.services[n].kafka_port}" for n in self.broker_names
                         if self.services[n].kafka_port >= 0)
 
     def broker_name(self, broker_id: int) -> str:
@@ -216,17 +239,17 @@ class LocalCluster:
         return self.base_dir / "config" / f"{name}.properties"
 
     def service_config(self, name: str) -> dict[str, str]:
-        spec = self.services[name]
+        spec, host = self.services[name], self.host_of(name)
         if spec.kind == "gateway":
-            return {"gateway.id": str(spec.node_id), "listeners": f"http://{self.host}:{spec.port}",
+            return {"gateway.id": str(spec.node_id), "listeners": f"http://{host}:{spec.port}",
                     "bootstrap.servers": self.bootstrap_servers, **spec.config}
         config = {
-            "listeners": f"PLAINTEXT://{self.host}:{spec.port}",
+            "listeners": f"PLAINTEXT://{host}:{spec.port}",
             "zookeeper.connect": self.zookeeper_connect,
             "metrics.port": str(spec.metrics_port),
         }
         if spec.kafka_port >= 0:
-            config["kafka.listeners"] = f"PLAINTEXT://{self.host}:{spec.kafka_port}"
+            config["kafka.listeners"] = f"PLAINTEXT://{host}:{spec.kafka_port}"
         if spec.kind == "broker":
             config["broker.id"] = str(spec.node_id)
             config["log.dirs"] = str(self.data_dir(name))
@@ -249,6 +272,7 @@ class LocalCluster:
                           "external": self.external_zookeeper},
             "services": {name: asdict(spec) for name, spec in self.services.items()},
             "free_ports": self.free_ports,
+            "network": None if self.network is None else self.network.to_dict(),
         }
         (self.base_dir / "cluster.json").write_text(json.dumps(layout, indent=2) + "\n")
 
@@ -257,8 +281,10 @@ class LocalCluster:
         """The cluster described by `<base_dir>/cluster.json` (to stop it or show its status)."""
         base = Path(base_dir).resolve()
         layout = json.loads((base / "cluster.json").read_text())
+        network = HostNetwork.from_dict(layout["network"]) if layout.get("network") else None
         cluster = cls(base, brokers=0, controllers=0, host=layout["host"],
-                      zookeeper_connect=layout["zookeeper"]["external"], free_ports=layout.get("free_ports", False))
+                      zookeeper_connect=layout["zookeeper"]["external"], free_ports=layout.get("free_ports", False),
+                      network=network)
         cluster._zk_port = layout["zookeeper"]["port"]
         if layout["zookeeper"]["external"]:
             cluster.zookeeper_chroot = layout["zookeeper"]["connect"][len(layout["zookeeper"]["external"]):]
@@ -276,7 +302,8 @@ class LocalCluster:
         if self.external_zookeeper is None:
             zookeeper_dir = self.base_dir / "zookeeper"
             if running_pid(zookeeper_dir) is None:
-                self.zookeeper = ZooKeeperServer(zookeeper_dir, self._zk_port, self.host).start(timeout_s)
+                self.zookeeper = ZooKeeperServer(zookeeper_dir, self._zk_port, self.host_of(ZOOKEEPER_HOST),
+                                                 command_prefix=self.exec_prefix(ZOOKEEPER_HOST)).start(timeout_s)
         try:
             for name in self.all_names:
                 self.start_service(name, wait=False)
@@ -291,14 +318,18 @@ class LocalCluster:
         if self.running_pid(name) is not None:
             raise RuntimeError(f"{name} is already running")
         self.data_dir(name).mkdir(parents=True, exist_ok=True)
-        process = start_python_module(
-            self.services[name].module, ["--config", str(self.config_path(name))],
-            self.log_path(name), env=self.env, cwd=Path(__file__).resolve().parents[2],
-        )
+        argv = [*self.exec_prefix(name), sys.executable, "-m", self.services[name].module,
+                "--config", str(self.config_path(name))]
+        process = start_process(argv, self.log_path(name), env={**self.env, **self.service_env.get(name, {})},
+                                cwd=Path(__file__).resolve().parents[2])
         write_pid_file(self.pid_path(name), process.pid)
         if wait:
             self.wait_serving(name, timeout_s)
         return process.pid
+
+    def exec_prefix(self, name: str) -> list[str]:
+        """What runs a command on service `name`'s host: nothing on loopback."""
+        return [] if self.network is None else self.network.exec_prefix(name)
 
     def running_pid(self, name: str) -> int | None:
         return running_pid_from_file(self.pid_path(name), expect_in_cmdline=str(self.config_path(name)))
@@ -379,6 +410,15 @@ class LocalCluster:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+def hosts_for(controllers: int, brokers: int, coordinators: int, gateways: int) -> list[str]:
+    """The host names of a `HostNetwork` for a cluster of this shape (ZooKeeper first, then the
+    services as `LocalCluster` names them)."""
+    return ([ZOOKEEPER_HOST] + [f"controller-{CONTROLLER_ID_BASE + i + 1}" for i in range(controllers)]
+            + [f"broker-{i + 1}" for i in range(brokers)]
+            + [f"coordinator-{COORDINATOR_ID_BASE + i + 1}" for i in range(coordinators)]
+            + [f"gateway-{i + 1}" for i in range(gateways)])
 
 
 def _stringify(config: dict[str, object] | None) -> dict[str, str]:

@@ -120,7 +120,7 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return _proc_state(pid) not in ("Z", "X")
+    return process_state(pid) not in ("Z", "X")
 
 
 def stop_pid(pid: int, timeout_s: float = 10.0, kill_timeout_s: float = 5.0) -> bool:
@@ -218,7 +218,8 @@ def log_tail(path: Path | None, max_lines: int = 100) -> str:
     return "\n".join(lines[-max_lines:])
 
 
-def _proc_state(pid: int) -> str | None:
+def process_state(pid: int) -> str | None:
+    """The state letter /proc gives `pid` (R running, S sleeping, T stopped, Z zombie, ...), or None."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:

@@ -7,7 +7,8 @@
     zookeeper.log      the JVM's stdout and stderr
     zookeeper.pid      the server's pid while it runs
 
-and runs `java ... org.apache.zookeeper.server.ZooKeeperServerMain zoo.cfg` in its own session, so it
+and runs `java ... org.apache.zookeeper.server.ZooKeeperServerMain zoo.cfg` (after `command_prefix`, e.g.
+`ip netns exec <ns>` to run it on a host of a `HostNetwork`) in its own session, so it
 keeps running after the process that started it exits. `start()` returns once the server answers the
 `conf` four-letter word with its own dataDir; `stop()` signals its pid (SIGTERM, then SIGKILL). A
 server left running is found and stopped later through its pid file with `running_pid(data_dir)` and
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import shutil
 import socket
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
@@ -116,6 +118,7 @@ class ZooKeeperServer:
         heap_mb: int = 256,
         force_sync: bool = False,
         java_dir: Path = JAVA_DIR,
+        command_prefix: Sequence[str] = (),
     ) -> None:
         self.data_dir = _abs(data_dir)
         self.host = host
@@ -125,6 +128,7 @@ class ZooKeeperServer:
         self.heap_mb = heap_mb
         self.force_sync = force_sync
         self.java_dir = java_dir
+        self.command_prefix = list(command_prefix)  # e.g. `ip netns exec <ns>`: where the server runs
         self._port_fixed = bool(port)
         self._process: Popen[bytes] | None = None
 
@@ -173,6 +177,7 @@ class ZooKeeperServer:
 
     def command(self, java: str, jars: list[Path]) -> list[str]:
         return [
+            *self.command_prefix,
             java,
             f"-Xmx{self.heap_mb}m",
             "-XX:+UseSerialGC",
