@@ -115,8 +115,8 @@ class Partition:
         else:
             return
         logger.info("%s-%d: %s at leader epoch %d", self.topic, self.partition, change, epoch,
-                    extra={"event": LEADERSHIP_EVENT, "topic": self.topic, "partition": self.partition,
-                           "leader": self.is_leader, "leader_epoch": epoch})
+                    extra={"event": LEADERSHIP_EVENT, "broker": self.local_broker_id, "topic": self.topic,
+                           "partition": self.partition, "leader": self.is_leader, "leader_epoch": epoch})
 
     def check_leader_epoch(self, requested_epoch: int) -> None:
         """Kafka's fencing of a client's view of the leader epoch (-1 skips the check)."""

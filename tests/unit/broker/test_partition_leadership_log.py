@@ -15,8 +15,8 @@ def state(leader: int, epoch: int) -> PartitionStateInfo:
                               isr=(1, 2), zk_version=epoch, replicas=(1, 2))
 
 
-def leadership_lines(caplog) -> list[tuple[bool, int, str]]:
-    return [(r.leader, r.leader_epoch, r.getMessage()) for r in caplog.records
+def leadership_lines(caplog) -> list[tuple[int, bool, int, str]]:
+    return [(r.broker, r.leader, r.leader_epoch, r.getMessage()) for r in caplog.records
             if getattr(r, "event", None) == LEADERSHIP_EVENT]
 
 
@@ -31,6 +31,6 @@ def test_starting_and_stopping_to_lead_each_log_one_line_with_the_epoch(tmp_path
     partition.stop_leading()
     partition.stop_leading()  # no longer leading: nothing to say
     assert leadership_lines(caplog) == [
-        (True, 1, "t-0: leads at leader epoch 1"), (True, 2, "t-0: leads at leader epoch 2"),
-        (False, 2, "t-0: stopped leading at leader epoch 2"), (True, 4, "t-0: leads at leader epoch 4"),
-        (False, 4, "t-0: stopped leading at leader epoch 4")]
+        (1, True, 1, "t-0: leads at leader epoch 1"), (1, True, 2, "t-0: leads at leader epoch 2"),
+        (1, False, 2, "t-0: stopped leading at leader epoch 2"), (1, True, 4, "t-0: leads at leader epoch 4"),
+        (1, False, 4, "t-0: stopped leading at leader epoch 4")]
