@@ -19,13 +19,11 @@ from dataclasses import dataclass, field
 
 from services.broker.log.info import UNKNOWN_OFFSET
 from services.common.errors import Errors, KafkaError
+from services.common.logging_setup import LEADERSHIP_EVENT
 from services.common.shared_types import PartitionStateInfo
 from services.common.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
-
-# The `event` field of the line a broker logs when it starts or stops leading a partition.
-LEADERSHIP_EVENT = "leadership"
 
 
 @dataclass

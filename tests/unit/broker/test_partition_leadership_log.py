@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from services.broker.partition import LEADERSHIP_EVENT, Partition
+from services.broker.partition import Partition
+from services.common.logging_setup import LEADERSHIP_EVENT
 from services.common.shared_types import PartitionStateInfo
 from services.common.topic_partition import TopicPartition
 from tests.unit.broker.log.support import open_log
