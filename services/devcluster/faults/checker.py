@@ -30,7 +30,7 @@ from datetime import datetime
 from pathlib import Path
 
 from services.common.logging_setup import LEADERSHIP_EVENT
-from services.devcluster.faults.history import FAIL, INFO, INVOKE, OK, History, parse_value
+from services.devcluster.faults.history import FAIL, HEAL, INFO, INVOKE, NEMESIS, OK, History, parse_value
 
 # Wall-clock slack between the history's times and the log lines' (whose times are truncated to
 # the millisecond): a write counts as sent after a leader started only beyond this.
@@ -72,6 +72,7 @@ class Result:
     examples: dict[str, list] = field(default_factory=lambda: defaultdict(list))
     recovery_s: float | None = None
     label: str = ""
+    errors: list[str] = field(default_factory=list)  # what went wrong in the workload itself
 
     def add(self, verdict: str, example: object) -> None:
         self.counts[verdict] += 1
@@ -111,7 +112,7 @@ def check(history: History, full_read: Mapping[int, list[ReadRecord]],
     brokers' leadership events, of `topic` when given."""
     result = Result()
     ops = history.ops
-    result.faults = sum(1 for op in ops if op.process == "nemesis" and op.type == INFO)
+    result.faults = sum(1 for op in ops if op.process == NEMESIS and op.type == INFO and op.f != HEAL)
     acknowledged = [op for op in ops if op.f == "send" and op.type == OK]
     result.acknowledged = len(acknowledged)
     _check_writes(result, acknowledged, full_read)

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 INVOKE, OK, FAIL, INFO = "invoke", "ok", "fail", "info"
+# The process that records faults (`info` ops named after the fault, `heal` as each ends).
+NEMESIS, HEAL = "nemesis", "heal"
 
 
 @dataclass(frozen=True)
