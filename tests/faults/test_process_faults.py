@@ -14,7 +14,7 @@ from services.devcluster.launcher import LocalCluster
 from tests.integration.conftest import TEST_BROKER_CONFIG, module_cluster
 
 SEED = 32
-FAULTS_S = 25.0
+FAULTS_S = 20.0
 # a killed or stopped broker's partitions move once its ZooKeeper session expires: short
 BROKER_SESSION_TIMEOUT_MS = 3000
 
@@ -33,8 +33,9 @@ def test_a_seeded_schedule_of_kills_and_pauses_breaks_no_verdict(cluster: LocalC
     result = run_with_faults(cluster, schedule, run_schedule, WorkloadConfig(topic="process-faults"),
                              history_path=tmp_path / "history.jsonl")
     result.label = f"seed {SEED}"
-    print(f"\n{schedule.describe()}\n{result.table_header()}\n{result.table_row()}")
+    print(f"\n{schedule.describe()}\n{result.describe()}\n{result.table_header()}\n{result.table_row()}")
     assert not result.errors, result.errors
     assert result.faults == len(schedule)
     assert result.acknowledged > 0 and result.recovery_s is not None
+    assert result.leadership_events > 0 and result.writes_attributed == result.acknowledged
     assert result.violations == 0, result.describe()

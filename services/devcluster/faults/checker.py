@@ -73,6 +73,8 @@ class Result:
     recovery_s: float | None = None
     label: str = ""
     errors: list[str] = field(default_factory=list)  # what went wrong in the workload itself
+    leadership_events: int = 0  # leadership lines of the topic read from the brokers' logs
+    writes_attributed: int = 0  # acknowledged writes whose leader epoch the full read gave
 
     def add(self, verdict: str, example: object) -> None:
         self.counts[verdict] += 1
@@ -96,7 +98,8 @@ class Result:
 
     def describe(self) -> str:
         """The counts and the examples of every verdict that fired."""
-        lines = [f"{self.acknowledged} acknowledged writes, {self.faults} faults, "
+        lines = [f"{self.acknowledged} acknowledged writes ({self.writes_attributed} with their leader's "
+                 f"epoch), {self.faults} faults, {self.leadership_events} leadership lines, "
                  f"{self.violations} violations"]
         for verdict in VERDICTS:
             if self.counts[verdict]:
@@ -186,6 +189,7 @@ def _check_transactions(result: Result, ops: list, committed_read: Mapping[int, 
 def _check_leadership(result: Result, history: History, acknowledged: list,
                       full_read: Mapping[int, list[ReadRecord]], events: list[LeadershipEvent]) -> None:
     started: dict[tuple[int, int], dict[int, float]] = defaultdict(dict)  # (partition, epoch) -> broker -> time
+    result.leadership_events = len(events)
     for event in events:
         if event.leader:
             leaders = started[(event.partition, event.leader_epoch)]
@@ -199,6 +203,7 @@ def _check_leadership(result: Result, history: History, acknowledged: list,
         epoch = epoch_of.get((op.partition, op.value))
         if epoch is None or epoch < 0:
             continue
+        result.writes_attributed += 1
         invoked_s = invoked_at.get((op.process, op.value), history.wall_time_s(op))
         newer = [(e, broker, start) for (p, e), leaders in started.items() if p == op.partition and e > epoch
                  for broker, start in leaders.items() if start + CLOCK_SLACK_S < invoked_s]

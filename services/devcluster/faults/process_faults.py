@@ -82,7 +82,8 @@ def run_schedule(cluster: LocalCluster, schedule: Schedule, stop_event: threadin
             stop_event.wait(fault.duration_s)
             _heal(cluster, killed, paused)
             note("heal", fault.target)
-            stop_event.wait(fault.gap_s)
+            if fault is not schedule.faults[-1]:
+                stop_event.wait(fault.gap_s)
     finally:
         _heal(cluster, killed, paused)
 

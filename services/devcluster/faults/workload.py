@@ -294,8 +294,8 @@ RunSchedule = Callable[..., None]  # run_schedule(cluster, schedule, stop_event,
 def run_with_faults(cluster: LocalCluster, schedule: object, run_schedule: RunSchedule,
                     config: WorkloadConfig = WorkloadConfig(), history_path: Path | None = None) -> Result:
     """One fault run: the workload on a new topic of `cluster`, `run_schedule(cluster, schedule,
-    stop_event, on_fault=...)` until the schedule ends, then (every broker serving again) the time
-    to recover, the full reads and the verdicts. The history is saved to `history_path` if given."""
+    stop_event, on_fault=...)` until the schedule ends, then the time to recover and (every broker
+    serving again) the full reads and the verdicts. The history is saved to `history_path` if given."""
     history = History()
     workload = Workload(cluster.bootstrap_servers, history, config)
     workload.create_topic()
@@ -305,10 +305,9 @@ def run_with_faults(cluster: LocalCluster, schedule: object, run_schedule: RunSc
         _wait_for_acknowledgements(history, config.partitions, timeout_s=30)
         run_schedule(cluster, schedule, stop_event,
                      on_fault=lambda action, target: history.add(NEMESIS, INFO, action, target))
-        healed_at_s = time.monotonic()
+        recovery_s = workload.time_to_recover(time.monotonic())
         for name in cluster.broker_names:
             cluster.wait_serving(name, timeout_s=60)
-        recovery_s = workload.time_to_recover(healed_at_s)
     finally:
         stop_event.set()
         workload.stop()
