@@ -26,6 +26,9 @@ def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path
                         broker_config={**TEST_BROKER_CONFIG,
                                        "zookeeper.session.timeout.ms": BROKER_SESSION_TIMEOUT_MS}) as local:
         yield local
+        for name in local.all_names:  # nothing is read after the run: no controlled shutdown to wait for
+            if local.running_pid(name) is not None:
+                local.kill_service(name)
 
 
 def test_a_seeded_schedule_of_kills_and_pauses_breaks_no_verdict(cluster: LocalCluster, tmp_path):

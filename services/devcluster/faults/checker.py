@@ -75,6 +75,7 @@ class Result:
     errors: list[str] = field(default_factory=list)  # what went wrong in the workload itself
     leadership_events: int = 0  # leadership lines of the topic read from the brokers' logs
     writes_attributed: int = 0  # acknowledged writes whose leader epoch the full read gave
+    longest_ack_gap_s: float = 0.0  # longest time a partition went without an acknowledged write
 
     def add(self, verdict: str, example: object) -> None:
         self.counts[verdict] += 1
@@ -87,20 +88,21 @@ class Result:
 
     @staticmethod
     def table_header() -> str:
-        columns = ["run", "faults", "acked", *VERDICTS, "recover_s"]
+        columns = ["run", "faults", "acked", *VERDICTS, "max_gap_s", "recover_s"]
         return " | ".join(columns)
 
     def table_row(self) -> str:
         recovery = "-" if self.recovery_s is None else f"{self.recovery_s:.1f}"
         cells = [self.label or "-", str(self.faults), str(self.acknowledged),
-                 *(str(self.counts[v]) for v in VERDICTS), recovery]
+                 *(str(self.counts[v]) for v in VERDICTS), f"{self.longest_ack_gap_s:.1f}", recovery]
         return " | ".join(cells)
 
     def describe(self) -> str:
         """The counts and the examples of every verdict that fired."""
         lines = [f"{self.acknowledged} acknowledged writes ({self.writes_attributed} with their leader's "
                  f"epoch), {self.faults} faults, {self.leadership_events} leadership lines, "
-                 f"{self.violations} violations"]
+                 f"{self.violations} violations; longest time a partition went without an acknowledged "
+                 f"write {self.longest_ack_gap_s:.1f} s"]
         for verdict in VERDICTS:
             if self.counts[verdict]:
                 lines.append(f"  {verdict}: {self.counts[verdict]}, e.g. {self.examples[verdict]}")
@@ -118,6 +120,7 @@ def check(history: History, full_read: Mapping[int, list[ReadRecord]],
     result.faults = sum(1 for op in ops if op.process == NEMESIS and op.type == INFO and op.f != HEAL)
     acknowledged = [op for op in ops if op.f == "send" and op.type == OK]
     result.acknowledged = len(acknowledged)
+    result.longest_ack_gap_s = _longest_ack_gap_s(acknowledged)
     _check_writes(result, acknowledged, full_read)
     _check_consumers(result, ops, full_read)
     _check_transactions(result, ops, committed_read)
@@ -148,6 +151,15 @@ def _check_writes(result: Result, acknowledged: list, full_read: Mapping[int, li
             if before is not None and sequence < before[0]:  # a repeat is a duplicate, not a reordering
                 result.add("reordered", (partition, producer, before, (sequence, record.offset)))
             last[producer] = (sequence, record.offset)
+
+
+def _longest_ack_gap_s(acknowledged: list) -> float:
+    """The longest time between two acknowledgements of one partition (availability, not a verdict)."""
+    times: dict[int, list[float]] = defaultdict(list)
+    for op in acknowledged:
+        times[op.partition].append(op.time_s)
+    return max((later - earlier for ts in times.values() for earlier, later in zip(ts, ts[1:], strict=False)),
+               default=0.0)
 
 
 def _check_consumers(result: Result, ops: list, full_read: Mapping[int, list[ReadRecord]]) -> None:

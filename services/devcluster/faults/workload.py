@@ -1,7 +1,9 @@
 """The workload of a fault run, on Odradek's own clients, every operation recorded in a `History`:
 
 - `producers` idempotent acks=all producers, each sending unique values `<name>:<sequence>`
-  round-robin over the partitions of one RF=3, min.insync.replicas=2 topic;
+  round-robin over the partitions of one RF=3, min.insync.replicas=2 topic; and, given the
+  brokers' Kafka listeners and where confluent-kafka is installed, `kafka_producers` more of
+  librdkafka's (`kafka-producer-<n>`) over Kafka's protocol;
 - `consumers` members of one group reading along (read_uncommitted) and committing after each
   poll that returned records, their rebalances recorded;
 - with `transactions`, a transactional producer whose transactions each hold a known list of
@@ -43,6 +45,7 @@ class WorkloadConfig:
     replication_factor: int = 3
     min_insync_replicas: int = 2
     producers: int = 2
+    kafka_producers: int = 1
     consumers: int = 2
     transactions: bool = True
     send_interval_s: float = 0.01  # per producer
@@ -56,8 +59,10 @@ class WorkloadConfig:
 class Workload:
     """The clients of one fault run against `bootstrap_servers`, recording into `history`."""
 
-    def __init__(self, bootstrap_servers: str, history: History, config: WorkloadConfig = WorkloadConfig()) -> None:
+    def __init__(self, bootstrap_servers: str, history: History, config: WorkloadConfig = WorkloadConfig(),
+                 kafka_bootstrap_servers: str | None = None) -> None:
         self.bootstrap_servers = bootstrap_servers
+        self.kafka_bootstrap_servers = kafka_bootstrap_servers
         self.history = history
         self.config = config
         self._stopping = threading.Event()
@@ -77,6 +82,9 @@ class Workload:
     def start(self) -> None:
         for index in range(1, self.config.producers + 1):
             self._spawn(f"producer-{index}", self._produce)
+        if self.kafka_bootstrap_servers and _confluent_kafka() is not None:
+            for index in range(1, self.config.kafka_producers + 1):
+                self._spawn(f"kafka-producer-{index}", self._produce_over_kafka_protocol)
         for index in range(1, self.config.consumers + 1):
             self._spawn(f"consumer-{index}", self._consume, "read_uncommitted", f"{self.config.topic}-readers")
         if self.config.transactions:
@@ -149,6 +157,38 @@ class Workload:
                 self._producing_stopped.wait(self.config.send_interval_s)
         finally:
             producer.close(self.config.delivery_timeout_ms / 1000)
+
+    def _produce_over_kafka_protocol(self, name: str) -> None:
+        """As `_produce`, with librdkafka's idempotent acks=all producer on the Kafka listeners."""
+        kafka = _confluent_kafka()
+        config = self.config
+        producer = kafka.Producer({
+            "bootstrap.servers": self.kafka_bootstrap_servers, "acks": "all", "enable.idempotence": True,
+            "linger.ms": 5, "message.timeout.ms": config.delivery_timeout_ms,
+            "request.timeout.ms": config.request_timeout_ms, "retry.backoff.ms": 50,
+            "topic.metadata.refresh.interval.ms": 1000})
+        history = self.history
+
+        def answered(error, message) -> None:
+            if error is None:
+                history.add(name, OK, "send", message.value(), message.partition(), message.offset())
+            else:
+                history.add(name, INFO, "send", message.value(), message.partition())
+
+        sequence = 0
+        try:
+            while not self._producing_stopped.is_set():
+                value, partition = make_value(name, sequence), sequence % config.partitions
+                history.add(name, INVOKE, "send", value, partition)
+                try:
+                    producer.produce(config.topic, value, partition=partition, on_delivery=answered)
+                except (BufferError, kafka.KafkaException):
+                    history.add(name, FAIL, "send", value, partition)
+                sequence += 1
+                producer.poll(0)
+                self._producing_stopped.wait(config.send_interval_s)
+        finally:
+            producer.flush(config.delivery_timeout_ms / 1000)
 
     def _transact(self, name: str) -> None:
         """Transactions of `records_per_transaction` values over the partitions: committed, or
@@ -288,6 +328,15 @@ class Workload:
         return read
 
 
+def _confluent_kafka():
+    """The confluent_kafka module (librdkafka's Python client), or None where it is not installed."""
+    try:
+        import confluent_kafka
+    except ImportError:
+        return None
+    return confluent_kafka
+
+
 RunSchedule = Callable[..., None]  # run_schedule(cluster, schedule, stop_event, on_fault=...)
 
 
@@ -297,7 +346,7 @@ def run_with_faults(cluster: LocalCluster, schedule: object, run_schedule: RunSc
     stop_event, on_fault=...)` until the schedule ends, then the time to recover and (every broker
     serving again) the full reads and the verdicts. The history is saved to `history_path` if given."""
     history = History()
-    workload = Workload(cluster.bootstrap_servers, history, config)
+    workload = Workload(cluster.bootstrap_servers, history, config, cluster.kafka_bootstrap_servers or None)
     workload.create_topic()
     workload.start()
     stop_event = threading.Event()

@@ -177,11 +177,11 @@ def test_the_table_row_has_a_cell_per_verdict():
     result = check(run.history(), full)
     result.label, result.recovery_s = "seed 7", 2.345
     header, row = result.table_header().split(" | "), result.table_row().split(" | ")
-    assert len(header) == len(row) == len(VERDICTS) + 4
+    assert len(header) == len(row) == len(VERDICTS) + 5
     assert dict(zip(header, row, strict=True)) == {
         "run": "seed 7", "faults": "1", "acked": "4", "lost": "1", "duplicated": "0", "reordered": "0",
         "offsets_back": "0", "read_then_absent": "0", "aborted_read": "0", "partial_txn": "0",
-        "split_leadership": "0", "recover_s": "2.3"}
+        "split_leadership": "0", "max_gap_s": "5.0", "recover_s": "2.3"}
     assert "lost: 1" in result.describe()
 
 
