@@ -9,8 +9,9 @@ writes, every verdict of `services.devcluster.faults.checker` and the seconds fr
 faults until a produce succeeded on every partition. The exit status is 1 if any verdict fired.
 
 The faults are `FAULTS`' (process faults on loopback: kill -9 and restart, SIGSTOP and SIGCONT of
-brokers); another library of schedules with `Schedule.generate(seed, targets, duration_s=...)` and
-`run_schedule(cluster, schedule, stop_event, on_fault=...)` plugs in by changing that import.
+brokers). Another library with `Schedule.generate(seed, hosts, duration_s=...)` and
+`run_schedule(cluster, schedule, stop_event)` (taking `on_fault=`, or returning records of ops with
+a `kind`) plugs in by changing that import; `run_with_faults` records its faults either way.
 
     python bench/faults.py [--schedules 5] [--seed 1] [--seconds 30] [--no-transactions] [--keep DIR]
 """

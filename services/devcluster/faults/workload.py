@@ -17,6 +17,7 @@ partition, `stop` ends the clients, and `full_read` reads every partition from i
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 import time
@@ -30,7 +31,7 @@ from services.clients.consumer import Consumer, ConsumerRebalanceListener
 from services.clients.producer import Producer
 from services.common.topic_partition import TopicPartition
 from services.devcluster.faults.checker import ReadRecord, Result, check, read_leadership
-from services.devcluster.faults.history import FAIL, INFO, INVOKE, NEMESIS, OK, History, make_value
+from services.devcluster.faults.history import FAIL, HEAL, INFO, INVOKE, NEMESIS, OK, History, make_value
 from services.devcluster.launcher import LocalCluster
 
 logger = logging.getLogger(__name__)
@@ -337,7 +338,24 @@ def _confluent_kafka():
     return confluent_kafka
 
 
-RunSchedule = Callable[..., None]  # run_schedule(cluster, schedule, stop_event, on_fault=...)
+RunSchedule = Callable[..., object]  # run_schedule(cluster, schedule, stop_event[, on_fault=...])
+# Ops of a schedule's records that undo a fault rather than make one.
+UNDO_KINDS = frozenset({HEAL, "unlink", "resume", "restart", "unskew"})
+
+
+def apply_schedule(cluster: LocalCluster, schedule: object, run_schedule: RunSchedule,
+                   stop_event: threading.Event, history: History) -> None:
+    """Runs the schedule, its faults recorded as `nemesis` ops: as they happen when `run_schedule`
+    takes `on_fault(action, target)`; else, after it, from the records it returns (each with an
+    `op` of a `kind` and `args`), the undoing ones recorded as `heal`."""
+    if "on_fault" in inspect.signature(run_schedule).parameters:
+        run_schedule(cluster, schedule, stop_event,
+                     on_fault=lambda action, target: history.add(NEMESIS, INFO, action, target))
+        return
+    for record in run_schedule(cluster, schedule, stop_event) or ():
+        op = getattr(record, "op", record)
+        kind = getattr(op, "kind", str(op))
+        history.add(NEMESIS, INFO, HEAL if kind in UNDO_KINDS else kind, str(op))
 
 
 def run_with_faults(cluster: LocalCluster, schedule: object, run_schedule: RunSchedule,
@@ -352,8 +370,7 @@ def run_with_faults(cluster: LocalCluster, schedule: object, run_schedule: RunSc
     stop_event = threading.Event()
     try:
         _wait_for_acknowledgements(history, config.partitions, timeout_s=30)
-        run_schedule(cluster, schedule, stop_event,
-                     on_fault=lambda action, target: history.add(NEMESIS, INFO, action, target))
+        apply_schedule(cluster, schedule, run_schedule, stop_event, history)
         recovery_s = workload.time_to_recover(time.monotonic())
         for name in cluster.broker_names:
             cluster.wait_serving(name, timeout_s=60)
