@@ -1,7 +1,8 @@
 """Verdicts on a fault run: from its `History`, the full read of every partition after the faults
 healed, and the leadership lines of the brokers' logs.
 
-- lost: a send acknowledged (`ok`) whose value the full read does not hold;
+- lost: a send acknowledged (`ok`) whose value the full read does not hold at the partition and
+  offset of its acknowledgement;
 - duplicated: a value the full read holds more than once;
 - reordered: within a partition, one producer's values out of its sequence order;
 - offsets_back: a consumer handed a partition's offset at or before one it had already been
@@ -135,8 +136,8 @@ def _check_writes(result: Result, acknowledged: list, full_read: Mapping[int, li
         for record in records:
             where[record.value].append((partition, record.offset))
     for op in acknowledged:
-        if op.value not in where:
-            result.add("lost", (op.value, op.partition, op.offset))
+        if (op.partition, op.offset) not in where.get(op.value, ()):
+            result.add("lost", (op.value, op.partition, op.offset, where.get(op.value, [])))
     for value, places in where.items():
         if len(places) > 1:
             result.add("duplicated", (value, places))

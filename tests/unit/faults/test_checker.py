@@ -69,7 +69,15 @@ def test_an_acknowledged_write_missing_from_the_full_read_is_lost():
     del full[1][1]
     result = check(run.history(), full)
     assert counts(result) == {"lost": 1}
-    assert result.examples["lost"] == [(value("p1", 2), 1, 1)]
+    assert result.examples["lost"] == [(value("p1", 2), 1, 1, [])]
+
+
+def test_an_acknowledged_write_at_another_offset_than_acknowledged_is_lost_there():
+    run, full = good_run()
+    full[1][1] = ReadRecord(7, value("p1", 2), 0)
+    result = check(run.history(), full)
+    assert counts(result) == {"lost": 1}
+    assert result.examples["lost"] == [(value("p1", 2), 1, 1, [(1, 7)])]
 
 
 def test_a_value_read_twice_is_duplicated():
