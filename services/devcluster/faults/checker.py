@@ -31,7 +31,7 @@ from datetime import datetime
 from pathlib import Path
 
 from services.common.logging_setup import LEADERSHIP_EVENT
-from services.devcluster.faults.history import FAIL, HEAL, INFO, INVOKE, NEMESIS, OK, History, parse_value
+from services.devcluster.faults.history import CRASHED, FAIL, HEAL, INFO, INVOKE, NEMESIS, OK, History, parse_value
 
 # Wall-clock slack between the history's times and the log lines' (whose times are truncated to
 # the millisecond): a write counts as sent after a leader started only beyond this.
@@ -77,6 +77,7 @@ class Result:
     leadership_events: int = 0  # leadership lines of the topic read from the brokers' logs
     writes_attributed: int = 0  # acknowledged writes whose leader epoch the full read gave
     longest_ack_gap_s: float = 0.0  # longest time a partition went without an acknowledged write
+    crashed: list[str] = field(default_factory=list)  # services found dead that no fault had killed
 
     def add(self, verdict: str, example: object) -> None:
         self.counts[verdict] += 1
@@ -89,13 +90,14 @@ class Result:
 
     @staticmethod
     def table_header() -> str:
-        columns = ["run", "faults", "acked", *VERDICTS, "max_gap_s", "recover_s"]
+        columns = ["run", "faults", "acked", *VERDICTS, "crashed", "max_gap_s", "recover_s"]
         return " | ".join(columns)
 
     def table_row(self) -> str:
         recovery = "-" if self.recovery_s is None else f"{self.recovery_s:.1f}"
         cells = [self.label or "-", str(self.faults), str(self.acknowledged),
-                 *(str(self.counts[v]) for v in VERDICTS), f"{self.longest_ack_gap_s:.1f}", recovery]
+                 *(str(self.counts[v]) for v in VERDICTS), str(len(self.crashed)), f"{self.longest_ack_gap_s:.1f}",
+                 recovery]
         return " | ".join(cells)
 
     def describe(self) -> str:
@@ -103,7 +105,7 @@ class Result:
         lines = [f"{self.acknowledged} acknowledged writes ({self.writes_attributed} with their leader's "
                  f"epoch), {self.faults} faults, {self.leadership_events} leadership lines, "
                  f"{self.violations} violations; longest time a partition went without an acknowledged "
-                 f"write {self.longest_ack_gap_s:.1f} s"]
+                 f"write {self.longest_ack_gap_s:.1f} s; found dead: {self.crashed or 'none'}"]
         for verdict in VERDICTS:
             if self.counts[verdict]:
                 lines.append(f"  {verdict}: {self.counts[verdict]}, e.g. {self.examples[verdict]}")
@@ -118,7 +120,9 @@ def check(history: History, full_read: Mapping[int, list[ReadRecord]],
     brokers' leadership events, of `topic` when given."""
     result = Result()
     ops = history.ops
-    result.faults = sum(1 for op in ops if op.process == NEMESIS and op.type == INFO and op.f != HEAL)
+    nemesis = [op for op in ops if op.process == NEMESIS and op.type == INFO]
+    result.faults = sum(1 for op in nemesis if op.f not in (HEAL, CRASHED))
+    result.crashed = [op.value for op in nemesis if op.f == CRASHED]
     acknowledged = [op for op in ops if op.f == "send" and op.type == OK]
     result.acknowledged = len(acknowledged)
     result.longest_ack_gap_s = _longest_ack_gap_s(acknowledged)

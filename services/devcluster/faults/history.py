@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 INVOKE, OK, FAIL, INFO = "invoke", "ok", "fail", "info"
-# The process that records faults (`info` ops named after the fault, `heal` as each ends).
-NEMESIS, HEAL = "nemesis", "heal"
+# The process that records faults (`info` ops named after the fault, `heal` as each ends, and
+# `crashed` with the service's name when one was found dead that no fault had killed).
+NEMESIS, HEAL, CRASHED = "nemesis", "heal", "crashed"
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ it with SIGSTOP and resume it with SIGCONT. One fault at a time, each followed b
     run_schedule(cluster, schedule, stop_event, on_fault=record)
 
 `run_schedule` returns when the schedule is done or `stop_event` is set, and always heals first:
-every stopped broker resumed, every killed one started again. The same seed gives the same
+every stopped broker resumed, every killed one started again (and one that died while stopped
+reported as `crashed` and started again). The same seed gives the same
 schedule, so a failing run replays.
 """
 
@@ -18,6 +19,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from services.devcluster.faults.history import CRASHED, HEAL
 from services.devcluster.launcher import LocalCluster
 
 logger = logging.getLogger(__name__)
@@ -64,7 +66,8 @@ class Schedule:
 def run_schedule(cluster: LocalCluster, schedule: Schedule, stop_event: threading.Event,
                  on_fault: Callable[[str, str], None] | None = None) -> None:
     """Applies each fault of `schedule` in turn (`on_fault(action, target)` as it starts, and
-    `on_fault("heal", target)` as it ends), until done or `stop_event` is set; heals on the way out."""
+    `on_fault("heal", target)` as it ends), until done or `stop_event` is set; heals on the way out.
+    A target that is not running when its fault is due is reported `crashed` and started instead."""
     killed: set[str] = set()
     paused: set[str] = set()
     note = on_fault or (lambda action, target: None)
@@ -72,6 +75,11 @@ def run_schedule(cluster: LocalCluster, schedule: Schedule, stop_event: threadin
         for fault in schedule.faults:
             if stop_event.is_set():
                 break
+            if cluster.running_pid(fault.target) is None:  # died after its last start
+                note(CRASHED, fault.target)
+                cluster.start_service(fault.target, wait=False)
+                stop_event.wait(fault.duration_s + fault.gap_s)
+                continue
             note(fault.action, fault.target)
             if fault.action == KILL:
                 cluster.kill_service(fault.target)
@@ -80,18 +88,24 @@ def run_schedule(cluster: LocalCluster, schedule: Schedule, stop_event: threadin
                 cluster.signal_service(fault.target, signal.SIGSTOP)
                 paused.add(fault.target)
             stop_event.wait(fault.duration_s)
-            _heal(cluster, killed, paused)
-            note("heal", fault.target)
+            _heal(cluster, killed, paused, note)
+            note(HEAL, fault.target)
             if fault is not schedule.faults[-1]:
                 stop_event.wait(fault.gap_s)
     finally:
-        _heal(cluster, killed, paused)
+        _heal(cluster, killed, paused, note)
 
 
-def _heal(cluster: LocalCluster, killed: set[str], paused: set[str]) -> None:
-    """Resumes the stopped and starts the killed (without waiting for them to serve)."""
+def _heal(cluster: LocalCluster, killed: set[str], paused: set[str],
+          note: Callable[[str, str], None] = lambda action, target: None) -> None:
+    """Resumes the stopped and starts the killed (without waiting for them to serve); one found
+    dead while stopped is reported (`note("crashed", name)`) and started again."""
     for name in sorted(paused):
-        cluster.signal_service(name, signal.SIGCONT)
+        if cluster.running_pid(name) is None:
+            note(CRASHED, name)
+            killed.add(name)
+        else:
+            cluster.signal_service(name, signal.SIGCONT)
     paused.clear()
     for name in sorted(killed):
         cluster.start_service(name, wait=False)  # it waits out its old ZooKeeper session itself

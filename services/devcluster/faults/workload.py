@@ -31,7 +31,7 @@ from services.clients.consumer import Consumer, ConsumerRebalanceListener
 from services.clients.producer import Producer
 from services.common.topic_partition import TopicPartition
 from services.devcluster.faults.checker import ReadRecord, Result, check, read_leadership
-from services.devcluster.faults.history import FAIL, HEAL, INFO, INVOKE, NEMESIS, OK, History, make_value
+from services.devcluster.faults.history import CRASHED, FAIL, HEAL, INFO, INVOKE, NEMESIS, OK, History, make_value
 from services.devcluster.launcher import LocalCluster
 
 logger = logging.getLogger(__name__)
@@ -372,6 +372,10 @@ def run_with_faults(cluster: LocalCluster, schedule: object, run_schedule: RunSc
         _wait_for_acknowledgements(history, config.partitions, timeout_s=30)
         apply_schedule(cluster, schedule, run_schedule, stop_event, history)
         recovery_s = workload.time_to_recover(time.monotonic())
+        for name in cluster.broker_names:
+            if cluster.running_pid(name) is None:  # died after its last start
+                history.add(NEMESIS, INFO, CRASHED, name)
+                cluster.start_service(name, wait=False)
         for name in cluster.broker_names:
             cluster.wait_serving(name, timeout_s=60)
     finally:

@@ -64,6 +64,14 @@ def test_a_good_history_has_no_verdict_and_counts_faults_and_acknowledged_writes
     assert (result.faults, result.acknowledged, result.violations) == (1, 4, 0)
 
 
+def test_a_service_found_dead_is_counted_apart_from_the_faults():
+    run, full = good_run()
+    run.op("nemesis", INFO, "crashed", "broker-2")
+    result = check(run.history(), full)
+    assert (result.faults, result.crashed, result.violations) == (1, ["broker-2"], 0)
+    assert "found dead: ['broker-2']" in result.describe()
+
+
 def test_an_acknowledged_write_missing_from_the_full_read_is_lost():
     run, full = good_run()
     del full[1][1]
@@ -185,11 +193,11 @@ def test_the_table_row_has_a_cell_per_verdict():
     result = check(run.history(), full)
     result.label, result.recovery_s = "seed 7", 2.345
     header, row = result.table_header().split(" | "), result.table_row().split(" | ")
-    assert len(header) == len(row) == len(VERDICTS) + 5
+    assert len(header) == len(row) == len(VERDICTS) + 6
     assert dict(zip(header, row, strict=True)) == {
         "run": "seed 7", "faults": "1", "acked": "4", "lost": "1", "duplicated": "0", "reordered": "0",
         "offsets_back": "0", "read_then_absent": "0", "aborted_read": "0", "partial_txn": "0",
-        "split_leadership": "0", "max_gap_s": "5.0", "recover_s": "2.3"}
+        "split_leadership": "0", "crashed": "0", "max_gap_s": "5.0", "recover_s": "2.3"}
     assert "lost: 1" in result.describe()
 
 
