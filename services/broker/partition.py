@@ -12,14 +12,18 @@ reached the high watermark and the start of the current leader epoch rejoins it.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from services.broker.log.info import UNKNOWN_OFFSET
 from services.common.errors import Errors, KafkaError
+from services.common.logging_setup import LEADERSHIP_EVENT
 from services.common.shared_types import PartitionStateInfo
 from services.common.topic_partition import TopicPartition
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -66,7 +70,7 @@ class Partition:
         with self.lock:
             if state.leader_epoch <= self.leader_epoch and not state.is_new:
                 return False
-            was_leader = self.is_leader
+            was_leader, was_epoch = self.is_leader, self.leader_epoch
             self.leader_id = state.leader
             self.leader_epoch = state.leader_epoch
             self.controller_epoch = state.controller_epoch
@@ -90,7 +94,27 @@ class Partition:
                 self.maybe_increment_high_watermark()
             else:
                 self.followers = {}
+            self._log_leadership(was_leader, was_epoch)
             return True
+
+    def stop_leading(self) -> None:
+        """Forgets the leader (StopReplica, an offline log dir): this broker no longer leads."""
+        with self.lock:
+            was_leader = self.is_leader
+            self.leader_id = -1
+            self._log_leadership(was_leader, self.leader_epoch)
+
+    def _log_leadership(self, was_leader: bool, was_epoch: int) -> None:
+        """One line when this broker starts leading (at a new leader epoch) or stops leading."""
+        if self.is_leader and (not was_leader or was_epoch != self.leader_epoch):
+            change, epoch = "leads", self.leader_epoch
+        elif was_leader and not self.is_leader:
+            change, epoch = "stopped leading", was_epoch
+        else:
+            return
+        logger.info("%s-%d: %s at leader epoch %d", self.topic, self.partition, change, epoch,
+                    extra={"event": LEADERSHIP_EVENT, "broker": self.local_broker_id, "topic": self.topic,
+                           "partition": self.partition, "leader": self.is_leader, "leader_epoch": epoch})
 
     def check_leader_epoch(self, requested_epoch: int) -> None:
         """Kafka's fencing of a client's view of the leader epoch (-1 skips the check)."""

@@ -117,7 +117,7 @@ class ReplicaLeadership:
                     continue
                 partition = self._partitions.get(key)
                 if partition is not None:
-                    partition.leader_id = -1
+                    partition.stop_leading()
                     removed.append(key)
                 if delete:
                     self._partitions.pop(key, None)

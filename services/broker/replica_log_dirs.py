@@ -50,7 +50,7 @@ class ReplicaLogDirs:
             lost = [p.key for p in self._partitions.values() if p.log.parent_dir == log_dir]
             for key in lost:
                 partition = self._partitions.pop(key)
-                partition.leader_id = -1
+                partition.stop_leading()
                 self._checkpointed_hw.pop(key, None)
             self._offline_partitions.update(lost)
         if self.fetcher_manager is not None and lost:

@@ -28,6 +28,9 @@ from datetime import UTC, datetime
 from typing import IO, Any
 
 LOG_LEVEL_ENV = "ODRADEK_LOG_LEVEL"
+# The `event` field of the line a broker logs when it starts or stops leading a partition (with
+# `broker`, `topic`, `partition`, `leader`, `leader_epoch`): fault checks read leadership from it.
+LEADERSHIP_EVENT = "leadership"
 
 # Attributes every LogRecord has; anything else on a record came from `extra=`.
 _STANDARD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {

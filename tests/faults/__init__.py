@@ -1,0 +1,1 @@
+"""Fault runs with Jepsen-style verdicts on real clusters."""
