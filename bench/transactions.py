@@ -12,19 +12,27 @@ Starts its own cluster (ZooKeeper, one controller, three brokers, one coordinato
    the ratio to the idempotent producer of the same round and, for the transactional ones,
    transactions/s (target: 250 transactions of 100 records a second). One idempotent round
    before them is not counted (the first writes to a new cluster are slower).
-2. Consumer throughput over the same data: the topics the transactional producers wrote (data
+2. Where one transaction's time goes (`--steps`, transactions of 100 records): each transaction
+   timed in two parts, its records' flush (the AddPartitionsToTxn, which the coordinator answers
+   once the previous transaction's COMMIT markers and its CompleteCommit with the new Ongoing are
+   replicated, then the acks=all produce of the records) and `commit_transaction` (EndTxn, answered
+   once PrepareCommit is replicated); beside them, in the same run, the idempotent producer's
+   acks=all batch of 100 records, flushed one at a time (one replicated write). Printed: mean and
+   p50 of each, and a transaction in acks=all batches.
+3. Consumer throughput over the same data: the topics the transactional producers wrote (data
    batches with a COMMIT marker after each transaction on each partition it touched), read from
    the beginning to the end by `Consumer.poll()` with isolation.level=read_committed beside
    read_uncommitted, alternating, each record's value read. Printed: records/s, MB/s and the ratio
    read_committed / read_uncommitted.
 
-    python bench/transactions.py [--records 100000] [--rounds 3] [--read-rounds 3]
+    python bench/transactions.py [--records 100000] [--rounds 3] [--read-rounds 3] [--steps 300]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -49,6 +57,9 @@ IDEMPOTENT = "idempotent"
 TRANSACTION_SIZES = (100, 10_000)
 CLIENT_CONFIG = {"request_timeout_ms": 10000, "retry_backoff_ms": 50}
 TARGET_TRANSACTIONS_PER_S = 250
+STEP_WARM_UP = 20
+STEPS_TXN_TOPIC = "bench-steps-txn"  # topics of their own: the consumers read the others
+STEPS_IDEMPOTENT_TOPIC = "bench-steps-idempotent"
 
 
 def mode_topic(mode: str) -> str:
@@ -79,6 +90,50 @@ def produce_rate(bootstrap: str, mode: str, values: list[bytes], round_index: in
                 send(topic, value)
             producer.commit_transaction()
         return len(values) / (time.perf_counter() - start)
+
+
+def step_times(bootstrap: str, transactions: int) -> dict[str, list[float]]:
+    """ms of each step of `transactions` transactions of 100 records, then of as many acks=all
+    batches of 100 records of the idempotent producer (see the module docstring)."""
+    values = [os.urandom(RECORD_BYTES) for _ in range(TRANSACTION_SIZES[0])]
+    steps: dict[str, list[float]] = {"records' flush": [], "commit": [], "transaction": [], "acks=all batch": []}
+    with Producer(bootstrap_servers=bootstrap, transactional_id="bench-steps", max_block_ms=60000,
+                  **CLIENT_CONFIG) as producer:
+        producer.init_transactions()
+        for index in range(STEP_WARM_UP + transactions):
+            start = time.perf_counter()
+            producer.begin_transaction()
+            for value in values:
+                producer.send(STEPS_TXN_TOPIC, value)
+            flushing = time.perf_counter()
+            producer.flush()
+            committing = time.perf_counter()
+            producer.commit_transaction()
+            end = time.perf_counter()
+            if index >= STEP_WARM_UP:
+                steps["records' flush"].append((committing - flushing) * 1000)
+                steps["commit"].append((end - committing) * 1000)
+                steps["transaction"].append((end - start) * 1000)
+    with Producer(bootstrap_servers=bootstrap, **CLIENT_CONFIG) as producer:
+        for index in range(STEP_WARM_UP + transactions):
+            start = time.perf_counter()
+            for value in values:
+                producer.send(STEPS_IDEMPOTENT_TOPIC, value)
+            producer.flush()
+            if index >= STEP_WARM_UP:
+                steps["acks=all batch"].append((time.perf_counter() - start) * 1000)
+    return steps
+
+
+def measure_steps(bootstrap: str, args) -> None:
+    print(f"steps: {args.steps} transactions of {TRANSACTION_SIZES[0]} records, then {args.steps} acks=all batches "
+          f"of {TRANSACTION_SIZES[0]} records of the idempotent producer, after {STEP_WARM_UP} of each not counted")
+    steps = step_times(bootstrap, args.steps)
+    for name, times in steps.items():
+        print(f"  {name:<15}: mean {statistics.fmean(times):6.2f} ms, p50 {statistics.median(times):6.2f} ms")
+    batch = statistics.fmean(steps["acks=all batch"])
+    print(f"  a transaction takes {statistics.fmean(steps['transaction']) / batch:.2f} acks=all batches "
+          f"({1000 / statistics.fmean(steps['transaction']):.1f} transactions/s)")
 
 
 def consume_rate(bootstrap: str, topic: str, isolation_level: str) -> tuple[float, int]:
@@ -135,8 +190,10 @@ def measure_consume(bootstrap: str, args) -> None:
                   f"ratio {committed / uncommitted:.2f}x")
 
 
-def create_topics(admin: Admin) -> None:
+def create_topics(admin: Admin, steps: bool) -> None:
     topics = [mode_topic(IDEMPOTENT), *(mode_topic(txn_mode(size)) for size in TRANSACTION_SIZES)]
+    if steps:
+        topics += [STEPS_TXN_TOPIC, STEPS_IDEMPOTENT_TOPIC]
     admin.create_topics([NewTopic(t, PARTITIONS, 3, configs={"min.insync.replicas": "2"}) for t in topics])
     for topic in topics:
         admin.wait_for_topic(topic, 60, partitions=PARTITIONS)
@@ -153,6 +210,8 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=100_000, help="records per mode and round")
     parser.add_argument("--rounds", type=int, default=3, help="produce rounds")
     parser.add_argument("--read-rounds", type=int, default=3, help="consume rounds per topic")
+    parser.add_argument("--steps", type=int, default=0,
+                        help="transactions (and acks=all batches) to time step by step; 0: none")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
         session = {"zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS}
@@ -163,8 +222,10 @@ def main() -> None:
             cluster.start()
             print(f"cluster: 3 brokers, 1 controller, 1 coordinator, {os.cpu_count()} CPUs")
             with Admin(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG) as admin:
-                create_topics(admin)
+                create_topics(admin, args.steps > 0)
             measure_produce(cluster.bootstrap_servers, args)
+            if args.steps:
+                measure_steps(cluster.bootstrap_servers, args)
             measure_consume(cluster.bootstrap_servers, args)
         finally:
             cluster.stop()

@@ -61,7 +61,7 @@ from services.coordinator.ownership import OwnedPartitions, OwnershipManager
 from services.coordinator.partition_loader import LoadTarget, PartitionLoader
 from services.coordinator.servicer import CoordinatorServicer
 from services.coordinator.txn.runtime import TransactionCoordinator
-from services.coordinator.txn_markers import TxnMarkerWriter, unknown_partitions
+from services.coordinator.txn_markers import TxnMarkerWriter, cached_unknown_partitions, unknown_partitions
 
 logger = logging.getLogger(__name__)
 
@@ -126,7 +126,8 @@ class CoordinatorServer:
                                           LogEndOffsets(self._log_end_offsets, SYSTEM_CLOCK))
         servicer = CoordinatorServicer(self.groups, self.directory.snapshot,
                                        parked_max_requests=self.config.parked_max_requests,
-                                       transactions=self.transactions, unknown_partitions=self._unknown_partitions)
+                                       transactions=self.transactions, unknown_partitions=self._unknown_partitions,
+                                       cached_unknown_partitions=self._cached_unknown_partitions)
         self.runtime.add_servicer(coordinator_pb2_grpc.add_CoordinatorServiceServicer_to_server, servicer)
         port = self.runtime.start()
         advertised = self.config.advertised_listener(port)
@@ -227,6 +228,9 @@ class CoordinatorServer:
 
     def _unknown_partitions(self, partitions: list[TopicPartition]) -> set[TopicPartition]:
         return unknown_partitions(self.client, partitions, self.config.request_timeout_ms)
+
+    def _cached_unknown_partitions(self, partitions: list[TopicPartition]) -> set[TopicPartition] | None:
+        return cached_unknown_partitions(self.client, partitions)
 
     # ------------------------------------------------------------------ ownership → loading
 

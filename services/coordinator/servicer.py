@@ -99,10 +99,13 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
     def __init__(self, groups: GroupCoordinator, directory: Callable[[], DirectorySnapshot],
                  clock: Clock = SYSTEM_CLOCK, parked_max_requests: int = DEFAULT_PARKED_MAX_REQUESTS,
                  transactions: TransactionCoordinator | None = None,
-                 unknown_partitions: Callable[[list[TopicPartition]], set[TopicPartition]] | None = None) -> None:
+                 unknown_partitions: Callable[[list[TopicPartition]], set[TopicPartition]] | None = None,
+                 cached_unknown_partitions: Callable[[list[TopicPartition]], set[TopicPartition] | None] | None = None,
+                 ) -> None:
         self.groups = groups
         self.transactions = transactions
         self.unknown_partitions = unknown_partitions
+        self.cached_unknown_partitions = cached_unknown_partitions
         self.directory = directory
         self.clock = clock
         self.waiting = RequestLimit(parked_max_requests)
@@ -414,6 +417,10 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServiceServicer):
     async def unknown(self, partitions: list[TopicPartition]) -> set[TopicPartition]:
         if self.unknown_partitions is None:
             return set()
+        if self.cached_unknown_partitions is not None:  # answered from the metadata cache, on this thread
+            cached = self.cached_unknown_partitions(partitions)
+            if cached is not None:
+                return cached
         try:
             return await asyncio.get_running_loop().run_in_executor(None, self.unknown_partitions, partitions)
         except KafkaError:  # no metadata now: let the transaction coordinator answer

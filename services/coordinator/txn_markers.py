@@ -203,6 +203,17 @@ def _request(pending: dict[int, _Pending], sent: dict[int, list[TopicPartition]]
     return request
 
 
+def cached_unknown_partitions(client: LowLevelClient, partitions: list[TopicPartition]) -> set[TopicPartition] | None:
+    """The partitions the cluster's metadata does not have, when the metadata cache knows every one
+    of them (then none); None when the cache must be refreshed first (`unknown_partitions`)."""
+    metadata = client.metadata
+    cluster = metadata.cluster
+    if not (metadata.all_topics or {tp.topic for tp in partitions} <= metadata.topics) or any(
+            cluster.partition(tp.topic, tp.partition) is None for tp in partitions):
+        return None
+    return set()
+
+
 def unknown_partitions(client: LowLevelClient, partitions: list[TopicPartition],
                        timeout_ms: int) -> set[TopicPartition]:
     """The partitions the cluster's metadata does not have (refreshed first when its cache does not

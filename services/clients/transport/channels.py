@@ -263,8 +263,15 @@ class ChannelPool:
     def call_many(self, calls: Sequence[tuple[str, str, str, Any, float | None]]) -> list[Any]:
         """Sends every (target, service, method, request, timeout_ms) at once and waits for all.
 
-        Returns, in order, each response or the KafkaError that call failed with.
+        Returns, in order, each response or the KafkaError that call failed with. A single call is
+        made blocking: the calling thread waits on the call itself, and gRPC starts no thread to
+        complete it (as it does for an asynchronous call on a channel with none in flight).
         """
+        if len(calls) == 1:
+            try:
+                return [self.call(*calls[0])]
+            except KafkaError as error:
+                return [error]
         pending = [self.send(target, service, method, request, timeout_ms)
                    for target, service, method, request, timeout_ms in calls]
         results: list[Any] = []

@@ -148,6 +148,18 @@ def test_call_many_sends_concurrently_and_returns_responses_or_errors(fake_nodes
         assert pool.in_flight(first.address) == pool.in_flight("127.0.0.1:1") == 0
 
 
+def test_call_many_of_one_call_returns_its_response_or_error(fake_nodes):
+    (node,) = fake_nodes(1)
+    node.on("Metadata", broker_pb2.MetadataResponse(controller_id=7))
+    request = broker_pb2.MetadataRequest()
+    with ChannelPool() as pool:
+        (answer,) = pool.call_many([(node.address, BROKER, "Metadata", request, None)])
+        (failed,) = pool.call_many([("127.0.0.1:1", BROKER, "Metadata", request, 5000)])
+        assert answer.controller_id == 7
+        assert isinstance(failed, KafkaError) and failed.error_name == "NETWORK_EXCEPTION"
+        assert pool.in_flight(node.address) == pool.in_flight("127.0.0.1:1") == 0
+
+
 def test_timeouts_default_to_request_timeout():
     pool = ChannelPool(request_timeout_ms=30000)
     assert pool.timeout_s(None) == 30.0

@@ -12,7 +12,7 @@ from services.common.topic_partition import TopicPartition
 from services.common.zk.coordinator_directory import DirectorySnapshot
 from services.common.zk.coordinators import CoordinatorInfo, CoordinatorOwnership, PartitionOwner
 from services.coordinator.txn.effects import TxnMarkers
-from services.coordinator.txn_markers import TxnMarkerWriter
+from services.coordinator.txn_markers import TxnMarkerWriter, cached_unknown_partitions
 
 B1, B2 = Node(1, "b1", 9092), Node(2, "b2", 9092)
 
@@ -144,3 +144,15 @@ def test_a_fenced_transaction_is_given_up_and_a_forgotten_one_not_sent():
     writer.forget(3)
     calls = len(client.pool.calls)
     assert writer.run_round() is False and done == [] and len(client.pool.calls) == calls
+
+
+def test_partitions_the_metadata_cache_knows_are_answered_without_a_refresh():
+    client = FakeClient(cluster({("t", 0): 1, ("t", 1): 2}))
+    client.metadata.cluster = client.metadata.current
+    client.metadata.all_topics, client.metadata.topics = False, frozenset({"t"})
+    assert cached_unknown_partitions(client, [TopicPartition("t", 0), TopicPartition("t", 1)]) == set()
+    assert cached_unknown_partitions(client, [TopicPartition("t", 0), TopicPartition("t", 2)]) is None
+    assert cached_unknown_partitions(client, [TopicPartition("u", 0)]) is None
+    client.metadata.topics = frozenset()  # known, but not tracked: a refresh would not keep it current
+    assert cached_unknown_partitions(client, [TopicPartition("t", 0)]) is None
+    assert client.metadata.updates == 0
