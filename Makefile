@@ -129,11 +129,16 @@ spark-kafka-jars: | $(PY)
 	  echo "no mvn: the tests that run Spark's Kafka connector are skipped" >&2; \
 	fi
 
+# the unit tests run in $(UNIT_WORKERS) processes (pytest-xdist); the tests that start clusters, one at a time
+UNIT_WORKERS ?= 2
 test: setup kafka-jars spark-kafka-jars
-	$(PY) -m pytest -q --durations=15 $(PYTEST_ARGS) tests
+	@rc=0; \
+	$(PY) -m pytest -q -n $(UNIT_WORKERS) $(PYTEST_ARGS) tests/unit || rc=$$?; \
+	$(PY) -m pytest -q --durations=15 $(PYTEST_ARGS) tests --ignore=tests/unit || rc=$$?; \
+	exit $$rc
 
 unit: setup
-	$(PY) -m pytest -q $(PYTEST_ARGS) tests/unit
+	$(PY) -m pytest -q -n $(UNIT_WORKERS) $(PYTEST_ARGS) tests/unit
 
 integration: setup kafka-jars
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests/integration

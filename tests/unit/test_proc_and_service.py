@@ -14,6 +14,7 @@ from services.devcluster.proc import (
     free_port,
     listen_port_range,
     pid_alive,
+    process_cmdline,
     read_pid_file,
     running_pid_from_file,
     start_process,
@@ -60,6 +61,8 @@ def test_pid_files_ignore_reused_pids(tmp_path):
         pid_file = tmp_path / "c.pid"
         write_pid_file(pid_file, child.pid)
         assert read_pid_file(pid_file) == child.pid
+        # until the child has exec'd, its command line is empty and any expectation is taken as met
+        wait_until(lambda: process_cmdline(child.pid), 10, message="the child's command line")
         assert running_pid_from_file(pid_file, expect_in_cmdline="signal.pause()") == child.pid
         assert running_pid_from_file(pid_file, expect_in_cmdline="something-else") is None
     finally:
