@@ -19,6 +19,7 @@ from services.broker.config import BrokerConfig
 from services.broker.dynamic_config import ConfigChangeListener, DynamicBrokerConfig
 from services.broker.fetch_session_cache import FetchSessionCache
 from services.broker.kafka_api import BrokerKafkaApis
+from services.broker.kafka_api.acls import AclKafkaApis
 from services.broker.kafka_api.admin import KafkaAdminApis
 from services.broker.log.config import LogConfig, LogManagerConfig
 from services.broker.log.manager import LogManager
@@ -195,11 +196,13 @@ class BrokerServer:
         if listener is None:
             return
         registry = ApiRegistry()
+        security = listener_security(self.config, self.zk)
+        AclKafkaApis(security.authorizer).register(registry)
+        registry.accepts_envelopes = True  # the coordinators forward their clients' requests
         self.kafka_admin = KafkaAdminApis(self.broker_id, self.metadata_cache, self.replica_manager,
                                           self.config, self.dynamic_config)
         BrokerKafkaApis(self.broker_id, servicer.handling, self.kafka_admin,
                         coordinators=self.coordinator_directory.snapshot).register(registry)
-        security = listener_security(self.config, self.zk)
         self.kafka_listener = KafkaWireServer(registry, listener.host, listener.port,
                                               request_max_bytes=self.config.socket_request_max_bytes,
                                               listen_backlog=self.config.socket_listen_backlog_size,

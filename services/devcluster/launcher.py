@@ -91,8 +91,10 @@ class LocalCluster:
         coordinator_config: dict[str, object] | None = None,
         gateway_config: dict[str, object] | None = None,
         env: dict[str, str] | None = None,
+        kafka_security_protocol: str = "PLAINTEXT",
     ):
         self.base_dir = Path(base_dir).resolve()
+        self.kafka_security_protocol = kafka_security_protocol  # of every Kafka listener: or SASL_PLAINTEXT
         self.host = host
         self.external_zookeeper = zookeeper_connect
         self.zookeeper_chroot = zookeeper_chroot
@@ -226,7 +228,7 @@ class LocalCluster:
             "metrics.port": str(spec.metrics_port),
         }
         if spec.kafka_port >= 0:
-            config["kafka.listeners"] = f"PLAINTEXT://{self.host}:{spec.kafka_port}"
+            config["kafka.listeners"] = f"{self.kafka_security_protocol}://{self.host}:{spec.kafka_port}"
         if spec.kind == "broker":
             config["broker.id"] = str(spec.node_id)
             config["log.dirs"] = str(self.data_dir(name))

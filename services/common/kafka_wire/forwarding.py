@@ -19,14 +19,15 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
-from services.common.kafka_wire.codec import api_schema, decode_response, encode_request
+from services.common.kafka_wire.codec import api_schema, decode_response, encode_request, peek_correlation_id
 from services.common.kafka_wire.framing import FrameError, encode_frame, read_frame
+from services.common.kafka_wire.security import encode_client_host
 from services.common.security.sasl import PLAIN, plain_initial_response
 
 logger = logging.getLogger(__name__)
 
 API_VERSIONS_KEY = 18
-SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY = 17, 36
+SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY, ENVELOPE_KEY = 17, 36, 58
 RESPONSE_MAX_BYTES = 1 << 30
 DEFAULT_IDLE_CONNECTIONS = 8
 
@@ -55,14 +56,28 @@ class BrokerForwarder:
             schema = api_schema(API_VERSIONS_KEY, 0)
             frame = encode_request(schema, 0, self.client_id, schema.request_type())
             try:
-                _, response = decode_response(schema, await self.forward(frame))
+                _, response = decode_response(schema, await self._send(frame))
             except NoBrokerAnswered:
                 return {}
             self._versions = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
         return self._versions
 
-    async def forward(self, frame: bytes) -> bytes:
-        """The broker's answer frame (header and body) to `frame`; NoBrokerAnswered if none did."""
+    async def forward(self, frame: bytes, principal: str | None = None, client_host: str = "") -> bytes:
+        """The broker's answer frame (header and body) to `frame`; NoBrokerAnswered if none did.
+        When this node authenticates to the brokers (`sasl_login`), `frame` goes in an Envelope
+        naming the client's `principal` and `client_host`, and the broker's answer is unwrapped."""
+        if self.sasl_login is not None and principal is not None:
+            schema = api_schema(ENVELOPE_KEY, 0)
+            envelope = encode_request(schema, peek_correlation_id(frame), self.client_id, schema.request_type(
+                request_data=frame, request_principal=principal.encode(), client_host_address=encode_client_host(
+                    client_host)))
+            _, response = decode_response(schema, await self._send(envelope))
+            if response.error_code != 0 or response.response_data is None:
+                raise NoBrokerAnswered(f"the broker refused the forwarded request: error {int(response.error_code)}")
+            return response.response_data
+        return await self._send(frame)
+
+    async def _send(self, frame: bytes) -> bytes:
         failures = []
         for attempt in range(2):  # an idle connection the broker closed meanwhile is retried once
             connection = await self._connection(fresh=attempt > 0)

@@ -69,6 +69,7 @@ class ApiRegistry:
         self.forwarder: BrokerForwarder | None = None
         self._not_forwarded: frozenset[int] = frozenset()
         self._forwarded_versions: dict[int, tuple[int, int]] = {}
+        self.accepts_envelopes = False
         self.register(API_VERSIONS_KEY, 0, API_VERSIONS_MAX_VERSION, self._api_versions)
 
     def forward_others(self, forwarder: BrokerForwarder, excluded: frozenset[int] = frozenset()) -> None:

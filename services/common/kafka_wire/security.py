@@ -8,14 +8,20 @@ served, anything else closes the connection. After SaslHandshake v0 the client's
 as bare size-prefixed frames, as Kafka's legacy clients send them. A failed exchange is answered
 SASL_AUTHENTICATION_FAILED (with SaslAuthenticate) and the connection is closed. Each connection
 has a principal: `User:<name>` once authenticated, `User:ANONYMOUS` on a PLAINTEXT listener.
+
+A request a coordinator forwards to a broker for its client travels in an Envelope (API 58, not
+advertised to clients) naming the client's principal (`User:<name>` in UTF-8) and address; the
+broker handles it as that principal when the forwarding node's own may CLUSTER_ACTION.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
 
+from services.common.errors import Errors
 from services.common.kafka_wire.listener_config import KafkaListenerConfig
-from services.common.security.acl import AclOperation, ResourceType
+from services.common.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from services.common.security.authorizer import AclAuthorizer, parse_super_users
 from services.common.security.sasl import (
     ANONYMOUS_PRINCIPAL,
@@ -30,7 +36,7 @@ from services.common.zk.client import OdradekZkClient
 PLAINTEXT_PROTOCOL = "PLAINTEXT"
 SASL_PLAINTEXT_PROTOCOL = "SASL_PLAINTEXT"
 PROTOCOLS = (PLAINTEXT_PROTOCOL, SASL_PLAINTEXT_PROTOCOL)
-SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY = 17, 36
+SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY, ENVELOPE_KEY = 17, 36, 58
 SASL_HANDSHAKE_VERSIONS, SASL_AUTHENTICATE_VERSIONS = (0, 1), (0, 2)
 
 
@@ -105,10 +111,12 @@ class Access:
     host: str
     authorizer: AclAuthorizer | None
 
-    def allowed(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+    def allowed(self, operation: AclOperation, resource_type: ResourceType, name: str, *,
+                log_denial: bool = True) -> bool:
         if self.authorizer is None:
             return True
-        return self.authorizer.authorize(self.principal, self.host, operation, resource_type, name)
+        return self.authorizer.authorize(self.principal, self.host, operation, resource_type, name,
+                                         log_denial=log_denial)
 
     def allowed_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
         if self.authorizer is None:
@@ -117,3 +125,33 @@ class Access:
 
 
 OPEN_ACCESS = Access(ANONYMOUS_PRINCIPAL, "", None)
+
+
+def encode_client_host(host: str) -> bytes:
+    """Envelope's client address: the IP's 4 or 16 bytes, as Kafka sends it."""
+    try:
+        return ipaddress.ip_address(host).packed
+    except ValueError:
+        return b""
+
+
+def decode_client_host(address: bytes) -> str:
+    try:
+        return str(ipaddress.ip_address(address))
+    except ValueError:
+        return ""
+
+
+def init_producer_id_denied(transactional_id: str | None, access: Access) -> int | None:
+    """Why InitProducerId is refused, or None: a transactional producer needs WRITE on its
+    transactional id; an idempotent one IDEMPOTENT_WRITE on the cluster or WRITE on some topic."""
+    if transactional_id:
+        if not access.allowed(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            return Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return None
+    if access.allowed(AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME, log_denial=False):
+        return None
+    if access.allowed_any(AclOperation.WRITE, ResourceType.TOPIC):
+        return None
+    access.allowed(AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME)  # audited
+    return Errors.CLUSTER_AUTHORIZATION_FAILED

@@ -35,13 +35,16 @@ from services.common.kafka_wire.forwarding import NoBrokerAnswered
 from services.common.kafka_wire.framing import FrameError, encode_frame, read_frame
 from services.common.kafka_wire.registry import API_VERSIONS_KEY, ApiRegistry, RequestContext
 from services.common.kafka_wire.security import (
+    ENVELOPE_KEY,
     PLAINTEXT_SECURITY,
     SASL_AUTHENTICATE_KEY,
     SASL_HANDSHAKE_KEY,
     Access,
     ListenerSecurity,
     Session,
+    decode_client_host,
 )
+from services.common.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from services.common.security.sasl import SaslAuthenticationFailed, principal_of
 
 logger = logging.getLogger(__name__)
@@ -146,12 +149,14 @@ class KafkaWireServer:
             return await self._sasl(frame, api_key, api_version, session)
         if not session.authenticated and api_key not in UNAUTHENTICATED_APIS:
             raise ConnectionClosing(f"API {api_key} before SASL authentication completed")
+        if api_key == ENVELOPE_KEY and self.registry.accepts_envelopes and api_version == 0:
+            return await self._envelope(frame, peer, session)
         entry = self.registry.lookup(api_key, api_version)
         if entry is None and self.registry.forwarder is not None:
             await self.registry.forwarded_versions()
             if self.registry.forwards(api_key, api_version):
                 try:
-                    return await self.registry.forwarder.forward(frame)
+                    return await self.registry.forwarder.forward(frame, session.principal, session.host)
                 except NoBrokerAnswered as exc:
                     raise ConnectionClosing(str(exc)) from None
         if entry is None:
@@ -171,6 +176,21 @@ class KafkaWireServer:
             return None
         return encode_response(schema, header.correlation_id, response)
 
+
+    async def _envelope(self, frame: bytes, peer: str, session: Session) -> bytes:
+        """A request another node forwards for its client: allowed to a principal with CLUSTER_ACTION
+        on the cluster, and handled as the client's principal and host that the envelope names."""
+        schema = api_schema(ENVELOPE_KEY, 0)
+        header, request = decode_request(schema, frame)
+        respond = functools.partial(encode_response, schema, header.correlation_id)
+        access = Access(session.principal, session.host, self.security.authorizer)
+        if not access.allowed(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+            return respond(fields_of(schema.response_type, response_data=None,
+                                     error_code=kafka_error(Errors.CLUSTER_AUTHORIZATION_FAILED)))
+        client = Session(decode_client_host(request.client_host_address),
+                         request.request_principal.decode("utf-8", "replace"), authenticated=True)
+        inner = await self._handle(request.request_data, peer, client)
+        return respond(fields_of(schema.response_type, response_data=inner, error_code=kafka_error(Errors.NONE)))
 
     async def _sasl(self, frame: bytes, api_key: int, api_version: int, session: Session) -> bytes:
         """SaslHandshake picks the mechanism; SaslAuthenticate carries the exchange's messages."""
