@@ -88,7 +88,8 @@ class GroupKafkaApis:
     async def join_group(self, request: Any, context: RequestContext) -> Any:
         if not _group_allowed(context, AclOperation.READ, request.group_id):
             return fields_of(context.response_type, error_code=kafka_error(Errors.GROUP_AUTHORIZATION_FAILED),
-                             generation_id=-1, leader="", member_id=request.member_id, members=())
+                             generation_id=-1, protocol_type=None, protocol_name="", leader="",
+                             skip_assignment=False, member_id=request.member_id, members=())
         session_timeout_ms = _ms(request.session_timeout)
         rebalance = getattr(request, "rebalance_timeout", None)
         rebalance_timeout_ms = session_timeout_ms if rebalance is None else _ms(rebalance)
@@ -119,7 +120,7 @@ class GroupKafkaApis:
     async def sync_group(self, request: Any, context: RequestContext) -> Any:
         if not _group_allowed(context, AclOperation.READ, request.group_id):
             return fields_of(context.response_type, error_code=kafka_error(Errors.GROUP_AUTHORIZATION_FAILED),
-                             assignment=b"")
+                             protocol_type=None, protocol_name=None, assignment=b"")
         result = await self.servicer.sync_group(
             request.group_id, request.generation_id, request.member_id, getattr(request, "group_instance_id", None),
             getattr(request, "protocol_type", None), getattr(request, "protocol_name", None),
