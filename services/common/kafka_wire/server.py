@@ -142,8 +142,11 @@ class KafkaWireServer:
             self._connections.discard(task)
             writer.close()
 
-    async def _handle(self, frame: bytes, peer: str, session: Session) -> bytes | None:
-        """The response (header and body) to one request frame, or None when none is due."""
+    async def _handle(self, frame: bytes, peer: str, session: Session | None = None) -> bytes | None:
+        """The response (header and body) to one request frame, or None when none is due (a
+        connection's `session`; by default an authenticated anonymous one)."""
+        if session is None:
+            session = Session(peer.rpartition(":")[0], authenticated=True)
         api_key, api_version = peek_api_key_and_version(frame)
         if self.security.sasl and api_key in (SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY):
             return await self._sasl(frame, api_key, api_version, session)
