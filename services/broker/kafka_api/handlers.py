@@ -6,14 +6,21 @@ bytes they arrived as and are fetched as stored.
 Metadata answers with each live broker's Kafka listener, then each coordinator's (see
 `coordinator_lookup`), and names this broker as the controller:
 Kafka clients send admin requests to the controller, and a broker forwards them (`admin`, whose
-APIs `register` adds when given). Security is not enabled: SaslHandshake is answered
-UNSUPPORTED_SASL_MECHANISM. FindCoordinator names the owning coordinator's Kafka listener
-(librdkafka also takes a served FindCoordinator as the sign that a broker takes LZ4); ListGroups
-answers no group and ListTransactions no transaction, since the coordinators, which Kafka clients
-ask too (an admin client lists transactions on every node), hold them all.
+APIs `register` adds when given). On a PLAINTEXT listener SaslHandshake is answered
+UNSUPPORTED_SASL_MECHANISM (a SASL_PLAINTEXT listener answers it itself). FindCoordinator names
+the owning coordinator's Kafka listener (librdkafka also takes a served FindCoordinator as the
+sign that a broker takes LZ4); ListGroups answers no group and ListTransactions no transaction,
+since the coordinators, which Kafka clients ask too (an admin client lists transactions on every
+node), hold them all.
 DescribeProducers answers the producer state of the partitions this broker hosts, as leader or
 follower (NOT_LEADER_OR_FOLLOWER for the others), as the gRPC call does and as Kafka's
 `kafka-transactions.sh find-hanging` asks a broker about all of its replicas.
+
+With an authorizer (`context.access`), Produce needs WRITE on each topic and on its transactional
+id, Fetch READ (a follower's CLUSTER_ACTION on the cluster), ListOffsets and OffsetForLeaderEpoch
+DESCRIBE, Metadata DESCRIBE (and CREATE, on the cluster or the topic, to create one), DescribeProducers
+READ; refused partitions answer TOPIC_AUTHORIZATION_FAILED and are not handled, and Metadata of
+every topic lists only those the principal may describe.
 """
 
 from __future__ import annotations
