@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from services.common.errors import Errors
 from services.common.kafka_wire.listener_config import KafkaListenerConfig
-from services.common.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from services.common.security.acl import CLUSTER_NAME, AclOperation, Resource, ResourceType
 from services.common.security.authorizer import AclAuthorizer, parse_super_users
 from services.common.security.sasl import (
     ANONYMOUS_PRINCIPAL,
@@ -115,7 +115,7 @@ class Access:
                 log_denial: bool = True) -> bool:
         if self.authorizer is None:
             return True
-        return self.authorizer.authorize(self.principal, self.host, operation, resource_type, name,
+        return self.authorizer.authorize(self.principal, self.host, operation, Resource(resource_type, name),
                                          log_denial=log_denial)
 
     def allowed_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:

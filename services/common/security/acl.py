@@ -92,6 +92,17 @@ def by_name(enum_type: type[enum.IntEnum], text: str):
 
 
 @dataclass(frozen=True, slots=True)
+class Resource:
+    """A concrete resource a request acts on: `Resource(ResourceType.TOPIC, "orders")`."""
+
+    resource_type: ResourceType
+    name: str
+
+
+CLUSTER_RESOURCE = Resource(ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+@dataclass(frozen=True, slots=True)
 class ResourcePattern:
     resource_type: ResourceType
     name: str

@@ -1,7 +1,7 @@
 """The ACL authorizer: Kafka 2.8's AclAuthorizer rules over the ACLs in ZooKeeper (`zk.acls`),
 cached in memory and reread when `/kafka-acl-changes` or `/kafka-acl-extended-changes` changes.
 
-`authorize(principal, host, operation, resource_type, name)` holds when the principal is one of
+`authorize(principal, host, operation, resource)` holds when the principal is one of
 `super.users`; else no DENY entry matching principal (or `User:*`), host (or `*`) and operation (or
 ALL) may cover the resource; else, when no ACL at all covers the resource,
 `allow.everyone.if.no.acl.found` decides; else an ALLOW entry must match, where an ALLOW of READ,
@@ -24,6 +24,7 @@ from services.common.security.acl import (
     AclBindingFilter,
     AclOperation,
     PermissionType,
+    Resource,
     ResourcePattern,
     ResourceType,
     entry_matches,
@@ -76,12 +77,14 @@ class AclAuthorizer:
 
     # ------------------------------------------------------------------ decisions
 
-    def authorize(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType,
-                  name: str, *, log_denial: bool = True) -> bool:
-        allowed = self._decide(principal, host, operation, resource_type, name)
+    def authorize(self, principal: str, host: str, operation: AclOperation, resource: Resource, *,
+                  log_denial: bool = True) -> bool:
+        """Whether `principal` connecting from `host` may do `operation` on `resource`; a refusal is
+        audited unless `log_denial` is False (a listing that leaves out what may not be seen)."""
+        allowed = self._decide(principal, host, operation, resource.resource_type, resource.name)
         if not allowed and log_denial:
             audit.info("Principal = %s is Denied Operation = %s from host = %s on resource = %s:LITERAL:%s",
-                       principal, operation.zk_name, host, resource_type.zk_name, name)
+                       principal, operation.zk_name, host, resource.resource_type.zk_name, resource.name)
         return allowed
 
     def _decide(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType,

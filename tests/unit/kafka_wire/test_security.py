@@ -13,6 +13,7 @@ from services.common.security.acl import (
     AclOperation,
     PatternType,
     PermissionType,
+    Resource,
     ResourcePattern,
     ResourceType,
     by_name,
@@ -93,7 +94,8 @@ def test_authorizer_rules() -> None:
                                                    deny("User:alice", AclOperation.DELETE, host="10.0.0.9")],
         topic("cfg"): [allow("User:alice", AclOperation.ALTER_CONFIGS)],
     })
-    ok = authorizer.authorize
+    def ok(principal: str, host: str, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+        return authorizer.authorize(principal, host, operation, Resource(resource_type, name))
     T, G = ResourceType.TOPIC, ResourceType.GROUP
     assert ok("User:alice", "h", AclOperation.READ, T, "orders")
     assert ok("User:alice", "h", AclOperation.DESCRIBE, T, "orders")  # implied by READ
@@ -111,7 +113,7 @@ def test_authorizer_rules() -> None:
     assert ok("User:admin", "h", AclOperation.ALTER, ResourceType.CLUSTER, "kafka-cluster")  # super user
     assert not ok("User:alice", "h", AclOperation.READ, G, "no-acls")  # no ACL: closed by default
     assert AclAuthorizer(None, allow_everyone_if_no_acl_found=True).authorize(
-        "User:x", "h", AclOperation.READ, G, "no-acls")
+        "User:x", "h", AclOperation.READ, Resource(G, "no-acls"))
     assert authorizer.authorize_any("User:bob", "h", AclOperation.WRITE, T)
     assert not authorizer.authorize_any("User:carol", "h", AclOperation.WRITE, T)
 
