@@ -21,6 +21,7 @@ from services.broker.fetch_session_cache import FetchSessionCache
 from services.broker.kafka_api import BrokerKafkaApis
 from services.broker.kafka_api.acls import AclKafkaApis
 from services.broker.kafka_api.admin import KafkaAdminApis
+from services.broker.kafka_api.scram_users import ScramUserKafkaApis
 from services.broker.log.config import LogConfig, LogManagerConfig
 from services.broker.log.manager import LogManager
 from services.broker.log.meta_properties import check_and_write_meta_properties
@@ -198,6 +199,7 @@ class BrokerServer:
         registry = ApiRegistry()
         security = listener_security(self.config, self.zk)
         AclKafkaApis(security.authorizer).register(registry)
+        ScramUserKafkaApis(self.zk).register(registry)
         registry.accepts_envelopes = True  # the coordinators forward their clients' requests
         self.kafka_admin = KafkaAdminApis(self.broker_id, self.metadata_cache, self.replica_manager,
                                           self.config, self.dynamic_config)

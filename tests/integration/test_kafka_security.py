@@ -284,3 +284,27 @@ def test_kafkas_acl_tool_lists_the_acls(cluster: LocalCluster, tmp_path) -> None
                       timeout_s=60)
     assert result.returncode == 0, result.stderr
     assert "principal=User:alice" in result.stdout and "operation=READ" in result.stdout, result.stdout
+
+
+def test_kafkas_config_tool_manages_scram_users(cluster: LocalCluster, tmp_path) -> None:
+    try:
+        java_binary()
+        fetch_jars()
+    except KafkaJarsUnavailable as exc:
+        pytest.skip(f"Apache Kafka's jars or Java are not available: {exc}")
+    properties = tmp_path / "admin.properties"
+    properties.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                          "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+                          f'username="admin" password="{ADMIN_PASSWORD}";\n')
+    tool = ["--bootstrap-server", cluster.kafka_bootstrap_servers, "--command-config", str(properties),
+            "--entity-type", "users", "--entity-name", "dave"]
+    altered = run_tool("org.apache.kafka.tools.ConfigCommand",
+                       [*tool, "--alter", "--add-config", "SCRAM-SHA-512=[iterations=8192,password=dave-secret]"],
+                       timeout_s=60)
+    assert altered.returncode == 0, altered.stderr
+    described = run_tool("org.apache.kafka.tools.ConfigCommand", [*tool, "--describe"], timeout_s=60)
+    assert described.returncode == 0 and "SCRAM-SHA-512=iterations=8192" in described.stdout, described
+    connection, final = scram_connection(broker(cluster), "dave", "dave-secret")
+    assert final.error_code == kafka_error(Errors.NONE)
+    connection, final = scram_connection(broker(cluster), "dave", "not-dave's")
+    assert final.error_code == kafka_error(Errors.SASL_AUTHENTICATION_FAILED)

@@ -14,6 +14,7 @@ users kept only as SCRAM credentials cannot authenticate with PLAIN.
 from __future__ import annotations
 
 import base64
+import hashlib
 import hmac
 import re
 from collections.abc import Callable
@@ -90,6 +91,23 @@ def jaas_login(jaas_config: str | None) -> tuple[str, str] | None:
 def plain_initial_response(username: str, password: str) -> bytes:
     """A SASL/PLAIN client's only message (RFC 4616), without an authorization id."""
     return b"\0" + username.encode() + b"\0" + password.encode()
+
+
+# Kafka's code of each SCRAM mechanism in AlterUserScramCredentials and DescribeUserScramCredentials
+SCRAM_MECHANISM_CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
+_SCRAM_HASHES = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
+MAX_SCRAM_ITERATIONS = 16384  # Kafka's ScramMechanism maximum
+
+
+def scram_credential_from_salted_password(mechanism: str, salt: bytes, salted_password: bytes,
+                                          iterations: int) -> ScramCredential:
+    """The stored credential of a client-salted password, as AlterUserScramCredentials sends it:
+    StoredKey = H(HMAC(SaltedPassword, "Client Key")), ServerKey = HMAC(SaltedPassword, "Server Key")
+    (RFC 5802 section 3; `scramp` derives keys only from a password, so these two lines are ours)."""
+    digest = _SCRAM_HASHES[mechanism]
+    client_key = hmac.new(salted_password, b"Client Key", digest).digest()
+    server_key = hmac.new(salted_password, b"Server Key", digest).digest()
+    return ScramCredential(salt, digest(client_key).digest(), server_key, iterations)
 
 
 def plain_users(jaas_config: str | None) -> dict[str, str]:

@@ -1,7 +1,9 @@
 """SASL mechanisms (SCRAM against a client of the same RFC, PLAIN against a JAAS config), Kafka's
-SCRAM credential format, and the ACL authorizer's rules and filters."""
+SCRAM credential format (also from a client-salted password, as AlterUserScramCredentials sends it), and the ACL authorizer's rules and filters."""
 
 from __future__ import annotations
+
+import hashlib
 
 import pytest
 from scramp import ScramClient
@@ -26,6 +28,7 @@ from services.common.security.sasl import (
     jaas_login,
     make_scram_credential,
     plain_users,
+    scram_credential_from_salted_password,
 )
 from services.common.zk.acls import decode_entries, encode_change, encode_entries, pattern_path
 
@@ -60,6 +63,13 @@ def test_scram_credential_in_kafkas_form() -> None:
     assert ScramCredential.decode(text) == credential
     with pytest.raises(ValueError):
         make_scram_credential("SCRAM-SHA-512", "pw", iterations=100)
+
+
+@pytest.mark.parametrize(("mechanism", "digest"), [("SCRAM-SHA-256", "sha256"), ("SCRAM-SHA-512", "sha512")])
+def test_a_client_salted_password_gives_the_same_credential(mechanism: str, digest: str) -> None:
+    credential = make_scram_credential(mechanism, "pw", iterations=4096)
+    salted = hashlib.pbkdf2_hmac(digest, b"pw", credential.salt, 4096)
+    assert scram_credential_from_salted_password(mechanism, credential.salt, salted, 4096) == credential
 
 
 def test_plain_against_jaas_users() -> None:
