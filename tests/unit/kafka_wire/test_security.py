@@ -1,5 +1,6 @@
 """SASL mechanisms (SCRAM against a client of the same RFC, PLAIN against a JAAS config), Kafka's
-SCRAM credential format (also from a client-salted password, as AlterUserScramCredentials sends it), and the ACL authorizer's rules and filters."""
+SCRAM credential format (also from a client-salted password, as AlterUserScramCredentials sends
+it), and the ACL authorizer's rules and filters."""
 
 from __future__ import annotations
 
