@@ -6,7 +6,8 @@ answered SASL_AUTHENTICATION_FAILED and the connection closed; nothing but ApiVe
 served before authentication; a user without ACLs is refused Produce, Fetch, Metadata, groups,
 transactional ids and ACL administration with Kafka's errors; librdkafka with SCRAM-SHA-512
 produces and consumes in a group once `odradek acls` allows it; Kafka's own kafka-acls.sh lists
-those ACLs over the Kafka protocol (when its jars can be had)."""
+those ACLs over the Kafka protocol, and its kafka-configs.sh adds a SCRAM user that can then log in
+(when Kafka's jars can be had)."""
 
 from __future__ import annotations
 
