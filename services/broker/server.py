@@ -19,7 +19,9 @@ from services.broker.config import BrokerConfig
 from services.broker.dynamic_config import ConfigChangeListener, DynamicBrokerConfig
 from services.broker.fetch_session_cache import FetchSessionCache
 from services.broker.kafka_api import BrokerKafkaApis
+from services.broker.kafka_api.acls import AclKafkaApis
 from services.broker.kafka_api.admin import KafkaAdminApis
+from services.broker.kafka_api.scram_users import ScramUserKafkaApis
 from services.broker.log.config import LogConfig, LogManagerConfig
 from services.broker.log.manager import LogManager
 from services.broker.log.meta_properties import check_and_write_meta_properties
@@ -33,11 +35,12 @@ from services.broker.servicer import BrokerServicer
 from services.common.clock import SYSTEM_CLOCK
 from services.common.errors import Errors, KafkaError
 from services.common.kafka_wire import ApiRegistry, KafkaWireServer
+from services.common.kafka_wire.security import listener_security
 from services.common.pb.odradek.broker.v1 import broker_pb2_grpc
 from services.common.pb.odradek.controller.v1 import controller_pb2, controller_pb2_grpc
 from services.common.producer_id_manager import ProducerIdManager
 from services.common.service import ServiceRuntime, insecure_channel
-from services.common.shared_types import KAFKA_LISTENER_NAME, PLAINTEXT, BrokerInfo, EndPoint
+from services.common.shared_types import KAFKA_LISTENER_NAME, BrokerInfo, EndPoint
 from services.common.topic_partition import TopicPartition
 from services.common.zk import OdradekZkClient, PartitionStateZnode
 from services.common.zk.client import close_session
@@ -195,16 +198,21 @@ class BrokerServer:
         if listener is None:
             return
         registry = ApiRegistry()
+        security = listener_security(self.config, self.zk)
+        AclKafkaApis(security.authorizer).register(registry)
+        ScramUserKafkaApis(self.zk).register(registry)
+        registry.accepts_envelopes = True  # the coordinators forward their clients' requests
         self.kafka_admin = KafkaAdminApis(self.broker_id, self.metadata_cache, self.replica_manager,
                                           self.config, self.dynamic_config)
         BrokerKafkaApis(self.broker_id, servicer.handling, self.kafka_admin,
                         coordinators=self.coordinator_directory.snapshot).register(registry)
         self.kafka_listener = KafkaWireServer(registry, listener.host, listener.port,
                                               request_max_bytes=self.config.socket_request_max_bytes,
-                                              listen_backlog=self.config.socket_listen_backlog_size)
+                                              listen_backlog=self.config.socket_listen_backlog_size,
+                                              security=security)
         bound = self.runtime.call_on_loop(self.kafka_listener.start())
         advertised = self.config.kafka_advertised_listener(bound)
-        self.kafka_endpoint = EndPoint(advertised.host, advertised.port, KAFKA_LISTENER_NAME, PLAINTEXT)
+        self.kafka_endpoint = EndPoint(advertised.host, advertised.port, KAFKA_LISTENER_NAME, security.protocol)
 
     def _stop_kafka_listener(self) -> None:
         if self.kafka_listener is not None:

@@ -1,7 +1,7 @@
 """The `odradek` command line: `topics`, `consumer-groups` (see `cli_groups`), `transactions`
 (see `cli_transactions`), `delete-records`, `leader-election`, `get-offsets` (see `cli_partitions`),
-`configs` (see `cli_configs`), `dump-log` (see `cli_dump_log`), `log-dirs` (see `cli_log_dirs`),
-`reassign-partitions` (see `cli_reassign`),
+`configs` (see `cli_configs`), `acls` (see `cli_acls`), `dump-log` (see `cli_dump_log`), `log-dirs`
+(see `cli_log_dirs`), `reassign-partitions` (see `cli_reassign`),
 `dev up|down|status|start|stop|restart|kill` (see `services.devcluster.cli`), `console-producer`,
 `console-consumer`, `producer-perf-test`, `consumer-perf-test` (see `cli_console` and `cli_perf`),
 `jobs run` (Spark jobs, see `cli_jobs`),
@@ -30,6 +30,7 @@ from collections.abc import Iterable, Iterator
 from typing import BinaryIO, TextIO
 
 from services.clients import (
+    cli_acls,
     cli_configs,
     cli_console,
     cli_dump_log,
@@ -62,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_partitions.add_parsers(subparsers)
     cli_reassign.add_parser(subparsers)
     cli_configs.add_parser(subparsers)
+    cli_acls.add_parser(subparsers)
     cli_dump_log.add_parser(subparsers)
     cli_log_dirs.add_parser(subparsers)
     devcluster_cli.add_parser(subparsers)

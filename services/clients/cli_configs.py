@@ -16,6 +16,14 @@ admin client.
         prints `Completed updating config for broker ID.` (`Completed updating default config for
         brokers in the cluster.`); keys a broker cannot change without a restart are refused.
 
+    configs --zookeeper ZK --entity-type users --entity-name U --alter \
+            --add-config 'SCRAM-SHA-512=[iterations=8192,password=secret]' [--delete-config SCRAM-SHA-256]
+        writes the user's SCRAM credentials (salted, never the password) to `/config/users/U` in
+        ZooKeeper with a change notification, as Kafka's `kafka-configs.sh --zookeeper` does; prints
+        `Completed updating config for user U.`
+    configs --zookeeper ZK --entity-type users [--entity-name U] --describe
+        `Configs for user-principal 'U' are SCRAM-SHA-512=salt=...,stored_key=...,...`.
+
 Broker configs come from the controller, which holds the dynamic layers only: `--all` is for
 topics (a broker's Kafka listener describes its every config). Other entity types answer with an
 error. A failure prints `Error: <message>` and exits with 1.
@@ -29,10 +37,16 @@ import re
 from collections.abc import Iterable
 from typing import TextIO
 
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
+
 from services.clients.admin import Admin
 from services.clients.admin_types import BROKER_RESOURCE, CONFIG_SOURCES, TOPIC_RESOURCE, ConfigEntry
 from services.clients.cli_groups import run_admin_command
 from services.common.errors import Errors, KafkaError
+from services.common.security.sasl import DEFAULT_SCRAM_ITERATIONS, SCRAM_MECHANISMS, make_scram_credential
+from services.common.zk.client import OdradekZkClient
+from services.common.zk.configs import entity_type_path
 
 DYNAMIC_TOPIC_CONFIG_SOURCE = 1
 DYNAMIC_BROKER_CONFIG_SOURCE, DYNAMIC_DEFAULT_BROKER_CONFIG_SOURCE = 2, 3
@@ -47,7 +61,9 @@ class ConfigCommandError(Exception):
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("configs", help="describe or alter topic and broker configs",
                                    description="Describe or alter the dynamic configs of topics and brokers.")
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    parser.add_argument("--bootstrap-server", metavar="HOST:PORT")
+    parser.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
+                        help="ZooKeeper, where users' SCRAM credentials are kept (with --entity-type users)")
     parser.add_argument("--command-config", metavar="FILE", help="a properties file of admin client configs")
     parser.add_argument("--timeout", type=int, default=30000, help="milliseconds to wait for answers")
     parser.add_argument("--entity-type", required=True, choices=ENTITY_TYPES)
@@ -66,6 +82,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.entity_type == "users":
+        if not args.zookeeper:
+            parser.error("--entity-type users needs --zookeeper (SCRAM credentials are kept in ZooKeeper)")
+    elif not args.bootstrap_server:
+        parser.error("--bootstrap-server is required")
     if args.entity_topic is not None:
         args.entity_name = args.entity_name or args.entity_topic
     if args.entity_default:
@@ -84,6 +105,8 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
+    if args.entity_type == "users":
+        return run_users(args, out)
     return run_admin_command(args, out, COMMANDS[args.action], ConfigCommandError)
 
 
@@ -191,3 +214,51 @@ def alter(admin: Admin, args: argparse.Namespace, out: TextIO) -> None:
 
 
 COMMANDS = {"describe": describe, "alter": alter}
+
+
+# --------------------------------------------------------------------------------------------- users
+
+def scram_changes(added: dict[str, str]) -> dict[str, str]:
+    """`SCRAM-SHA-512` => `iterations=8192,password=secret` (iterations optional) as the stored
+    credential of each mechanism."""
+    credentials = {}
+    for mechanism, value in added.items():
+        if mechanism not in SCRAM_MECHANISMS:
+            raise ConfigCommandError(f"Invalid config(s): {mechanism} (a user's configs here are "
+                                     f"{', '.join(SCRAM_MECHANISMS)})")
+        fields = dict(item.split("=", 1) for item in value.split(",") if "=" in item)
+        if "password" not in fields:
+            raise ConfigCommandError(f"{mechanism} needs password=... (and may give iterations=N)")
+        try:
+            iterations = int(fields.get("iterations", DEFAULT_SCRAM_ITERATIONS))
+            credentials[mechanism] = make_scram_credential(mechanism, fields["password"], iterations).encode()
+        except ValueError as exc:
+            raise ConfigCommandError(str(exc)) from None
+    return credentials
+
+
+def run_users(args: argparse.Namespace, out: TextIO) -> int:
+    zk = KazooClient(hosts=args.zookeeper, timeout=max(args.timeout, 1000) / 1000)
+    try:
+        zk.start(timeout=max(args.timeout, 1000) / 1000)
+        client = OdradekZkClient(zk)
+        if args.action == "describe":
+            users = [args.entity_name] if args.entity_name else sorted(
+                zk.get_children(entity_type_path("users")) if zk.exists(entity_type_path("users")) else [])
+            for user in users:
+                config = client.get_user_config(user)
+                shown = ",".join(f"{k}={v}" for k, v in sorted(config.items()))
+                print(f"Configs for user-principal '{user}' are {shown}", file=out)
+            return 0
+        added = scram_changes(parse_add_config(args.add_config)) if args.add_config is not None else {}
+        deleted = parse_delete_config(args.delete_config) if args.delete_config is not None else []
+        config = {k: v for k, v in client.get_user_config(args.entity_name).items() if k not in deleted}
+        client.set_user_config(args.entity_name, {**config, **added})
+        print(f"Completed updating config for user {args.entity_name}.", file=out)
+        return 0
+    except (ConfigCommandError, KazooException, TimeoutError) as error:
+        print(f"Error: {error.args[0] if error.args else error}", file=out)
+        return 1
+    finally:
+        zk.stop()
+        zk.close()

@@ -20,6 +20,7 @@ from services.common.hashing import coordinator_partition
 from services.common.kafka_wire.codec import fields_of, kafka_error
 from services.common.kafka_wire.registry import RequestContext
 from services.common.pb.odradek.common.v1 import common_pb2
+from services.common.security.acl import AclOperation, ResourceType
 from services.common.topic_names import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from services.common.zk.coordinator_directory import (
     DirectorySnapshot,
@@ -101,16 +102,30 @@ def kafka_coordinator_nodes(snapshot: DirectorySnapshot) -> list[tuple[int, str,
     return nodes
 
 
+def _authorized_coordinator(snapshot: DirectorySnapshot, key: str, key_type: int,
+                            context: RequestContext) -> KafkaCoordinatorAnswer:
+    """The coordinator of `key`, if the principal may DESCRIBE the group or transactional id; else
+    GROUP_AUTHORIZATION_FAILED or TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
+    if key_type == KAFKA_KEY_TYPE_TRANSACTION:
+        resource_type, code = ResourceType.TRANSACTIONAL_ID, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    else:
+        resource_type, code = ResourceType.GROUP, Errors.GROUP_AUTHORIZATION_FAILED
+    if not context.access.allowed(AclOperation.DESCRIBE, resource_type, key):
+        return KafkaCoordinatorAnswer(code, None)
+    return kafka_coordinator(snapshot, key, key_type)
+
+
 def kafka_find_coordinator(snapshot: DirectorySnapshot, request: Any, context: RequestContext) -> Any:
     """The FindCoordinator response of the request's version: one key (v0-3) or a batch (v4+)."""
     if hasattr(request, "coordinator_keys"):
         module = context.response_module
-        answers = [(key, kafka_coordinator(snapshot, key, request.key_type)) for key in request.coordinator_keys]
+        answers = [(key, _authorized_coordinator(snapshot, key, request.key_type, context))
+                   for key in request.coordinator_keys]
         return fields_of(context.response_type, coordinators=tuple(
             module.Coordinator(key=key, node_id=a.node_id, host=a.host, port=a.port,
                                error_code=kafka_error(a.error_code), error_message=a.error_message)
             for key, a in answers))
-    answer = kafka_coordinator(snapshot, request.key, getattr(request, "key_type", 0))
+    answer = _authorized_coordinator(snapshot, request.key, getattr(request, "key_type", 0), context)
     return fields_of(context.response_type, error_code=kafka_error(answer.error_code),
                      error_message=answer.error_message, node_id=answer.node_id, host=answer.host,
                      port=answer.port)

@@ -104,8 +104,10 @@ class LocalCluster:
         gateway_config: dict[str, object] | None = None,
         env: dict[str, str] | None = None,
         network: HostNetwork | None = None,
+        kafka_security_protocol: str = "PLAINTEXT",
     ):
         self.base_dir = Path(base_dir).resolve()
+        self.kafka_security_protocol = kafka_security_protocol  # of every Kafka listener: or SASL_PLAINTEXT
         self.network = network
         if network is not None:  # every host has its own address: the fixed ports never clash
             host, free_ports = network.root_address, False
@@ -249,7 +251,7 @@ class LocalCluster:
             "metrics.port": str(spec.metrics_port),
         }
         if spec.kafka_port >= 0:
-            config["kafka.listeners"] = f"PLAINTEXT://{host}:{spec.kafka_port}"
+            config["kafka.listeners"] = f"{self.kafka_security_protocol}://{host}:{spec.kafka_port}"
         if spec.kind == "broker":
             config["broker.id"] = str(spec.node_id)
             config["log.dirs"] = str(self.data_dir(name))

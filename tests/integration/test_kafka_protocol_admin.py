@@ -27,8 +27,10 @@ from kio.schema.elect_leaders.v2.request import TopicPartitions
 from kio.schema.incremental_alter_configs.v1.request import AlterableConfig, AlterConfigsResource
 
 from bench.kafka_peer import KafkaJarsUnavailable, fetch_jars, java_argv
+from services.broker.kafka_api.acls import ACL_API_VERSIONS
 from services.broker.kafka_api.admin import ADMIN_API_VERSIONS
 from services.broker.kafka_api.handlers import API_VERSIONS
+from services.broker.kafka_api.scram_users import SCRAM_USER_API_VERSIONS
 from services.clients.admin import Admin
 from services.clients.admin_types import BROKER_RESOURCE, NewTopic
 from services.clients.transport import BROKER, ChannelPool
@@ -290,7 +292,8 @@ def test_api_versions_advertise_the_admin_apis(cluster: LocalCluster):
     with WireConnection(cluster.host, kafka_port(cluster)) as connection:
         answer = connection.call(API_VERSIONS_KEY, 3, client_software_name="tests", client_software_version="1")
     advertised = {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys}
-    assert advertised == {**API_VERSIONS, **ADMIN_API_VERSIONS, API_VERSIONS_KEY: (0, 3)}
+    assert advertised == {**API_VERSIONS, **ADMIN_API_VERSIONS, **ACL_API_VERSIONS, **SCRAM_USER_API_VERSIONS,
+                          API_VERSIONS_KEY: (0, 3)}
 
 
 def test_create_delete_topic_ids_broker_configs_and_elections_over_the_wire(cluster: LocalCluster, admin: Admin):

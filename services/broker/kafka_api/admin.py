@@ -26,6 +26,13 @@ under "" the cluster-wide dynamic defaults. Altering broker configs (this broker
 or "") is forwarded to the controller as topic configs are, which refuses keys that cannot change
 without a restart. Topic ids are not kept: a topic named only
 by id is UNKNOWN_TOPIC_ID and responses carry the zero id.
+
+With an authorizer, each resource needs Kafka's operation: CREATE (on the cluster or the topic) to
+create a topic, DELETE to delete it or its records, ALTER to add partitions, DESCRIBE_CONFIGS and
+ALTER_CONFIGS on the topic (on the cluster for broker configs), ALTER on the cluster to elect
+leaders or reassign, DESCRIBE on the cluster to list reassignments, describe the cluster or its log
+dirs. A refused resource answers TOPIC_AUTHORIZATION_FAILED or CLUSTER_AUTHORIZATION_FAILED and is
+not forwarded.
 """
 
 from __future__ import annotations
@@ -71,6 +78,7 @@ from services.clients.admin_types import (
 from services.clients.transport import CONTROLLER, ChannelPool, Deadline, call_with_retries
 from services.common.errors import Errors, KafkaError
 from services.common.kafka_wire import ApiRegistry, RequestContext, fields_of, kafka_error
+from services.common.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from services.common.topic_partition import TopicPartition
 
 CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS, DESCRIBE_CONFIGS, ALTER_CONFIGS = 19, 20, 21, 32, 33
@@ -102,6 +110,7 @@ RETRY_BACKOFF_MS = 100
 
 K = TypeVar("K")
 Outcome = tuple[int, str | None, Any]  # (error code, error message, value on success)
+DENIED_TOPIC: Outcome = (Errors.TOPIC_AUTHORIZATION_FAILED, None, None)
 
 
 def _ms(delta) -> int:
@@ -208,13 +217,17 @@ class KafkaAdminApis:
     async def create_topics(self, request: Any, context: RequestContext) -> Any:
         names = [t.name for t in request.topics]
         outcomes = _duplicates(names, "topic")
+        if not context.access.allowed(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_denial=False):
+            outcomes.update({n: DENIED_TOPIC for n in names if n not in outcomes
+                             and not context.access.allowed(AclOperation.CREATE, ResourceType.TOPIC, n)})
         topics = {t.name: t for t in request.topics if t.name not in outcomes}
 
         def build(pending: list[str], timeout_ms: int) -> Any:
             return create_topics_request([_new_topic(topics[n]) for n in pending], timeout_ms, request.validate_only)
 
-        outcomes.update(await self._blocking(self.controller.forward, "CreateTopics", list(topics), build,
-                                             parse_create_topics, _ms(request.timeout)))
+        if topics:
+            outcomes.update(await self._blocking(self.controller.forward, "CreateTopics", list(topics), build,
+                                                 parse_create_topics, _ms(request.timeout)))
         module = context.response_module
         configs: dict[str, Outcome] = {}
         created = [n for n in topics if outcomes[n][0] == Errors.NONE]
@@ -249,8 +262,12 @@ class KafkaAdminApis:
         else:
             named, by_id = list(request.topic_names), []
         wanted = list(dict.fromkeys(named))  # a name given twice is deleted once, as Kafka 2.8 does
-        outcomes = await self._blocking(self.controller.forward, "DeleteTopics", wanted, delete_topics_request,
-                                        parse_delete_topics, _ms(request.timeout))
+        outcomes = {n: DENIED_TOPIC for n in wanted
+                    if not context.access.allowed(AclOperation.DELETE, ResourceType.TOPIC, n)}
+        allowed = [n for n in wanted if n not in outcomes]
+        if allowed:
+            outcomes.update(await self._blocking(self.controller.forward, "DeleteTopics", allowed,
+                                                 delete_topics_request, parse_delete_topics, _ms(request.timeout)))
         results = [fields_of(module.DeletableTopicResult, name=name, topic_id=NO_TOPIC_ID,
                              error_code=kafka_error(outcomes[name][0]), error_message=outcomes[name][1] or None)
                    for name in wanted]
@@ -263,6 +280,8 @@ class KafkaAdminApis:
     async def create_partitions(self, request: Any, context: RequestContext) -> Any:
         names = [t.name for t in request.topics]
         outcomes = _duplicates(names, "topic")
+        outcomes.update({n: DENIED_TOPIC for n in names if n not in outcomes
+                         and not context.access.allowed(AclOperation.ALTER, ResourceType.TOPIC, n)})
         wanted = {t.name: NewPartitions(t.count, [tuple(a.broker_ids) for a in t.assignments]
                                         if t.assignments is not None else None)
                   for t in request.topics if t.name not in outcomes}
@@ -270,8 +289,9 @@ class KafkaAdminApis:
         def build(pending: list[str], timeout_ms: int) -> Any:
             return create_partitions_request({n: wanted[n] for n in pending}, timeout_ms, request.validate_only)
 
-        outcomes.update(await self._blocking(self.controller.forward, "CreatePartitions", list(wanted), build,
-                                             parse_create_partitions, _ms(request.timeout)))
+        if wanted:
+            outcomes.update(await self._blocking(self.controller.forward, "CreatePartitions", list(wanted), build,
+                                                 parse_create_partitions, _ms(request.timeout)))
         module = context.response_module
         return fields_of(context.response_type, results=tuple(
             module.CreatePartitionsTopicResult(name=name, error_code=kafka_error(outcomes[name][0]),
@@ -284,8 +304,12 @@ class KafkaAdminApis:
         asked = [(topic.name, part.partition_index, part.offset) for topic in request.topics
                  for part in topic.partitions]
 
+        denied = {name for name, _, _ in asked
+                  if not context.access.allowed(AclOperation.DELETE, ResourceType.TOPIC, name)}
+
         def delete() -> list[tuple[str, int, int, int]]:
-            return [(name, index, *self.replica_manager.delete_records(name, index, offset))
+            return [(name, index, *((Errors.TOPIC_AUTHORIZATION_FAILED, -1) if name in denied
+                                    else self.replica_manager.delete_records(name, index, offset)))
                     for name, index, offset in asked]
 
         module = context.response_module
@@ -299,6 +323,10 @@ class KafkaAdminApis:
     async def describe_log_dirs(self, request: Any, context: RequestContext) -> Any:
         wanted = None if request.topics is None else [TopicPartition(topic.topic, index) for topic in request.topics
                                                       for index in topic.partitions]
+
+        if not context.access.allowed(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+            return fields_of(context.response_type, error_code=kafka_error(Errors.CLUSTER_AUTHORIZATION_FAILED),
+                             results=())
 
         def describe() -> list[tuple[Any, Any]]:
             return [(described, _disk_usage(described.log_dir))
@@ -342,7 +370,10 @@ class KafkaAdminApis:
                 return error.code, str(error), {}
             return Errors.NONE, None, dict(parse_elect_leaders(response))
 
-        code, message, outcomes = await self._blocking(forward)
+        if context.access.allowed(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+            code, message, outcomes = await self._blocking(forward)
+        else:
+            code, message, outcomes = Errors.CLUSTER_AUTHORIZATION_FAILED, None, {}
         module = context.response_module
         by_topic: dict[str, list] = {}
         for tp, (part_code, part_message, _) in outcomes.items():
@@ -362,6 +393,9 @@ class KafkaAdminApis:
     async def alter_partition_reassignments(self, request: Any, context: RequestContext) -> Any:
         targets = {TopicPartition(t.name, p.partition_index): None if p.replicas is None else tuple(p.replicas)
                    for t in request.topics for p in t.partitions}
+        if not context.access.allowed(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+            return fields_of(context.response_type, error_code=kafka_error(Errors.CLUSTER_AUTHORIZATION_FAILED),
+                             error_message=None, responses=())
         outcomes = await self._blocking(lambda: self.controller.forward(
             "AlterPartitionReassignments", list(targets), lambda pending, timeout_ms:
                 alter_partition_reassignments_request({tp: targets[tp] for tp in pending}, timeout_ms),
@@ -390,7 +424,10 @@ class KafkaAdminApis:
                 return error.code, str(error), {}
             return Errors.NONE, None, parse_list_partition_reassignments(response)
 
-        code, message, ongoing = await self._blocking(forward)
+        if context.access.allowed(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+            code, message, ongoing = await self._blocking(forward)
+        else:
+            code, message, ongoing = Errors.CLUSTER_AUTHORIZATION_FAILED, None, {}
         module = context.response_module
         by_topic: dict[str, list] = {}
         for tp, assignment in sorted(ongoing.items()):
@@ -407,6 +444,10 @@ class KafkaAdminApis:
         snapshot = self.metadata_cache.snapshot()
         endpoint_type = getattr(request, "endpoint_type", BROKERS_ENDPOINT_TYPE)
         module = context.response_module
+        if not context.access.allowed(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+            return fields_of(context.response_type, error_code=kafka_error(Errors.CLUSTER_AUTHORIZATION_FAILED),
+                             error_message=None, endpoint_type=endpoint_type, cluster_id=snapshot.cluster_id or "",
+                             controller_id=-1, brokers=())
         if endpoint_type != BROKERS_ENDPOINT_TYPE:
             return fields_of(context.response_type, error_code=kafka_error(Errors.INVALID_REQUEST),
                              error_message=f"a broker describes brokers (endpoint type {BROKERS_ENDPOINT_TYPE}), "
@@ -431,7 +472,11 @@ class KafkaAdminApis:
         for resource in request.resources:
             key = (resource.resource_type, resource.resource_name)
             keys = tuple(resource.configuration_keys or ())
-            if resource.resource_type == TOPIC_RESOURCE:
+            denial = _config_denial(context, AclOperation.DESCRIBE_CONFIGS, resource.resource_type,
+                                    resource.resource_name)
+            if denial is not None:
+                outcomes[key] = denial
+            elif resource.resource_type == TOPIC_RESOURCE:
                 topics[resource.resource_name] = keys
             elif resource.resource_type == BROKER_RESOURCE:
                 outcomes[key] = self._describe_broker(resource.resource_name, keys, include_synonyms,
@@ -450,9 +495,9 @@ class KafkaAdminApis:
                     merged.resources.extend(part.resources)
             return merged
 
-        described = await self._blocking(self.controller.forward, "DescribeConfigs", list(topics), build,
-                                         lambda response: parse_describe_configs(response, TOPIC_RESOURCE),
-                                         self.config.request_timeout_ms)
+        described = {} if not topics else await self._blocking(
+            self.controller.forward, "DescribeConfigs", list(topics), build,
+            lambda response: parse_describe_configs(response, TOPIC_RESOURCE), self.config.request_timeout_ms)
         outcomes.update({(TOPIC_RESOURCE, name): outcome for name, outcome in described.items()})
         module = context.response_module
         results = []
@@ -496,7 +541,11 @@ class KafkaAdminApis:
             key = (resource.resource_type, resource.resource_name)
             if key in outcomes:
                 continue
-            if resource.resource_type in forwarded:
+            denial = _config_denial(context, AclOperation.ALTER_CONFIGS, resource.resource_type,
+                                    resource.resource_name)
+            if denial is not None:
+                outcomes[key] = denial
+            elif resource.resource_type in forwarded:
                 forwarded[resource.resource_type][resource.resource_name] = resource
             else:
                 outcomes[key] = _unserved_resource(resource.resource_type)
@@ -520,6 +569,16 @@ class KafkaAdminApis:
                                                 error_message=outcomes[key][1] or None,
                                                 resource_type=key[0], resource_name=key[1])
             for key in dict.fromkeys(keys)))
+
+
+def _config_denial(context: RequestContext, operation: AclOperation, resource_type: int,
+                   name: str) -> Outcome | None:
+    """A topic's configs need `operation` on the topic, a broker's on the cluster."""
+    if resource_type == TOPIC_RESOURCE:
+        return None if context.access.allowed(operation, ResourceType.TOPIC, name) else DENIED_TOPIC
+    if resource_type == BROKER_RESOURCE and not context.access.allowed(operation, ResourceType.CLUSTER, CLUSTER_NAME):
+        return Errors.CLUSTER_AUTHORIZATION_FAILED, None, None
+    return None
 
 
 def _disk_usage(path: str) -> Any:

@@ -6,14 +6,21 @@ bytes they arrived as and are fetched as stored.
 Metadata answers with each live broker's Kafka listener, then each coordinator's (see
 `coordinator_lookup`), and names this broker as the controller:
 Kafka clients send admin requests to the controller, and a broker forwards them (`admin`, whose
-APIs `register` adds when given). Security is not enabled: SaslHandshake is answered
-UNSUPPORTED_SASL_MECHANISM. FindCoordinator names the owning coordinator's Kafka listener
-(librdkafka also takes a served FindCoordinator as the sign that a broker takes LZ4); ListGroups
-answers no group and ListTransactions no transaction, since the coordinators, which Kafka clients
-ask too (an admin client lists transactions on every node), hold them all.
+APIs `register` adds when given). On a PLAINTEXT listener SaslHandshake is answered
+UNSUPPORTED_SASL_MECHANISM (a SASL_PLAINTEXT listener answers it itself). FindCoordinator names
+the owning coordinator's Kafka listener (librdkafka also takes a served FindCoordinator as the
+sign that a broker takes LZ4); ListGroups answers no group and ListTransactions no transaction,
+since the coordinators, which Kafka clients ask too (an admin client lists transactions on every
+node), hold them all.
 DescribeProducers answers the producer state of the partitions this broker hosts, as leader or
 follower (NOT_LEADER_OR_FOLLOWER for the others), as the gRPC call does and as Kafka's
 `kafka-transactions.sh find-hanging` asks a broker about all of its replicas.
+
+With an authorizer (`context.access`), Produce needs WRITE on each topic and on its transactional
+id, Fetch READ (a follower's CLUSTER_ACTION on the cluster), ListOffsets and OffsetForLeaderEpoch
+DESCRIBE, Metadata DESCRIBE (and CREATE, on the cluster or the topic, to create one), DescribeProducers
+READ; refused partitions answer TOPIC_AUTHORIZATION_FAILED and are not handled, and Metadata of
+every topic lists only those the principal may describe.
 """
 
 from __future__ import annotations
@@ -25,12 +32,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from services.broker.fetch_session_cache import FINAL_EPOCH
-from services.broker.handling import DEFAULT_PARTITION_MAX_BYTES, RequestHandling
+from services.broker.handling import DEFAULT_PARTITION_MAX_BYTES, RequestHandling, TopicView
 from services.broker.kafka_api.admin import KafkaAdminApis, controller_id
 from services.broker.replica_fetch import FetchPartition
 from services.common.coordinator_lookup import kafka_coordinator_nodes, kafka_find_coordinator
 from services.common.errors import Errors
 from services.common.kafka_wire import ApiRegistry, RequestContext, fields_of, kafka_error
+from services.common.kafka_wire.security import init_producer_id_denied
+from services.common.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from services.common.shared_types import NO_TIMESTAMP, IsolationLevel
 from services.common.topic_partition import TopicPartition
 from services.common.zk.coordinator_directory import DirectorySnapshot
@@ -95,14 +104,26 @@ class BrokerKafkaApis:
         for topic in request.topic_data:
             for part in topic.partition_data:
                 entries[TopicPartition(topic.name, part.index)] = part.records or b""
-        outcome = await self.handling.produce(request.acks, _ms(request.timeout), entries)
+        access = context.access
+        transactional_id = getattr(request, "transactional_id", None)
+        if transactional_id and not access.allowed(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                                   transactional_id):
+            denied = dict.fromkeys(entries, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        else:
+            denied = {key: Errors.TOPIC_AUTHORIZATION_FAILED for key in entries
+                      if not access.allowed(AclOperation.WRITE, ResourceType.TOPIC, key.topic)}
+        outcome = await self.handling.produce(request.acks, _ms(request.timeout),
+                                              {k: v for k, v in entries.items() if k not in denied})
         if request.acks == 0:
             return None
         module = context.response_module
         by_topic: dict[str, list] = {}
         for key in entries:
             result = outcome.results.get(key)
-            if result is None:
+            if key in denied:
+                code, base_offset, append_time, start_offset = denied[key], -1, NO_TIMESTAMP, -1
+                message, record_errors = None, ()
+            elif result is None:
                 code, base_offset, append_time, start_offset = outcome.missing_code, -1, NO_TIMESTAMP, -1
                 message, record_errors = outcome.missing_message, ()
             else:
@@ -134,6 +155,8 @@ class BrokerKafkaApis:
                                      part.partition_max_bytes or DEFAULT_PARTITION_MAX_BYTES,
                                      getattr(part, "current_leader_epoch", -1))
                       for topic in request.topics for part in topic.partitions]
+        denied = self._fetch_denied(request.replica_id, {p.topic for p in partitions}, context)
+        partitions = [p for p in partitions if p.topic not in denied]
         read_committed = request.isolation_level == IsolationLevel.READ_COMMITTED
         outcome = await self.handling.fetch(
             replica_id=request.replica_id, max_wait_ms=_ms(request.max_wait), min_bytes=request.min_bytes,
@@ -151,9 +174,14 @@ class BrokerKafkaApis:
             results = {(p.topic, p.partition): None for p in partitions}
         else:
             results = outcome.results
+        denied_partitions = {(topic.topic, part.partition): None for topic in request.topics if topic.topic in denied
+                             for part in topic.partitions}
         by_topic: dict[str, list] = {}
-        for (topic, index), result in results.items():
-            if result is None:
+        for (topic, index), result in {**results, **denied_partitions}.items():
+            if topic in denied:
+                code, high_watermark, start_offset, last_stable, records, aborted = (
+                    Errors.TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, b"", ())
+            elif result is None:
                 code, high_watermark, start_offset, last_stable, records, aborted = (
                     outcome.error_code, -1, -1, -1, b"", ())
             else:
@@ -175,6 +203,15 @@ class BrokerKafkaApis:
                          responses=tuple(module.FetchableTopicResponse(topic=name, partitions=tuple(parts))
                                          for name, parts in by_topic.items()))
 
+    @staticmethod
+    def _fetch_denied(replica_id: int, topics: set[str], context: RequestContext) -> set[str]:
+        """Topics the request may not read: a follower (replica id >= 0) needs CLUSTER_ACTION on the
+        cluster for all of them, a consumer READ on each."""
+        access = context.access
+        if replica_id >= 0:
+            return set() if access.allowed(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME) else topics
+        return {t for t in topics if not access.allowed(AclOperation.READ, ResourceType.TOPIC, t)}
+
     # ------------------------------------------------------------------ offsets
 
     async def list_offsets(self, request: Any, context: RequestContext) -> Any:
@@ -183,7 +220,13 @@ class BrokerKafkaApis:
         topics = []
         for topic in request.topics:
             parts = []
+            allowed = context.access.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)
             for part in topic.partitions:
+                if not allowed:
+                    parts.append(fields_of(module.ListOffsetsPartitionResponse, partition_index=part.partition_index,
+                                           error_code=kafka_error(Errors.TOPIC_AUTHORIZATION_FAILED), timestamp=-1,
+                                           offset=-1, leader_epoch=-1))
+                    continue
                 result = self.replica_manager.list_offset(
                     topic.name, part.partition_index, part.timestamp, getattr(part, "current_leader_epoch", -1),
                     request.replica_id, read_committed)
@@ -195,10 +238,15 @@ class BrokerKafkaApis:
 
     async def offset_for_leader_epoch(self, request: Any, context: RequestContext) -> Any:
         module = context.response_module
+        denied = self._fetch_denied(getattr(request, "replica_id", -2), {t.topic for t in request.topics}, context)
         topics = []
         for topic in request.topics:
             parts = []
             for part in topic.partitions:
+                if topic.topic in denied:
+                    parts.append(module.EpochEndOffset(error_code=kafka_error(Errors.TOPIC_AUTHORIZATION_FAILED),
+                                                       partition=part.partition, leader_epoch=-1, end_offset=-1))
+                    continue
                 error, epoch, end_offset = self.replica_manager.offset_for_leader_epoch(
                     topic.topic, part.partition, part.current_leader_epoch, part.leader_epoch)
                 parts.append(module.EpochEndOffset(error_code=kafka_error(error), partition=part.partition,
@@ -217,11 +265,28 @@ class BrokerKafkaApis:
         if context.api_version == 0 and not names:
             names = None  # version 0 asks for every topic with an empty list
         allow_auto_create = getattr(request, "allow_auto_topic_creation", True)
+        access = context.access
+        denied: dict[str, int] = {}
+        if names:
+            denied = {n: Errors.TOPIC_AUTHORIZATION_FAILED for n in names
+                      if not access.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, n)}
+            if allow_auto_create and not access.allowed(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME,
+                                                        log_denial=False):
+                denied.update({n: Errors.TOPIC_AUTHORIZATION_FAILED for n in names
+                               if n not in snapshot.partitions and n not in denied
+                               and not access.allowed(AclOperation.CREATE, ResourceType.TOPIC, n)})
+            names = [n for n in names if n not in denied]
         if names and allow_auto_create:  # may ask the controller to create topics: not on the loop
             views = await asyncio.get_running_loop().run_in_executor(
                 None, self.handling.topic_views, snapshot, names, True)
+        elif names == [] and denied:
+            views = []
         else:
             views = self.handling.topic_views(snapshot, names, False)
+        if names is None:  # every topic: those the principal may describe
+            views = [v for v in views if access.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, v.name,
+                                                        log_denial=False)]
+        views += [TopicView(name, code, False, ()) for name, code in denied.items()]
         module = context.response_module
         brokers = tuple(fields_of(module.MetadataResponseBroker, node_id=node.node_id, host=node.kafka_host,
                                   port=node.kafka_port, rack=node.rack)
@@ -257,6 +322,9 @@ class BrokerKafkaApis:
     # ------------------------------------------------------------------ producer ids, SASL
 
     async def init_producer_id(self, request: Any, context: RequestContext) -> Any:
+        denied = init_producer_id_denied(request.transactional_id, context.access)
+        if denied is not None:
+            return fields_of(context.response_type, error_code=kafka_error(denied), producer_id=-1, producer_epoch=-1)
         result = await asyncio.get_running_loop().run_in_executor(
             None, self.handling.init_producer_id, request.transactional_id,
             getattr(request, "producer_id", -1), getattr(request, "producer_epoch", -1))
@@ -268,8 +336,10 @@ class BrokerKafkaApis:
         topics = []
         for topic in request.topics:
             parts = []
+            allowed = context.access.allowed(AclOperation.READ, ResourceType.TOPIC, topic.name)
             for index in topic.partition_indexes:
-                code, producers = self.replica_manager.describe_producers(topic.name, index)
+                code, producers = (self.replica_manager.describe_producers(topic.name, index) if allowed
+                                   else (Errors.TOPIC_AUTHORIZATION_FAILED, ()))
                 parts.append(module.PartitionResponse(
                     partition_index=index, error_code=kafka_error(code), error_message=None,
                     active_producers=tuple(module.ProducerState(

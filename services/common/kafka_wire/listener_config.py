@@ -1,5 +1,6 @@
 """The keys of a Kafka listener, shared by brokers and coordinators: where it listens, where Kafka
-clients reach it, the largest request and the accept backlog."""
+clients reach it, the largest request, the accept backlog, and its security: SASL mechanisms, PLAIN
+users (Kafka's JAAS form), and the ACL authorizer with its super users."""
 
 from __future__ import annotations
 
@@ -23,6 +24,22 @@ class KafkaListenerConfig(Config):
     socket_listen_backlog_size: int = setting(
         ConfigType.INT, 50, at_least(1),
         doc="Connections to the Kafka listener the kernel queues before they are accepted.")
+
+    sasl_enabled_mechanisms: str = setting(
+        ConfigType.STRING, "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        doc="The SASL mechanisms a SASL_PLAINTEXT Kafka listener takes (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512).")
+    listener_plain_jaas_config: str | None = setting(
+        ConfigType.PASSWORD, None, key="listener.name.sasl_plaintext.plain.sasl.jaas.config",
+        doc='PLAIN users as Kafka\'s PlainLoginModule JAAS config lists them (user_alice="secret"); its '
+            'username and password are what this node authenticates with to the brokers\' Kafka listeners.')
+    authorizer_class_name: str = setting(
+        ConfigType.STRING, "",
+        doc="Empty: every request is allowed. Any class name (Kafka's "
+            "kafka.security.authorizer.AclAuthorizer) enforces the ACLs in ZooKeeper on the Kafka listener.")
+    super_users: str | None = setting(
+        ConfigType.STRING, None, doc="Principals the authorizer allows everything, separated by ';'.")
+    allow_everyone_if_no_acl_found: bool = setting(
+        ConfigType.BOOLEAN, False, doc="Whether a resource no ACL covers is open to every principal.")
 
     @property
     def kafka_listener(self) -> Listener | None:

@@ -18,6 +18,14 @@ from typing import Any
 from services.common.errors import Errors
 from services.common.kafka_wire.codec import NO_THROTTLE, ApiSchema, api_schema, fields_of, kafka_error
 from services.common.kafka_wire.forwarding import BrokerForwarder
+from services.common.kafka_wire.security import (
+    OPEN_ACCESS,
+    SASL_AUTHENTICATE_KEY,
+    SASL_AUTHENTICATE_VERSIONS,
+    SASL_HANDSHAKE_KEY,
+    SASL_HANDSHAKE_VERSIONS,
+    Access,
+)
 
 API_VERSIONS_KEY = 18
 API_VERSIONS_MAX_VERSION = 3
@@ -25,7 +33,8 @@ API_VERSIONS_MAX_VERSION = 3
 
 @dataclass(frozen=True, slots=True)
 class RequestContext:
-    """One request as received: header fields, the peer, and the generated types of its version."""
+    """One request as received: header fields, the peer, the generated types of its version, and
+    the connection's principal with the authorizer to ask (`access`)."""
 
     api_key: int
     api_version: int
@@ -33,6 +42,7 @@ class RequestContext:
     client_id: str | None
     peer: str
     schema: ApiSchema
+    access: Access = OPEN_ACCESS
 
     @property
     def response_type(self) -> type:
@@ -59,6 +69,7 @@ class ApiRegistry:
         self.forwarder: BrokerForwarder | None = None
         self._not_forwarded: frozenset[int] = frozenset()
         self._forwarded_versions: dict[int, tuple[int, int]] = {}
+        self.accepts_envelopes = False
         self.register(API_VERSIONS_KEY, 0, API_VERSIONS_MAX_VERSION, self._api_versions)
 
     def forward_others(self, forwarder: BrokerForwarder, excluded: frozenset[int] = frozenset()) -> None:
@@ -78,9 +89,19 @@ class ApiRegistry:
         span = self._forwarded_versions.get(api_key)
         return span is not None and span[0] <= api_version <= span[1]
 
-    def register(self, api_key: int, min_version: int, max_version: int, handler: Handler) -> None:
+    def serve_sasl(self) -> None:
+        """Advertises SaslHandshake and SaslAuthenticate, which the listener itself answers."""
+        for api_key, (low, high) in ((SASL_HANDSHAKE_KEY, SASL_HANDSHAKE_VERSIONS),
+                                     (SASL_AUTHENTICATE_KEY, SASL_AUTHENTICATE_VERSIONS)):
+            self.register(api_key, low, high, self._answered_by_listener, replace=True)
+
+    async def _answered_by_listener(self, request: Any, context: RequestContext) -> Any:
+        raise RuntimeError(f"API {context.api_key} is answered by the listener")
+
+    def register(self, api_key: int, min_version: int, max_version: int, handler: Handler, *,
+                 replace: bool = False) -> None:
         """Serves `api_key` at versions min..max; each must have generated types (LookupError if not)."""
-        if api_key in self._apis and api_key != API_VERSIONS_KEY:
+        if api_key in self._apis and api_key != API_VERSIONS_KEY and not replace:
             raise ValueError(f"API {api_key} is already registered")
         if not 0 <= min_version <= max_version:
             raise ValueError(f"bad version range {min_version}..{max_version} for API {api_key}")

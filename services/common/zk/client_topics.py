@@ -296,6 +296,17 @@ class TopicOps(ZkAccess):
         self._set_entity_config(configs.BROKER_ENTITY_TYPE, configs.broker_config_path(entity),
                                 configs.broker_entity_path(entity), config, True)
 
+    def get_user_config(self, user: str) -> dict[str, str]:
+        """A user's configs: SCRAM credentials by mechanism name."""
+        path = configs.user_config_path(user)
+        found = self._get(path)
+        return {} if found is None else configs.decode_config(found[0], path)
+
+    def set_user_config(self, user: str, config: Mapping[str, str]) -> None:
+        """Writes a user's configs and a change notification, in one transaction."""
+        self._set_entity_config(configs.USER_ENTITY_TYPE, configs.user_config_path(user),
+                                configs.user_entity_path(user), config, True)
+
     def _set_entity_config(self, entity_type: str, path: str, entity_path: str, config: Mapping[str, str],
                            notify: bool) -> None:
         data = configs.encode_config(config)

@@ -10,8 +10,10 @@ names the changed entity; brokers watch `/config/changes` and reread that entity
 
     {"version":2,"entity_path":"topics/<topic>"}
 
-Dynamic broker configs sit in `/config/brokers/<id>` (one broker's) and `/config/brokers/<default>`
-(cluster-wide defaults), in the same format, announced as `brokers/<id>` or `brokers/<default>`.
+A user's configs (SCRAM credentials, as Kafka keeps them) sit in `/config/users/<user>`,
+announced as `users/<user>`. Dynamic broker configs sit in `/config/brokers/<id>` (one broker's)
+and `/config/brokers/<default>` (cluster-wide defaults), in the same format, announced as
+`brokers/<id>` or `brokers/<default>`.
 `/config/<type>` exists for Kafka's other entity types (clients, users, ips) too.
 """
 
@@ -28,6 +30,7 @@ CONFIG_CHANGES_PATH = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 TOPIC_ENTITY_TYPE = "topics"
 BROKER_ENTITY_TYPE = "brokers"
+USER_ENTITY_TYPE = "users"
 ENTITY_TYPES = ("topics", "clients", "users", "brokers", "ips")
 
 
@@ -52,6 +55,15 @@ def broker_config_path(entity: str) -> str:
 def broker_entity_path(entity: str) -> str:
     """The `entity_path` of a broker config change: `brokers/<id>` or `brokers/<default>`."""
     return f"{BROKER_ENTITY_TYPE}/{segment(entity, 'broker config entity')}"
+
+
+def user_config_path(user: str) -> str:
+    """A user's configs: Kafka keeps SCRAM credentials here (`SCRAM-SHA-512` => `salt=...,...`)."""
+    return f"{entity_type_path(USER_ENTITY_TYPE)}/{segment(user, 'user name')}"
+
+
+def user_entity_path(user: str) -> str:
+    return f"{USER_ENTITY_TYPE}/{segment(user, 'user name')}"
 
 
 def config_change_path(sequence_number: str = "") -> str:

@@ -5,7 +5,10 @@ FindCoordinator answered from the coordinator directory as brokers answer it. A 
 node to Kafka clients, so whatever else they send it (Metadata, DescribeCluster, admin requests)
 a broker answers (`services.common.kafka_wire.forwarding`), except Produce and Fetch, which no
 client sends a node that leads no partition, and DescribeLogDirs, answered here with no log
-directory (a coordinator keeps no log), where a broker would describe its own disks as this node's.
+directory (a coordinator keeps no log), where a broker would describe its own disks as this
+node's (DESCRIBE on the cluster, with an authorizer). The group and transaction APIs authorize as
+`groups` and `transactions` say; forwarded requests are authorized by the broker as the client's
+principal (in an Envelope, see `services.common.kafka_wire.security`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 from services.common.coordinator_lookup import kafka_find_coordinator
 from services.common.errors import Errors
 from services.common.kafka_wire import ApiRegistry, RequestContext, fields_of, kafka_error
+from services.common.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from services.common.zk.coordinator_directory import DirectorySnapshot
 from services.coordinator.kafka_api.groups import GroupKafkaApis
 from services.coordinator.kafka_api.transactions import TransactionKafkaApis
@@ -40,4 +44,6 @@ class CoordinatorKafkaApis:
         return kafka_find_coordinator(self.directory(), request, context)
 
     async def describe_log_dirs(self, request: Any, context: RequestContext) -> Any:
-        return fields_of(context.response_type, error_code=kafka_error(Errors.NONE), results=())
+        allowed = context.access.allowed(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)
+        code = Errors.NONE if allowed else Errors.CLUSTER_AUTHORIZATION_FAILED
+        return fields_of(context.response_type, error_code=kafka_error(code), results=())

@@ -6,6 +6,12 @@ rule, the same group coordinator), so Kafka clients and Odradek's get the same a
 JoinGroup before v4 cannot carry MEMBER_ID_REQUIRED (KIP-394): such a client's first join is
 joined again at once with the member id the coordinator gave, as Kafka does for those versions.
 A JoinGroup or SyncGroup that outlives its rebalance timeout answers REBALANCE_IN_PROGRESS.
+
+With an authorizer, as Kafka's: membership and OffsetCommit need READ on the group (and
+OffsetCommit READ on each topic), OffsetFetch and DescribeGroups DESCRIBE on the group (OffsetFetch
+answers only topics the principal may DESCRIBE), DeleteGroups DELETE, OffsetDelete DELETE on the
+group and READ on each topic; ListGroups lists the groups the principal may DESCRIBE (every one
+with DESCRIBE on the cluster). Refusals answer GROUP_AUTHORIZATION_FAILED or TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from typing import Any
 
 from services.common.errors import Errors
 from services.common.kafka_wire import ApiRegistry, RequestContext, fields_of, kafka_error
+from services.common.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from services.coordinator.group import CommittedOffset, TopicPartition
 from services.coordinator.servicer import CoordinatorServicer
 
@@ -49,6 +56,10 @@ def client_host(peer: str) -> str:
     return "/" + peer.rpartition(":")[0].strip("[]")
 
 
+def _group_allowed(context: RequestContext, operation: AclOperation, group_id: str) -> bool:
+    return context.access.allowed(operation, ResourceType.GROUP, group_id)
+
+
 def _by_topic(codes: dict[TopicPartition, int]) -> dict[str, list[tuple[int, int]]]:
     topics: dict[str, list[tuple[int, int]]] = {}
     for tp, code in codes.items():
@@ -75,6 +86,10 @@ class GroupKafkaApis:
     # ------------------------------------------------------------------ membership
 
     async def join_group(self, request: Any, context: RequestContext) -> Any:
+        if not _group_allowed(context, AclOperation.READ, request.group_id):
+            return fields_of(context.response_type, error_code=kafka_error(Errors.GROUP_AUTHORIZATION_FAILED),
+                             generation_id=-1, protocol_type=None, protocol_name="", leader="",
+                             skip_assignment=False, member_id=request.member_id, members=())
         session_timeout_ms = _ms(request.session_timeout)
         rebalance = getattr(request, "rebalance_timeout", None)
         rebalance_timeout_ms = session_timeout_ms if rebalance is None else _ms(rebalance)
@@ -103,6 +118,9 @@ class GroupKafkaApis:
                           for m in result.members))
 
     async def sync_group(self, request: Any, context: RequestContext) -> Any:
+        if not _group_allowed(context, AclOperation.READ, request.group_id):
+            return fields_of(context.response_type, error_code=kafka_error(Errors.GROUP_AUTHORIZATION_FAILED),
+                             protocol_type=None, protocol_name=None, assignment=b"")
         result = await self.servicer.sync_group(
             request.group_id, request.generation_id, request.member_id, getattr(request, "group_instance_id", None),
             getattr(request, "protocol_type", None), getattr(request, "protocol_name", None),
@@ -116,6 +134,8 @@ class GroupKafkaApis:
                          assignment=result.assignment or b"")
 
     async def heartbeat(self, request: Any, context: RequestContext) -> Any:
+        if not _group_allowed(context, AclOperation.READ, request.group_id):
+            return fields_of(context.response_type, error_code=kafka_error(Errors.GROUP_AUTHORIZATION_FAILED))
         code = self.groups.handle_heartbeat(request.group_id, request.member_id,
                                             getattr(request, "group_instance_id", None), request.generation_id)
         return fields_of(context.response_type, error_code=kafka_error(code))
@@ -125,6 +145,9 @@ class GroupKafkaApis:
             members = [(m.member_id, m.group_instance_id) for m in request.members]
         else:
             members = [(request.member_id, None)]
+        if not _group_allowed(context, AclOperation.READ, request.group_id):
+            return fields_of(context.response_type, error_code=kafka_error(Errors.GROUP_AUTHORIZATION_FAILED),
+                             members=())
         result = self.groups.handle_leave_group(request.group_id, members)
         code = result.error_code
         if context.api_version < 3 and code == Errors.NONE and result.member_errors:
@@ -145,10 +168,16 @@ class GroupKafkaApis:
         offsets = {TopicPartition(topic.name, part.partition_index): CommittedOffset(
             part.committed_offset, getattr(part, "committed_leader_epoch", -1), part.committed_metadata or "",
             now_ms, expire_ms) for topic in request.topics for part in topic.partitions}
-        results, refused = await self.servicer.commit_offsets(
+        if not _group_allowed(context, AclOperation.READ, request.group_id):
+            denied = dict.fromkeys(offsets, Errors.GROUP_AUTHORIZATION_FAILED)
+        else:
+            denied = {tp: Errors.TOPIC_AUTHORIZATION_FAILED for tp in offsets if not context.access.allowed(
+                AclOperation.READ, ResourceType.TOPIC, tp.topic)}
+        wanted = {tp: offset for tp, offset in offsets.items() if tp not in denied}
+        results, refused = ({}, Errors.NONE) if not wanted else await self.servicer.commit_offsets(
             request.group_id, request.member_id, getattr(request, "group_instance_id", None),
-            request.generation_id_or_member_epoch, offsets, COMMIT_WAIT_S)
-        codes = {tp: refused if results is None else results.get(tp, refused) for tp in offsets}
+            request.generation_id_or_member_epoch, wanted, COMMIT_WAIT_S)
+        codes = {tp: denied.get(tp, refused if results is None else results.get(tp, refused)) for tp in offsets}
         module = context.response_module
         return fields_of(context.response_type, topics=tuple(
             module.OffsetCommitResponseTopic(name=topic, partitions=tuple(
@@ -160,26 +189,41 @@ class GroupKafkaApis:
         module = context.response_module
         if hasattr(request, "groups"):  # v8+: several groups in one request
             return fields_of(context.response_type, groups=tuple(
-                self._fetched_group(module, group.group_id, group.topics, request.require_stable)
+                self._fetched_group(module, group.group_id, group.topics, request.require_stable, context)
                 for group in request.groups))
+        if not _group_allowed(context, AclOperation.DESCRIBE, request.group_id):
+            return fields_of(context.response_type, topics=(),
+                             error_code=kafka_error(Errors.GROUP_AUTHORIZATION_FAILED))
         code, topics = self._fetched(module, request.group_id, request.topics,
                                      getattr(request, "require_stable", False),
-                                     module.OffsetFetchResponseTopic, module.OffsetFetchResponsePartition)
+                                     module.OffsetFetchResponseTopic, module.OffsetFetchResponsePartition, context)
         return fields_of(context.response_type, topics=topics, error_code=kafka_error(code))
 
-    def _fetched_group(self, module: Any, group_id: str, topics: Any, require_stable: bool) -> Any:
+    def _fetched_group(self, module: Any, group_id: str, topics: Any, require_stable: bool,
+                       context: RequestContext) -> Any:
+        if not _group_allowed(context, AclOperation.DESCRIBE, group_id):
+            return module.OffsetFetchResponseGroup(group_id=group_id, topics=(),
+                                                   error_code=kafka_error(Errors.GROUP_AUTHORIZATION_FAILED))
         code, answered = self._fetched(module, group_id, topics, require_stable, module.OffsetFetchResponseTopics,
-                                       module.OffsetFetchResponsePartitions)
+                                       module.OffsetFetchResponsePartitions, context)
         return module.OffsetFetchResponseGroup(group_id=group_id, topics=answered, error_code=kafka_error(code))
 
     def _fetched(self, module: Any, group_id: str, topics: Any, require_stable: bool, topic_type: type,
-                 partition_type: type) -> tuple[int, tuple]:
+                 partition_type: type, context: RequestContext) -> tuple[int, tuple]:
         partitions = None if topics is None else [TopicPartition(t.name, p) for t in topics
                                                   for p in t.partition_indexes]
         code, fetched = self.groups.handle_fetch_offsets(group_id, partitions, require_stable)
         by_topic: dict[str, list] = {}
         for tp in sorted(fetched):
             offset = fetched[tp]
+            if not context.access.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, tp.topic,
+                                          log_denial=partitions is not None):
+                if partitions is None:
+                    continue  # every committed offset: those of topics the principal may describe
+                by_topic.setdefault(tp.topic, []).append(fields_of(
+                    partition_type, partition_index=tp.partition, committed_offset=-1, committed_leader_epoch=-1,
+                    metadata="", error_code=kafka_error(Errors.TOPIC_AUTHORIZATION_FAILED)))
+                continue
             by_topic.setdefault(tp.topic, []).append(fields_of(
                 partition_type, partition_index=tp.partition, committed_offset=offset.offset,
                 committed_leader_epoch=offset.leader_epoch, metadata=offset.metadata or "",
@@ -191,6 +235,10 @@ class GroupKafkaApis:
     async def list_groups(self, request: Any, context: RequestContext) -> Any:
         states = set(getattr(request, "states_filter", ()) or ()) or None
         code, groups = self.groups.handle_list_groups(states)
+        access = context.access
+        if not access.allowed(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, log_denial=False):
+            groups = [g for g in groups
+                      if access.allowed(AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id, log_denial=False)]
         module = context.response_module
         return fields_of(context.response_type, error_code=kafka_error(code), groups=tuple(
             fields_of(module.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type or "",
@@ -200,6 +248,12 @@ class GroupKafkaApis:
         module = context.response_module
         described = []
         for group_id in request.groups:
+            if not _group_allowed(context, AclOperation.DESCRIBE, group_id):
+                described.append(fields_of(
+                    module.DescribedGroup, error_code=kafka_error(Errors.GROUP_AUTHORIZATION_FAILED),
+                    group_id=group_id, group_state="", protocol_type="", protocol_data="",
+                    authorized_operations=-2147483648, members=()))
+                continue
             group = self.groups.handle_describe_group(group_id)
             described.append(fields_of(
                 module.DescribedGroup, error_code=kafka_error(group.error_code), group_id=group_id,
@@ -213,7 +267,12 @@ class GroupKafkaApis:
         return fields_of(context.response_type, groups=tuple(described))
 
     async def delete_groups(self, request: Any, context: RequestContext) -> Any:
-        results, refused = await self.servicer.delete_groups(list(request.groups_names), COMMIT_WAIT_S)
+        denied = {g: Errors.GROUP_AUTHORIZATION_FAILED for g in request.groups_names
+                  if not _group_allowed(context, AclOperation.DELETE, g)}
+        wanted = [g for g in request.groups_names if g not in denied]
+        results, refused = ({}, Errors.NONE) if not wanted else await self.servicer.delete_groups(wanted,
+                                                                                                  COMMIT_WAIT_S)
+        results = {**results, **denied}
         module = context.response_module
         return fields_of(context.response_type, results=tuple(
             module.DeletableGroupResult(group_id=g, error_code=kafka_error(results.get(g, refused)))
@@ -221,9 +280,16 @@ class GroupKafkaApis:
 
     async def offset_delete(self, request: Any, context: RequestContext) -> Any:
         partitions = [TopicPartition(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+        module = context.response_module
+        if not _group_allowed(context, AclOperation.DELETE, request.group_id):
+            return fields_of(context.response_type, error_code=kafka_error(Errors.GROUP_AUTHORIZATION_FAILED),
+                             topics=())
+        denied = {tp: Errors.TOPIC_AUTHORIZATION_FAILED for tp in partitions
+                  if not context.access.allowed(AclOperation.READ, ResourceType.TOPIC, tp.topic)}
+        partitions = [tp for tp in partitions if tp not in denied]
         group_error, partition_errors = await self.servicer.delete_offsets(request.group_id, partitions,
                                                                            COMMIT_WAIT_S)
-        module = context.response_module
+        partition_errors = {**partition_errors, **denied}
         return fields_of(context.response_type, error_code=kafka_error(group_error), topics=tuple(
             module.OffsetDeleteResponseTopic(name=topic, partitions=tuple(
                 module.OffsetDeleteResponsePartition(partition_index=p, error_code=kafka_error(code))

@@ -19,7 +19,9 @@ from typing import Any
 
 from services.common.errors import Errors
 from services.common.kafka_wire import ApiRegistry, RequestContext, fields_of, kafka_error
+from services.common.kafka_wire.security import init_producer_id_denied
 from services.common.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from services.common.security.acl import AclOperation, ResourceType
 from services.coordinator.group import CommittedOffset, TopicPartition
 from services.coordinator.servicer import CoordinatorServicer, partitions_by_topic
 
@@ -52,6 +54,16 @@ def _datetime_ms(timestamp_ms: int) -> datetime:
     return datetime.fromtimestamp(timestamp_ms / 1000, UTC)
 
 
+def _txn_denied(context: RequestContext, transactional_id: str, group_id: str | None = None) -> int | None:
+    """TRANSACTIONAL_ID_AUTHORIZATION_FAILED without WRITE on the transactional id, then
+    GROUP_AUTHORIZATION_FAILED without READ on the group (when one is named); else None."""
+    if not context.access.allowed(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        return Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if group_id is not None and not context.access.allowed(AclOperation.READ, ResourceType.GROUP, group_id):
+        return Errors.GROUP_AUTHORIZATION_FAILED
+    return None
+
+
 class TransactionKafkaApis:
     def __init__(self, servicer: CoordinatorServicer) -> None:
         self.servicer = servicer
@@ -67,6 +79,10 @@ class TransactionKafkaApis:
             registry.register(api_key, low, high, handlers[api_key])
 
     async def init_producer_id(self, request: Any, context: RequestContext) -> Any:
+        denied = init_producer_id_denied(request.transactional_id, context.access)
+        if denied is not None:
+            return fields_of(context.response_type, error_code=kafka_error(denied), producer_id=NO_PRODUCER_ID,
+                             producer_epoch=NO_PRODUCER_EPOCH)
         timeout_ms = round(request.transaction_timeout.total_seconds() * 1000)
         result = await self.servicer.init_producer_id(
             request.transactional_id, timeout_ms, getattr(request, "producer_id", NO_PRODUCER_ID),
@@ -77,9 +93,18 @@ class TransactionKafkaApis:
     async def add_partitions_to_txn(self, request: Any, context: RequestContext) -> Any:
         topics = request.v3_and_below_topics
         partitions = [TopicPartition(topic.name, p) for topic in topics for p in topic.partitions]
-        _, codes = await self.servicer.add_partitions_to_txn(
-            request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
-            request.v3_and_below_producer_epoch, partitions, ANSWER_WAIT_S)
+        denied = _txn_denied(context, request.v3_and_below_transactional_id)
+        if denied is None:
+            refused = {tp: Errors.TOPIC_AUTHORIZATION_FAILED for tp in partitions
+                       if not context.access.allowed(AclOperation.WRITE, ResourceType.TOPIC, tp.topic)}
+        else:
+            refused = dict.fromkeys(partitions, denied)
+        if refused:  # as Kafka: nothing is added, the authorized partitions answer OPERATION_NOT_ATTEMPTED
+            codes = {tp: refused.get(tp, Errors.OPERATION_NOT_ATTEMPTED) for tp in partitions}
+        else:
+            _, codes = await self.servicer.add_partitions_to_txn(
+                request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
+                request.v3_and_below_producer_epoch, partitions, ANSWER_WAIT_S)
         module = context.response_module
         return fields_of(context.response_type, results_by_topic_v3_and_below=tuple(
             module.AddPartitionsToTxnTopicResult(name=name, results_by_partition=tuple(
@@ -89,11 +114,17 @@ class TransactionKafkaApis:
             for name, indexes in partitions_by_topic(partitions).items()))
 
     async def add_offsets_to_txn(self, request: Any, context: RequestContext) -> Any:
+        denied = _txn_denied(context, request.transactional_id, request.group_id)
+        if denied is not None:
+            return fields_of(context.response_type, error_code=kafka_error(denied))
         code = await self.servicer.add_offsets_to_txn(request.transactional_id, request.producer_id,
                                                       request.producer_epoch, request.group_id, ANSWER_WAIT_S)
         return fields_of(context.response_type, error_code=answered_code(code, context))
 
     async def end_txn(self, request: Any, context: RequestContext) -> Any:
+        denied = _txn_denied(context, request.transactional_id)
+        if denied is not None:
+            return fields_of(context.response_type, error_code=kafka_error(denied))
         result = await self.servicer.end_txn(request.transactional_id, request.producer_id, request.producer_epoch,
                                              request.committed, ANSWER_WAIT_S)
         return fields_of(context.response_type, error_code=answered_code(result.error_code, context))
@@ -104,10 +135,18 @@ class TransactionKafkaApis:
             part.committed_offset, getattr(part, "committed_leader_epoch", NO_LEADER_EPOCH),
             part.committed_metadata or "", now_ms, None)
             for topic in request.topics for part in topic.partitions}
-        results, refused = await self.servicer.txn_commit_offsets(
-            request.group_id, request.producer_id, request.producer_epoch, getattr(request, "member_id", ""),
-            getattr(request, "group_instance_id", None), getattr(request, "generation_id", -1), offsets,
-            ANSWER_WAIT_S)
+        denied = _txn_denied(context, request.transactional_id, request.group_id)
+        if denied is not None:
+            results, refused = {}, denied
+        else:
+            topic_denied = {tp: Errors.TOPIC_AUTHORIZATION_FAILED for tp in offsets
+                            if not context.access.allowed(AclOperation.READ, ResourceType.TOPIC, tp.topic)}
+            wanted = {tp: o for tp, o in offsets.items() if tp not in topic_denied}
+            results, refused = ({}, Errors.NONE) if not wanted else await self.servicer.txn_commit_offsets(
+                request.group_id, request.producer_id, request.producer_epoch, getattr(request, "member_id", ""),
+                getattr(request, "group_instance_id", None), getattr(request, "generation_id", -1), wanted,
+                ANSWER_WAIT_S)
+            results = {**(results or {}), **topic_denied} if results is not None else results
         module = context.response_module
         return fields_of(context.response_type, topics=tuple(
             module.TxnOffsetCommitResponseTopic(name=name, partitions=tuple(
@@ -121,6 +160,13 @@ class TransactionKafkaApis:
         loop = asyncio.get_running_loop()
         states = []
         for transactional_id in request.transactional_ids:
+            if not context.access.allowed(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+                states.append(module.TransactionState(
+                    error_code=kafka_error(Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+                    transactional_id=transactional_id, transaction_state="", transaction_timeout=timedelta(0),
+                    transaction_start_time=_datetime_ms(-1), producer_id=NO_PRODUCER_ID,
+                    producer_epoch=NO_PRODUCER_EPOCH, topics=()))
+                continue
             described = await loop.run_in_executor(None, self.servicer.describe_transaction, transactional_id)
             states.append(module.TransactionState(
                 error_code=kafka_error(described.error_code), transactional_id=transactional_id,
@@ -135,6 +181,8 @@ class TransactionKafkaApis:
         code, unknown, listed = await asyncio.get_running_loop().run_in_executor(
             None, self.servicer.list_transactions, set(request.state_filters), set(request.producer_id_filters),
             getattr(request, "duration_filter", -1))
+        listed = [(t, p, state) for t, p, state in listed if context.access.allowed(
+            AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t, log_denial=False)]
         module = context.response_module
         return fields_of(context.response_type, error_code=kafka_error(code), unknown_state_filters=tuple(unknown),
                          transaction_states=tuple(
