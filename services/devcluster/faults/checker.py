@@ -31,7 +31,18 @@ from datetime import datetime
 from pathlib import Path
 
 from services.common.logging_setup import LEADERSHIP_EVENT
-from services.devcluster.faults.history import CRASHED, FAIL, HEAL, INFO, INVOKE, NEMESIS, OK, History, parse_value
+from services.devcluster.faults.history import (
+    CRASHED,
+    FAIL,
+    FAILED,
+    HEAL,
+    INFO,
+    INVOKE,
+    NEMESIS,
+    OK,
+    History,
+    parse_value,
+)
 
 # Wall-clock slack between the history's times and the log lines' (whose times are truncated to
 # the millisecond): a write counts as sent after a leader started only beyond this.
@@ -121,7 +132,7 @@ def check(history: History, full_read: Mapping[int, list[ReadRecord]],
     result = Result()
     ops = history.ops
     nemesis = [op for op in ops if op.process == NEMESIS and op.type == INFO]
-    result.faults = sum(1 for op in nemesis if op.f not in (HEAL, CRASHED))
+    result.faults = sum(1 for op in nemesis if op.f not in (HEAL, CRASHED, FAILED))
     result.crashed = [op.value for op in nemesis if op.f == CRASHED]
     acknowledged = [op for op in ops if op.f == "send" and op.type == OK]
     result.acknowledged = len(acknowledged)
