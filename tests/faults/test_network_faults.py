@@ -111,13 +111,9 @@ class Targets:
     hosts: tuple[str, ...]
 
 
-def _isolated_from_zookeeper(t: Targets) -> list[str]:
-    return [f"split:{t.leader}:{ZOOKEEPER_HOST}", "heal"]
-
-
 SCENARIOS: dict[str, Callable[[Targets], list[str]]] = {
     "leader-isolated": lambda t: [f"isolate:{t.leader}", "heal"],
-    "leader-cut-from-zookeeper": _isolated_from_zookeeper,
+    "leader-cut-from-zookeeper": lambda t: [f"split:{t.leader}:{ZOOKEEPER_HOST}", "heal"],
     "controller-cut-from-brokers": lambda t: [
         f"split:{t.controller}:{'+'.join(h for h in t.hosts if h.startswith('broker-'))}", "heal"],
     "follower-isolated-then-healed": lambda t: [f"isolate:{t.followers[0]}", "heal"],
