@@ -155,8 +155,8 @@ class ConfigChangeListener:
         self._thread = threading.Thread(target=self._run, name="config-changes", daemon=True)
 
     def start(self) -> None:
-        self._zk_raw.ensure_path(CONFIG_CHANGES_PATH)
-        self._last_seen = (self._zk.get_config_change_notifications() or [""])[-1]
+        self._zk.until_connected(self._zk_raw.ensure_path, CONFIG_CHANGES_PATH)
+        self._last_seen = (self._zk.until_connected(self._zk.get_config_change_notifications) or [""])[-1]
         ChildrenWatch(self._zk_raw, CONFIG_CHANGES_PATH, self._on_children)
         self._thread.start()
 

@@ -136,10 +136,13 @@ class BrokerServer:
         self.zk_raw.add_listener(self._on_zk_state)
         self.zk_raw.start(timeout=self.config.zookeeper_connection_timeout_ms / 1000)
         try:
-            self.zk.ensure_paths()
-            self.cluster_id = self.zk.get_or_create_cluster_id()
+            # as Kafka's broker, each waits out a lost connection or an expired session (a
+            # broker stopped while it starts comes back to a new session) rather than failing
+            self.zk.until_connected(self.zk.ensure_paths)
+            self.cluster_id = self.zk.until_connected(self.zk.get_or_create_cluster_id)
             check_and_write_meta_properties(self.log_manager.live_log_dirs, self.broker_id, self.cluster_id)
-            self.dynamic_config.reload(self.zk)  # as Kafka's broker: dynamic configs before logs load
+            # as Kafka's broker: dynamic configs before logs load
+            self.zk.until_connected(self.dynamic_config.reload, self.zk)
             self.config_changes.start()
         except Exception:
             # nothing of the log dirs is touched: they may be another broker's or cluster's

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from services.devcluster.faults.process_faults import Schedule, run_schedule
+from services.devcluster.faults.process_faults import process_schedule, run_schedule
 from services.devcluster.faults.workload import WorkloadConfig, run_with_faults
 from services.devcluster.launcher import LocalCluster
 from tests.integration.conftest import TEST_BROKER_CONFIG, module_cluster
@@ -33,13 +33,13 @@ def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path
 
 
 def test_a_seeded_schedule_of_kills_and_pauses_breaks_no_verdict(cluster: LocalCluster, tmp_path):
-    schedule = Schedule.generate(SEED, cluster.broker_names, duration_s=FAULTS_S)
+    schedule = process_schedule(SEED, cluster.broker_names, duration_s=FAULTS_S)
     result = run_with_faults(cluster, schedule, run_schedule, WorkloadConfig(topic="process-faults"),
                              history_path=tmp_path / "history.jsonl")
     result.label = f"seed {SEED}"
-    print(f"\n{schedule.describe()}\n{result.describe()}\n{result.table_header()}\n{result.table_row()}")
+    print(f"\nschedule {schedule}\n{result.describe()}\n{result.table_header()}\n{result.table_row()}")
     assert not result.errors, result.errors
-    assert 0 < result.faults <= len(schedule)  # a fault due on a broker found dead is not applied
+    assert 0 < result.faults <= len(schedule) // 2  # a fault due on a broker found dead is not applied
     assert result.acknowledged > 0 and result.recovery_s is not None
     assert result.leadership_events > 0 and result.writes_attributed == result.acknowledged
     assert result.violations == 0, result.describe()

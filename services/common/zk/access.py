@@ -16,6 +16,7 @@ from typing import TypeVar
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
+from kazoo.retry import KazooRetry
 
 from services.common.clock import Clock, SystemClock
 from services.common.zk.codec import Versioned
@@ -27,12 +28,25 @@ K = TypeVar("K")
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
 EPHEMERAL_CREATE_ATTEMPTS = 5
+# between the attempts of `until_connected`: from the first delay, doubling up to the longest
+UNTIL_CONNECTED_FIRST_DELAY_S = 0.1
+UNTIL_CONNECTED_LONGEST_DELAY_S = 1.0
 
 
 class ZkAccess:
     def __init__(self, zk: KazooClient, clock: Clock | None = None):
         self.zk = zk
         self.clock = clock or SystemClock()
+
+    def until_connected(self, call: Callable[..., T], *args: object, **kwargs: object) -> T:
+        """`call(*args, **kwargs)`, made again after each connection loss, operation timeout or
+        session expiry until it succeeds, as Kafka's retryRequestsUntilConnected: kazoo reconnects
+        (with a new session after an expiry) meanwhile. Only for calls that are safe to repeat:
+        reads, ensures, and creates that reread when the znode exists. A stopped client ends it."""
+        retry = KazooRetry(max_tries=-1, delay=UNTIL_CONNECTED_FIRST_DELAY_S,
+                           max_delay=UNTIL_CONNECTED_LONGEST_DELAY_S, ignore_expire=True,
+                           sleep_func=self.zk.handler.sleep_func)
+        return retry(call, *args, **kwargs)
 
     def transaction(self) -> ZkTransaction:
         return ZkTransaction(self.zk)

@@ -2,7 +2,8 @@
 healed, and the leadership lines of the brokers' logs.
 
 - lost: a send acknowledged (`ok`) whose value the full read does not hold at the partition and
-  offset of its acknowledgement;
+  offset of its acknowledgement (anywhere in that partition when the acknowledgement carried no
+  offset, as librdkafka's for a retried batch the broker already had);
 - duplicated: a value the full read holds more than once;
 - reordered: within a partition, one producer's values out of its sequence order;
 - offsets_back: a consumer handed a partition's offset at or before one it had already been
@@ -31,7 +32,18 @@ from datetime import datetime
 from pathlib import Path
 
 from services.common.logging_setup import LEADERSHIP_EVENT
-from services.devcluster.faults.history import CRASHED, FAIL, HEAL, INFO, INVOKE, NEMESIS, OK, History, parse_value
+from services.devcluster.faults.history import (
+    CRASHED,
+    FAIL,
+    FAILED,
+    HEAL,
+    INFO,
+    INVOKE,
+    NEMESIS,
+    OK,
+    History,
+    parse_value,
+)
 
 # Wall-clock slack between the history's times and the log lines' (whose times are truncated to
 # the millisecond): a write counts as sent after a leader started only beyond this.
@@ -121,7 +133,7 @@ def check(history: History, full_read: Mapping[int, list[ReadRecord]],
     result = Result()
     ops = history.ops
     nemesis = [op for op in ops if op.process == NEMESIS and op.type == INFO]
-    result.faults = sum(1 for op in nemesis if op.f not in (HEAL, CRASHED))
+    result.faults = sum(1 for op in nemesis if op.f not in (HEAL, CRASHED, FAILED))
     result.crashed = [op.value for op in nemesis if op.f == CRASHED]
     acknowledged = [op for op in ops if op.f == "send" and op.type == OK]
     result.acknowledged = len(acknowledged)
@@ -140,7 +152,10 @@ def _check_writes(result: Result, acknowledged: list, full_read: Mapping[int, li
         for record in records:
             where[record.value].append((partition, record.offset))
     for op in acknowledged:
-        if (op.partition, op.offset) not in where.get(op.value, ()):
+        places = where.get(op.value, ())
+        if op.offset is None and op.partition in {partition for partition, _ in places}:
+            continue  # acknowledged without an offset: held in its partition is enough
+        if (op.partition, op.offset) not in places:
             result.add("lost", (op.value, op.partition, op.offset, where.get(op.value, [])))
     for value, places in where.items():
         if len(places) > 1:

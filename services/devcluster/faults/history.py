@@ -24,8 +24,9 @@ from typing import Any
 
 INVOKE, OK, FAIL, INFO = "invoke", "ok", "fail", "info"
 # The process that records faults (`info` ops named after the fault, `heal` as each ends, and
-# `crashed` with the service's name when one was found dead that no fault had killed).
-NEMESIS, HEAL, CRASHED = "nemesis", "heal", "crashed"
+# `crashed` with the service's name when one was found dead that no fault had killed, `failed`
+# with the nemesis's record of an op it could not apply).
+NEMESIS, HEAL, CRASHED, FAILED = "nemesis", "heal", "crashed", "failed"
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,18 @@ from services.clients.consumer import Consumer, ConsumerRebalanceListener
 from services.clients.producer import Producer
 from services.common.topic_partition import TopicPartition
 from services.devcluster.faults.checker import ReadRecord, Result, check, read_leadership
-from services.devcluster.faults.history import CRASHED, FAIL, HEAL, INFO, INVOKE, NEMESIS, OK, History, make_value
+from services.devcluster.faults.history import (
+    CRASHED,
+    FAIL,
+    FAILED,
+    HEAL,
+    INFO,
+    INVOKE,
+    NEMESIS,
+    OK,
+    History,
+    make_value,
+)
 from services.devcluster.launcher import LocalCluster
 
 logger = logging.getLogger(__name__)
@@ -345,16 +356,28 @@ UNDO_KINDS = frozenset({HEAL, "unlink", "resume", "restart", "unskew"})
 
 def apply_schedule(cluster: LocalCluster, schedule: object, run_schedule: RunSchedule,
                    stop_event: threading.Event, history: History) -> None:
-    """Runs the schedule, its faults recorded as `nemesis` ops: as they happen when `run_schedule`
-    takes `on_fault(action, target)`; else, after it, from the records it returns (each with an
-    `op` of a `kind` and `args`), the undoing ones recorded as `heal`."""
-    if "on_fault" in inspect.signature(run_schedule).parameters:
+    """Runs the schedule, its faults recorded as `nemesis` ops as they happen: when `run_schedule`
+    takes `on_record` (the nemesis's runner), from each record (an `op` of a `kind`, and `ok`), the
+    undoing ones as `heal` and the failed ones as `failed`; when it takes `on_fault(action, target)`,
+    as it says; else, after it, from the records it returns."""
+    parameters = inspect.signature(run_schedule).parameters
+    if "on_record" in parameters:
+        run_schedule(cluster, schedule, stop_event, on_record=lambda record: _record_op(history, record))
+        return
+    if "on_fault" in parameters:
         run_schedule(cluster, schedule, stop_event,
                      on_fault=lambda action, target: history.add(NEMESIS, INFO, action, target))
         return
     for record in run_schedule(cluster, schedule, stop_event) or ():
-        op = getattr(record, "op", record)
-        kind = getattr(op, "kind", str(op))
+        _record_op(history, record)
+
+
+def _record_op(history: History, record: object) -> None:
+    op = getattr(record, "op", record)
+    kind = getattr(op, "kind", str(op))
+    if not getattr(record, "ok", True):
+        history.add(NEMESIS, INFO, FAILED, str(record))
+    else:
         history.add(NEMESIS, INFO, HEAL if kind in UNDO_KINDS else kind, str(op))
 
 

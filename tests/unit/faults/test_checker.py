@@ -88,6 +88,20 @@ def test_an_acknowledged_write_at_another_offset_than_acknowledged_is_lost_there
     assert result.examples["lost"] == [(value("p1", 2), 1, 1, [(1, 7)])]
 
 
+def test_a_write_acknowledged_without_an_offset_is_held_anywhere_in_its_partition():
+    # seed 3200 of `bench/faults.py --hosts --seconds 15` (drop:broker-2:broker-1 for 5.6 s):
+    # librdkafka acknowledged two retried batches with no offset; both were in the log
+    run, full = good_run()
+    run.send("k1", 0, 1, None)
+    full[1].append(ReadRecord(2, value("k1", 0), 0))
+    assert counts(check(run.history(), full)) == {}
+    run.send("k1", 1, 0, None)
+    full[1].append(ReadRecord(3, value("k1", 1), 0))  # in another partition than acknowledged
+    result = check(run.history(), full)
+    assert counts(result) == {"lost": 1}
+    assert result.examples["lost"] == [(value("k1", 1), 0, None, [(1, 3)])]
+
+
 def test_a_value_read_twice_is_duplicated():
     run, full = good_run()
     full[1].append(ReadRecord(2, value("p1", 2), 1))
