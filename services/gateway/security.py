@@ -202,7 +202,8 @@ class GatewaySecurity:
         if resource.name == ANY_RESOURCE:
             allowed = self.authorizer.authorize_any(principal, host, operation, resource.resource_type)
             if not allowed:
-                self.authorizer.authorize(principal, host, operation, resource)  # audits the refusal
+                # audited as a refusal on every resource of the type
+                self.authorizer.authorize(principal, host, operation, Resource(resource.resource_type, "*"))
         else:
             allowed = self.authorizer.authorize(principal, host, operation, resource)
         if not allowed:
