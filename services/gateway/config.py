@@ -56,6 +56,10 @@ class GatewayConfig(Config):
         ConfigType.STRING, None,
         doc="For BASIC: a file of `user: password[,role...]` lines (Jetty's property-file login format), "
             "checked before the SCRAM users in ZooKeeper.")
+    authentication_session_secret: str | None = setting(
+        ConfigType.PASSWORD, None,
+        doc="The key the console's session cookies are signed with (the same on every worker and gateway "
+            "that should take one another's sessions); unset: a random key of each process.")
     bearer_jwt_public_key_file: str | None = setting(
         ConfigType.STRING, None, doc="For BEARER: a PEM public key (RSA, EC or Ed25519) that signs the tokens.")
     bearer_jwt_secret: str | None = setting(ConfigType.PASSWORD, None,

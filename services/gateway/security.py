@@ -5,9 +5,11 @@ Authentication (`authentication.method`, as Confluent REST Proxy's): NONE leaves
 then the SCRAM credentials in ZooKeeper (`/config/users/<name>`, SCRAM-SHA-512 then -256); BEARER
 verifies a JWT (PyJWT) with `bearer.jwt.public.key.file` or `bearer.jwt.secret`, the principal being
 `User:<sub>`. A request without valid credentials is answered 401, REST Proxy's 40101, with a
-`WWW-Authenticate` challenge. `/health`, the API documents and the console's page and assets are
-served to anyone; the console's login (`/ui/login`) exchanges credentials for a session cookie that
-the other routes take in place of an Authorization header.
+`WWW-Authenticate` challenge (left out for `X-Requested-With: XMLHttpRequest`, the console's calls,
+so that a browser does not prompt). `/health`, the API documents and the console's page and assets are
+served to anyone; the console's login (`/ui/login`) exchanges credentials for a session cookie (the
+principal and an expiry signed with `authentication.session.secret`, else a key of the process's
+own) that the other routes take in place of an Authorization header.
 
 Authorization (`authorizer.class.name` set): each route names the Kafka operation and resource it
 acts on (`ROUTE_ACCESS`, keyed by method and path template; a route not listed needs DESCRIBE on
@@ -51,6 +53,7 @@ UNAUTHORIZED = 40101
 FORBIDDEN = 40301
 SESSION_COOKIE = "odradek_session"
 SESSION_TTL_S = 8 * 3600
+SESSION_ALGORITHM = "HS256"
 # Served to anyone: readiness, the API documents, the console's page, assets and login
 OPEN_PATHS = frozenset({"/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc", "/ui", "/ui/",
                         "/ui/login", "/ui/logout"})
@@ -73,7 +76,7 @@ class GatewaySecurity:
     authorizer: AclAuthorizer | None = None
     password_file_users: dict[str, str] = field(default_factory=dict)
     jwt_key: object = None
-    sessions: dict[str, tuple[str, float]] = field(default_factory=dict)  # cookie -> (principal, expiry)
+    session_key: bytes = field(default_factory=lambda: secrets.token_bytes(32))
     _zk_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
@@ -88,6 +91,8 @@ class GatewaySecurity:
             security.authorizer = AclAuthorizer(security.zk.zk, parse_super_users(config.super_users),
                                                 config.allow_everyone_if_no_acl_found)
             security.authorizer.start()
+        if config.authentication_session_secret:
+            security.session_key = config.authentication_session_secret.encode()
         if config.authentication_password_file:
             security.password_file_users = read_password_file(Path(config.authentication_password_file))
         if method == "BEARER":
@@ -147,10 +152,11 @@ class GatewaySecurity:
                 return principal_of(self.check_bearer(value.strip()))
             raise AuthenticationFailed(f"{self.config.authentication_method} authentication is required")
         if cookie:
-            session = self.sessions.get(cookie)
-            if session is not None and session[1] > time.monotonic():
-                return session[0]
-            raise AuthenticationFailed("the session has expired; log in again")
+            try:
+                return str(jwt.decode(cookie, self.session_key, algorithms=[SESSION_ALGORITHM],
+                                      options={"require": ["sub", "exp"]})["sub"])
+            except jwt.InvalidTokenError:
+                raise AuthenticationFailed("the session has expired or is not valid; log in again") from None
         raise AuthenticationFailed("authentication is required")
 
     def check_basic(self, encoded: str) -> str:
@@ -186,12 +192,19 @@ class GatewaySecurity:
             raise AuthenticationFailed(f"invalid bearer token: {exc}") from None
         return str(claims["sub"])
 
+    def login(self, user: str, password: str, token: str) -> str:
+        """The principal of the console's login form (a user and password with BASIC, a token with
+        BEARER); AuthenticationFailed when they are not valid. Blocking, as `principal_of_credentials`."""
+        if self.config.authentication_method == "BEARER":
+            return principal_of(self.check_bearer(token))
+        if user and self.check_password(user, password):
+            return principal_of(user)
+        raise AuthenticationFailed("invalid user name or password")
+
     def new_session(self, principal: str) -> str:
-        now = time.monotonic()
-        self.sessions = {k: v for k, v in self.sessions.items() if v[1] > now}
-        cookie = secrets.token_urlsafe(32)
-        self.sessions[cookie] = (principal, now + SESSION_TTL_S)
-        return cookie
+        """A session cookie's value: the principal and an expiry, signed (HS256) with the session key."""
+        return jwt.encode({"sub": principal, "exp": int(time.time()) + SESSION_TTL_S}, self.session_key,
+                          algorithm=SESSION_ALGORITHM)
 
     # ------------------------------------------------------------------ authorization
 
@@ -232,9 +245,9 @@ def is_open(path: str) -> bool:
     return path in OPEN_PATHS or path.startswith(OPEN_PREFIXES)
 
 
-def unauthorized(security: GatewaySecurity, message: str) -> JSONResponse:
+def unauthorized(security: GatewaySecurity, message: str, *, challenge: bool = True) -> JSONResponse:
     return JSONResponse({"error_code": UNAUTHORIZED, "message": f"Unauthorized: {message}"}, status_code=401,
-                        headers={"WWW-Authenticate": security.challenge()})
+                        headers={"WWW-Authenticate": security.challenge()} if challenge else None)
 
 
 class AuthenticationMiddleware:
@@ -259,7 +272,9 @@ class AuthenticationMiddleware:
                 state["principal"] = await run_in_threadpool(
                     security.principal_of_credentials, headers.get("authorization"), cookie)
             except AuthenticationFailed as exc:
-                await unauthorized(security, str(exc))(scope, receive, send)
+                # the console's own calls get no challenge: a browser would prompt for Basic credentials
+                challenge = headers.get("x-requested-with") != "XMLHttpRequest"
+                await unauthorized(security, str(exc), challenge=challenge)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 

@@ -229,3 +229,48 @@ def test_the_right_acl_lets_each_operation_through(http: httpx.Client, cluster_i
 def test_refusals_reach_the_audit_log(cluster: LocalCluster) -> None:
     log = cluster.log_path("gateway-1").read_text()
     assert "Principal = User:alice is Denied Operation = Write" in log
+
+
+def test_the_console_login_gives_a_session_cookie(http: httpx.Client, cluster: LocalCluster) -> None:
+    base = cluster.gateway_url()
+    with httpx.Client(base_url=base, timeout=30) as browser:
+        assert browser.get("/ui/api/health").status_code == 401
+        console_call = browser.get("/ui/api/health", headers={"X-Requested-With": "XMLHttpRequest"})
+        assert console_call.status_code == 401 and "WWW-Authenticate" not in console_call.headers
+        assert browser.get("/ui/").status_code == 200  # the page itself is served; its fetches need a login
+        refused = browser.post("/ui/login", data={"username": "admin", "password": "wrong"})
+        assert refused.status_code == 303 and refused.headers["location"] == "/ui/login?failed=1"
+        assert "odradek_session" not in browser.cookies
+        accepted = browser.post("/ui/login", data={"username": "admin", "password": "admin-secret"})
+        assert accepted.status_code == 303 and accepted.headers["location"] == "/ui/"
+        assert "httponly" in accepted.headers["set-cookie"].lower()
+        assert browser.get("/ui/api/health").status_code == 200
+        assert browser.get("/v3/clusters").status_code == 200
+    with httpx.Client(base_url=base, timeout=30) as browser:
+        assert browser.post("/ui/login", data={"username": "alice", "password": "alice-secret"}).status_code == 303
+        refused = browser.get("/ui/api/health")  # alice is logged in, and has no ACL
+        assert refused.status_code == 403 and refused.json()["error_code"] == 40301
+    forged = httpx.get(f"{base}/ui/api/health", cookies={"odradek_session": "a.b.c"})
+    assert forged.status_code == 401
+
+
+def test_the_console_in_a_browser_asks_for_a_login(cluster: LocalCluster, cluster_id: str) -> None:
+    from tests.integration.browser_support import chromium
+
+    base = cluster.gateway_url()
+    with chromium() as browser:
+        page = browser.new_page()
+        page.goto(f"{base}/ui/")
+        page.wait_for_url(lambda url: url.endswith("/ui/login?method=BASIC"), timeout=10000)
+        page.fill("input[name=username]", "admin")
+        page.fill("input[name=password]", "wrong")
+        page.click("button[type=submit]")
+        page.wait_for_url(lambda url: url.endswith("/ui/login?failed=1&method=BASIC"), timeout=10000)
+        assert page.is_visible("#login-failed")
+        page.fill("input[name=username]", "admin")
+        page.fill("input[name=password]", "admin-secret")
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{base}/ui/", timeout=10000)
+        page.wait_for_function(f"document.getElementById('cluster-id').textContent.includes('{cluster_id}')",
+                               timeout=15000)
+        page.close()

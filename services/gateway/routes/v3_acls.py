@@ -13,6 +13,7 @@ DELETE needs resource_type, pattern_type, operation and permission, as REST Prox
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
 
@@ -71,6 +72,8 @@ def binding_of(acl: AclData) -> AclBinding:
                          AccessControlEntry(acl.principal, acl.host, AclOperation[acl.operation],
                                             PermissionType[acl.permission]))
     problem = validate_binding(binding)
+    if problem is None and not ZNODE_NAME.fullmatch(acl.resource_name):
+        problem = "the resource name cannot be a ZooKeeper node name (no '/', no control characters, not . or ..)"
     if problem is not None:
         raise invalid_payload(f"Invalid ACL: {problem}.")
     return binding
@@ -108,6 +111,8 @@ def acl_filter(resource_type: str | None, resource_name: str | None, pattern_typ
 
 
 FILTER_DOC = "Absent: any."
+# a name ZooKeeper takes as one node of /kafka-acl/<type>/<name>
+ZNODE_NAME = re.compile(r"(?!\.\.?$)[^/\x00-\x1f\x7f-\x9f\ud800-\uf8ff\ufff0-\uffff]+")
 BATCH_SCHEMA = {"type": "object", "required": ["data"],
                 "properties": {"data": {"type": "array", "items": AclData.model_json_schema()}}}
 
