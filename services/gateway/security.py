@@ -54,6 +54,7 @@ FORBIDDEN = 40301
 SESSION_COOKIE = "odradek_session"
 SESSION_TTL_S = 8 * 3600
 SESSION_ALGORITHM = "HS256"
+VERIFIED_PASSWORDS_MAX = 1024
 # Served to anyone: readiness, the API documents, the console's page, assets and login
 OPEN_PATHS = frozenset({"/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc", "/ui", "/ui/",
                         "/ui/login", "/ui/logout"})
@@ -77,7 +78,8 @@ class GatewaySecurity:
     password_file_users: dict[str, str] = field(default_factory=dict)
     jwt_key: object = None
     session_key: bytes = field(default_factory=lambda: secrets.token_bytes(32))
-    _zk_lock: threading.Lock = field(default_factory=threading.Lock)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _verified: dict[tuple[str, str, str], bytes] = field(default_factory=dict)
 
     @classmethod
     def start(cls, config: GatewayConfig) -> GatewaySecurity:
@@ -105,7 +107,7 @@ class GatewaySecurity:
         return security
 
     def connect_zookeeper(self) -> None:
-        with self._zk_lock:
+        with self._lock:
             if self.zk is not None:
                 return
             client = KazooClient(hosts=self.config.zookeeper_connect)
@@ -179,8 +181,24 @@ class GatewaySecurity:
         stored = self.zk.get_user_config(user)
         for mechanism in reversed(SCRAM_MECHANISMS):  # SCRAM-SHA-512 first
             if mechanism in stored:
-                return verify_scram_password(mechanism, ScramCredential.decode(stored[mechanism]), password)
+                return self._verify_scram(user, mechanism, stored[mechanism], password)
         return False
+
+    def _verify_scram(self, user: str, mechanism: str, credential: str, password: str) -> bool:
+        """Derives the SCRAM key (milliseconds of CPU) once per user, credential and password: a
+        success is remembered as a keyed hash of the password, forgotten when the credential changes."""
+        key = (user, mechanism, credential)
+        token = hmac.new(self.session_key, password.encode("utf-8"), "sha256").digest()
+        remembered = self._verified.get(key)
+        if remembered is not None and hmac.compare_digest(remembered, token):
+            return True
+        if not verify_scram_password(mechanism, ScramCredential.decode(credential), password):
+            return False
+        with self._lock:
+            if len(self._verified) >= VERIFIED_PASSWORDS_MAX:
+                self._verified.pop(next(iter(self._verified)))
+            self._verified[key] = token
+        return True
 
     def check_bearer(self, token: str) -> str:
         algorithms = [a.strip() for a in self.config.bearer_jwt_algorithms.split(",") if a.strip()]

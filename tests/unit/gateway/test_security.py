@@ -128,3 +128,28 @@ def test_bearer_needs_a_key() -> None:
 ])
 def test_route_checks(method: str, template: str, expected) -> None:
     assert route_checks(method, template) == expected
+
+
+class FakeUsers:
+    """`get_user_config` of the ZooKeeper client, from a dict."""
+
+    def __init__(self) -> None:
+        self.configs: dict[str, dict[str, str]] = {}
+
+    def get_user_config(self, user: str) -> dict[str, str]:
+        return self.configs.get(user, {})
+
+
+def test_basic_against_scram_users_sees_a_changed_password() -> None:
+    config = GatewayConfig.load({"bootstrap.servers": "x:1", "authentication.method": "BASIC"})
+    security = GatewaySecurity(config)
+    users = security.zk = FakeUsers()
+    users.configs["alice"] = {"SCRAM-SHA-512": make_scram_credential("SCRAM-SHA-512", "one").encode()}
+    with client_of(security) as client:
+        for _ in range(2):  # the second time from the remembered verification
+            assert client.get("/v3/clusters", headers=basic("alice", "one")).json() == {"principal": "User:alice"}
+        assert client.get("/v3/clusters", headers=basic("alice", "two")).status_code == 401
+        users.configs["alice"] = {"SCRAM-SHA-256": make_scram_credential("SCRAM-SHA-256", "two").encode()}
+        assert client.get("/v3/clusters", headers=basic("alice", "one")).status_code == 401
+        assert client.get("/v3/clusters", headers=basic("alice", "two")).json() == {"principal": "User:alice"}
+        assert client.get("/v3/clusters", headers=basic("bob", "two")).status_code == 401
