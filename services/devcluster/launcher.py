@@ -244,7 +244,8 @@ class LocalCluster:
         spec, host = self.services[name], self.host_of(name)
         if spec.kind == "gateway":
             return {"gateway.id": str(spec.node_id), "listeners": f"http://{host}:{spec.port}",
-                    "bootstrap.servers": self.bootstrap_servers, **spec.config}
+                    "bootstrap.servers": self.bootstrap_servers, "zookeeper.connect": self.zookeeper_connect,
+                    **spec.config}
         config = {
             "listeners": f"PLAINTEXT://{host}:{spec.port}",
             "zookeeper.connect": self.zookeeper_connect,

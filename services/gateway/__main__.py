@@ -23,6 +23,7 @@ import logging
 import multiprocessing
 import multiprocessing.connection
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -87,6 +88,10 @@ def run_workers(config: GatewayConfig, sources: list[str], overrides: Mapping[st
     context = multiprocessing.get_context("spawn")
     # by its importable name: a spawned child cannot find functions of a `python -m` main module
     target = importlib.import_module("services.gateway.__main__").serve_worker
+    overrides = dict(overrides)
+    if config.authentication_method != "NONE" and not config.authentication_session_secret:
+        # one key for every worker, so that a console session opened on one is taken by the others
+        overrides["authentication.session.secret"] = secrets.token_urlsafe(32)
     workers = [context.Process(target=target, args=(sources, dict(overrides), index, os.getpid()),
                                name=f"gateway-{config.gateway_id}-worker-{index}")
                for index in range(config.num_workers)]

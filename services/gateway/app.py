@@ -13,10 +13,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.concurrency import run_in_threadpool
 
 from services.clients.admin import Admin
 from services.clients.producer import Producer
@@ -25,6 +26,7 @@ from services.gateway import routes
 from services.gateway.config import GatewayConfig
 from services.gateway.errors import CLUSTER_UNAVAILABLE, error_responses, install_error_handlers
 from services.gateway.metrics import GatewayMetrics, MetricsMiddleware
+from services.gateway.security import AuthenticationMiddleware, GatewaySecurity, authorize_route
 from services.gateway.state import GatewayState, gateway_state
 
 HEALTH_TIMEOUT_S = 2.0
@@ -109,7 +111,9 @@ def create_app(config: GatewayConfig, *, worker_index: int = 0, base_url: str | 
         state = GatewayState(config, admin, producer, metrics, base_url or advertised_url(config), worker_index)
         app.state.gateway = state
         started = []
+        security = None
         try:
+            security = app.state.security = await run_in_threadpool(GatewaySecurity.start, config)
             for module in routes.MODULES:
                 if hasattr(module, "startup"):
                     await module.startup(state)
@@ -121,11 +125,13 @@ def create_app(config: GatewayConfig, *, worker_index: int = 0, base_url: str | 
                     await module.shutdown(state)
             producer.close(timeout=5)
             admin.close()
+            if security is not None:
+                security.close()
 
     # /docs and /redoc from the files fastapi-offline ships, so they work without the internet
     app = FastAPIOffline(title="Odradek HTTP gateway", version="1.0",
                   description="Confluent REST Proxy v2 and v3 over an Odradek cluster, with Arrow range reads.",
-                  lifespan=lifespan, responses=error_responses(500))
+                  lifespan=lifespan, responses=error_responses(500), dependencies=[Depends(authorize_route)])
     install_error_handlers(app)
     for module in routes.MODULES:
         app.include_router(module.router)
@@ -146,6 +152,7 @@ def create_app(config: GatewayConfig, *, worker_index: int = 0, base_url: str | 
     async def prometheus_metrics() -> Response:
         return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
+    app.add_middleware(AuthenticationMiddleware, security_of=lambda: getattr(app.state, "security", None))
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_request_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.common.config import REQUIRED, Config, ConfigType, at_least, setting
+from services.common.config import REQUIRED, Config, ConfigType, at_least, one_of, setting
 
 
 class GatewayConfig(Config):
@@ -40,3 +40,42 @@ class GatewayConfig(Config):
     ui_sample_window_ms: int = setting(
         ConfigType.INT, 300000, at_least(1000),
         doc="How far back the web console's charts reach (the sampler keeps this much history).")
+    zookeeper_connect: str | None = setting(
+        ConfigType.STRING, None,
+        doc="ZooKeeper (host:port,.../chroot) of the cluster: where SCRAM users (BASIC authentication) and "
+            "ACLs (authorizer.class.name) are read. Needed only for those.")
+    authentication_method: str = setting(
+        ConfigType.STRING, "NONE", one_of("NONE", "BASIC", "BEARER"),
+        doc="How requests are authenticated, as REST Proxy's: NONE (every request is User:ANONYMOUS), BASIC "
+            "(HTTP Basic, checked against the SCRAM users in ZooKeeper or authentication.password.file), "
+            "BEARER (a JWT, verified with bearer.jwt.public.key.file or bearer.jwt.secret; its `sub` names "
+            "the user).")
+    authentication_realm: str = setting(ConfigType.STRING, "KafkaRest",
+                                        doc="The realm a 401's WWW-Authenticate names.")
+    authentication_password_file: str | None = setting(
+        ConfigType.STRING, None,
+        doc="For BASIC: a file of `user: password[,role...]` lines (Jetty's property-file login format), "
+            "checked before the SCRAM users in ZooKeeper.")
+    authentication_session_secret: str | None = setting(
+        ConfigType.PASSWORD, None,
+        doc="The key the console's session cookies are signed with (the same on every worker and gateway "
+            "that should take one another's sessions); unset: a random key of each process.")
+    bearer_jwt_public_key_file: str | None = setting(
+        ConfigType.STRING, None, doc="For BEARER: a PEM public key (RSA, EC or Ed25519) that signs the tokens.")
+    bearer_jwt_secret: str | None = setting(ConfigType.PASSWORD, None,
+                                            doc="For BEARER: the HMAC secret that signs the tokens (HS256/384/512).")
+    bearer_jwt_algorithms: str = setting(
+        ConfigType.STRING, "RS256,RS384,RS512,ES256,ES384,ES512,EdDSA,HS256,HS384,HS512",
+        doc="For BEARER: the signature algorithms accepted, comma-separated.")
+    bearer_jwt_audience: str | None = setting(ConfigType.STRING, None,
+                                              doc="For BEARER: the `aud` a token must carry, if set.")
+    bearer_jwt_issuer: str | None = setting(ConfigType.STRING, None,
+                                            doc="For BEARER: the `iss` a token must carry, if set.")
+    authorizer_class_name: str = setting(
+        ConfigType.STRING, "",
+        doc="Any class name (kafka.security.authorizer.AclAuthorizer) checks every request's Kafka operation "
+            "against the ACLs in ZooKeeper for the authenticated user; empty: everything is allowed.")
+    super_users: str = setting(ConfigType.STRING, "",
+                               doc="Principals allowed everything, separated by `;` (User:admin;User:ops).")
+    allow_everyone_if_no_acl_found: bool = setting(
+        ConfigType.BOOLEAN, False, doc="Whether a resource no ACL covers is open to everyone.")

@@ -110,6 +110,15 @@ def scram_credential_from_salted_password(mechanism: str, salt: bytes, salted_pa
     return ScramCredential(salt, digest(client_key).digest(), server_key, iterations)
 
 
+def verify_scram_password(mechanism: str, credential: ScramCredential, password: str) -> bool:
+    """Whether `password` is the one `credential` was made from: its salted password (Hi, PBKDF2 with
+    the credential's salt and iterations) gives the same StoredKey (RFC 5802 section 3)."""
+    salted = hashlib.pbkdf2_hmac(_SCRAM_HASHES[mechanism]().name, password.encode("utf-8"), credential.salt,
+                                 credential.iterations)
+    derived = scram_credential_from_salted_password(mechanism, credential.salt, salted, credential.iterations)
+    return hmac.compare_digest(derived.stored_key, credential.stored_key)
+
+
 def plain_users(jaas_config: str | None) -> dict[str, str]:
     """user name -> password of a PlainLoginModule JAAS config's `user_<name>="<password>"` entries."""
     return {name: password.replace('\\"', '"') for name, password in _JAAS_USER.findall(jaas_config or "")}

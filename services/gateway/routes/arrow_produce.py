@@ -37,10 +37,12 @@ from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from services.clients.producer.errors import RecordTooLargeError
+from services.common.security.acl import AclOperation, ResourceType
 from services.gateway.errors import V3_INVALID_PAYLOAD, RestError, error_responses, partition_not_found
 from services.gateway.media import ARROW_STREAM, media_type
 from services.gateway.produce_bridge import Outgoing, Sent, produce_bridge, refusal
 from services.gateway.routes.v3_resources import V3_ERRORS, KnownCluster, bad_request, describe_topic, invalid_payload
+from services.gateway.security import authorize
 from services.gateway.state import GatewayState, State
 
 router = APIRouter(tags=["v3"], responses=V3_ERRORS)
@@ -252,6 +254,7 @@ async def produce_arrow(request: Request, state: State, cluster_id: KnownCluster
         raise RestError(415, 415, "HTTP 415 Unsupported Media Type")
     body = await request.body()
     rows = await run_in_threadpool(_read_body, body, topic, state.config.max_record_bytes)
+    authorize(request, AclOperation.WRITE, ResourceType.TOPIC, rows.topics)
     await check_partitions(state, rows)
     bridge = produce_bridge(state)
     sent = await bridge.send(outgoing(rows), deadline_s)

@@ -59,6 +59,7 @@ from starlette.exceptions import HTTPException
 from services.clients.consumer import Consumer, OffsetAndMetadata
 from services.common.config import ConfigError
 from services.common.errors import KafkaError
+from services.common.security.acl import AclOperation, ResourceType
 from services.common.service import listener_address
 from services.common.shared_types import ISOLATION_LEVEL_NAMES
 from services.common.topic_names import validate_topic_name
@@ -101,6 +102,7 @@ from services.gateway.media import (
     media_type,
 )
 from services.gateway.schemas import INT64_JSON_MAX, TOPIC_NAME_PATTERN
+from services.gateway.security import authorize
 from services.gateway.state import GatewayState, gateway_state
 
 router = APIRouter(tags=["v2 consumers"], default_response_class=V2Response, responses=error_responses(400, 422))
@@ -475,6 +477,7 @@ async def subscribe(request: Request, body: SubscriptionRequest,
                     instance: Instance) -> Response:
     if body.topics is None and body.topic_pattern is None:
         raise RestError(422, INVALID_BODY, "A subscription needs topics or a topic_pattern.")
+    authorize(request, AclOperation.READ, ResourceType.TOPIC, body.topics or ())
     pattern = None
     if body.topics is None:
         try:
@@ -502,6 +505,7 @@ async def assign(request: Request, body: PartitionsRequest,
                  instance: Instance) -> Response:
     state = gateway_state(request)
     partitions = _partitions(body.partitions)
+    authorize(request, AclOperation.READ, ResourceType.TOPIC, (p.topic for p in partitions))
     await check_partitions_exist(state, partitions)
     await on_consumer(state, instance, instance.assign, partitions)
     return no_content()

@@ -1,6 +1,7 @@
 """The web console: its pages at `/ui` and the few JSON views REST Proxy v3 does not serve.
 
     GET /ui                                   the console (static/index.html); /ui/static/{file}: its assets
+    GET | POST /ui/login, POST /ui/logout     the login form (with authentication on) and its session cookie
     GET /ui/api/health                        {"controller": {"id", "host", "port"} or null,
                                                "offline_broker_ids", "partitions",
                                                "under_replicated_partitions", "offline_partitions"}
@@ -27,10 +28,12 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlencode
 
 import httpx
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from services.clients.admin_types import TopicDescription
 from services.clients.cli_groups import described_partitions, partition_offsets
@@ -40,6 +43,7 @@ from services.gateway.consumer_instances import worker_port
 from services.gateway.errors import RestError
 from services.gateway.metrics import WORKER_HOP_HEADER
 from services.gateway.routes.v3_resources import cluster_call, describe_topic, not_found
+from services.gateway.security import SESSION_COOKIE, SESSION_TTL_S, AuthenticationFailed, security_of
 from services.gateway.state import GatewayState, State
 from services.gateway.ui import series, views
 from services.gateway.ui.sampler import Sampler
@@ -99,6 +103,43 @@ async def console_asset(name: str) -> FileResponse:
     if path.parent != STATIC_DIR or not path.is_file():
         raise not_found()
     return FileResponse(path, headers={"Cache-Control": "no-cache"})
+
+
+@router.get("/ui/login")
+async def login_page(request: Request) -> Response:
+    security = security_of(request)
+    if security is None or not security.enabled:
+        return RedirectResponse("/ui/", status_code=303)
+    if "method" not in request.query_params:
+        query = urlencode({**request.query_params, "method": security.config.authentication_method})
+        return RedirectResponse(f"/ui/login?{query}", status_code=303)
+    return FileResponse(STATIC_DIR / "login.html", headers={"Cache-Control": "no-cache"})
+
+
+@router.post("/ui/login")
+async def login(request: Request) -> RedirectResponse:
+    """The login form (application/x-www-form-urlencoded): a session cookie and the console, or the
+    form again saying the credentials were refused."""
+    security = security_of(request)
+    if security is None or not security.enabled:
+        return RedirectResponse("/ui/", status_code=303)
+    form = {key: values[0] for key, values in parse_qs((await request.body()).decode("utf-8", "replace")).items()}
+    try:
+        principal = await run_in_threadpool(security.login, form.get("username", ""), form.get("password", ""),
+                                            form.get("token", ""))
+    except AuthenticationFailed:
+        return RedirectResponse("/ui/login?failed=1", status_code=303)
+    answer = RedirectResponse("/ui/", status_code=303)
+    answer.set_cookie(SESSION_COOKIE, security.new_session(principal), max_age=SESSION_TTL_S, httponly=True,
+                      samesite="strict", secure=request.url.scheme == "https")
+    return answer
+
+
+@router.post("/ui/logout")
+async def logout() -> RedirectResponse:
+    answer = RedirectResponse("/ui/login", status_code=303)
+    answer.delete_cookie(SESSION_COOKIE)
+    return answer
 
 
 # ------------------------------------------------------------------ JSON views

@@ -42,7 +42,7 @@ from services.clients.cluster import Node, PartitionInfo
 from services.common.config import INT_MAX, SHORT_MAX
 from services.common.errors import KafkaError
 from services.gateway.errors import error_responses
-from services.gateway.routes import v3_configs, v3_groups, v3_reassignments, v3_records
+from services.gateway.routes import v3_acls, v3_configs, v3_groups, v3_reassignments, v3_records
 from services.gateway.routes.v3_resources import (
     CLUSTER_ID_KEY,
     V3_ERRORS,
@@ -58,6 +58,7 @@ from services.gateway.routes.v3_resources import (
     topic_call,
 )
 from services.gateway.schemas import TOPIC_NAME_PATTERN, json_integer
+from services.gateway.security import authorize_create_topic
 from services.gateway.state import State
 
 logger = logging.getLogger(__name__)
@@ -255,6 +256,7 @@ def _assignment(value: Any) -> dict[int, list[int]]:
                                             "content": {"application/json": {"schema": CREATE_TOPIC_SCHEMA}}}})
 async def create_topic(request: Request, state: State, at: ClusterLinks) -> JSONResponse:
     topic, validate_only = new_topic(await json_body(request))
+    authorize_create_topic(request, topic.name)
     created = (await cluster_call(state, state.admin.create_topics, [topic], validate_only))[topic.name]
     if not validate_only:
         await _until_every_broker_knows(state, topic.name, created.num_partitions)
@@ -351,3 +353,4 @@ router.include_router(v3_configs.router)
 router.include_router(v3_reassignments.router)
 router.include_router(v3_records.router)
 router.include_router(v3_groups.router)
+router.include_router(v3_acls.router)

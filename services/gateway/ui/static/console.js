@@ -27,7 +27,12 @@ function h(tag, attributes, ...children) {
 }
 
 async function getJson(url) {
-  const response = await fetch(url, {headers: {Accept: "application/json"}});
+  // X-Requested-With: a 401 comes without a challenge, so the browser leaves the login to the form
+  const response = await fetch(url, {headers: {Accept: "application/json", "X-Requested-With": "XMLHttpRequest"}});
+  if (response.status === 401) {  // authentication is on and there is no session (or it expired)
+    window.location.assign("/ui/login");
+    throw new Error("logging in");
+  }
   const body = await response.json().catch(() => ({}));
   if (!response.ok) throw new Error(body.message || `${response.status} ${response.statusText}`);
   return body;
