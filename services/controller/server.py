@@ -88,9 +88,10 @@ class ControllerServer:
 
         self.zk_raw.add_listener(self.bridge.on_session_state)
         self.zk_raw.start(timeout=self.config.connection_timeout_s)
-        self.zk.ensure_paths()
+        # a lost connection or an expired session while starting is waited out, as the broker does
+        self.zk.until_connected(self.zk.ensure_paths)
         self.zk.await_previous_controller_session(self.controller_id, self.config.zookeeper_session_timeout_ms)
-        cluster_id = self.zk.get_or_create_cluster_id()
+        cluster_id = self.zk.until_connected(self.zk.get_or_create_cluster_id)
         controller_node = common_pb2.Node(
             node_id=self.controller_id, host=advertised.host, port=advertised.port
         )

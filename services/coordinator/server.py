@@ -106,7 +106,8 @@ class CoordinatorServer:
 
     def start(self) -> int:
         self.zk_raw.start(timeout=self.config.connection_timeout_s)
-        self.zk.ensure_paths()
+        # a lost connection or an expired session while starting is waited out, as the broker does
+        self.zk.until_connected(self.zk.ensure_paths)
         self.zk.await_previous_coordinator_session(self.coordinator_id, self.config.zookeeper_session_timeout_ms)
         self.directory.start()
         bootstrap = self.bootstrap = self.config.bootstrap_servers or self._registered_brokers()
