@@ -129,19 +129,23 @@ spark-kafka-jars: | $(PY)
 	  echo "no mvn: the tests that run Spark's Kafka connector are skipped" >&2; \
 	fi
 
-# the unit tests run in $(UNIT_WORKERS) processes (pytest-xdist); the tests that start clusters, one at a time
+# the unit tests run in $(UNIT_WORKERS) processes and the cluster tests in $(CLUSTER_WORKERS), a test
+# file to a process, each choosing its clusters' ports from its own range (pytest-xdist); the Spark
+# tests, one at a time
 UNIT_WORKERS ?= 2
+CLUSTER_WORKERS ?= 2
 test: setup kafka-jars spark-kafka-jars
 	@rc=0; \
 	$(PY) -m pytest -q -n $(UNIT_WORKERS) $(PYTEST_ARGS) tests/unit || rc=$$?; \
-	$(PY) -m pytest -q --durations=15 $(PYTEST_ARGS) tests --ignore=tests/unit || rc=$$?; \
+	$(PY) -m pytest -q -n $(CLUSTER_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS) tests/integration tests/faults || rc=$$?; \
+	$(PY) -m pytest -q --durations=5 $(PYTEST_ARGS) tests/spark || rc=$$?; \
 	exit $$rc
 
 unit: setup
 	$(PY) -m pytest -q -n $(UNIT_WORKERS) $(PYTEST_ARGS) tests/unit
 
 integration: setup kafka-jars
-	$(PY) -m pytest -q $(PYTEST_ARGS) tests/integration
+	$(PY) -m pytest -q -n $(CLUSTER_WORKERS) --dist loadfile $(PYTEST_ARGS) tests/integration
 
 # ruff, then the import contracts that keep the layers (pyproject.toml's [tool.importlinter])
 lint: setup

@@ -18,10 +18,22 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from services.devcluster.proc import log_tail
+from services.devcluster.proc import LISTEN_PORTS_ENV, listen_port_range, log_tail
 from services.devcluster.zookeeper import ZooKeeperNotInstalledError, ZooKeeperServer
 
 EXTERNAL_ZK_ENV = "ODRADEK_TEST_ZK"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Each of several test processes (pytest-xdist) chooses its clusters' ports from its own slice
+    of the range, so a port one process's stopped broker will bind again is never another's."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if worker is None or count is None or os.environ.get(LISTEN_PORTS_ENV):
+        return
+    ports, index, slices = listen_port_range(), int(worker.removeprefix("gw")), int(count)
+    size = len(ports) // slices
+    low = ports.start + index * size
+    os.environ[LISTEN_PORTS_ENV] = f"{low}-{low + size - 1}"
 ZK_START_TIMEOUT_S = 30.0
 ZK_CONNECT_TIMEOUT_S = 15.0
 ZK_SESSION_TIMEOUT_S = 10.0

@@ -27,9 +27,18 @@ LISTEN_PORT_SPAN = 12_000
 _handed_out_ports: set[int] = set()
 
 
+LISTEN_PORTS_ENV = "ODRADEK_LISTEN_PORTS"  # "low-high": the ports local clusters choose from
+
+
 def listen_port_range() -> range:
     """Ports below the kernel's ephemeral range: no outgoing connection is ever given one, so a
-    port chosen here stays free until its service binds it, and again when the service restarts."""
+    port chosen here stays free until its service binds it, and again when the service restarts.
+    `ODRADEK_LISTEN_PORTS=low-high` narrows it, so processes that start clusters side by side never
+    choose one another's ports."""
+    narrowed = os.environ.get(LISTEN_PORTS_ENV)
+    if narrowed:
+        low, _, high = narrowed.partition("-")
+        return range(int(low), int(high) + 1)
     try:
         ephemeral_low = int(EPHEMERAL_RANGE_PATH.read_text().split()[0])
     except (OSError, ValueError, IndexError):
