@@ -40,7 +40,7 @@ from services.common.clock import SYSTEM_CLOCK
 from services.common.errors import Errors, KafkaError
 from services.common.kafka_wire import ApiRegistry, KafkaWireServer
 from services.common.kafka_wire.forwarding import BrokerForwarder
-from services.common.kafka_wire.security import SASL_PLAINTEXT_PROTOCOL, listener_security
+from services.common.kafka_wire.security import SASL_PROTOCOLS, SSL_PROTOCOLS, listener_security
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2_grpc
 from services.common.producer_id_manager import ProducerIdManager
 from services.common.scheduler import Scheduler
@@ -173,16 +173,19 @@ class CoordinatorServer:
             return
         registry = ApiRegistry()
         CoordinatorKafkaApis(servicer, self.directory.snapshot).register(registry)
+        security = listener_security(self.config, self.zk)
         registry.forward_others(BrokerForwarder(self._broker_kafka_endpoints,
                                                 request_timeout_s=self.config.request_timeout_ms / 1000,
                                                 client_id=f"coordinator-{self.coordinator_id}",
                                                 sasl_login=jaas_login(self.config.listener_plain_jaas_config)
-                                                if listener.protocol == SASL_PLAINTEXT_PROTOCOL else None),
+                                                if listener.protocol in SASL_PROTOCOLS else None,
+                                                ssl_context=security.tls.client_context()
+                                                if listener.protocol in SSL_PROTOCOLS else None),
                                NOT_FORWARDED)
         self.kafka_listener = KafkaWireServer(registry, listener.host, listener.port,
                                               request_max_bytes=self.config.socket_request_max_bytes,
                                               listen_backlog=self.config.socket_listen_backlog_size,
-                                              security=listener_security(self.config, self.zk))
+                                              security=security)
         bound = self.runtime.call_on_loop(self.kafka_listener.start())
         advertised = self.config.kafka_advertised_listener(bound)
         self.kafka_endpoint = f"{advertised.host}:{advertised.port}"

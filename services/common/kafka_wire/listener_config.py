@@ -1,16 +1,17 @@
 """The keys of a Kafka listener, shared by brokers and coordinators: where it listens, where Kafka
 clients reach it, the largest request, the accept backlog, and its security: SASL mechanisms, PLAIN
-users (Kafka's JAAS form), and the ACL authorizer with its super users."""
+users (Kafka's JAAS form), the ACL authorizer with its super users, and TLS (`ssl.*`, `TlsConfig`)."""
 
 from __future__ import annotations
 
-from services.common.config import Config, ConfigType, at_least, setting
+from services.common.config import ConfigType, at_least, setting
+from services.common.security.tls import TlsConfig
 from services.common.service import Listener, parse_listener
 
 DEFAULT_KAFKA_HOST = "127.0.0.1"
 
 
-class KafkaListenerConfig(Config):
+class KafkaListenerConfig(TlsConfig):
     kafka_listeners: str | None = setting(
         ConfigType.STRING, None,
         doc="Where Kafka's binary protocol is served to Kafka clients, e.g. "

@@ -37,6 +37,7 @@ class IssuedCertificate:
 class CertificateFiles:
     key_path: Path
     certificate_path: Path
+    keystore_path: Path | None = None  # key and certificate in one file (`ssl.keystore.type=PEM`)
 
 
 def _private_key() -> ec.EllipticCurvePrivateKey:
@@ -129,13 +130,16 @@ class CertificateAuthority:
 
     def issue_files(self, directory: Path, common_name: str,
                     hosts: Iterable[str] = LOCAL_HOSTS) -> CertificateFiles:
-        """`issue`, written as `<directory>/<common_name>.key` and `<common_name>.pem`."""
+        """`issue`, written as `<directory>/<common_name>.key`, `<common_name>.pem` and both in
+        `<common_name>.keystore.pem`."""
         issued = self.issue(common_name, hosts)
         directory = Path(directory)
         key_path, certificate_path = directory / f"{common_name}.key", directory / f"{common_name}.pem"
+        keystore_path = directory / f"{common_name}.keystore.pem"
         _write_private(key_path, issued.key_pem)
+        _write_private(keystore_path, issued.key_pem + issued.certificate_pem)
         certificate_path.write_bytes(issued.certificate_pem)
-        return CertificateFiles(key_path, certificate_path)
+        return CertificateFiles(key_path, certificate_path, keystore_path)
 
 
 def subject_principal(certificate_pem: bytes) -> str:
