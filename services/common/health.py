@@ -9,12 +9,14 @@ import urllib.request
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from services.common.service import GRPC_OPTIONS
+from services.common.security.tls import TlsSettings
+from services.common.service import node_channel
 
 
-def check_health(target: str, timeout_ms: float = 1000) -> bool:
-    """True when the gRPC health service at `target` answers SERVING (on a channel of its own)."""
-    channel = grpc.insecure_channel(target, options=GRPC_OPTIONS)
+def check_health(target: str, timeout_ms: float = 1000, tls: TlsSettings | None = None) -> bool:
+    """True when the gRPC health service at `target` answers SERVING (on a channel of its own,
+    over TLS with `tls`)."""
+    channel = node_channel(target, tls)
     try:
         reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""),
                                                          timeout=max(timeout_ms, 1) / 1000)

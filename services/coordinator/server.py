@@ -44,8 +44,9 @@ from services.common.kafka_wire.security import SASL_PROTOCOLS, SSL_PROTOCOLS, l
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2_grpc
 from services.common.producer_id_manager import ProducerIdManager
 from services.common.scheduler import Scheduler
+from services.common.security.authorizer import node_authorizer
 from services.common.security.sasl import jaas_login
-from services.common.service import ServiceRuntime
+from services.common.service import ServiceRuntime, listener_tls
 from services.common.shared_types import KAFKA_LISTENER_NAME
 from services.common.topic_names import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from services.common.topic_partition import TopicPartition
@@ -77,7 +78,8 @@ class CoordinatorServer:
         self.coordinator_id = config.coordinator_id
         self.group_config = config.group_config()
         self.runtime = ServiceRuntime("coordinator", config.listener.address,
-                                      max_workers=config.num_io_threads, metrics_port=config.metrics_port)
+                                      max_workers=config.num_io_threads, metrics_port=config.metrics_port,
+                                      tls=listener_tls(config.listener, config))
         self.zk_raw = KazooClient(hosts=config.zookeeper_connect,
                                   timeout=config.zookeeper_session_timeout_ms / 1000)
         self.zk = OdradekZkClient(self.zk_raw)
@@ -109,9 +111,10 @@ class CoordinatorServer:
         self.zk.ensure_paths()
         self.zk.await_previous_coordinator_session(self.coordinator_id, self.config.zookeeper_session_timeout_ms)
         self.directory.start()
+        self.runtime.authorizer = node_authorizer(self.config, self.zk_raw)
         bootstrap = self.bootstrap = self.config.bootstrap_servers or self._registered_brokers()
         client_config = {"bootstrap.servers": bootstrap, "request.timeout.ms": self.config.request_timeout_ms,
-                         "client.id": f"coordinator-{self.coordinator_id}"}
+                         "client.id": f"coordinator-{self.coordinator_id}", **self._client_security()}
         self.client = LowLevelClient(client_config)
         self.offsets_log = OffsetsLog(self.client, self.coordinator_id, topic=GROUP_METADATA_TOPIC,
                                       commit_timeout_ms=self.config.offsets_commit_timeout_ms,
@@ -154,6 +157,15 @@ class CoordinatorServer:
                     self.endpoint, bootstrap, self.config.zookeeper_connect)
         return port
 
+    def _client_security(self) -> dict[str, str]:
+        """The Kafka client settings by which this node's client reaches the brokers: over TLS with
+        this node's certificate when its own listener is SSL."""
+        if self.runtime.tls is None:
+            return {}
+        return {"security.protocol": "SSL", "ssl.keystore.location": self.config.ssl_keystore_location,
+                "ssl.truststore.location": self.config.ssl_truststore_location or "",
+                **({"ssl.key.password": self.config.ssl_key_password} if self.config.ssl_key_password else {})}
+
     def run(self) -> None:
         self.start()
         self.runtime.run_until_stopped()
@@ -173,7 +185,7 @@ class CoordinatorServer:
             return
         registry = ApiRegistry()
         CoordinatorKafkaApis(servicer, self.directory.snapshot).register(registry)
-        security = listener_security(self.config, self.zk)
+        security = listener_security(self.config, self.zk, self.runtime.authorizer)
         registry.forward_others(BrokerForwarder(self._broker_kafka_endpoints,
                                                 request_timeout_s=self.config.request_timeout_ms / 1000,
                                                 client_id=f"coordinator-{self.coordinator_id}",
@@ -295,7 +307,7 @@ class CoordinatorServer:
                             f"created; {live_brokers} are live")
         new_topic = NewTopic(topic, partitions, replication,
                              configs={"cleanup.policy": "compact", "compression.type": "producer", **configs})
-        with Admin({"bootstrap.servers": self.bootstrap}) as admin:
+        with Admin({"bootstrap.servers": self.bootstrap, **self._client_security()}) as admin:
             try:
                 admin.create_topics([new_topic])
                 logger.info("Coordinator %d created %s (%d partitions, replication factor %d)",

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from services.common.errors import Errors
 from services.common.kafka_wire.listener_config import KafkaListenerConfig
 from services.common.security.acl import CLUSTER_NAME, AclOperation, Resource, ResourceType
-from services.common.security.authorizer import AclAuthorizer, parse_super_users
+from services.common.security.authorizer import AclAuthorizer, node_authorizer
 from services.common.security.sasl import (
     ANONYMOUS_PRINCIPAL,
     MECHANISMS,
@@ -84,16 +84,14 @@ class ListenerSecurity:
 PLAINTEXT_SECURITY = ListenerSecurity()
 
 
-def listener_security(config: KafkaListenerConfig, zk: OdradekZkClient) -> ListenerSecurity:
+def listener_security(config: KafkaListenerConfig, zk: OdradekZkClient,
+                      authorizer: AclAuthorizer | None = None) -> ListenerSecurity:
     """The security of the node's Kafka listener from its config; SCRAM credentials are read from
     ZooKeeper at each authentication, so users added or changed take effect on the next one. The
-    authorizer, when configured, is started (its ACLs loaded and watched)."""
+    node's `authorizer`, else one started here when configured (its ACLs loaded and watched)."""
     listener = config.kafka_listener
-    authorizer = None
-    if config.authorizer_class_name:
-        authorizer = AclAuthorizer(zk.zk, parse_super_users(config.super_users),
-                                   config.allow_everyone_if_no_acl_found)
-        authorizer.start()
+    if authorizer is None:
+        authorizer = node_authorizer(config, zk.zk)
 
     def scram_credentials(user: str, mechanism: str) -> ScramCredential | None:
         value = zk.get_user_config(user).get(mechanism)
