@@ -4,6 +4,7 @@ development launcher and the clients' transport."""
 
 from __future__ import annotations
 
+import ssl
 import urllib.request
 
 import grpc
@@ -27,10 +28,11 @@ def check_health(target: str, timeout_ms: float = 1000, tls: TlsSettings | None 
         channel.close()
 
 
-def http_ready(url: str, timeout_s: float = 2.0) -> bool:
-    """Whether GET `url` answers 200."""
+def http_ready(url: str, timeout_s: float = 2.0, cafile: str | None = None) -> bool:
+    """Whether GET `url` answers 200 (an https:// one verified against `cafile`'s CAs)."""
+    context = ssl.create_default_context(cafile=cafile) if url.startswith("https://") else None
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+        with urllib.request.urlopen(url, timeout=timeout_s, context=context) as response:
             return response.status == 200
     except (OSError, ValueError):
         return False

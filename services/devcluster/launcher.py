@@ -210,7 +210,7 @@ class LocalCluster:
         return [n for n, s in self.services.items() if s.kind == "gateway"]
 
     def gateway_url(self, name: str = "gateway-1") -> str:
-        return f"http://{self.endpoint(name)}"
+        return f"{'https' if self.secure else 'http'}://{self.endpoint(name)}"
 
     def metrics_url(self, name: str) -> str | None:
         """Where the service's Prometheus metrics are served (a gateway's on its own port), or None
@@ -253,8 +253,9 @@ class LocalCluster:
     def service_config(self, name: str) -> dict[str, str]:
         spec, host = self.services[name], self.host_of(name)
         if spec.kind == "gateway":
-            return {"gateway.id": str(spec.node_id), "listeners": f"http://{host}:{spec.port}",
-                    "bootstrap.servers": self.bootstrap_servers, **spec.config}
+            security = secure_layout.gateway_settings(self.base_dir, name) if self.secure else {}
+            return {"gateway.id": str(spec.node_id), "listeners": f"{self.gateway_url(name)}",
+                    "bootstrap.servers": self.bootstrap_servers, **security, **spec.config}
         config = {
             "listeners": f"{'SSL' if self.secure else 'PLAINTEXT'}://{host}:{spec.port}",
             "zookeeper.connect": self.zookeeper_connect,
@@ -355,7 +356,8 @@ class LocalCluster:
 
     def is_serving(self, name: str) -> bool:
         if self.services[name].kind == "gateway":
-            return http_ready(f"{self.gateway_url(name)}/health")
+            return http_ready(f"{self.gateway_url(name)}/health",
+                              cafile=str(secure_layout.ca_path(self.base_dir)) if self.secure else None)
         return check_health(self.endpoint(name), timeout_ms=1000, tls=self.admin_tls)
 
     @property

@@ -3,7 +3,8 @@
 Under `<base_dir>/tls/` a local CA (`ca.pem`, `ca.key`) signs a certificate for every service
 (`CN=<service name>`, for its host's address, `localhost` and 127.0.0.1) and one for the
 administrator (`CN=admin`). Every service then serves gRPC over mutual TLS (`listeners=SSL://`,
-`ssl.client.auth=required`), its Kafka listener as SASL_SSL, and runs the ACL authorizer with every
+`ssl.client.auth=required`), its Kafka listener as SASL_SSL, each gateway HTTPS (its clients
+reaching the services with its own certificate), and runs the ACL authorizer with every
 service and the administrator in `super.users`; the coordinators authenticate to the brokers'
 Kafka listeners with SASL/PLAIN as `admin`. A SCRAM-SHA-512 user `admin` is what Kafka clients log
 in as (`add_admin_scram_user`). `client_settings` are Kafka's client keys for Odradek's clients and
@@ -66,6 +67,13 @@ def service_settings(base_dir: Path, name: str, service_names: list[str]) -> dic
         "super.users": super_users,
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": ADMIN_JAAS,
     }
+
+
+def gateway_settings(base_dir: Path, name: str) -> dict[str, str]:
+    """An HTTPS gateway whose clients reach the services over mutual TLS as `CN=<name>`."""
+    keystore = str(keystore_path(base_dir, name))
+    return {"ssl.keystore.location": keystore, "client.security.protocol": "SSL",
+            "client.ssl.truststore.location": str(ca_path(base_dir)), "client.ssl.keystore.location": keystore}
 
 
 def client_settings(base_dir: Path, identity: str = ADMIN_USER) -> dict[str, str]:

