@@ -18,8 +18,8 @@ requests a service holds at once (`parked.max.requests`: Kafka bounds its reques
 Listener strings are Kafka's: `PLAINTEXT://host:port` (`listeners`, `advertised.listeners`); an
 empty host means all interfaces. An `SSL://` listener serves gRPC over TLS with the node's `ssl.*`
 keys (`tls`; mutual TLS with `ssl.client.auth=required`), and `node_channel` connects to the other
-nodes with the same identity. With an authorizer (`authorizer`), the RPCs only the cluster's nodes
-send need CLUSTER_ACTION (`security.grpc_auth`).
+nodes with the same identity. With an authorizer (`authorizer`) on an SSL listener, the RPCs only
+the cluster's nodes send need CLUSTER_ACTION (`security.grpc_auth`).
 """
 
 from __future__ import annotations
@@ -248,7 +248,12 @@ class ServiceRuntime:
     async def _build_server(self) -> grpc.aio.Server:
         return grpc.aio.server(migration_thread_pool=self.executor, options=GRPC_OPTIONS,
                                interceptors=[RequestMetricsInterceptor(self.name),
-                                             ClusterActionInterceptor(lambda: self.authorizer)])
+                                             ClusterActionInterceptor(self._grpc_authorizer)])
+
+    def _grpc_authorizer(self) -> AclAuthorizer | None:
+        """The authorizer of the gRPC calls: only on a TLS listener, where callers have identities
+        (on a plaintext one every caller is anonymous, and the authorizer guards the Kafka listener)."""
+        return self.authorizer if self.tls is not None else None
 
     def call_on_loop(self, coroutine: Coroutine, timeout_s: float = LOOP_CALL_TIMEOUT_S) -> Any:
         """Runs `coroutine` on the event loop from another thread and returns its result."""
