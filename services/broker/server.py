@@ -39,7 +39,8 @@ from services.common.kafka_wire.security import listener_security
 from services.common.pb.odradek.broker.v1 import broker_pb2_grpc
 from services.common.pb.odradek.controller.v1 import controller_pb2, controller_pb2_grpc
 from services.common.producer_id_manager import ProducerIdManager
-from services.common.service import ServiceRuntime, insecure_channel
+from services.common.security.authorizer import node_authorizer
+from services.common.service import ServiceRuntime, listener_tls, node_channel
 from services.common.shared_types import KAFKA_LISTENER_NAME, BrokerInfo, EndPoint
 from services.common.topic_partition import TopicPartition
 from services.common.zk import OdradekZkClient, PartitionStateZnode
@@ -87,8 +88,9 @@ class BrokerServer:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.broker_id = config.broker_id
+        self.tls = listener_tls(config.listener, config)
         self.runtime = ServiceRuntime("broker", config.listener.address, max_workers=config.grpc_worker_threads,
-                                      metrics_port=config.metrics_port)
+                                      metrics_port=config.metrics_port, tls=self.tls)
         self.zk_raw = KazooClient(hosts=config.zookeeper_connect,
                                   timeout=config.zookeeper_session_timeout_ms / 1000)
         self.zk = OdradekZkClient(self.zk_raw)
@@ -144,6 +146,7 @@ class BrokerServer:
             # as Kafka's broker: dynamic configs before logs load
             self.zk.until_connected(self.dynamic_config.reload, self.zk)
             self.config_changes.start()
+            self.runtime.authorizer = node_authorizer(self.config, self.zk_raw)
         except Exception:
             # nothing of the log dirs is touched: they may be another broker's or cluster's
             close_session(self.zk_raw)
@@ -201,7 +204,7 @@ class BrokerServer:
         if listener is None:
             return
         registry = ApiRegistry()
-        security = listener_security(self.config, self.zk)
+        security = listener_security(self.config, self.zk, self.runtime.authorizer)
         AclKafkaApis(security.authorizer).register(registry)
         ScramUserKafkaApis(self.zk).register(registry)
         registry.accepts_envelopes = True  # the coordinators forward their clients' requests
@@ -278,7 +281,7 @@ class BrokerServer:
             if endpoint is None:
                 raise KafkaError(f"leader {leader_id} has no known endpoint", error=Errors.LEADER_NOT_AVAILABLE)
             target = f"{endpoint.host or '127.0.0.1'}:{endpoint.port}"
-        return GrpcLeaderEndpoint(target, self.config.request_timeout_ms)
+        return GrpcLeaderEndpoint(target, self.config.request_timeout_ms, self.tls)
 
     def _write_isr(self, partition, new_isr: tuple[int, ...]) -> int | None:
         """The leader's ISR change, conditional on the partition state znode's version."""
@@ -302,7 +305,7 @@ class BrokerServer:
         info = self.zk.get_controller()
         if info is None or not info.endpoint:
             raise KafkaError("no active controller", error=Errors.NOT_CONTROLLER)
-        return controller_pb2_grpc.ControllerServiceStub(insecure_channel(info.endpoint))
+        return controller_pb2_grpc.ControllerServiceStub(node_channel(info.endpoint, self.tls))
 
     def controlled_shutdown(self) -> None:
         """Asks the controller to move leadership away, as Kafka's broker does before it exits."""

@@ -44,6 +44,7 @@ from services.clients import (
     cli_transactions,
 )
 from services.clients.lowlevel import LowLevelClient
+from services.common.config import load_properties
 from services.common.errors import Errors, KafkaError, error_for_code
 from services.common.hashing import partition_for_key
 from services.common.records import build_batch, iter_batches
@@ -106,12 +107,18 @@ def _sigterm_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _command_config(args: argparse.Namespace) -> dict[str, str]:
+    return load_properties(args.command_config) if args.command_config else {}
+
+
 # --------------------------------------------------------------------------------------------- produce
 
 def _add_produce_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("produce", help="send stdin lines as records",
                                    description="Send each stdin line as one record value.")
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="a properties file of client configs (security.protocol, ssl.*)")
     parser.add_argument("--topic", required=True)
     parser.add_argument("--partition", type=int,
                         help="partition to write (default: by key, else round-robin)")
@@ -141,7 +148,7 @@ def choose_partitions(partition: int | None, key: bytes | None, count: int) -> I
 def run_produce(args: argparse.Namespace, out: TextIO) -> int:
     key = args.key.encode() if args.key is not None else None
     batch_lines = 1 if sys.stdin.isatty() else max(1, args.batch_lines)
-    with LowLevelClient(bootstrap_servers=args.bootstrap_server) as client:
+    with LowLevelClient(_command_config(args), bootstrap_servers=args.bootstrap_server) as client:
         try:
             count = len(client.partitions_for(args.topic)) if args.partition is None else 1
         except KafkaError as error:
@@ -171,6 +178,8 @@ def _add_fetch_parser(subparsers: argparse._SubParsersAction) -> None:
                                    description="Print offset, key and value of each record up to the end "
                                                "of the partition.")
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="a properties file of client configs (security.protocol, ssl.*)")
     parser.add_argument("--topic", required=True)
     parser.add_argument("--partition", type=int, required=True)
     parser.add_argument("--offset", default="earliest", help="earliest (default), latest, or an offset")
@@ -190,7 +199,7 @@ def format_record(offset: int, key: bytes | None, value: bytes | None) -> str:
 
 def run_fetch(args: argparse.Namespace, out: TextIO) -> int:
     isolation = IsolationLevel.from_config(args.isolation_level)
-    with LowLevelClient(bootstrap_servers=args.bootstrap_server) as client:
+    with LowLevelClient(_command_config(args), bootstrap_servers=args.bootstrap_server) as client:
         spec = args.offset.strip().lower()
         if spec in ("earliest", "latest"):
             found = client.list_offset(args.topic, args.partition, spec, isolation_level=isolation)

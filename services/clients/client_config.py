@@ -6,6 +6,10 @@ retries. Clients take these as snake_case keywords (`request_timeout_ms=5000`) o
 dotted keys (`{"request.timeout.ms": 5000}`); the environment is not consulted, so a service's
 `ODRADEK_*` variables never change a client's behaviour.
 
+Kafka's client security settings (`security.protocol`, `ssl.ca.location` or
+`ssl.truststore.location`, `ssl.certificate.location` with `ssl.key.location`, or
+`ssl.keystore.location`) make the clients' gRPC connections TLS (`tls_settings`).
+
 `parse_bootstrap_servers("h1:9092,h2:9092")` checks and splits the address list.
 """
 
@@ -21,12 +25,15 @@ from services.common.config import (
     ConfigType,
     at_least,
     non_empty,
+    one_of,
     setting,
 )
+from services.common.security.tls import SSL_PROTOCOLS, TlsSettings
 from services.common.service import parse_listener
 
 C = TypeVar("C", bound=Config)
 KEY = "bootstrap.servers"
+CLIENT_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
 def parse_bootstrap_servers(servers: str | Iterable[str]) -> list[tuple[str, int]]:
@@ -71,6 +78,31 @@ class CommonClientConfig(Config):
                                             doc="Upper bound of the growing wait between reconnections.")
     metadata_max_age_ms: int = setting(ConfigType.LONG, 300000, at_least(0),
                                        doc="Metadata older than this is refreshed even without a change.")
+    security_protocol: str = setting(
+        ConfigType.STRING, "PLAINTEXT", one_of(*CLIENT_PROTOCOLS),
+        doc="SSL or SASL_SSL: the gRPC connections are TLS, verified against the CA and presenting the "
+            "client certificate when one is given.")
+    ssl_ca_location: str | None = setting(ConfigType.STRING, None,
+                                          doc="The CA certificates (PEM) servers' certificates chain to.")
+    ssl_truststore_location: str | None = setting(ConfigType.STRING, None,
+                                                  doc="The same as ssl.ca.location (Java clients' name).")
+    ssl_certificate_location: str | None = setting(ConfigType.STRING, None,
+                                                   doc="The client's certificate (PEM), with ssl.key.location.")
+    ssl_key_location: str | None = setting(ConfigType.STRING, None, doc="The client's private key (PEM).")
+    ssl_keystore_location: str | None = setting(
+        ConfigType.STRING, None, doc="The client's private key and certificate in one PEM file (Java clients').")
+    ssl_key_password: str | None = setting(ConfigType.PASSWORD, None,
+                                           doc="The password of the client's private key, if it is encrypted.")
+
+    def tls_settings(self) -> TlsSettings | None:
+        """The TLS of the client's gRPC connections; None when `security.protocol` has none."""
+        if self.security_protocol not in SSL_PROTOCOLS:
+            return None
+        return TlsSettings.load(self.ssl_keystore_location or self.ssl_key_location,
+                                self.ssl_truststore_location or self.ssl_ca_location,
+                                key_password=self.ssl_key_password,
+                                certificate_location=None if self.ssl_keystore_location
+                                else self.ssl_certificate_location)
 
 
 class AdminConfig(CommonClientConfig):

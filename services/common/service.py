@@ -16,7 +16,10 @@ requests a service holds at once (`parked.max.requests`: Kafka bounds its reques
 `queued.max.requests`, but a parked request here is only a future, so the bound is set by memory).
 
 Listener strings are Kafka's: `PLAINTEXT://host:port` (`listeners`, `advertised.listeners`); an
-empty host means all interfaces.
+empty host means all interfaces. An `SSL://` listener serves gRPC over TLS with the node's `ssl.*`
+keys (`tls`; mutual TLS with `ssl.client.auth=required`), and `node_channel` connects to the other
+nodes with the same identity. With an authorizer (`authorizer`) on an SSL listener, the RPCs only
+the cluster's nodes send need CLUSTER_ACTION (`security.grpc_auth`).
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ from services.common.config import ConfigError
 from services.common.errors import StartupRefusedError
 from services.common.logging_setup import configure_logging
 from services.common.request_metrics import RequestMetricsInterceptor
+from services.common.security.authorizer import AclAuthorizer
+from services.common.security.grpc_auth import ClusterActionInterceptor
+from services.common.security.tls import SSL_PROTOCOLS, TlsConfig, TlsSettings
 
 logger = logging.getLogger(__name__)
 
@@ -83,9 +89,22 @@ def listener_address(url: str) -> tuple[str, int]:
     return parts.hostname or "0.0.0.0", parts.port
 
 
-def insecure_channel(target: str) -> grpc.Channel:
-    """A client channel with the same message-size bounds as the servers."""
-    return grpc.insecure_channel(target, options=GRPC_OPTIONS)
+def node_channel(target: str, tls: TlsSettings | None = None) -> grpc.Channel:
+    """A channel from this node to another, with the same message-size bounds as the servers; over
+    TLS, presenting this node's certificate, when `tls` is given."""
+    if tls is None:
+        return grpc.insecure_channel(target, options=GRPC_OPTIONS)
+    return grpc.secure_channel(target, tls.grpc_channel_credentials(), options=GRPC_OPTIONS)
+
+
+def listener_tls(listener: Listener, config: TlsConfig) -> TlsSettings | None:
+    """The TLS of a gRPC listener: its `ssl.*` keys when it is an SSL listener, else None."""
+    if listener.protocol not in SSL_PROTOCOLS:
+        return None
+    tls = config.tls_settings()
+    if tls is None:
+        raise ConfigError("listeners", listener.protocol, "an SSL listener needs ssl.keystore.location")
+    return tls
 
 
 def service_arguments(description: str, argv: list[str] | None = None) -> argparse.Namespace:
@@ -204,9 +223,11 @@ class ServiceRuntime:
     shutdown for one service."""
 
     def __init__(self, name: str, bind_address: str, *, max_workers: int = 32,
-                 metrics_port: int = -1, metrics_host: str | None = None):
+                 metrics_port: int = -1, metrics_host: str | None = None, tls: TlsSettings | None = None):
         self.name = name
         self.bind_address = bind_address
+        self.tls = tls
+        self.authorizer: AclAuthorizer | None = None  # set once the node has started it
         self.metrics_port = metrics_port
         # by default on the gRPC listener's interface: loopback for a local cluster, every
         # interface in a container (`PLAINTEXT://:9092`), where Prometheus scrapes from outside
@@ -226,7 +247,13 @@ class ServiceRuntime:
 
     async def _build_server(self) -> grpc.aio.Server:
         return grpc.aio.server(migration_thread_pool=self.executor, options=GRPC_OPTIONS,
-                               interceptors=[RequestMetricsInterceptor(self.name)])
+                               interceptors=[RequestMetricsInterceptor(self.name),
+                                             ClusterActionInterceptor(self._grpc_authorizer)])
+
+    def _grpc_authorizer(self) -> AclAuthorizer | None:
+        """The authorizer of the gRPC calls: only on a TLS listener, where callers have identities
+        (on a plaintext one every caller is anonymous, and the authorizer guards the Kafka listener)."""
+        return self.authorizer if self.tls is not None else None
 
     def call_on_loop(self, coroutine: Coroutine, timeout_s: float = LOOP_CALL_TIMEOUT_S) -> Any:
         """Runs `coroutine` on the event loop from another thread and returns its result."""
@@ -258,7 +285,10 @@ class ServiceRuntime:
 
     def start(self) -> int:
         async def bind_and_start() -> int:
-            port = self.server.add_insecure_port(self.bind_address)
+            if self.tls is not None:
+                port = self.server.add_secure_port(self.bind_address, self.tls.grpc_server_credentials())
+            else:
+                port = self.server.add_insecure_port(self.bind_address)
             if port:
                 await self.server.start()
             return port

@@ -26,7 +26,8 @@ import grpc
 
 from services.common.pb.odradek.broker.v1 import broker_pb2_grpc
 from services.common.pb.odradek.common.v1 import common_pb2
-from services.common.service import insecure_channel
+from services.common.security.tls import TlsSettings
+from services.common.service import node_channel
 from services.common.shared_types import BrokerInfo
 from services.controller.broker_requests import broker_address, request_for
 from services.controller.state.effects import BrokerRequest
@@ -41,8 +42,8 @@ OnResponse = Callable[[BrokerRequest, Any], None]
 Connect = Callable[[str], tuple[Any, Callable[[], None]]]
 
 
-def grpc_connect(address: str) -> tuple[Any, Callable[[], None]]:
-    channel = insecure_channel(address)
+def grpc_connect(address: str, tls: TlsSettings | None = None) -> tuple[Any, Callable[[], None]]:
+    channel = node_channel(address, tls)
     return broker_pb2_grpc.BrokerServiceStub(channel), channel.close
 
 

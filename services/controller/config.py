@@ -10,13 +10,15 @@ Odradek's, since its controllers are processes of their own rather than brokers.
 from __future__ import annotations
 
 from services.common.config import REQUIRED, ConfigType, at_least, setting
+from services.common.security.authorizer import AuthorizerConfig
+from services.common.security.tls import TlsConfig
 from services.common.service import Listener, parse_listener
 from services.controller.state.config import ControllerConfig
 
 DEFAULT_HOST = "127.0.0.1"
 
 
-class ControllerServiceConfig(ControllerConfig):
+class ControllerServiceConfig(ControllerConfig, TlsConfig, AuthorizerConfig):
     controller_id: int = setting(
         ConfigType.INT, REQUIRED, at_least(0), doc="This controller's id (written to /controller)."
     )

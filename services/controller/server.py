@@ -14,6 +14,7 @@ deletion become events; LeaderAndIsr and UpdateMetadata errors are logged.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -22,7 +23,8 @@ from kazoo.client import KazooClient
 from services.common.errors import Errors
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.pb.odradek.controller.v1 import controller_pb2_grpc
-from services.common.service import ServiceRuntime
+from services.common.security.authorizer import node_authorizer
+from services.common.service import ServiceRuntime, listener_tls
 from services.common.zk import OdradekZkClient
 from services.common.zk.client import close_session
 from services.controller.broker_requests import (
@@ -30,7 +32,7 @@ from services.controller.broker_requests import (
     partition_errors,
     stop_replica_deletion_event,
 )
-from services.controller.channel_manager import ControllerChannelManager
+from services.controller.channel_manager import ControllerChannelManager, grpc_connect
 from services.controller.config import ControllerServiceConfig
 from services.controller.metrics import ControllerMetrics
 from services.controller.processor import ControllerEventProcessor
@@ -60,6 +62,7 @@ class ControllerServer:
             config.listener.address,
             max_workers=config.num_io_threads,
             metrics_port=config.metrics_port,
+            tls=listener_tls(config.listener, config),
         )
         self.zk_raw = KazooClient(
             hosts=config.zookeeper_connect, timeout=config.zookeeper_session_timeout_ms / 1000
@@ -90,6 +93,7 @@ class ControllerServer:
         self.zk_raw.start(timeout=self.config.connection_timeout_s)
         # a lost connection or an expired session while starting is waited out, as the broker does
         self.zk.until_connected(self.zk.ensure_paths)
+        self.runtime.authorizer = node_authorizer(self.config, self.zk_raw)
         self.zk.await_previous_controller_session(self.controller_id, self.config.zookeeper_session_timeout_ms)
         cluster_id = self.zk.until_connected(self.zk.get_or_create_cluster_id)
         controller_node = common_pb2.Node(
@@ -102,6 +106,7 @@ class ControllerServer:
             request_timeout_ms=self.config.controller_socket_timeout_ms,
             queue_capacity=self.config.controller_broker_request_queue_capacity,
             on_response=self._on_broker_response,
+            connect=functools.partial(grpc_connect, tls=self.runtime.tls),
         )
         self.processor = ControllerEventProcessor(
             controller_id=self.controller_id,

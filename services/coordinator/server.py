@@ -40,12 +40,13 @@ from services.common.clock import SYSTEM_CLOCK
 from services.common.errors import Errors, KafkaError
 from services.common.kafka_wire import ApiRegistry, KafkaWireServer
 from services.common.kafka_wire.forwarding import BrokerForwarder
-from services.common.kafka_wire.security import SASL_PLAINTEXT_PROTOCOL, listener_security
+from services.common.kafka_wire.security import SASL_PROTOCOLS, SSL_PROTOCOLS, listener_security
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2_grpc
 from services.common.producer_id_manager import ProducerIdManager
 from services.common.scheduler import Scheduler
+from services.common.security.authorizer import node_authorizer
 from services.common.security.sasl import jaas_login
-from services.common.service import ServiceRuntime
+from services.common.service import ServiceRuntime, listener_tls
 from services.common.shared_types import KAFKA_LISTENER_NAME
 from services.common.topic_names import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from services.common.topic_partition import TopicPartition
@@ -77,7 +78,8 @@ class CoordinatorServer:
         self.coordinator_id = config.coordinator_id
         self.group_config = config.group_config()
         self.runtime = ServiceRuntime("coordinator", config.listener.address,
-                                      max_workers=config.num_io_threads, metrics_port=config.metrics_port)
+                                      max_workers=config.num_io_threads, metrics_port=config.metrics_port,
+                                      tls=listener_tls(config.listener, config))
         self.zk_raw = KazooClient(hosts=config.zookeeper_connect,
                                   timeout=config.zookeeper_session_timeout_ms / 1000)
         self.zk = OdradekZkClient(self.zk_raw)
@@ -110,9 +112,10 @@ class CoordinatorServer:
         self.zk.until_connected(self.zk.ensure_paths)
         self.zk.await_previous_coordinator_session(self.coordinator_id, self.config.zookeeper_session_timeout_ms)
         self.directory.start()
+        self.runtime.authorizer = node_authorizer(self.config, self.zk_raw)
         bootstrap = self.bootstrap = self.config.bootstrap_servers or self._registered_brokers()
         client_config = {"bootstrap.servers": bootstrap, "request.timeout.ms": self.config.request_timeout_ms,
-                         "client.id": f"coordinator-{self.coordinator_id}"}
+                         "client.id": f"coordinator-{self.coordinator_id}", **self._client_security()}
         self.client = LowLevelClient(client_config)
         self.offsets_log = OffsetsLog(self.client, self.coordinator_id, topic=GROUP_METADATA_TOPIC,
                                       commit_timeout_ms=self.config.offsets_commit_timeout_ms,
@@ -155,6 +158,15 @@ class CoordinatorServer:
                     self.endpoint, bootstrap, self.config.zookeeper_connect)
         return port
 
+    def _client_security(self) -> dict[str, str]:
+        """The Kafka client settings by which this node's client reaches the brokers: over TLS with
+        this node's certificate when its own listener is SSL."""
+        if self.runtime.tls is None:
+            return {}
+        return {"security.protocol": "SSL", "ssl.keystore.location": self.config.ssl_keystore_location,
+                "ssl.truststore.location": self.config.ssl_truststore_location or "",
+                **({"ssl.key.password": self.config.ssl_key_password} if self.config.ssl_key_password else {})}
+
     def run(self) -> None:
         self.start()
         self.runtime.run_until_stopped()
@@ -174,16 +186,19 @@ class CoordinatorServer:
             return
         registry = ApiRegistry()
         CoordinatorKafkaApis(servicer, self.directory.snapshot).register(registry)
+        security = listener_security(self.config, self.zk, self.runtime.authorizer)
         registry.forward_others(BrokerForwarder(self._broker_kafka_endpoints,
                                                 request_timeout_s=self.config.request_timeout_ms / 1000,
                                                 client_id=f"coordinator-{self.coordinator_id}",
                                                 sasl_login=jaas_login(self.config.listener_plain_jaas_config)
-                                                if listener.protocol == SASL_PLAINTEXT_PROTOCOL else None),
+                                                if listener.protocol in SASL_PROTOCOLS else None,
+                                                ssl_context=security.tls.client_context()
+                                                if listener.protocol in SSL_PROTOCOLS else None),
                                NOT_FORWARDED)
         self.kafka_listener = KafkaWireServer(registry, listener.host, listener.port,
                                               request_max_bytes=self.config.socket_request_max_bytes,
                                               listen_backlog=self.config.socket_listen_backlog_size,
-                                              security=listener_security(self.config, self.zk))
+                                              security=security)
         bound = self.runtime.call_on_loop(self.kafka_listener.start())
         advertised = self.config.kafka_advertised_listener(bound)
         self.kafka_endpoint = f"{advertised.host}:{advertised.port}"
@@ -293,7 +308,7 @@ class CoordinatorServer:
                             f"created; {live_brokers} are live")
         new_topic = NewTopic(topic, partitions, replication,
                              configs={"cleanup.policy": "compact", "compression.type": "producer", **configs})
-        with Admin({"bootstrap.servers": self.bootstrap}) as admin:
+        with Admin({"bootstrap.servers": self.bootstrap, **self._client_security()}) as admin:
             try:
                 admin.create_topics([new_topic])
                 logger.info("Coordinator %d created %s (%d partitions, replication factor %d)",

@@ -39,6 +39,7 @@ from typing import TextIO
 from services.clients.admin import Admin
 from services.clients.admin_types import NewTopic
 from services.common.errors import Errors, KafkaError
+from services.devcluster import secure as secure_layout
 from services.devcluster.launcher import LocalCluster, hosts_for
 from services.devcluster.nemesis import ALL_KINDS, Nemesis, Schedule, available_kinds, run_schedule
 from services.devcluster.netns import HostNetwork, unsupported_reason
@@ -66,6 +67,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     up.add_argument("--hosts", action="store_true",
                     help="run each service in its own network namespace with its own address on a "
                          "bridge made for the run (needs root); default: every service on 127.0.0.1")
+    up.add_argument("--secure", action="store_true",
+                    help="TLS everywhere: a local CA and certificates under the cluster dir, gRPC over mutual TLS, "
+                         "SASL_SSL Kafka listeners (SCRAM user admin), HTTPS gateways, ACLs on")
     up.add_argument("--no-demo-topic", action="store_true", help=f"do not create the {DEMO_TOPIC!r} topic")
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for each service")
     up.set_defaults(run=run_up)
@@ -161,7 +165,8 @@ def run_up(args: argparse.Namespace, out: TextIO) -> int:
         print(f"Made network {network.subnet} (bridge {network.bridge}, this machine at "
               f"{network.root_address}) with a namespace per service, run id {network.run_id}.", file=out)
     cluster = LocalCluster(base, brokers=args.brokers, controllers=args.controllers,
-                           coordinators=args.coordinators, gateways=args.gateways, network=network)
+                           coordinators=args.coordinators, gateways=args.gateways, network=network,
+                           secure=args.secure)
     print(f"Starting ZooKeeper, {args.controllers} controller(s), {args.brokers} broker(s), "
           f"{args.coordinators} coordinator(s) and {args.gateways} HTTP gateway(s) "
           f"in {cluster.base_dir} ...", file=out, flush=True)
@@ -185,7 +190,7 @@ def run_up(args: argparse.Namespace, out: TextIO) -> int:
 
 def create_demo_topic(cluster: LocalCluster, replication_factor: int, timeout_s: float, out: TextIO) -> int:
     try:
-        with Admin(bootstrap_servers=cluster.bootstrap_servers,
+        with Admin(odradek_client_settings(cluster), bootstrap_servers=cluster.bootstrap_servers,
                    default_api_timeout_ms=int(timeout_s * 1000)) as admin:
             try:
                 admin.create_topics([NewTopic(DEMO_TOPIC, DEMO_PARTITIONS, replication_factor)])
@@ -216,11 +221,36 @@ def failure_report(cluster: LocalCluster, error: BaseException) -> str:
     return f"{text}\n{cluster.dump_logs(LOG_TAIL_LINES)}"
 
 
+def odradek_client_settings(cluster: LocalCluster) -> dict[str, str]:
+    """The cluster's client settings that Odradek's gRPC clients use (no SASL: they authenticate
+    with their certificate)."""
+    settings = {k: v for k, v in cluster.client_settings().items() if not k.startswith("sasl.")}
+    return {**settings, "security.protocol": "SSL"} if settings else {}
+
+
+def write_client_configs(cluster: LocalCluster) -> tuple[Path, Path]:
+    """`client.properties` (Kafka clients on the Kafka listeners: SASL_SSL with SCRAM) and
+    `odradek-client.properties` (Odradek's tools over gRPC: TLS with the admin certificate)."""
+    kafka_path, odradek_path = cluster.base_dir / "client.properties", cluster.base_dir / "odradek-client.properties"
+    kafka_path.write_text("".join(f"{k}={v}\n" for k, v in cluster.client_settings().items()))
+    odradek_path.write_text("".join(f"{k}={v}\n" for k, v in odradek_client_settings(cluster).items()))
+    return kafka_path, odradek_path
+
+
 def print_endpoints(cluster: LocalCluster, out: TextIO) -> None:
     print(f"\nOdradek cluster running in {cluster.base_dir}", file=out)
     print_status(cluster, cluster.status(), out)
     bootstrap = cluster.bootstrap_servers
     first = bootstrap.split(",")[0]
+    config = ""
+    if cluster.secure:
+        kafka_config, odradek_config = write_client_configs(cluster)
+        config = f" --command-config {odradek_config}"
+        print(f"\nSecured: CA certificate {secure_layout.ca_path(cluster.base_dir)}; every gRPC listener "
+              f"takes mutual TLS only, the Kafka listeners SASL_SSL, the ACL authorizer is on.", file=out)
+        print(f"Kafka clients (confluent-kafka, kcat -F): {kafka_config} (SCRAM-SHA-512 user "
+              f"{secure_layout.ADMIN_USER}, a super user)", file=out)
+        print(f"Odradek's tools: --command-config {odradek_config} (the admin certificate)", file=out)
     print(f"\nBootstrap servers: {bootstrap}", file=out)
     if cluster.kafka_bootstrap_servers:
         print(f"Kafka protocol bootstrap servers (Kafka clients): {cluster.kafka_bootstrap_servers}", file=out)
@@ -233,22 +263,28 @@ def print_endpoints(cluster: LocalCluster, out: TextIO) -> None:
     if cluster.gateway_names:
         print(f"Web console: {cluster.gateway_url(cluster.gateway_names[0])}/ui/", file=out)
     print("\nTry:", file=out)
-    print(f"  odradek topics --bootstrap-server {first} --create --topic my-topic --partitions 3 "
+    print(f"  odradek topics --bootstrap-server {first}{config} --create --topic my-topic --partitions 3 "
           f"--replication-factor {min(3, len(cluster.broker_names))}", file=out)
-    print(f"  odradek topics --bootstrap-server {first} --describe --topic my-topic", file=out)
-    print(f"  printf 'hello\\nworld\\n' | odradek produce --bootstrap-server {first} --topic my-topic "
+    print(f"  odradek topics --bootstrap-server {first}{config} --describe --topic my-topic", file=out)
+    if cluster.secure and cluster.kafka_bootstrap_servers:
+        kafka_first = cluster.kafka_bootstrap_servers.split(",")[0]
+        print(f"  kcat -F {cluster.base_dir / 'client.properties'} -X sasl.mechanisms=PLAIN -b {kafka_first} -L",
+              file=out)
+    print(f"  printf 'hello\\nworld\\n' | odradek produce --bootstrap-server {first}{config} --topic my-topic "
           f"--partition 0", file=out)
-    print(f"  odradek fetch --bootstrap-server {first} --topic my-topic --partition 0 --offset earliest",
+    print(f"  odradek fetch --bootstrap-server {first}{config} --topic my-topic --partition 0 --offset earliest",
           file=out)
     if cluster.gateway_names:
         url = cluster.gateway_url(cluster.gateway_names[0])
-        print(f"  curl {url}/topics", file=out)
-        print(f"  curl -X POST -H 'Content-Type: application/vnd.kafka.json.v2+json' "
+        curl = f"curl --cacert {secure_layout.ca_path(cluster.base_dir)}" if cluster.secure else "curl"
+        print(f"  {curl} {url}/topics", file=out)
+        print(f"  {curl} -X POST -H 'Content-Type: application/vnd.kafka.json.v2+json' "
               f"--data '{{\"records\":[{{\"value\":{{\"hello\":\"world\"}}}}]}}' {url}/topics/my-topic", file=out)
     if cluster.coordinator_names:
-        print(f"  odradek console-consumer --bootstrap-server {first} --topic my-topic --group my-group "
-              f"--from-beginning", file=out)
-        print(f"  odradek consumer-groups --bootstrap-server {first} --describe --group my-group", file=out)
+        consumer_config = config.replace("--command-config", "--consumer.config")
+        print(f"  odradek console-consumer --bootstrap-server {first}{consumer_config} --topic my-topic "
+              f"--group my-group --from-beginning", file=out)
+        print(f"  odradek consumer-groups --bootstrap-server {first}{config} --describe --group my-group", file=out)
     print(f"\nStop it with: odradek dev down --dir {cluster.base_dir}", file=out)
 
 

@@ -38,7 +38,12 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from kazoo.client import KazooClient
+
 from services.common.health import check_health, http_ready
+from services.common.security.tls import TlsSettings
+from services.common.zk.client import OdradekZkClient
+from services.devcluster import secure as secure_layout
 from services.devcluster.netns import HostNetwork
 from services.devcluster.proc import (
     free_port,
@@ -105,9 +110,14 @@ class LocalCluster:
         env: dict[str, str] | None = None,
         network: HostNetwork | None = None,
         kafka_security_protocol: str = "PLAINTEXT",
+        secure: bool = False,
     ):
         self.base_dir = Path(base_dir).resolve()
-        self.kafka_security_protocol = kafka_security_protocol  # of every Kafka listener: or SASL_PLAINTEXT
+        self.secure = secure  # TLS everywhere, mutual between services, ACLs on (`secure`)
+        # of every Kafka listener: or SASL_PLAINTEXT; SASL_SSL when secured
+        secured_default = secure and kafka_security_protocol == "PLAINTEXT"
+        self.kafka_security_protocol = secure_layout.KAFKA_SECURITY_PROTOCOL if secured_default \
+            else kafka_security_protocol
         self.network = network
         if network is not None:  # every host has its own address: the fixed ports never clash
             host, free_ports = network.root_address, False
@@ -200,7 +210,7 @@ class LocalCluster:
         return [n for n, s in self.services.items() if s.kind == "gateway"]
 
     def gateway_url(self, name: str = "gateway-1") -> str:
-        return f"http://{self.endpoint(name)}"
+        return f"{'https' if self.secure else 'http'}://{self.endpoint(name)}"
 
     def metrics_url(self, name: str) -> str | None:
         """Where the service's Prometheus metrics are served (a gateway's on its own port), or None
@@ -243,11 +253,13 @@ class LocalCluster:
     def service_config(self, name: str) -> dict[str, str]:
         spec, host = self.services[name], self.host_of(name)
         if spec.kind == "gateway":
-            return {"gateway.id": str(spec.node_id), "listeners": f"http://{host}:{spec.port}",
+            security = secure_layout.gateway_settings(self.base_dir, name) if self.secure else {}
+            return {"gateway.id": str(spec.node_id),
+                    "listeners": f"{'https' if self.secure else 'http'}://{host}:{spec.port}",
                     "bootstrap.servers": self.bootstrap_servers, "zookeeper.connect": self.zookeeper_connect,
-                    **spec.config}
+                    **security, **spec.config}
         config = {
-            "listeners": f"PLAINTEXT://{host}:{spec.port}",
+            "listeners": f"{'SSL' if self.secure else 'PLAINTEXT'}://{host}:{spec.port}",
             "zookeeper.connect": self.zookeeper_connect,
             "metrics.port": str(spec.metrics_port),
         }
@@ -261,6 +273,8 @@ class LocalCluster:
             config["bootstrap.servers"] = self.bootstrap_servers
         else:
             config["controller.id"] = str(spec.node_id)
+        if self.secure:
+            config.update(secure_layout.service_settings(self.base_dir, name, self.all_names))
         config.update(spec.config)
         return config
 
@@ -275,6 +289,7 @@ class LocalCluster:
                           "external": self.external_zookeeper},
             "services": {name: asdict(spec) for name, spec in self.services.items()},
             "free_ports": self.free_ports,
+            "secure": self.secure,
             "network": None if self.network is None else self.network.to_dict(),
         }
         (self.base_dir / "cluster.json").write_text(json.dumps(layout, indent=2) + "\n")
@@ -287,7 +302,7 @@ class LocalCluster:
         network = HostNetwork.from_dict(layout["network"]) if layout.get("network") else None
         cluster = cls(base, brokers=0, controllers=0, host=layout["host"],
                       zookeeper_connect=layout["zookeeper"]["external"], free_ports=layout.get("free_ports", False),
-                      network=network)
+                      network=network, secure=layout.get("secure", False))
         cluster._zk_port = layout["zookeeper"]["port"]
         if layout["zookeeper"]["external"]:
             cluster.zookeeper_chroot = layout["zookeeper"]["connect"][len(layout["zookeeper"]["external"]):]
@@ -301,6 +316,8 @@ class LocalCluster:
         """Starts ZooKeeper (unless external), every controller, broker and coordinator; waits
         until each answers its gRPC health check as SERVING."""
         self.base_dir.mkdir(parents=True, exist_ok=True)
+        if self.secure:
+            secure_layout.make_certificates(self.base_dir, {name: self.host_of(name) for name in self.all_names})
         self.write_layout()
         if self.external_zookeeper is None:
             zookeeper_dir = self.base_dir / "zookeeper"
@@ -308,6 +325,8 @@ class LocalCluster:
                 self.zookeeper = ZooKeeperServer(zookeeper_dir, self._zk_port, self.host_of(ZOOKEEPER_HOST),
                                                  command_prefix=self.exec_prefix(ZOOKEEPER_HOST)).start(timeout_s)
         try:
+            if self.secure:
+                self._add_admin_user()
             for name in self.all_names:
                 self.start_service(name, wait=False)
             for name in self.all_names:
@@ -339,8 +358,33 @@ class LocalCluster:
 
     def is_serving(self, name: str) -> bool:
         if self.services[name].kind == "gateway":
-            return http_ready(f"{self.gateway_url(name)}/health")
-        return check_health(self.endpoint(name), timeout_ms=1000)
+            return http_ready(f"{self.gateway_url(name)}/health",
+                              cafile=str(secure_layout.ca_path(self.base_dir)) if self.secure else None)
+        return check_health(self.endpoint(name), timeout_ms=1000, tls=self.admin_tls)
+
+    @property
+    def admin_tls(self) -> TlsSettings | None:
+        """The administrator's TLS identity on a secured cluster (None otherwise)."""
+        if not self.secure:
+            return None
+        settings = self.client_settings()
+        return TlsSettings.load(settings["ssl.key.location"], settings["ssl.ca.location"],
+                                certificate_location=settings["ssl.certificate.location"])
+
+    def client_settings(self) -> dict[str, str]:
+        """Kafka client keys that reach this cluster as its administrator (empty: no security)."""
+        return secure_layout.client_settings(self.base_dir) if self.secure else {}
+
+    def _add_admin_user(self) -> None:
+        zk = KazooClient(hosts=self.zookeeper_connect)
+        zk.start(timeout=30)
+        try:
+            client = OdradekZkClient(zk)
+            client.ensure_paths()
+            secure_layout.add_admin_scram_user(client)
+        finally:
+            zk.stop()
+            zk.close()
 
     def wait_serving(self, name: str, timeout_s: float = 60.0) -> None:
         def ready() -> bool:

@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     keep_freed_heap()
     host, port = listener_address(config.listeners)
     uvicorn.run(create_app(config), host=host, port=port, log_config=None, access_log=False,
-                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
+                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, **config.uvicorn_ssl())
     return 0
 
 
@@ -140,7 +140,7 @@ def serve_worker(sources: list[str], overrides: dict[str, str], index: int, supe
     app = create_app(config, worker_index=index, base_url=advertised_url(config, own_port),
                      metrics_dir=os.environ.get(MULTIPROCESS_DIR_ENV))
     server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False,
-                                           timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S))
+                                           timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, **config.uvicorn_ssl()))
     server.run(sockets=sockets)
 
 

@@ -102,9 +102,11 @@ def create_app(config: GatewayConfig, *, worker_index: int = 0, base_url: str | 
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        admin = Admin(bootstrap_servers=config.bootstrap_servers, request_timeout_ms=config.request_timeout_ms,
+        admin = Admin(bootstrap_servers=config.bootstrap_servers, **config.client_settings(),
+                      request_timeout_ms=config.request_timeout_ms,
                       default_api_timeout_ms=config.request_timeout_ms)
-        producer = Producer(bootstrap_servers=config.bootstrap_servers, enable_idempotence=True, acks="all",
+        producer = Producer(bootstrap_servers=config.bootstrap_servers, **config.client_settings(),
+                            enable_idempotence=True, acks="all",
                             linger_ms=5, max_request_size=max(config.max_request_bytes, 1048576),
                             delivery_timeout_ms=config.request_timeout_ms + 1000,
                             request_timeout_ms=config.request_timeout_ms)

@@ -1,14 +1,34 @@
-"""`GatewayConfig`: the HTTP gateway's settings, with REST Proxy's key names where it has one."""
+"""`GatewayConfig`: the HTTP gateway's settings, with REST Proxy's key names where it has one.
+
+An `https://` listener serves HTTPS with the `ssl.*` keys (`ssl.keystore.location`: the PEM key
+and certificate chain; `ssl.truststore.location` and `ssl.client.auth` for client certificates);
+the `client.*` keys (`client.security.protocol`, `client.ssl.truststore.location`,
+`client.ssl.keystore.location`, `client.ssl.key.password`) are how its clients reach the cluster,
+as REST Proxy names the settings of its Kafka clients."""
 
 from __future__ import annotations
 
-from services.common.config import REQUIRED, Config, ConfigType, at_least, one_of, setting
+import ssl
+from typing import Any
+
+from services.common.config import REQUIRED, ConfigType, at_least, one_of, setting
+from services.common.security.authorizer import AuthorizerConfig
+from services.common.security.tls import CLIENT_AUTH_REQUESTED, CLIENT_AUTH_REQUIRED, TlsConfig
 
 
-class GatewayConfig(Config):
+class GatewayConfig(TlsConfig, AuthorizerConfig):
     gateway_id: int = setting(ConfigType.INT, 1, at_least(0), doc="This gateway's id (in logs and metrics).")
     listeners: str = setting(ConfigType.STRING, "http://0.0.0.0:8080",
-                             doc="Where the gateway serves HTTP: http://host:port.")
+                             doc="Where the gateway serves HTTP: http://host:port, or https://host:port.")
+    client_security_protocol: str = setting(
+        ConfigType.STRING, "PLAINTEXT", one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
+        doc="SSL: the gateway's clients reach the cluster's gRPC listeners over TLS.")
+    client_ssl_truststore_location: str | None = setting(
+        ConfigType.STRING, None, doc="The CA certificates (PEM) the cluster's certificates chain to.")
+    client_ssl_keystore_location: str | None = setting(
+        ConfigType.STRING, None, doc="The gateway's client key and certificate (PEM), for mutual TLS.")
+    client_ssl_key_password: str | None = setting(ConfigType.PASSWORD, None,
+                                                  doc="The password of that key, if it is encrypted.")
     advertised_listeners: str | None = setting(
         ConfigType.STRING, None,
         doc="The http://host:port clients reach this process at (consumer instances' base_uri); "
@@ -71,11 +91,25 @@ class GatewayConfig(Config):
                                               doc="For BEARER: the `aud` a token must carry, if set.")
     bearer_jwt_issuer: str | None = setting(ConfigType.STRING, None,
                                             doc="For BEARER: the `iss` a token must carry, if set.")
-    authorizer_class_name: str = setting(
-        ConfigType.STRING, "",
-        doc="Any class name (kafka.security.authorizer.AclAuthorizer) checks every request's Kafka operation "
-            "against the ACLs in ZooKeeper for the authenticated user; empty: everything is allowed.")
-    super_users: str = setting(ConfigType.STRING, "",
-                               doc="Principals allowed everything, separated by `;` (User:admin;User:ops).")
-    allow_everyone_if_no_acl_found: bool = setting(
-        ConfigType.BOOLEAN, False, doc="Whether a resource no ACL covers is open to everyone.")
+
+    def client_settings(self) -> dict[str, Any]:
+        """The security keywords of the gateway's clients (Admin, Producer, Consumer, LowLevelClient)."""
+        if self.client_security_protocol == "PLAINTEXT":
+            return {}
+        settings: dict[str, Any] = {"security_protocol": self.client_security_protocol,
+                                    "ssl_truststore_location": self.client_ssl_truststore_location,
+                                    "ssl_keystore_location": self.client_ssl_keystore_location}
+        if self.client_ssl_key_password:
+            settings["ssl_key_password"] = self.client_ssl_key_password
+        return settings
+
+    def uvicorn_ssl(self) -> dict[str, Any]:
+        """uvicorn's TLS arguments for an https:// listener (none for http://)."""
+        if not self.listeners.strip().lower().startswith("https://"):
+            return {}
+        if not self.ssl_keystore_location:
+            raise ValueError("an https:// listener needs ssl.keystore.location")
+        reqs = {CLIENT_AUTH_REQUIRED: ssl.CERT_REQUIRED, CLIENT_AUTH_REQUESTED: ssl.CERT_OPTIONAL}
+        return {"ssl_certfile": self.ssl_keystore_location, "ssl_keyfile": self.ssl_keystore_location,
+                "ssl_keyfile_password": self.ssl_key_password, "ssl_ca_certs": self.ssl_truststore_location,
+                "ssl_cert_reqs": reqs.get(self.ssl_client_auth, ssl.CERT_NONE)}

@@ -18,7 +18,7 @@ import pytest
 from services.broker.log.meta_properties import MetaProperties, read_meta_properties, write_meta_properties
 from services.common.errors import Errors
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
-from services.common.service import insecure_channel
+from services.common.service import node_channel
 from services.common.zk import OdradekZkClient
 from services.devcluster.launcher import LocalCluster
 from services.devcluster.proc import wait_until
@@ -103,7 +103,7 @@ def test_restart_gets_a_new_epoch_and_the_old_epoch_is_refused(cluster: LocalClu
     def leader_and_isr(epoch: int) -> broker_pb2.LeaderAndIsrResponse:
         request = broker_pb2.LeaderAndIsrRequest(controller_id=0, controller_epoch=controller_epoch,
                                                  broker_epoch=epoch)
-        with insecure_channel(cluster.endpoint(BROKER)) as channel:
+        with node_channel(cluster.endpoint(BROKER)) as channel:
             return broker_pb2_grpc.BrokerServiceStub(channel).LeaderAndIsr(request, timeout=10)
 
     stale = leader_and_isr(old_epoch)

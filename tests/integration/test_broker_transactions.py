@@ -15,7 +15,7 @@ from services.common.errors import Errors
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.records import build_batch, iter_batches
-from services.common.service import insecure_channel
+from services.common.service import node_channel
 from services.devcluster.launcher import LocalCluster
 from services.devcluster.proc import wait_until
 from tests.integration.conftest import CLIENT_CONFIG, SESSION_TIMEOUT_S, create_topic, module_cluster
@@ -34,7 +34,7 @@ def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path
 
 
 def call(cluster: LocalCluster, broker_id: int, method: str, request):
-    channel = insecure_channel(cluster.endpoint(cluster.broker_name(broker_id)))
+    channel = node_channel(cluster.endpoint(cluster.broker_name(broker_id)))
     try:
         return getattr(broker_pb2_grpc.BrokerServiceStub(channel), method)(request, timeout=20)
     finally:

@@ -13,7 +13,7 @@ from services.clients.lowlevel import LowLevelClient
 from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
 from services.common.records import build_batch, iter_records
-from services.common.service import insecure_channel
+from services.common.service import node_channel
 from services.common.zk import ControllerMovedError, OdradekZkClient
 from services.devcluster.launcher import LocalCluster
 from services.devcluster.proc import wait_until
@@ -131,7 +131,7 @@ def test_bad_requests_get_kafka_error_codes(cluster: LocalCluster):
         not_leader = next(n for n in cluster.broker_names if n != cluster.broker_name(leader))
 
     def produce_to(name: str, topic: str, records: bytes, acks: int = 1) -> int:
-        stub = broker_pb2_grpc.BrokerServiceStub(insecure_channel(cluster.endpoint(name)))
+        stub = broker_pb2_grpc.BrokerServiceStub(node_channel(cluster.endpoint(name)))
         request = broker_pb2.ProduceRequest(acks=acks, timeout_ms=5000)
         request.topic_data.add(name=topic).partition_data.add(index=0, records=records)
         return stub.Produce(request, timeout=10).responses[0].partition_responses[0].error_code
@@ -149,7 +149,7 @@ def test_bad_requests_get_kafka_error_codes(cluster: LocalCluster):
     assert produce_to(not_leader, "strict", good) == Errors.NOT_LEADER_OR_FOLLOWER
     assert produce_to(leader_name, "strict", good) == 0  # and the log took nothing bad
 
-    stub = broker_pb2_grpc.BrokerServiceStub(insecure_channel(cluster.endpoint(leader_name)))
+    stub = broker_pb2_grpc.BrokerServiceStub(node_channel(cluster.endpoint(leader_name)))
     fetch = broker_pb2.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20)
     fetch.topics.add(topic="strict").partitions.add(partition=0, fetch_offset=99, current_leader_epoch=-1,
                                                     log_start_offset=-1, partition_max_bytes=1 << 20)
@@ -159,7 +159,7 @@ def test_bad_requests_get_kafka_error_codes(cluster: LocalCluster):
     data = stub.Fetch(fetch, timeout=10).responses[0].partitions[0]
     assert [r.value for r in iter_records(data.records)] == [b"ok"]
     # garbage on the wire is a whole-request failure, not a crash
-    raw = insecure_channel(cluster.endpoint(leader_name)).unary_unary(
+    raw = node_channel(cluster.endpoint(leader_name)).unary_unary(
         "/odradek.broker.v1.BrokerService/Produce")
     with pytest.raises(grpc.RpcError) as caught:
         raw(b"\xff\xff\xff\xff garbage", timeout=10)

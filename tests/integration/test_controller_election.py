@@ -14,7 +14,7 @@ import pytest
 from services.common.errors import Errors
 from services.common.pb.odradek.controller.v1 import controller_pb2 as pb
 from services.common.pb.odradek.controller.v1 import controller_pb2_grpc
-from services.common.service import insecure_channel
+from services.common.service import node_channel
 from services.common.topic_partition import TopicPartition
 from services.common.zk import ControllerMovedError, OdradekZkClient, PartitionStateZnode
 from services.devcluster.launcher import LocalCluster
@@ -37,7 +37,7 @@ def zk(zk_client) -> OdradekZkClient:
 
 
 def call(cluster: LocalCluster, name: str, method: str, request):
-    channel = insecure_channel(cluster.endpoint(name))
+    channel = node_channel(cluster.endpoint(name))
     try:
         stub = controller_pb2_grpc.ControllerServiceStub(channel)
         return getattr(stub, method)(request, timeout=RPC_TIMEOUT_S)

@@ -17,7 +17,7 @@ from services.common.pb.odradek.broker.v1 import broker_pb2_grpc
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.producer_id_manager import ProducerIdManager
 from services.common.records import build_batch, iter_records
-from services.common.service import insecure_channel
+from services.common.service import node_channel
 from services.common.zk import OdradekZkClient
 from services.devcluster.launcher import LocalCluster
 from services.devcluster.proc import wait_until
@@ -34,7 +34,7 @@ def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path
 
 def init_producer_id(cluster: LocalCluster, broker: str, **fields) -> common_pb2.InitProducerIdResponse:
     request = common_pb2.InitProducerIdRequest(producer_id=-1, producer_epoch=-1, **fields)
-    channel = insecure_channel(cluster.endpoint(broker))
+    channel = node_channel(cluster.endpoint(broker))
     try:
         return broker_pb2_grpc.BrokerServiceStub(channel).InitProducerId(request, timeout=10)
     finally:
@@ -73,7 +73,7 @@ def test_init_producer_id_from_any_broker_gives_ids_from_disjoint_blocks(cluster
     assert init_producer_id(cluster, name, transactional_id="txn").error_code == Errors.NOT_COORDINATOR
     assert init_producer_id(cluster, name, transactional_id="").error_code == Errors.INVALID_REQUEST
     bad = common_pb2.InitProducerIdRequest(producer_id=-1, producer_epoch=3)
-    channel = insecure_channel(cluster.endpoint(name))
+    channel = node_channel(cluster.endpoint(name))
     try:
         reply = broker_pb2_grpc.BrokerServiceStub(channel).InitProducerId(bad, timeout=10)
     finally:

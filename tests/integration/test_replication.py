@@ -33,7 +33,7 @@ from services.common.errors import Errors, error_for_code
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.records import build_batch, iter_batch_positions, iter_records, parse_header
-from services.common.service import insecure_channel
+from services.common.service import node_channel
 from services.devcluster.launcher import LocalCluster
 from services.devcluster.proc import free_port, log_tail, pid_alive, wait_until
 from tests.integration.conftest import CLIENT_CONFIG, SESSION_TIMEOUT_S, create_topic
@@ -69,7 +69,7 @@ def init_producer_id(cluster: LocalCluster, timeout_s: float = 15) -> ProducerId
 
     def attempt() -> ProducerIdentity | None:
         for name in cluster.broker_names:
-            channel = insecure_channel(cluster.endpoint(name))
+            channel = node_channel(cluster.endpoint(name))
             try:
                 reply = broker_pb2_grpc.BrokerServiceStub(channel).InitProducerId(
                     common_pb2.InitProducerIdRequest(transaction_timeout_ms=60000, producer_id=-1,
@@ -108,7 +108,7 @@ def partitions_of(admin: Admin, topic: str) -> dict[int, PartitionInfo]:
 
 def metadata_of(cluster: LocalCluster, broker_id: int, topic: str) -> dict[int, PartitionInfo] | None:
     """The topic's partitions as one broker's metadata cache has them; None if it cannot say."""
-    channel = insecure_channel(cluster.endpoint(cluster.broker_name(broker_id)))
+    channel = node_channel(cluster.endpoint(cluster.broker_name(broker_id)))
     try:
         reply = broker_pb2_grpc.BrokerServiceStub(channel).Metadata(broker_pb2.MetadataRequest(topics=[topic]),
                                                                    timeout=3)

@@ -29,7 +29,7 @@ from services.common.errors import Errors
 from services.common.pb.odradek.controller.v1 import controller_pb2 as pb
 from services.common.pb.odradek.controller.v1 import controller_pb2_grpc
 from services.common.records import build_batch
-from services.common.service import insecure_channel
+from services.common.service import node_channel
 from services.common.topic_partition import TopicPartition
 from services.common.zk import OdradekZkClient
 from services.common.zk.controller import CONTROLLER_PATH
@@ -125,7 +125,7 @@ def test_a_broker_whose_session_expired_registers_again(cluster, zk, topic, writ
 
 
 def describe(cluster: LocalCluster, name: str) -> pb.DescribeClusterResponse:
-    channel = insecure_channel(cluster.endpoint(name))
+    channel = node_channel(cluster.endpoint(name))
     try:
         return controller_pb2_grpc.ControllerServiceStub(channel).DescribeCluster(pb.DescribeClusterRequest(),
                                                                                   timeout=10)

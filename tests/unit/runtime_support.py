@@ -10,7 +10,7 @@ from typing import Any
 
 import grpc
 
-from services.common.service import ServiceRuntime, insecure_channel
+from services.common.service import ServiceRuntime, node_channel
 
 
 @contextmanager
@@ -18,7 +18,7 @@ def serving(register: Callable[[object, grpc.Server], None], servicer: object) -
     """A channel to a runtime with one executor thread serving `servicer`."""
     runtime = ServiceRuntime("servicer-test", "127.0.0.1:0", max_workers=1)
     runtime.add_servicer(register, servicer)
-    channel = insecure_channel(f"127.0.0.1:{runtime.start()}")
+    channel = node_channel(f"127.0.0.1:{runtime.start()}")
     try:
         yield channel
     finally:

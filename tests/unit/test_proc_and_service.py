@@ -8,7 +8,7 @@ import sys
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from services.common.service import ServiceRuntime, insecure_channel, parse_listener, run_service
+from services.common.service import ServiceRuntime, node_channel, parse_listener, run_service
 from services.common.zk.errors import DuplicateRegistrationError
 from services.devcluster.proc import (
     free_port,
@@ -96,7 +96,7 @@ def test_runtime_serves_health_and_runs_shutdown_hooks_in_order():
     runtime.on_shutdown("first", lambda: order.append("first"))
     runtime.on_shutdown("broken", lambda: 1 / 0)
     runtime.on_shutdown("last", lambda: order.append("last"))
-    channel = insecure_channel(f"127.0.0.1:{port}")
+    channel = node_channel(f"127.0.0.1:{port}")
     try:
         stub = health_pb2_grpc.HealthStub(channel)
         request = health_pb2.HealthCheckRequest(service="probe")
@@ -114,7 +114,7 @@ def test_runtime_still_serves_while_its_shutdown_hooks_run():
     runtime = ServiceRuntime("probe", "127.0.0.1:0")
     port = runtime.start()
     runtime.set_serving(True)
-    channel = insecure_channel(f"127.0.0.1:{port}")
+    channel = node_channel(f"127.0.0.1:{port}")
     seen = []
 
     def hook():

@@ -79,6 +79,7 @@ from services.clients.transport import CONTROLLER, ChannelPool, Deadline, call_w
 from services.common.errors import Errors, KafkaError
 from services.common.kafka_wire import ApiRegistry, RequestContext, fields_of, kafka_error
 from services.common.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from services.common.service import listener_tls
 from services.common.topic_partition import TopicPartition
 
 CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS, DESCRIBE_CONFIGS, ALTER_CONFIGS = 19, 20, 21, 32, 33
@@ -190,7 +191,7 @@ class KafkaAdminApis:
         self.metadata_cache = metadata_cache
         self.replica_manager = replica_manager
         self.config = config
-        self.pool = ChannelPool(config.request_timeout_ms)
+        self.pool = ChannelPool(config.request_timeout_ms, tls=listener_tls(config.listener, config))
         self.controller = ControllerForwarder(metadata_cache, self.pool, config.request_timeout_ms)
 
     def register(self, registry: ApiRegistry) -> None:

@@ -20,17 +20,18 @@ from services.clients.fetch_session import PartitionFetch, SessionFetch
 from services.clients.partition_requests import add_fetch_partitions, session_fetch_request
 from services.common.errors import Errors
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
-from services.common.service import insecure_channel
+from services.common.security.tls import TlsSettings
+from services.common.service import node_channel
 from services.common.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
 
 class GrpcLeaderEndpoint:
-    def __init__(self, target: str, request_timeout_ms: int = 30000) -> None:
+    def __init__(self, target: str, request_timeout_ms: int = 30000, tls: TlsSettings | None = None) -> None:
         self.target = target
         self.timeout_s = request_timeout_ms / 1000
-        self._channel = insecure_channel(target)
+        self._channel = node_channel(target, tls)
         self._stub = broker_pb2_grpc.BrokerServiceStub(self._channel)
         # the last full FetchRequest: its partitions in order, their (offset, epoch, max bytes),
         # and their FetchPartition messages in the same order

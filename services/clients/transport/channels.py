@@ -33,6 +33,7 @@ from services.common.pb.odradek.broker.v1 import broker_pb2_grpc
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.pb.odradek.controller.v1 import controller_pb2_grpc
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2_grpc
+from services.common.security.tls import TlsSettings
 from services.common.service import GRPC_OPTIONS
 
 ERROR_DETAIL_KEY = "odradek-error-bin"
@@ -140,8 +141,10 @@ class ChannelPool:
     """Lazily created channels and stubs by target, with bounded, error-mapped calls."""
 
     def __init__(self, request_timeout_ms: int = 30000, reconnect_backoff_ms: int = 50,
-                 reconnect_backoff_max_ms: int = 1000, clock: Clock = SYSTEM_CLOCK):
+                 reconnect_backoff_max_ms: int = 1000, clock: Clock = SYSTEM_CLOCK,
+                 tls: TlsSettings | None = None):
         self.request_timeout_ms = request_timeout_ms
+        self._credentials = tls.grpc_channel_credentials() if tls is not None else None
         self.reconnect_backoff_ms = reconnect_backoff_ms
         self._options = GRPC_OPTIONS + [
             ("grpc.initial_reconnect_backoff_ms", max(1, reconnect_backoff_ms)),
@@ -158,7 +161,7 @@ class ChannelPool:
     @classmethod
     def from_config(cls, config: CommonClientConfig, clock: Clock = SYSTEM_CLOCK) -> ChannelPool:
         return cls(config.request_timeout_ms, config.reconnect_backoff_ms, config.reconnect_backoff_max_ms,
-                   clock)
+                   clock, config.tls_settings())
 
     # ------------------------------------------------------------------ channels and stubs
 
@@ -168,7 +171,9 @@ class ChannelPool:
                 raise RuntimeError("the channel pool is closed")
             channel = self._channels.get(target)
             if channel is None:
-                channel = self._channels[target] = grpc.insecure_channel(target, options=self._options)
+                channel = self._channels[target] = (
+                    grpc.insecure_channel(target, options=self._options) if self._credentials is None
+                    else grpc.secure_channel(target, self._credentials, options=self._options))
             return channel
 
     def stub(self, target: str, service: str) -> Any:

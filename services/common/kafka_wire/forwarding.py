@@ -9,7 +9,9 @@ send it what they send any node: Metadata, DescribeCluster, DescribeConfigs, adm
 from a broker's ApiVersions). Each forwarded request has a connection to itself for its time, so
 answers cannot cross; idle connections are kept for the next ones. When the brokers' listeners
 take SASL, each connection first authenticates with SASL/PLAIN as `sasl_login` (the node's own
-principal, which the brokers' `super.users` names: forwarded requests are authorized as it).
+principal, which the brokers' `super.users` names: forwarded requests are authorized as it). When
+they take TLS (`ssl_context`), the connections are TLS and, on an SSL listener, the node's
+certificate is its principal.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 
 from services.common.kafka_wire.codec import api_schema, decode_response, encode_request, peek_correlation_id
@@ -41,9 +44,10 @@ class NoBrokerAnswered(Exception):
 class BrokerForwarder:
     def __init__(self, endpoints: Endpoints, *, request_timeout_s: float = 30.0,
                  client_id: str = "odradek-forwarder", idle_connections: int = DEFAULT_IDLE_CONNECTIONS,
-                 sasl_login: tuple[str, str] | None = None) -> None:
+                 sasl_login: tuple[str, str] | None = None, ssl_context: ssl.SSLContext | None = None) -> None:
         self._endpoints = endpoints
         self.sasl_login = sasl_login
+        self.ssl_context = ssl_context
         self.request_timeout_s = request_timeout_s
         self.client_id = client_id
         self._idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
@@ -64,9 +68,9 @@ class BrokerForwarder:
 
     async def forward(self, frame: bytes, principal: str | None = None, client_host: str = "") -> bytes:
         """The broker's answer frame (header and body) to `frame`; NoBrokerAnswered if none did.
-        When this node authenticates to the brokers (`sasl_login`), `frame` goes in an Envelope
+        When this node authenticates to the brokers (`sasl_login`, or its certificate), `frame` goes in an Envelope
         naming the client's `principal` and `client_host`, and the broker's answer is unwrapped."""
-        if self.sasl_login is not None and principal is not None:
+        if (self.sasl_login is not None or self.ssl_context is not None) and principal is not None:
             schema = api_schema(ENVELOPE_KEY, 0)
             envelope = encode_request(schema, peek_correlation_id(frame), self.client_id, schema.request_type(
                 request_data=frame, request_principal=principal.encode(), client_host_address=encode_client_host(
@@ -117,7 +121,8 @@ class BrokerForwarder:
         errors = []
         for host, port in await self._endpoints():
             try:
-                connection = await asyncio.wait_for(asyncio.open_connection(host, port), self.request_timeout_s)
+                connection = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=self.ssl_context),
+                                                    self.request_timeout_s)
             except (OSError, TimeoutError) as exc:
                 errors.append(f"{host}:{port}: {exc}")
                 continue

@@ -1,16 +1,18 @@
 """The keys of a Kafka listener, shared by brokers and coordinators: where it listens, where Kafka
 clients reach it, the largest request, the accept backlog, and its security: SASL mechanisms, PLAIN
-users (Kafka's JAAS form), and the ACL authorizer with its super users."""
+users (Kafka's JAAS form), the ACL authorizer with its super users, and TLS (`ssl.*`, `TlsConfig`)."""
 
 from __future__ import annotations
 
-from services.common.config import Config, ConfigType, at_least, setting
+from services.common.config import ConfigType, at_least, setting
+from services.common.security.authorizer import AuthorizerConfig
+from services.common.security.tls import TlsConfig
 from services.common.service import Listener, parse_listener
 
 DEFAULT_KAFKA_HOST = "127.0.0.1"
 
 
-class KafkaListenerConfig(Config):
+class KafkaListenerConfig(TlsConfig, AuthorizerConfig):
     kafka_listeners: str | None = setting(
         ConfigType.STRING, None,
         doc="Where Kafka's binary protocol is served to Kafka clients, e.g. "
@@ -32,14 +34,6 @@ class KafkaListenerConfig(Config):
         ConfigType.PASSWORD, None, key="listener.name.sasl_plaintext.plain.sasl.jaas.config",
         doc='PLAIN users as Kafka\'s PlainLoginModule JAAS config lists them (user_alice="secret"); its '
             'username and password are what this node authenticates with to the brokers\' Kafka listeners.')
-    authorizer_class_name: str = setting(
-        ConfigType.STRING, "",
-        doc="Empty: every request is allowed. Any class name (Kafka's "
-            "kafka.security.authorizer.AclAuthorizer) enforces the ACLs in ZooKeeper on the Kafka listener.")
-    super_users: str | None = setting(
-        ConfigType.STRING, None, doc="Principals the authorizer allows everything, separated by ';'.")
-    allow_everyone_if_no_acl_found: bool = setting(
-        ConfigType.BOOLEAN, False, doc="Whether a resource no ACL covers is open to every principal.")
 
     @property
     def kafka_listener(self) -> Listener | None:

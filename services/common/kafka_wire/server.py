@@ -8,8 +8,10 @@ not served, or a version outside the served range; an ApiVersions request of an 
 version is instead answered UNSUPPORTED_VERSION with the version 0 body, from which the client
 picks a version both sides speak. A handler's unexpected exception also closes its connection.
 A request the registry forwards goes to a broker; if none answers, its connection is closed, as a
-Kafka client expects of a node it cannot use. On a SASL_PLAINTEXT listener (`security`) the SASL
-exchange comes first and each request carries its connection's principal to the handler (`Access`).
+Kafka client expects of a node it cannot use. On an SSL or SASL_SSL listener (`security`) the
+connection is TLS; on a SASL_PLAINTEXT or SASL_SSL listener the SASL exchange comes first; each
+request carries its connection's principal to the handler (`Access`), on an SSL listener the client
+certificate's subject.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from services.common.kafka_wire.security import (
     PLAINTEXT_SECURITY,
     SASL_AUTHENTICATE_KEY,
     SASL_HANDSHAKE_KEY,
+    SSL_PROTOCOL,
     Access,
     ListenerSecurity,
     Session,
@@ -46,6 +49,7 @@ from services.common.kafka_wire.security import (
 )
 from services.common.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from services.common.security.sasl import SaslAuthenticationFailed, principal_of
+from services.common.security.tls import peer_principal
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +93,7 @@ class KafkaWireServer:
 
     async def start(self) -> int:
         self._server = await asyncio.start_server(self._serve, self.host or None, self.port,
-                                                  backlog=self.listen_backlog)
+                                                  backlog=self.listen_backlog, ssl=self.security.ssl_context())
         self.port = self._server.sockets[0].getsockname()[1]
         logger.info("Kafka listener on %s:%d", self.host or "0.0.0.0", self.port)
         return self.port
@@ -113,6 +117,8 @@ class KafkaWireServer:
         self._connections.add(task)
         peer = _peer_name(writer)
         session = Session(peer.rpartition(":")[0].strip("[]") or peer, authenticated=not self.security.sasl)
+        if self.security.protocol == SSL_PROTOCOL:
+            session.principal = peer_principal(writer.get_extra_info("ssl_object").getpeercert(binary_form=True))
         try:
             while True:
                 frame = await read_frame(reader, self.request_max_bytes)

@@ -6,8 +6,9 @@ cached in memory and reread when `/kafka-acl-changes` or `/kafka-acl-extended-ch
 ALL) may cover the resource; else, when no ACL at all covers the resource,
 `allow.everyone.if.no.acl.found` decides; else an ALLOW entry must match, where an ALLOW of READ,
 WRITE, DELETE or ALTER also grants DESCRIBE and one of ALTER_CONFIGS grants DESCRIBE_CONFIGS.
-Every refusal is written to the `odradek.audit` logger. The Kafka listeners call it now; any other
-front end (gRPC, the gateway) can call the same method with the principal it authenticated.
+Every refusal is written to the `odradek.audit` logger. The Kafka listeners and the gRPC services
+(`grpc_auth`) call it; any other front end can call the same method with the principal it
+authenticated. `AuthorizerConfig` holds its keys and `node_authorizer` starts a node's one.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Iterable
 
 from kazoo.client import KazooClient
 
+from services.common.config import Config, ConfigType, setting
 from services.common.security.acl import (
     AccessControlEntry,
     AclBinding,
@@ -39,6 +41,28 @@ logger = logging.getLogger(__name__)
 def parse_super_users(text: str | None) -> frozenset[str]:
     """`super.users`: principals separated by semicolons (`User:admin;User:coordinator`)."""
     return frozenset(p.strip() for p in (text or "").split(";") if p.strip())
+
+
+class AuthorizerConfig(Config):
+    """A node's authorizer keys, for its Kafka listener and its gRPC services alike."""
+
+    authorizer_class_name: str = setting(
+        ConfigType.STRING, "",
+        doc="Empty: every request is allowed. Any class name (Kafka's "
+            "kafka.security.authorizer.AclAuthorizer) enforces the ACLs in ZooKeeper.")
+    super_users: str | None = setting(
+        ConfigType.STRING, None, doc="Principals the authorizer allows everything, separated by ';'.")
+    allow_everyone_if_no_acl_found: bool = setting(
+        ConfigType.BOOLEAN, False, doc="Whether a resource no ACL covers is open to every principal.")
+
+
+def node_authorizer(config: AuthorizerConfig, zk: KazooClient) -> AclAuthorizer | None:
+    """The node's started authorizer (its ACLs loaded and watched), or None when it has none."""
+    if not config.authorizer_class_name:
+        return None
+    authorizer = AclAuthorizer(zk, parse_super_users(config.super_users), config.allow_everyone_if_no_acl_found)
+    authorizer.start()
+    return authorizer
 
 
 class AclAuthorizer:

@@ -345,7 +345,8 @@ def _check_name(name: str) -> str:
 
 def consumer_factory(config: GatewayConfig):
     def create(group: str, instance_id: str, settings: InstanceSettings) -> Consumer:
-        return Consumer(bootstrap_servers=config.bootstrap_servers, group_id=group, client_id=instance_id,
+        return Consumer(bootstrap_servers=config.bootstrap_servers, **config.client_settings(), group_id=group,
+                        client_id=instance_id,
                         request_timeout_ms=config.request_timeout_ms,
                         default_api_timeout_ms=config.request_timeout_ms,
                         allow_auto_create_topics=False, **settings.consumer_settings)

@@ -117,6 +117,7 @@ class PartitionRange(NamedTuple):
 async def startup(state: GatewayState) -> None:
     timeout_ms = state.config.request_timeout_ms
     state.extensions[CLIENT_KEY] = LowLevelClient(bootstrap_servers=state.config.bootstrap_servers,
+                                                  **state.config.client_settings(),
                                                   request_timeout_ms=timeout_ms, default_api_timeout_ms=timeout_ms)
 
 

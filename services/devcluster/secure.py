@@ -1,0 +1,97 @@
+"""The security of a secured development cluster (`odradek dev up --secure`, `LocalCluster(secure=True)`).
+
+Under `<base_dir>/tls/` a local CA (`ca.pem`, `ca.key`) signs a certificate for every service
+(`CN=<service name>`, for its host's address, `localhost` and 127.0.0.1) and one for the
+administrator (`CN=admin`). Every service then serves gRPC over mutual TLS (`listeners=SSL://`,
+`ssl.client.auth=required`), its Kafka listener as SASL_SSL, each gateway HTTPS (its clients
+reaching the services with its own certificate), and runs the ACL authorizer with every
+service and the administrator in `super.users`; the coordinators authenticate to the brokers'
+Kafka listeners with SASL/PLAIN as `admin`. A SCRAM-SHA-512 user `admin` is what Kafka clients log
+in as (`add_admin_scram_user`). `client_settings` are Kafka's client keys for Odradek's clients and
+confluent-kafka, written to `<base_dir>/client.properties`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from services.common.security.certs import CertificateAuthority
+from services.common.security.sasl import make_scram_credential
+from services.common.zk.client import OdradekZkClient
+
+ADMIN_USER = "admin"
+ADMIN_PASSWORD = "admin-secret"
+KAFKA_SECURITY_PROTOCOL = "SASL_SSL"
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+AUTHORIZER_CLASS_NAME = "kafka.security.authorizer.AclAuthorizer"
+ADMIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+              f'username="{ADMIN_USER}" password="{ADMIN_PASSWORD}" user_{ADMIN_USER}="{ADMIN_PASSWORD}";')
+
+
+def tls_dir(base_dir: Path) -> Path:
+    return Path(base_dir) / "tls"
+
+
+def ca_path(base_dir: Path) -> Path:
+    return tls_dir(base_dir) / "ca.pem"
+
+
+def keystore_path(base_dir: Path, identity: str) -> Path:
+    return tls_dir(base_dir) / f"{identity}.keystore.pem"
+
+
+def make_certificates(base_dir: Path, service_hosts: dict[str, str]) -> None:
+    """The CA and a certificate per service (name -> the address it binds) and for the
+    administrator; existing ones are kept, so a restarted cluster keeps its trust."""
+    directory = tls_dir(base_dir)
+    ca_key, ca_certificate = directory / "ca.key", ca_path(base_dir)
+    if ca_key.exists() and ca_certificate.exists():
+        ca = CertificateAuthority.load(ca_key, ca_certificate)
+    else:
+        ca = CertificateAuthority.create("Odradek development CA")
+        ca.write(ca_key, ca_certificate)
+    for identity, host in {**service_hosts, ADMIN_USER: "127.0.0.1"}.items():
+        if not keystore_path(base_dir, identity).exists():
+            ca.issue_files(directory, identity, [host, "localhost", "127.0.0.1"])
+
+
+def service_settings(base_dir: Path, name: str, service_names: list[str]) -> dict[str, str]:
+    """The keys that secure service `name` (its listeners' protocol is set by the launcher)."""
+    super_users = ";".join(f"User:CN={n}" for n in [*service_names, ADMIN_USER]) + f";User:{ADMIN_USER}"
+    return {
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(keystore_path(base_dir, name)),
+        "ssl.truststore.location": str(ca_path(base_dir)),
+        "ssl.client.auth": "required",
+        "authorizer.class.name": AUTHORIZER_CLASS_NAME,
+        "super.users": super_users,
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": ADMIN_JAAS,
+    }
+
+
+def gateway_settings(base_dir: Path, name: str) -> dict[str, str]:
+    """An HTTPS gateway whose clients reach the services over mutual TLS as `CN=<name>`."""
+    keystore = str(keystore_path(base_dir, name))
+    return {"ssl.keystore.location": keystore, "client.security.protocol": "SSL",
+            "client.ssl.truststore.location": str(ca_path(base_dir)), "client.ssl.keystore.location": keystore}
+
+
+def client_settings(base_dir: Path, identity: str = ADMIN_USER) -> dict[str, str]:
+    """Kafka client keys that reach the secured cluster as `identity`: TLS with its certificate
+    (Odradek's gRPC clients), SASL_SSL with SCRAM-SHA-512 (Kafka clients on the Kafka listeners)."""
+    directory = tls_dir(base_dir)
+    return {
+        "security.protocol": KAFKA_SECURITY_PROTOCOL,
+        "ssl.ca.location": str(ca_path(base_dir)),
+        "ssl.certificate.location": str(directory / f"{identity}.pem"),
+        "ssl.key.location": str(directory / f"{identity}.key"),
+        "sasl.mechanism": SCRAM_MECHANISM,
+        "sasl.username": ADMIN_USER,
+        "sasl.password": ADMIN_PASSWORD,
+    }
+
+
+def add_admin_scram_user(zk: OdradekZkClient) -> None:
+    """The administrator's SCRAM-SHA-512 credential in ZooKeeper, as `odradek configs` writes it."""
+    credential = make_scram_credential(SCRAM_MECHANISM, ADMIN_PASSWORD)
+    zk.set_user_config(ADMIN_USER, {**zk.get_user_config(ADMIN_USER), SCRAM_MECHANISM: credential.encode()})
