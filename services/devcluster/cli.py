@@ -11,6 +11,8 @@ URLs among them) and how to use them. A cluster already running from the directo
 when any is down. `add-broker` lays out the next broker (`broker-4` after three, on the next
 ports of the scheme: 9392, Kafka listener 19392, metrics 9402), starts it and waits until it serves.
 
+`spark up|down|status` runs a Spark standalone cluster beside it (`spark_cli`).
+
 `start|stop|restart|kill SERVICE` act on one service named as `status` prints it (`broker-1`,
 `controller-1001`, `coordinator-2001`, ...): `stop` sends SIGTERM and waits for the exit (SIGKILL
 after `--timeout`), `kill` sends SIGKILL, `start` runs it again with its config (refused while it
@@ -30,6 +32,7 @@ from typing import TextIO
 from services.clients.admin import Admin
 from services.clients.admin_types import NewTopic
 from services.common.errors import Errors, KafkaError
+from services.devcluster import spark_cli
 from services.devcluster.launcher import LocalCluster
 from services.devcluster.proc import log_tail
 from services.devcluster.zookeeper import running_pid as zookeeper_pid
@@ -44,7 +47,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser = subparsers.add_parser("dev", help="run a local development cluster",
                                    description="Run a local cluster (ZooKeeper, controllers, brokers, coordinators).")
     commands = parser.add_subparsers(dest="dev_command", required=True,
-                                     metavar="{up,down,status,start,stop,restart,kill}")
+                                     metavar="{up,down,status,start,stop,restart,kill,spark}")
     up = commands.add_parser("up", help="start the cluster and create the demo topic")
     up.add_argument("--brokers", type=_positive, default=3, help="number of brokers (default 3)")
     up.add_argument("--controllers", type=_positive, default=2, help="number of controllers (default 2)")
@@ -66,6 +69,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                             help="seconds to wait for it to serve (default 60)")
     add_broker.set_defaults(run=run_add_broker)
     services = _add_service_parsers(commands)
+    spark_cli.add_parser(commands)
     for sub in (up, down, status, add_broker, *services):
         sub.add_argument("--dir", default="./var", help="the cluster's directory (default ./var)")
     return parser
