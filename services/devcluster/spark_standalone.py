@@ -211,9 +211,9 @@ class SparkStandalone:
                              f"({stderr}):\n{log_tail(stderr, lines)}")
         return "\n".join(parts)
 
-    def executor_pids(self) -> list[int]:
-        """The pids of the executor JVMs the workers run now (children of a worker JVM)."""
-        workers = {process.pid for process in self.workers if process.pid is not None}
+    def executor_pids(self, worker: SparkProcess | None = None) -> list[int]:
+        """The pids of the executor JVMs the workers (or `worker`) run now: their children."""
+        workers = {process.pid for process in ([worker] if worker else self.workers) if process.pid is not None}
         pids = []
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
