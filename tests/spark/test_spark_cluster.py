@@ -2,9 +2,9 @@
 separate JVMs on loopback, one for the module) against one Odradek cluster with a gateway: the
 clickstream pipeline through the command the README prints (`odradek jobs run clickstream --master
 spark://...`), its streaming and backfill outputs equal to the generated traffic's aggregates; and
-the exactly-once sink's query with a worker JVM and its executor killed with SIGKILL mid-stream,
-whose output still holds every input record exactly once. Each driver is a process of its own; a
-failing test prints the master's, the workers' and the executors' logs."""
+the exactly-once sink's query with a worker JVM and its executor killed with SIGKILL while a task of
+a micro-batch runs there, whose output still holds every input record exactly once. Each driver is
+a process of its own; a failing test prints the master's, the workers' and the executors' logs."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from services.clients.admin import Admin
 from services.clients.producer import Producer
 from services.devcluster.launcher import LocalCluster
 from services.devcluster.proc import pid_alive, wait_until
-from services.devcluster.spark_standalone import SparkStandalone
+from services.devcluster.spark_standalone import SparkProcess, SparkStandalone
 from tests.integration.conftest import CLIENT_CONFIG, create_topic, gateway_module_cluster
 from tests.integration.test_transactions import read_to_end
 from tests.spark.test_spark_eos_sink import batch_ids
@@ -33,6 +33,7 @@ ODRADEK = [sys.executable, "-m", "services.clients.cli"]
 CLICKSTREAM_EVENTS = 400
 EOS_RECORDS = 240
 RUN_TIMEOUT_S = 600
+TASK_ENDS = ("Finished task", "Exception in task", "killed task")  # an executor's log lines that end one
 
 # Starting a driver, its executors and their Python workers is what costs: on an idle 2-core machine
 # the module takes well under the limit below, which leaves room for a busy one.
@@ -93,6 +94,15 @@ def test_the_clickstream_pipeline_runs_on_the_standalone_cluster(cluster, standa
         assert len(tasks) == 2 and all(count > 0 for count in tasks.values()), tasks
 
 
+def running_tasks(worker: SparkProcess) -> int:
+    """Tasks an executor of `worker` has started and not finished, as its log says."""
+    running = 0
+    for stderr in (worker.directory / "work").glob("*/*/stderr"):
+        text = stderr.read_text(errors="replace")
+        running += text.count("Running task") - sum(text.count(end) for end in TASK_ENDS)
+    return running
+
+
 class Driver:
     """The exactly-once sink's streaming query (`eos_sink_driver`) on the standalone cluster, in a
     process group of its own."""
@@ -129,18 +139,22 @@ def test_a_worker_and_its_executor_killed_mid_stream_leave_the_exactly_once_outp
     driver = Driver(cluster, standalone, checkpoint, tmp_path / "driver.log")
     with logs_on_failure(standalone):
         try:
-            def mid_batch() -> bool:  # a batch committed, the next one planned and not committed
+            def task_running_mid_batch() -> SparkProcess | None:
+                """A worker whose executor runs a task of a batch after the first (logged, not committed)."""
                 started, done = batch_ids(checkpoint / "offsets"), batch_ids(checkpoint / "commits")
-                return driver.check_running() and bool(done) and started[-1] > done[-1]
+                if not (driver.check_running() and done and started[-1] > done[-1]):
+                    return None
+                return next((worker for worker in standalone.workers if running_tasks(worker) > 0), None)
 
-            wait_until(mid_batch, RUN_TIMEOUT_S, interval_s=0.01, message="a micro-batch after the first")
-            victim = standalone.workers[0]
+            victim = wait_until(task_running_mid_batch, RUN_TIMEOUT_S, interval_s=0.01,
+                                message="a task running in a micro-batch after the first")
             executors = standalone.executor_pids(victim)
             assert victim.pid is not None and executors, f"{victim.name} runs no executor"
             for pid in [victim.pid, *executors]:
                 os.kill(pid, signal.SIGKILL)
             killed_at = batch_ids(checkpoint / "offsets")[-1]
-            print(f"killed {victim.name} (pid {victim.pid}) and its executor(s) {executors} in batch {killed_at}")
+            print(f"killed {victim.name} (pid {victim.pid}) and its executor(s) {executors} while a task of batch "
+                  f"{killed_at} ran there")
             wait_until(lambda: not pid_alive(victim.pid), 30, message=f"{victim.name} to die")
 
             def all_written() -> bool:
@@ -151,6 +165,9 @@ def test_a_worker_and_its_executor_killed_mid_stream_leave_the_exactly_once_outp
             wait_until(all_written, RUN_TIMEOUT_S, interval_s=0.5,
                        message=lambda: f"every record in eos-out (commits {batch_ids(checkpoint / 'commits')})")
             assert batch_ids(checkpoint / "commits")[-1] > killed_at
+            lost = [line for line in driver.log.read_text(errors="replace").splitlines() if "Lost executor" in line]
+            print("\n".join(lost))
+            assert lost, "the driver never reported the executor lost"
         finally:
             driver.kill()
         committed = read_to_end(cluster, "eos-out", 2, "read_committed")
