@@ -75,10 +75,9 @@ def is_local_master(master: str) -> bool:
 
 def cluster_conf(master: str) -> dict[str, str]:
     """What a driver on a cluster's master sets: the executors log at Spark's default level into
-    their workers' directories; a Python worker has two minutes, not 15 s, to connect back (on a
-    busy machine starting one with pyarrow takes longer); a master on loopback is answered from
-    loopback (the driver otherwise advertises the machine's first address)."""
-    conf = {"spark.executor.extraJavaOptions": "", "spark.python.authenticate.socketTimeout": "120s"}
+    their workers' directories; a master on loopback is answered from loopback (the driver
+    otherwise advertises the machine's first address)."""
+    conf = {"spark.executor.extraJavaOptions": ""}
     host = urlparse(master).hostname or ""
     if host in ("127.0.0.1", "localhost", "::1"):
         conf.update({"spark.driver.host": host, "spark.driver.bindAddress": host})
