@@ -2,7 +2,9 @@
 each against a gateway (`--gateway`, default http://127.0.0.1:8080, the gateway of `make up`).
 `--connector kafka` runs the Spark jobs on Spark's own Kafka connector against the brokers' Kafka
 listeners (`--bootstrap-servers`, default those of `make up`) instead of the `odradek` source; its
-jars are `--jars`, or fetched by the checkout's bench/kafka_peer.py.
+jars are `--jars`, or fetched by the checkout's bench/kafka_peer.py. The Spark jobs run in
+`local[2]`, or on a Spark standalone cluster with `--master spark://host:port` (`odradek dev spark
+up` starts one); there `--dir` must be a directory every worker sees at the same path.
 
     generate   send generated traffic to a topic; prints what was sent (`--records-file` keeps it)
     stream     the Structured Streaming job (to the end of the topic; `--processing-time` runs on
@@ -30,6 +32,7 @@ from services.clients.spark.gateway import GatewayClient, gateway_urls
 DEFAULT_BASE_DIR = Path("var/jobs/clickstream")
 DEFAULT_TOPIC = "clickstream"
 DEFAULT_EVENTS = 2000
+DEFAULT_MASTER = "local[2]"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,6 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text, description=help_text)
         sub.add_argument("--gateway", default=pipeline.DEFAULT_GATEWAY, help="gateway URL(s), comma separated")
         return sub
+
+    def master_option(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--master", default=DEFAULT_MASTER,
+                         help="Spark's master: local[N] or a standalone cluster's spark://host:port "
+                              "(`odradek dev spark up` prints one; default %(default)s)")
 
     def connector_options(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("--connector", choices=NAMES, default=NAMES[0],
@@ -74,12 +82,14 @@ def build_parser() -> argparse.ArgumentParser:
     stream.add_argument("--processing-time", metavar="INTERVAL",
                         help="run on, one micro-batch per interval ('10 seconds'), instead of availableNow")
     connector_options(stream)
+    master_option(stream)
     stream.set_defaults(run=run_stream)
 
     backfill_parser = command("backfill", "recompute the aggregates from the topic's beginning")
     backfill_parser.add_argument("--topic", default=DEFAULT_TOPIC)
     backfill_parser.add_argument("--dir", type=Path, default=DEFAULT_BASE_DIR)
     connector_options(backfill_parser)
+    master_option(backfill_parser)
     backfill_parser.set_defaults(run=run_backfill)
 
     run = command("run", "create new topics, generate, stream, backfill and compare")
@@ -88,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--partitions", type=int, default=pipeline.DEFAULT_PARTITIONS)
     traffic_options(run)
     connector_options(run)
+    master_option(run)
     run.set_defaults(run=run_all)
     return parser
 
@@ -111,14 +122,15 @@ def progress(line: str) -> None:
 
 
 def session(name: str, args: argparse.Namespace):
-    """A local SparkSession with the `odradek` format, and Spark's Kafka connector for `--connector kafka`."""
+    """A SparkSession on `--master` (local[2] by default) with the `odradek` format, and Spark's
+    Kafka connector for `--connector kafka`."""
     from odradek.spark import register
-    from services.clients.spark.session import local_session
+    from services.clients.spark.session import job_session
 
     conf = {}
     if args.connector == "kafka":
         conf["spark.jars"] = args.jars or ",".join(kafka_connector_jars())
-    spark = local_session(f"clickstream-{name}", conf=conf)
+    spark = job_session(f"clickstream-{name}", master=args.master, conf=conf)
     register(spark)
     return spark
 
@@ -181,6 +193,8 @@ def run_all(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "dir", None) is not None:  # executors on a cluster resolve no path against ours
+        args.dir = args.dir.absolute()
     try:
         return args.run(args)
     except KeyboardInterrupt:

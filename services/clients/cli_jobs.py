@@ -1,7 +1,7 @@
 """`odradek jobs run JOB [OPTIONS]`: runs one of Odradek's Spark jobs from `jobs/` against a
 gateway, as `python -m jobs.<job> run OPTIONS` does.
 
-    odradek jobs run clickstream [--gateway URL] [--events N] [--seed S] ...
+    odradek jobs run clickstream [--gateway URL] [--master spark://HOST:PORT] [--events N] [--seed S] ...
         new topics, generated traffic, the streaming job, the backfill, and their comparison
         (exit code 1 when the outputs differ from what was sent)
 
@@ -24,7 +24,8 @@ JOBS = ("clickstream",)
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("jobs", help="run a Spark job against a gateway",
-                                   description="Run one of Odradek's Spark jobs (local[2]) against a gateway.")
+                                   description="Run one of Odradek's Spark jobs (local[2], or a Spark cluster's "
+                                               "--master) against a gateway.")
     commands = parser.add_subparsers(dest="jobs_command", required=True, metavar="{run}")
     run = commands.add_parser("run", help="run a job end to end",
                               description="Run a job end to end; options after the job's name are the job's "

@@ -19,6 +19,8 @@ broker (`broker-4` after three, on the next ports of the scheme: 9392, Kafka lis
 `--duration`, `--kinds`), printing its one-line form first and each fault as it is applied, and
 heals everything at the end or on Ctrl-C; `--replay LINE` runs that line's schedule again exactly.
 
+`spark up|down|status` runs a Spark standalone cluster beside it (`spark_cli`).
+
 `start|stop|restart|kill SERVICE` act on one service named as `status` prints it (`broker-1`,
 `controller-1001`, `coordinator-2001`, ...): `stop` sends SIGTERM and waits for the exit (SIGKILL
 after `--timeout`), `kill` sends SIGKILL, `start` runs it again with its config (refused while it
@@ -40,6 +42,7 @@ from services.clients.admin import Admin
 from services.clients.admin_types import NewTopic
 from services.common.errors import Errors, KafkaError
 from services.devcluster import secure as secure_layout
+from services.devcluster import spark_cli
 from services.devcluster.launcher import LocalCluster, hosts_for
 from services.devcluster.nemesis import ALL_KINDS, Nemesis, Schedule, available_kinds, run_schedule
 from services.devcluster.netns import HostNetwork, unsupported_reason
@@ -56,7 +59,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser = subparsers.add_parser("dev", help="run a local development cluster",
                                    description="Run a local cluster (ZooKeeper, controllers, brokers, coordinators).")
     commands = parser.add_subparsers(dest="dev_command", required=True,
-                                     metavar="{up,down,status,add-broker,nemesis,start,stop,restart,kill}")
+                                     metavar="{up,down,status,add-broker,nemesis,start,stop,restart,kill,spark}")
     up = commands.add_parser("up", help="start the cluster and create the demo topic")
     up.add_argument("--brokers", type=_positive, default=3, help="number of brokers (default 3)")
     up.add_argument("--controllers", type=_positive, default=2, help="number of controllers (default 2)")
@@ -96,6 +99,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     nemesis.add_argument("--dry-run", action="store_true", help="print the schedule only")
     nemesis.set_defaults(run=run_nemesis)
     services = _add_service_parsers(commands)
+    spark_cli.add_parser(commands)
     for sub in (up, down, status, add_broker, nemesis, *services):
         sub.add_argument("--dir", default="./var", help="the cluster's directory (default ./var)")
     return parser

@@ -1,8 +1,9 @@
 """A streaming query for the exactly-once sink test, run as its own driver process:
-`python -m tests.spark.eos_sink_driver GATEWAY INPUT OUTPUT CHECKPOINT (run|available-now)`.
+`python -m tests.spark.eos_sink_driver GATEWAY INPUT OUTPUT CHECKPOINT (run|available-now) [MASTER]`.
 
 It reads INPUT through `odradek` (read_committed, from the earliest offsets) and writes key and
-value to OUTPUT through the exactly-once sink, with Spark local[2]. `run` reads 40 records a trigger
+value to OUTPUT through the exactly-once sink, with Spark local[2] or on MASTER (a standalone
+cluster's spark://host:port). `run` reads 40 records a trigger
 and goes on until the process is killed; `available-now` first finishes the batch a killed run left
 planned (its offsets as logged), then reads all the rest in one batch, and exits 0."""
 
@@ -11,13 +12,13 @@ from __future__ import annotations
 import sys
 
 from odradek.spark import register
-from services.clients.spark.session import local_session
+from services.clients.spark.session import job_session
 
 MAX_OFFSETS_PER_TRIGGER = "40"
 
 
-def main(gateway: str, source: str, target: str, checkpoint: str, mode: str) -> int:
-    spark = local_session("odradek-eos-sink", conf={"spark.sql.shuffle.partitions": "2"})
+def main(gateway: str, source: str, target: str, checkpoint: str, mode: str, master: str = "local[2]") -> int:
+    spark = job_session("odradek-eos-sink", master=master, conf={"spark.sql.shuffle.partitions": "2"})
     register(spark)
     reader = (spark.readStream.format("odradek").option("gateway", gateway).option("subscribe", source)
               .option("startingOffsets", "earliest").option("isolationLevel", "read_committed"))
@@ -33,4 +34,4 @@ def main(gateway: str, source: str, target: str, checkpoint: str, mode: str) -> 
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:6]))
+    sys.exit(main(*sys.argv[1:7]))

@@ -18,9 +18,18 @@ source (names lower-cased) and answers a frozen, picklable `ReadOptions`, or rai
   `register` told it, unless `minPartitions` is given), `failOnDataLoss` (default true),
   `includeHeaders` (default false), `isolationLevel` (or Kafka's `kafka.isolation.level`:
   read_uncommitted or read_committed);
+- `minOffsetsPerTrigger` and `maxTriggerDelay` (streaming reads, as in Spark): a trigger that
+  finds fewer than `minOffsetsPerTrigger` new offsets runs no batch, until that many are there or
+  `maxTriggerDelay` (a Spark duration, `15m` by default; `500ms`, `10s`, `2m`, `1h`, a plain
+  number is ms) has passed since the last batch; `Trigger.AvailableNow` ignores them;
 - `gateway` (required: comma separated gateway URLs), `maxBytesPerRequest` (the range reads' size,
   default 8 MiB; a task's first read asks for at most 1 MiB) and `timeoutMs` (how long a gateway
-  request may be retried, default 60000).
+  request may be retried, default 60000; Kafka's `kafka.request.timeout.ms` sets it when it is not
+  given);
+- taken as Spark's Kafka source takes them, so that its users' queries run unchanged:
+  `groupIdPrefix` and `kafka.group.id` (the source assigns partitions itself and commits no
+  offsets to a group, as Spark's; here it also joins none) and `kafka.bootstrap.servers` beside
+  `gateway` (the reads go through the gateway). Any other `kafka.*` option is refused, naming it.
 """
 
 from __future__ import annotations
@@ -45,8 +54,12 @@ READ_OPTION_NAMES = (
     "startingTimestamp", "startingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
     "endingTimestamp", "endingOffsetsByTimestamp", "maxOffsetsPerTrigger", "minPartitions", "maxPartitions",
     "failOnDataLoss", "includeHeaders", "isolationLevel", "kafka.isolation.level", "maxBytesPerRequest",
-    "timeoutMs",
+    "timeoutMs", "minOffsetsPerTrigger", "maxTriggerDelay", "groupIdPrefix", "kafka.group.id",
+    "kafka.request.timeout.ms", "kafka.bootstrap.servers",
 )
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
+# Spark's duration suffixes (JavaUtils.timeStringAsMs) in ms; a number without one is ms.
+_DURATION_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
 _KNOWN = {name.lower(): name for name in READ_OPTION_NAMES}
 # Spark's own keys that reach a data source's options without the user naming them.
 _IGNORED = frozenset({"path", "paths"})
@@ -101,24 +114,35 @@ class ReadOptions:
     isolation_level: str = IsolationLevel.READ_UNCOMMITTED.config_name
     max_bytes_per_request: int = DEFAULT_MAX_BYTES_PER_REQUEST
     timeout_ms: int = DEFAULT_TIMEOUT_MS
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
 
     @classmethod
     def parse(cls, options: Mapping[str, Any], *, streaming: bool) -> ReadOptions:
         given = {str(name).lower(): str(value) for name, value in options.items() if str(name).lower() not in _IGNORED}
         check_option_names(given)
+        min_offsets = positive_option(given, "minOffsetsPerTrigger")
+        max_offsets = positive_option(given, "maxOffsetsPerTrigger")
+        if min_offsets is not None and max_offsets is not None and min_offsets > max_offsets:
+            raise InvalidOptionError(f"Option 'minOffsetsPerTrigger' ({min_offsets}) is higher than "
+                                     f"'maxOffsetsPerTrigger' ({max_offsets}).")
+        _group_id_options(given)
         return cls(
             gateway=gateway_option(given),
             subscription=_subscription(given),
             starting=_starting(given, streaming),
             ending=_ending(given, streaming),
-            max_offsets_per_trigger=positive_option(given, "maxOffsetsPerTrigger"),
+            max_offsets_per_trigger=max_offsets,
             min_partitions=positive_option(given, "minPartitions"),
             max_partitions=positive_option(given, "maxPartitions"),
             fail_on_data_loss=boolean_option(given, "failOnDataLoss", True),
             include_headers=boolean_option(given, "includeHeaders", False),
             isolation_level=_isolation_level(given),
             max_bytes_per_request=positive_option(given, "maxBytesPerRequest") or DEFAULT_MAX_BYTES_PER_REQUEST,
-            timeout_ms=positive_option(given, "timeoutMs") or DEFAULT_TIMEOUT_MS,
+            timeout_ms=(positive_option(given, "timeoutMs") or positive_option(given, "kafka.request.timeout.ms")
+                        or DEFAULT_TIMEOUT_MS),
+            min_offsets_per_trigger=min_offsets,
+            max_trigger_delay_ms=duration_ms_option(given, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS),
         )
 
     def task_limit(self, default_parallelism: int | None) -> int | None:
@@ -138,12 +162,21 @@ class ReadOptions:
 
 def check_option_names(given: Mapping[str, str], names: tuple[str, ...] = READ_OPTION_NAMES,
                        user: str = "source") -> None:
-    """Refuses `kafka.bootstrap.servers` and any option not in `names`; `user` is "source" or "sink"."""
-    if "kafka.bootstrap.servers" in given:
-        verb = "reads" if user == "source" else "writes"
+    """Refuses `kafka.bootstrap.servers` without `gateway`, any `kafka.*` option not in `names` (a
+    Kafka client setting that means nothing here) and any other option not in `names`; `user` is
+    "source" or "sink"."""
+    verb = "reads" if user == "source" else "writes"
+    known = {name.lower() for name in names}
+    if "kafka.bootstrap.servers" in given and ("gateway" not in given or "kafka.bootstrap.servers" not in known):
         raise InvalidOptionError(f"The odradek {user} {verb} through the HTTP gateway: give its URLs in the "
                                  f"'gateway' option instead of 'kafka.bootstrap.servers'.")
-    known = {name.lower() for name in names}
+    kafka_settings = sorted(name for name in given if name.startswith("kafka.") and name not in known)
+    if kafka_settings:
+        taken = [name for name in names if name.startswith("kafka.")]
+        raise InvalidOptionError(
+            f"Option(s) {', '.join(repr(name) for name in kafka_settings)}: Kafka client settings the odradek "
+            f"{user} has no use for, as it {verb} through the HTTP gateway; of Kafka's settings it takes "
+            f"{', '.join(taken) or 'none'}.")
     unknown = sorted(name for name in given if name not in known)
     if unknown:
         raise InvalidOptionError(f"Unknown option(s) {', '.join(repr(name) for name in unknown)} for the odradek "
@@ -316,3 +349,20 @@ def _isolation_level(given: Mapping[str, str]) -> str:
     if level not in ISOLATION_LEVEL_NAMES:
         raise InvalidOptionError(f"Option 'isolationLevel' must be read_uncommitted or read_committed; got {level!r}.")
     return level
+
+
+def duration_ms_option(given: Mapping[str, str], name: str, default: int) -> int:
+    """A Spark duration option (`15m`, `10s`, `500ms`; a plain number is ms), in ms."""
+    value = given.get(name.lower())
+    if value is None:
+        return default
+    match = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", value.lower())
+    if match is None or match.group(2) not in ("", *_DURATION_UNITS_MS):
+        raise InvalidOptionError(f"Option {name!r} must be a duration such as 500ms, 10s, 15m or 1h; got {value!r}.")
+    return int(int(match.group(1)) * _DURATION_UNITS_MS.get(match.group(2), 1))
+
+
+def _group_id_options(given: Mapping[str, str]) -> None:
+    for name in ("groupIdPrefix", "kafka.group.id"):
+        if name.lower() in given and not given[name.lower()].strip():
+            raise InvalidOptionError(f"Option {name!r} is empty.")

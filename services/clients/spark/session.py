@@ -2,14 +2,26 @@
 workers run the driver's interpreter (`PYSPARK_PYTHON`) and talk to the JVM over Unix domain
 sockets (a Python data source query starts its tasks about 50 ms sooner than over loopback TCP)
 and whose own logs are quiet (errors only, through `log4j2.properties` beside this module). Its
-callers register the `odradek` format (`odradek.spark.register`)."""
+callers register the `odradek` format (`odradek.spark.register`).
+
+`job_session(app_name, master)` is `local_session` for a `local[...]` master; for a cluster's
+(`spark://host:port`) it also ships Odradek's Python packages to the executors: a zip of
+`odradek` and `services` (`package_zip`, built from the modules this driver imports) added with
+`SparkContext.addPyFile`, so the executors' Python workers import the data source and the sinks
+from it whatever the machine they run on. Their interpreter is the driver's (`PYSPARK_PYTHON`,
+which the driver sends with every task), so that Python and its dependencies (pyarrow, grpcio,
+httpx, ...) must be at the same path on every worker: a shared install or the same image."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
+import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 LOG4J2_PROPERTIES = Path(__file__).with_name("log4j2.properties")
 QUIET_JAVA_OPTIONS = f"-Dlog4j2.configurationFile=file:{LOG4J2_PROPERTIES}"
@@ -23,6 +35,7 @@ DEFAULT_CONF = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.python.unix.domain.socket.enabled": "true",
 }
+SHIPPED_PACKAGES = ("odradek", "services")
 
 
 def local_session(app_name: str = "odradek", master: str = "local[2]", conf: dict[str, str] | None = None) -> Any:
@@ -36,4 +49,45 @@ def local_session(app_name: str = "odradek", master: str = "local[2]", conf: dic
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def package_zip(packages: tuple[str, ...] = SHIPPED_PACKAGES, directory: Path | None = None) -> Path:
+    """A zip of the Python sources of `packages` (top-level package names, found where this
+    interpreter imports them from), for `addPyFile`."""
+    directory = Path(directory or tempfile.mkdtemp(prefix="odradek-pyfiles-"))
+    target = directory / "odradek-packages.zip"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for package in packages:
+            spec = importlib.util.find_spec(package)
+            if spec is None or not spec.submodule_search_locations:
+                raise ModuleNotFoundError(f"no package {package!r} to ship to the executors", name=package)
+            root = Path(next(iter(spec.submodule_search_locations)))
+            for source in sorted(root.rglob("*.py*")):
+                if source.suffix in (".py", ".pyi") and "__pycache__" not in source.parts:
+                    archive.write(source, Path(package) / source.relative_to(root))
+    return target
+
+
+def is_local_master(master: str) -> bool:
+    return master == "local" or master.startswith("local[")
+
+
+def cluster_conf(master: str) -> dict[str, str]:
+    """What a driver on a cluster's master sets: the executors log at Spark's default level into
+    their workers' directories; a master on loopback is answered from loopback (the driver
+    otherwise advertises the machine's first address)."""
+    conf = {"spark.executor.extraJavaOptions": ""}
+    host = urlparse(master).hostname or ""
+    if host in ("127.0.0.1", "localhost", "::1"):
+        conf.update({"spark.driver.host": host, "spark.driver.bindAddress": host})
+    return conf
+
+
+def job_session(app_name: str, master: str = "local[2]", conf: dict[str, str] | None = None) -> Any:
+    """`local_session`, and on a cluster's master Odradek's packages shipped to its executors."""
+    if is_local_master(master):
+        return local_session(app_name, master=master, conf=conf)
+    spark = local_session(app_name, master=master, conf={**cluster_conf(master), **(conf or {})})
+    spark.sparkContext.addPyFile(str(package_zip()))
     return spark

@@ -6,7 +6,10 @@ asks the gateway for the subscription's partitions and latest offsets: partition
 since the last batch are read from their beginning (data loss if that is no longer offset 0),
 partitions that disappeared or went backwards are data loss. `maxOffsetsPerTrigger` becomes the
 default read limit (`ReadMaxRows`), spread over the partitions by how far behind each is, as Spark
-does; `Trigger.AvailableNow` reads up to the offsets latest when the query started. On pyspark
+does; `Trigger.AvailableNow` reads up to the offsets latest when the query started.
+`minOffsetsPerTrigger` holds a trigger back (its latest offset is its start: no batch) while fewer
+new offsets are there and `maxTriggerDelay` has not passed since the last batch (`delays_batch`,
+Spark's rule; the first trigger is never held). On pyspark
 versions without the admission-control API (`latestOffset()` without arguments) the reader keeps
 the start itself.
 """
@@ -14,6 +17,7 @@ the start itself.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
@@ -73,6 +77,15 @@ def rate_limited(start: Offsets, latest: Offsets, max_offsets: int) -> Offsets:
     return ends
 
 
+def delays_batch(available: int, min_offsets: int, max_delay_ms: int, last_trigger_ms: float | None,
+                 now_ms: float) -> bool:
+    """Whether a trigger with `available` new offsets runs no batch under `minOffsetsPerTrigger`:
+    fewer than `min_offsets` and less than `max_delay_ms` since the last batch ran."""
+    if last_trigger_ms is None or now_ms - last_trigger_ms >= max_delay_ms:
+        return False
+    return available < min_offsets
+
+
 class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         self.options = ReadOptions.parse(options, streaming=True)
@@ -81,6 +94,7 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest: Offsets | None = None
         self._target: Offsets | None = None
         self._last_end: Offsets | None = None
+        self._last_trigger_ms: float | None = None
 
     @property
     def planner(self) -> Planner:
@@ -130,6 +144,14 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             max_offsets = limit.max_rows
         elif limit is None and start is None:
             max_offsets = self.options.max_offsets_per_trigger
+        min_offsets = self.options.min_offsets_per_trigger
+        if min_offsets and self._target is None:
+            now_ms = time.monotonic() * 1000
+            available = sum(max(0, end - begin.get(tp, 0)) for tp, end in latest.items())
+            if delays_batch(available, min_offsets, self.options.max_trigger_delay_ms, self._last_trigger_ms, now_ms):
+                self._last_end = dict(begin)
+                return to_json(begin)
+            self._last_trigger_ms = now_ms
         ends = rate_limited(begin, latest, max_offsets) if max_offsets else latest
         if self._target is not None:  # partitions the target does not list keep their offsets
             for tp, offset in begin.items():

@@ -7,7 +7,8 @@ transactions): its bootstrap servers are the brokers the gateway lists
 and aborting what it left open), sends every row in one transaction and prepares it
 (`Producer.prepare_transaction`), which goes back to the driver in the task's commit message.
 
-On the driver `BatchCommitter` keeps the `BatchLog` in the checkpoint location and ends the
+On the driver `BatchCommitter` keeps the `BatchLog` in the checkpoint location (a path, or the URI
+of a Hadoop-compatible filesystem: where Spark keeps the query's checkpoint) and ends the
 transactions with `Admin.end_transaction`. `recover()` runs whenever the sink is created on the
 driver (before the tasks of a batch are planned) and at each commit: it rolls forward a recorded
 batch that is not marked committed, so that no task's `init_transactions` aborts it. After a
@@ -20,7 +21,6 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -57,7 +57,7 @@ class TransactionalSettings:
     bootstrap_servers: tuple[str, ...]
     transactional_id_prefix: str
     transaction_timeout_ms: int
-    checkpoint_dir: Path
+    checkpoint_location: str  # an absolute path, or a URI (`batch_log`)
     timeout_ms: int
 
 
@@ -70,14 +70,14 @@ def broker_addresses(gateway_urls: Sequence[str], timeout_s: float) -> tuple[str
 
 def transactional_settings(options: WriteOptions) -> TransactionalSettings:
     """The settings of an `exactlyOnce` sink (on the driver: asks the gateway for the brokers)."""
-    checkpoint_dir = local_path(options.checkpoint_location or "")
-    if checkpoint_dir is None:
-        raise InvalidOptionError(f"Option 'exactlyOnce' keeps batch records in the checkpoint location, which must "
-                                 f"be a filesystem path; got {options.checkpoint_location!r}.")
-    checkpoint_dir = checkpoint_dir.absolute()
-    prefix = options.transactional_id_prefix or default_prefix(str(checkpoint_dir))
+    if not options.checkpoint_location:
+        raise InvalidOptionError("Option 'exactlyOnce' keeps batch records in the query's checkpoint location: "
+                                 "give the query a checkpointLocation.")
+    local = local_path(options.checkpoint_location)
+    location = str(local.absolute()) if local is not None else options.checkpoint_location
+    prefix = options.transactional_id_prefix or default_prefix(location)
     return TransactionalSettings(broker_addresses(options.gateway_urls, options.timeout_ms / 1000), prefix,
-                                 options.transaction_timeout_ms, checkpoint_dir, options.timeout_ms)
+                                 options.transaction_timeout_ms, location, options.timeout_ms)
 
 
 def task_partition_id() -> int:
@@ -134,7 +134,7 @@ class BatchCommitter:
 
     def __init__(self, settings: TransactionalSettings) -> None:
         self.settings = settings
-        self.log = BatchLog(settings.checkpoint_dir)
+        self.log = BatchLog(settings.checkpoint_location)
 
     def _admin(self) -> Admin:
         return Admin(bootstrap_servers=",".join(self.settings.bootstrap_servers),

@@ -22,8 +22,8 @@ read_committed readers: each task writes its rows in a Kafka transaction that th
 with the micro-batch (`txn_sink`, decisions in `exactly_once`), with `transactionalIdPrefix`
 (default `odradek-sink-` and a hash of the checkpoint location: it must differ between queries)
 and `transactionTimeoutMs` (default 900000: how long a prepared transaction may wait for the
-driver). It needs the `checkpointLocation` option (a filesystem path), where it keeps its batch
-records. Batch writes refuse it.
+driver). It needs the `checkpointLocation` option (a path, or a Hadoop-compatible filesystem's URI:
+`batch_log`), where it keeps its batch records. Batch writes refuse it.
 """
 
 from __future__ import annotations

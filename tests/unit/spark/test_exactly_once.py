@@ -3,10 +3,19 @@ aborts for a new batch and a replay, what a restarted driver rolls forward, and 
 
 from __future__ import annotations
 
+import pyarrow.fs as pafs
 import pytest
 
 from services.clients.admin_types import PreparedTransaction
-from services.clients.spark.batch_log import KEEP_RECORDS, BatchLog, decode, encode, local_path
+from services.clients.spark.batch_log import (
+    KEEP_RECORDS,
+    BatchLog,
+    decode,
+    encode,
+    filesystem_of,
+    local_path,
+    pyarrow_uri,
+)
 from services.clients.spark.exactly_once import (
     BatchRecord,
     default_prefix,
@@ -109,3 +118,24 @@ def test_exactly_once_options() -> None:
         write_options({**base, "exactlyonce": "true"})
     with pytest.raises(InvalidOptionError, match="true or false"):
         write_options({**base, "exactlyonce": "yes", "checkpointlocation": "/ck"})
+
+
+def test_batch_records_live_in_a_non_local_checkpoint_through_its_filesystem(tmp_path) -> None:
+    log = BatchLog("mock:///checkpoints/query")  # pyarrow's in-memory filesystem, one per BatchLog
+    assert log.latest() is None
+    for batch_id in range(KEEP_RECORDS + 3):
+        log.write(BatchRecord(batch_id, (txn(0, batch_id, 0),)))
+    log.write(BatchRecord(KEEP_RECORDS + 2, (txn(0, 7, 0),), committed=True))
+    assert log.latest() == BatchRecord(KEEP_RECORDS + 2, (txn(0, 7, 0),), committed=True)
+    assert len(log.store.names()) == KEEP_RECORDS
+
+    shared = pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem())
+    BatchLog("ck", filesystem=shared).write(BatchRecord(3, (txn(0, 1, 0),)))
+    assert BatchLog("ck", filesystem=shared).latest() == BatchRecord(3, (txn(0, 1, 0),))
+    assert BatchLog(tmp_path / "ck").latest() == BatchRecord(3, (txn(0, 1, 0),))
+
+
+def test_hadoop_filesystem_names_map_to_pyarrow_ones() -> None:
+    assert pyarrow_uri("s3a://bucket/ck/q") == "s3://bucket/ck/q"
+    assert pyarrow_uri("hdfs://namenode:8020/ck") == "hdfs://namenode:8020/ck"
+    assert filesystem_of("mock:///a/b")[1] == "a/b"

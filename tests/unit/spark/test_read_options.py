@@ -5,12 +5,13 @@ maxPartitions: pure code."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from services.clients.spark.options import EARLIEST, LATEST, InvalidOptionError, ReadOptions
 from services.clients.spark.planning import OffsetRangeGroup, ReadSettings, offset_ranges, packed
-from services.clients.spark.stream_reader import from_json, rate_limited, to_json
+from services.clients.spark.stream_reader import OdradekStreamReader, delays_batch, from_json, rate_limited, to_json
 
 GATEWAY = {"gateway": "localhost:8080, http://other:8080/"}
 
@@ -67,7 +68,12 @@ def test_offsets_json_and_timestamps() -> None:
     (False, {"subscribe": "t", "isolationLevel": "dirty"}, "read_uncommitted or read_committed"),
     (False, {"subscribe": "t", "isolationLevel": "read_committed", "kafka.isolation.level": "read_uncommitted"},
      "disagree"),
-    (False, {"subscribe": "t", "kafka.bootstrap.servers": "b:9092"}, "instead of 'kafka.bootstrap.servers'"),
+    (False, {"subscribe": "t", "kafka.fetch.max.bytes": "1"}, "Option(s) 'kafka.fetch.max.bytes': Kafka client"),
+    (True, {"subscribe": "t", "minOffsetsPerTrigger": "50", "maxOffsetsPerTrigger": "10"},
+     "'minOffsetsPerTrigger' (50) is higher than 'maxOffsetsPerTrigger' (10)"),
+    (True, {"subscribe": "t", "maxTriggerDelay": "soon"}, "duration such as 500ms"),
+    (True, {"subscribe": "t", "maxTriggerDelay": "5 weeks"}, "duration such as 500ms"),
+    (False, {"subscribe": "t", "groupIdPrefix": " "}, "Option 'groupIdPrefix' is empty"),
     (False, {"subscribe": "t", "maxOffsetPerTrigger": "5"}, "Unknown option(s) 'maxoffsetpertrigger'"),
 ])
 def test_bad_options_are_refused_with_the_option_named(streaming: bool, options: dict[str, str],
@@ -139,3 +145,44 @@ def test_with_parallelism_makes_a_class_that_travels_by_value_with_its_paralleli
     assert issubclass(bound, OdradekDataSource) and bound.name() == "odradek"
     travelled = cloudpickle.loads(cloudpickle.dumps(bound))
     assert travelled.default_parallelism == 3 and OdradekDataSource.default_parallelism is None
+
+
+def test_spark_kafka_trigger_and_group_options_are_taken() -> None:
+    options = parse(True, subscribe="t", minOffsetsPerTrigger="20", maxOffsetsPerTrigger="100",
+                    maxTriggerDelay="30s", groupIdPrefix="etl", **{"kafka.group.id": "etl-1",
+                                                                   "kafka.request.timeout.ms": "5000",
+                                                                   "kafka.bootstrap.servers": "b:9092"})
+    assert (options.min_offsets_per_trigger, options.max_offsets_per_trigger) == (20, 100)
+    assert options.max_trigger_delay_ms == 30_000
+    assert options.timeout_ms == 5000
+    assert parse(True, subscribe="t").max_trigger_delay_ms == 15 * 60 * 1000
+    assert parse(True, subscribe="t", timeoutMs="7000", **{"kafka.request.timeout.ms": "5000"}).timeout_ms == 7000
+    for text, ms in (("250", 250), ("500ms", 500), ("2m", 120_000), ("1 h", 3_600_000), ("3min", 180_000)):
+        assert parse(True, subscribe="t", maxTriggerDelay=text).max_trigger_delay_ms == ms
+
+
+def test_kafka_bootstrap_servers_without_a_gateway_asks_for_one() -> None:
+    with pytest.raises(InvalidOptionError, match="instead of 'kafka.bootstrap.servers'"):
+        ReadOptions.parse({"subscribe": "t", "kafka.bootstrap.servers": "b:9092"}, streaming=False)
+
+
+def test_min_offsets_per_trigger_holds_a_trigger_until_enough_offsets_or_the_delay() -> None:
+    assert not delays_batch(3, 10, 1000, None, 0)  # the first trigger runs
+    assert delays_batch(3, 10, 1000, 0, 999)
+    assert not delays_batch(10, 10, 1000, 0, 10)
+    assert not delays_batch(3, 10, 1000, 0, 1000)
+
+
+def test_the_stream_reader_returns_its_start_while_a_trigger_is_held(monkeypatch) -> None:
+    reader = OdradekStreamReader({**GATEWAY, "subscribe": "t", "minoffsetspertrigger": "10",
+                                  "maxtriggerdelay": "1h"}, schema=None)
+    latest = {("t", 0): 5}
+    monkeypatch.setattr(reader, "_latest_offsets", lambda: dict(latest))
+    assert reader.latestOffset({"t": {"0": 0}}, None) == {"t": {"0": 5}}  # the first trigger runs
+    latest[("t", 0)] = 9
+    assert reader.latestOffset({"t": {"0": 5}}, None) == {"t": {"0": 5}}  # 4 new offsets: held
+    latest[("t", 0)] = 15
+    assert reader.latestOffset({"t": {"0": 5}}, None) == {"t": {"0": 15}}  # 10 new offsets
+    reader.options = replace(reader.options, max_trigger_delay_ms=0)
+    latest[("t", 0)] = 16
+    assert reader.latestOffset({"t": {"0": 15}}, None) == {"t": {"0": 16}}  # the delay has passed
