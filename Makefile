@@ -15,7 +15,7 @@ TEST_INSTALLED := $(VENV)/.installed-test
 PIP_INSTALL := $(PY) -m pip install -q --config-settings editable_mode=compat -e
 
 .PHONY: setup run-setup system-deps run-deps test-deps bench-deps kafka-jars spark-kafka-jars test unit integration lint proto bench up down \
-	status clean pipeline compose-deps compose-test
+	status clean pipeline compose-deps compose-test spark-cluster-test
 
 # everything: the tests, lint, benchmarks and the Spark jobs
 setup: system-deps $(TEST_INSTALLED)
