@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from scramp import ScramException, ScramMechanism
+from scramp.core import Nonce
 
 PLAIN = "PLAIN"
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -177,6 +178,7 @@ class SaslServer:
                 self._scram.set_client_first(text)
                 return self._scram.get_server_first().encode()
             self._scram_steps = 2
+            self._accept_nonce_ending_with_ours(text)
             self._scram.set_client_final(text)
             final = self._scram.get_server_final()
         except (ScramException, UnicodeDecodeError, KeyError) as exc:
@@ -185,6 +187,18 @@ class SaslServer:
                 f"{self.mechanism}") from exc
         self.user, self.complete = self._scram_user, True
         return final.encode()
+
+    def _accept_nonce_ending_with_ours(self, client_final: str) -> None:
+        """Kafka's server takes a client-final nonce that ends with the nonce it sent (librdkafka
+        2.0.2, Debian's kcat, sends its own nonce again in front of it); scramp wants them equal,
+        so it is given the client's. The proof still covers the messages as sent."""
+        sent = str(self._scram.nonce)
+        for attribute in client_final.split(","):
+            if attribute.startswith("r="):
+                nonce = attribute[2:]
+                if nonce != sent and nonce.endswith(sent):
+                    self._scram.nonce = Nonce(nonce)
+                return
 
     def _scram_auth_info(self, username: str) -> tuple[bytes, bytes, bytes, int]:
         self._scram_user = _unescape_sasl_name(username)

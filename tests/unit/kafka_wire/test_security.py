@@ -8,6 +8,7 @@ import hashlib
 
 import pytest
 from scramp import ScramClient
+from scramp.core import Nonce
 
 from services.common.security.acl import (
     AccessControlEntry,
@@ -54,6 +55,30 @@ def test_scram_authenticates_the_right_password_only(mechanism: str) -> None:
         scram_exchange(mechanism, stored, "alice", "wrong")
     with pytest.raises(SaslAuthenticationFailed):
         scram_exchange(mechanism, stored, "bob", "alice-secret")
+
+
+@pytest.mark.parametrize("prefix", ["its own nonce", "", "x"])
+def test_a_final_nonce_that_ends_with_the_servers_is_taken_as_kafka_takes_it(prefix: str) -> None:
+    """Debian's kcat (librdkafka 2.0.2) sends its own nonce again in front of the server's."""
+    stored = {"alice": make_scram_credential("SCRAM-SHA-512", "alice-secret")}
+    server = SaslServer("SCRAM-SHA-512", lambda name, m: stored.get(name), {})
+    client = ScramClient(["SCRAM-SHA-512"], "alice", "alice-secret")
+    client_first = client.get_client_first()
+    client.set_server_first(server.step(client_first.encode()).decode())
+    own = client_first.split("r=", 1)[1]
+    client.nonce = Nonce((own if prefix == "its own nonce" else prefix) + str(client.nonce))
+    client.set_server_final(server.step(client.get_client_final().encode()).decode())
+    assert server.complete and server.user == "alice"
+
+
+def test_a_final_nonce_that_does_not_end_with_the_servers_is_refused() -> None:
+    stored = {"alice": make_scram_credential("SCRAM-SHA-512", "alice-secret")}
+    server = SaslServer("SCRAM-SHA-512", lambda name, m: stored.get(name), {})
+    client = ScramClient(["SCRAM-SHA-512"], "alice", "alice-secret")
+    client.set_server_first(server.step(client.get_client_first().encode()).decode())
+    client.nonce = Nonce(str(client.nonce) + "tail")
+    with pytest.raises(SaslAuthenticationFailed):
+        server.step(client.get_client_final().encode())
 
 
 def test_scram_credential_in_kafkas_form() -> None:
