@@ -77,13 +77,14 @@ test-deps:
 	  fi; \
 	fi
 	@if [ ! -f /usr/include/libnetfilter_queue/libnetfilter_queue.h ] || ! command -v faketime >/dev/null 2>&1 || \
-	    ! command -v nft >/dev/null 2>&1 || ! command -v iptables >/dev/null 2>&1; then \
+	    ! command -v nft >/dev/null 2>&1 || ! command -v iptables >/dev/null 2>&1 || \
+	    ! command -v fusermount >/dev/null 2>&1 || ! ldconfig -p | grep -q 'libfuse\.so\.2'; then \
 	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing what the network fault tests use (Debian packages iproute2 nftables iptables faketime libfaketime libnetfilter-queue-dev)"; \
+	    echo "installing what the network and disk fault tests use (Debian packages iproute2 nftables iptables faketime libfaketime libnetfilter-queue-dev fuse3 libfuse2)"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	      iproute2 nftables iptables faketime libfaketime libnetfilter-queue-dev >/dev/null; \
+	      iproute2 nftables iptables faketime libfaketime libnetfilter-queue-dev fuse3 libfuse2 >/dev/null; \
 	  else \
-	    echo "the network fault tests need root and 'sudo apt-get install iproute2 nftables iptables faketime libfaketime libnetfilter-queue-dev'" >&2; \
+	    echo "the network and disk fault tests need root and 'sudo apt-get install iproute2 nftables iptables faketime libfaketime libnetfilter-queue-dev fuse3 libfuse2'" >&2; \
 	  fi; \
 	fi
 	@if ! command -v mvn >/dev/null 2>&1; then \
