@@ -181,6 +181,11 @@ class LeaderEpochFileCache:
         with self._lock:
             self.checkpoint.update_dir(new_dir)
 
+    def writes_held(self) -> threading.RLock:
+        """Held (`with cache.writes_held():`) while the log's directory is renamed, so a checkpoint
+        write in flight never writes to the old directory and replaces into a gone one."""
+        return self._lock
+
     def _flush(self) -> None:
         self.checkpoint.write(self._epochs)
         self.unwritten_from = None

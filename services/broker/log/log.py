@@ -520,7 +520,7 @@ class Log(LocalLog):
     def rename_dir(self, name: str, *, sync_parent: bool = True) -> None:
         """Renames the log's directory inside its log dir; without `sync_parent` the caller makes
         the rename durable (one fsync of the log dir for many renames)."""
-        with self._lock:
+        with self._lock, self.leader_epoch_cache.writes_held():
             new_dir = os.path.join(self.parent_dir, name)
             os.rename(self.dir, new_dir)
             if sync_parent:

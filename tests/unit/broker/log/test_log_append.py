@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 import struct
+import threading
 
 import pytest
 
@@ -23,6 +24,7 @@ from services.common.errors import Errors, KafkaError
 from services.common.records import build_batch, build_control_batch, decode_batch, iter_batches
 from services.common.records.batch import UnsupportedMagicError, parse_header
 from services.common.records.builder import assemble_batch, encode_records
+from services.common.scheduler import ManualScheduler
 
 from .support import START_MS, batch, batches_in, config, manual_clock, open_log, read_all, segment_files
 
@@ -275,3 +277,27 @@ def test_one_batch_leader_appends_lay_out_files_as_follower_appends_do(tmp_path)
     for name in names:
         with open(os.path.join(leader.dir, name), "rb") as a, open(os.path.join(follower.dir, name), "rb") as b:
             assert a.read() == b.read(), name
+
+
+def test_a_leader_epoch_checkpoint_written_while_the_log_is_renamed_lands_in_the_new_directory(tmp_path):
+    """Topic deletion renames a log's directory while the scheduled leader-epoch checkpoint may be
+    writing: the rename waits for the write, so the write never replaces into a directory gone."""
+    clock = manual_clock()
+    scheduler = ManualScheduler(clock)
+    log = open_log(tmp_path / "t-0", clock=clock, scheduler=scheduler)
+    log.append_as_leader(batch(2), leader_epoch=3)
+    checkpoint = log.leader_epoch_cache.checkpoint
+    write, renamed = checkpoint.write, threading.Event()
+
+    def write_while_renaming(entries) -> None:
+        renamer = threading.Thread(target=lambda: (log.rename_dir("t-0.abc-delete"), renamed.set()))
+        renamer.start()
+        assert not renamed.wait(0.2), "the rename went ahead of the checkpoint write"
+        write(entries)
+
+    checkpoint.write = write_while_renaming
+    scheduler.advance(0)
+    assert renamed.wait(10)
+    assert log.dir == str(tmp_path / "t-0.abc-delete")
+    assert (tmp_path / "t-0.abc-delete" / "leader-epoch-checkpoint").exists()
+    log.close()
