@@ -22,11 +22,10 @@ import pytest
 from services.clients.admin import Admin
 from services.common.topic_partition import TopicPartition
 from services.devcluster.faults.workload import WorkloadConfig, run_with_faults
-from services.devcluster.launcher import ZOOKEEPER_HOST, LocalCluster, hosts_for
+from services.devcluster.launcher import ZOOKEEPER_HOST, LocalCluster
 from services.devcluster.nemesis import Nemesis, Schedule, Step, link_queue_supported, run_schedule
-from services.devcluster.netns import HostNetwork, run_links, run_namespaces, unsupported_reason
+from services.devcluster.netns import HostNetwork
 from services.devcluster.proc import process_state, wait_until
-from services.devcluster.zookeeper import ZooKeeperNotInstalledError, find_installation
 from tests.integration.conftest import (
     CLIENT_CONFIG,
     TEARDOWN_STOP_TIMEOUT_S,
@@ -35,6 +34,7 @@ from tests.integration.conftest import (
     TEST_COORDINATOR_CONFIG,
     zk_session,
 )
+from tests.netns_support import host_network
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -47,28 +47,10 @@ LINK_FAULT = "loss=5,delay_ms=50,jitter_ms=50"  # on every host's link
 START_UP_DELAY_MS = 200  # on a starting broker's link: its first ZooKeeper calls take seconds
 
 
-def _skip_reason() -> str | None:
-    reason = unsupported_reason()
-    if reason is not None:
-        return f"network faults need services on hosts of their own (`ip netns`), which cannot run here: {reason}"
-    try:
-        find_installation()
-    except ZooKeeperNotInstalledError as error:
-        return str(error)
-    return None
-
-
 @pytest.fixture(scope="module")
 def network() -> Iterator[HostNetwork]:
-    if (reason := _skip_reason()) is not None:
-        pytest.skip(reason)
-    network = HostNetwork(hosts_for(CONTROLLERS, BROKERS, COORDINATORS, 0))
-    try:
-        yield network.create()
-    finally:
-        network.teardown()
-        left = run_namespaces(network.run_id) + run_links(network.run_id)
-        assert not left, f"left behind by run {network.run_id}: {left}"
+    with host_network(CONTROLLERS, BROKERS, COORDINATORS, "network faults") as network:
+        yield network
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from services.clients.lowlevel import LowLevelClient
 from services.common.records import build_batch
 from services.common.records.reader import iter_records
 from services.common.topic_partition import TopicPartition
-from services.devcluster.launcher import ZOOKEEPER_HOST, LocalCluster, hosts_for
+from services.devcluster.launcher import ZOOKEEPER_HOST, LocalCluster
 from services.devcluster.nemesis import (
     CLIENT,
     LINK_CHAIN,
@@ -32,7 +32,6 @@ from services.devcluster.nemesis import (
 )
 from services.devcluster.netns import HostNetwork, NetworkError, run_links, run_namespaces, unsupported_reason
 from services.devcluster.proc import process_state, wait_until
-from services.devcluster.zookeeper import ZooKeeperNotInstalledError, find_installation
 from services.devcluster.zookeeper import running_pid as zookeeper_pid
 from tests.integration.conftest import (
     CLIENT_CONFIG,
@@ -43,6 +42,7 @@ from tests.integration.conftest import (
     create_topic,
     zk_session,
 )
+from tests.netns_support import host_network, hosts_skip_reason
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -51,28 +51,10 @@ FAILOVER_TIMEOUT_S = 30.0
 PROBE_TIMEOUT_S = 1.0
 
 
-def _skip_reason() -> str | None:
-    reason = unsupported_reason()
-    if reason is not None:
-        return f"cannot run services on hosts of their own here: {reason}"
-    try:
-        find_installation()
-    except ZooKeeperNotInstalledError as error:
-        return str(error)
-    return None
-
-
 @pytest.fixture(scope="module")
 def network() -> Iterator[HostNetwork]:
-    if (reason := _skip_reason()) is not None:
-        pytest.skip(reason)
-    network = HostNetwork(hosts_for(CONTROLLERS, BROKERS, COORDINATORS, 0))
-    try:
-        yield network.create()
-    finally:
-        network.teardown()
-        left = run_namespaces(network.run_id) + run_links(network.run_id)
-        assert not left, f"left behind by run {network.run_id}: {left}"
+    with host_network(CONTROLLERS, BROKERS, COORDINATORS, "this test") as network:
+        yield network
 
 
 @pytest.fixture(scope="module")
@@ -289,7 +271,7 @@ def test_the_network_is_removed_when_the_block_using_it_fails() -> None:
 
 
 def test_dev_up_hosts_serves_from_namespaces_and_dev_down_removes_them(tmp_path: Path, capsys) -> None:
-    if (reason := _skip_reason()) is not None:
+    if (reason := hosts_skip_reason("odradek dev up --hosts")) is not None:
         pytest.skip(reason)
     base = tmp_path / "var"
     try:
