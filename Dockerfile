@@ -25,11 +25,15 @@ COPY services ./services
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels . \
  && python -c "import glob, zipfile; names = zipfile.ZipFile(glob.glob('/wheels/odradek-*.whl')[0]).namelist(); \
 assert any('_framing' in n and n.endswith('.so') for n in names), 'the C extension was not built'" \
- && cp /tmp/requirements.txt /tmp/spark-requirements.txt /wheels/
+ && cp /tmp/requirements.txt /tmp/spark-requirements.txt /wheels/ \
+ && sha256sum /wheels/* > /wheels.sha256
 
 # ---- runtime: slim Python, no compiler, no Java; runs as an unprivileged user
 FROM ${PYTHON_SLIM_IMAGE} AS runtime
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+# the wheels' digests: new wheels make the install below run again (buildah, podman's builder, does
+# not count a stage bind-mounted into a RUN in that RUN's cache key, so it kept the old install)
+COPY --from=builder /wheels.sha256 /usr/local/share/odradek-wheels.sha256
 RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
     pip install --no-cache-dir --no-index --find-links /wheels -r /wheels/requirements.txt \
  && pip install --no-cache-dir --no-index --no-deps /wheels/odradek-*.whl \
