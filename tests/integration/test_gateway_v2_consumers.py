@@ -329,18 +329,20 @@ def test_two_workers_reach_each_instance_by_base_uri_and_by_redirect(two_workers
     def one_more() -> bool:  # a connection per request, so the kernel spreads them over both workers
         instance = create_instance(httpx.Client(base_url=front), "spread")
         worker = instance["base_uri"].split("/consumers/")[0]
-        if worker in by_worker:
-            assert httpx.delete(instance["base_uri"]).status_code == 204
-        by_worker.setdefault(worker, instance)
+        if worker in by_worker:  # keep the newest, so neither expires while the other worker is sought
+            assert httpx.delete(by_worker[worker]["base_uri"]).status_code == 204
+        by_worker[worker] = instance
         return len(by_worker) == 2
 
     wait_until(one_more, 30, interval_s=0, message="instances on both workers")
     assert set(by_worker) == set(workers)
-    for instance in by_worker.values():
+    instances = list(by_worker.values())
+    for position, instance in enumerate(instances):
         worker = instance["base_uri"].split("/consumers/")[0]
         index = workers.index(worker)
         assert instance["instance_id"].startswith(f"rest-consumer-2-{index}-")
-        assert httpx.get(f"{instance['base_uri']}/assignments").json() == {"partitions": []}
+        for each in instances[position:]:  # also keeps the next instance from expiring meanwhile
+            assert httpx.get(f"{each['base_uri']}/assignments").json() == {"partitions": []}
         path = instance["base_uri"][len(worker):]
         # on the front port a request lands on either worker: served by the owner, else redirected to it
         answers = {httpx.get(f"{front}{path}/assignments").status_code for _ in range(40)}
