@@ -141,6 +141,9 @@ Errors = IntEnum("Errors", {row[1]: row[0] for row in _TABLE}, module=__name__)
 (16), so it goes straight into a protobuf `error_code` field and compares equal to one read back;
 `Errors(16).name` is "NOT_COORDINATOR"."""
 
+ERROR_DETAIL_KEY = "odradek-error-bin"
+"""The trailing metadata of a failed gRPC call that carries its Kafka error (an `ErrorDetail`)."""
+
 
 def error_for_code(code: int) -> ErrorCode:
     """The ErrorCode for a numeric code; unknown codes map to UNKNOWN_SERVER_ERROR's flags."""

@@ -18,8 +18,8 @@ requests a service holds at once (`parked.max.requests`: Kafka bounds its reques
 Listener strings are Kafka's: `PLAINTEXT://host:port` (`listeners`, `advertised.listeners`); an
 empty host means all interfaces. An `SSL://` listener serves gRPC over TLS with the node's `ssl.*`
 keys (`tls`; mutual TLS with `ssl.client.auth=required`), and `node_channel` connects to the other
-nodes with the same identity. With an authorizer (`authorizer`) on an SSL listener, the RPCs only
-the cluster's nodes send need CLUSTER_ACTION (`security.grpc_auth`).
+nodes with the same identity. With an authorizer (`authorizer`), every RPC of the node's services
+needs what Kafka asks of the matching Kafka API (`security.grpc_auth`), on any listener.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from services.common.errors import StartupRefusedError
 from services.common.logging_setup import configure_logging
 from services.common.request_metrics import RequestMetricsInterceptor
 from services.common.security.authorizer import AclAuthorizer
-from services.common.security.grpc_auth import ClusterActionInterceptor
+from services.common.security.grpc_auth import AuthorizationInterceptor
 from services.common.security.tls import SSL_PROTOCOLS, TlsConfig, TlsSettings
 
 logger = logging.getLogger(__name__)
@@ -248,12 +248,10 @@ class ServiceRuntime:
     async def _build_server(self) -> grpc.aio.Server:
         return grpc.aio.server(migration_thread_pool=self.executor, options=GRPC_OPTIONS,
                                interceptors=[RequestMetricsInterceptor(self.name),
-                                             ClusterActionInterceptor(self._grpc_authorizer)])
+                                             AuthorizationInterceptor(self._grpc_authorizer)])
 
     def _grpc_authorizer(self) -> AclAuthorizer | None:
-        """The authorizer of the gRPC calls: only on a TLS listener, where callers have identities
-        (on a plaintext one every caller is anonymous, and the authorizer guards the Kafka listener)."""
-        return self.authorizer if self.tls is not None else None
+        return self.authorizer
 
     def call_on_loop(self, coroutine: Coroutine, timeout_s: float = LOOP_CALL_TIMEOUT_S) -> Any:
         """Runs `coroutine` on the event loop from another thread and returns its result."""

@@ -23,10 +23,14 @@ import ipaddress
 import ssl
 from dataclasses import dataclass, field
 
-from services.common.errors import Errors
 from services.common.kafka_wire.listener_config import KafkaListenerConfig
-from services.common.security.acl import CLUSTER_NAME, AclOperation, Resource, ResourceType
-from services.common.security.authorizer import AclAuthorizer, node_authorizer
+from services.common.security.authorizer import (  # noqa: F401 (Access, OPEN_ACCESS, init_producer_id_denied re-exported)
+    OPEN_ACCESS,
+    Access,
+    AclAuthorizer,
+    init_producer_id_denied,
+    node_authorizer,
+)
 from services.common.security.sasl import (
     ANONYMOUS_PRINCIPAL,
     MECHANISMS,
@@ -115,28 +119,6 @@ class Session:
     raw_tokens: bool = False  # after SaslHandshake v0
 
 
-@dataclass(frozen=True, slots=True)
-class Access:
-    """What a request's handler asks of the authorizer: the connection's principal and host."""
-
-    principal: str
-    host: str
-    authorizer: AclAuthorizer | None
-
-    def allowed(self, operation: AclOperation, resource_type: ResourceType, name: str, *,
-                log_denial: bool = True) -> bool:
-        if self.authorizer is None:
-            return True
-        return self.authorizer.authorize(self.principal, self.host, operation, Resource(resource_type, name),
-                                         log_denial=log_denial)
-
-    def allowed_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
-        if self.authorizer is None:
-            return True
-        return self.authorizer.authorize_any(self.principal, self.host, operation, resource_type)
-
-
-OPEN_ACCESS = Access(ANONYMOUS_PRINCIPAL, "", None)
 
 
 def encode_client_host(host: str) -> bytes:
@@ -152,18 +134,3 @@ def decode_client_host(address: bytes) -> str:
         return str(ipaddress.ip_address(address))
     except ValueError:
         return ""
-
-
-def init_producer_id_denied(transactional_id: str | None, access: Access) -> int | None:
-    """Why InitProducerId is refused, or None: a transactional producer needs WRITE on its
-    transactional id; an idempotent one IDEMPOTENT_WRITE on the cluster or WRITE on some topic."""
-    if transactional_id:
-        if not access.allowed(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
-            return Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        return None
-    if access.allowed(AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME, log_denial=False):
-        return None
-    if access.allowed_any(AclOperation.WRITE, ResourceType.TOPIC):
-        return None
-    access.allowed(AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME)  # audited
-    return Errors.CLUSTER_AUTHORIZATION_FAILED

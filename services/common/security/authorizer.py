@@ -16,11 +16,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from kazoo.client import KazooClient
 
 from services.common.config import Config, ConfigType, setting
+from services.common.errors import Errors
 from services.common.security.acl import (
+    CLUSTER_NAME,
     AccessControlEntry,
     AclBinding,
     AclBindingFilter,
@@ -31,6 +34,7 @@ from services.common.security.acl import (
     ResourceType,
     entry_matches,
 )
+from services.common.security.sasl import ANONYMOUS_PRINCIPAL
 from services.common.zk.acls import EXTENDED_CHANGES_PATH, LITERAL_CHANGES_PATH, ZkAclStore
 
 audit = logging.getLogger("odradek.audit")
@@ -170,3 +174,42 @@ class AclAuthorizer:
 def _binding_order(binding: AclBinding) -> tuple:
     p, e = binding.pattern, binding.entry
     return p.resource_type, p.pattern_type, p.name, e.principal, e.host, e.operation, e.permission
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """What a request's handler asks of the authorizer: the connection's principal and host."""
+
+    principal: str
+    host: str
+    authorizer: AclAuthorizer | None
+
+    def allowed(self, operation: AclOperation, resource_type: ResourceType, name: str, *,
+                log_denial: bool = True) -> bool:
+        if self.authorizer is None:
+            return True
+        return self.authorizer.authorize(self.principal, self.host, operation, Resource(resource_type, name),
+                                         log_denial=log_denial)
+
+    def allowed_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
+        if self.authorizer is None:
+            return True
+        return self.authorizer.authorize_any(self.principal, self.host, operation, resource_type)
+
+
+OPEN_ACCESS = Access(ANONYMOUS_PRINCIPAL, "", None)
+
+
+def init_producer_id_denied(transactional_id: str | None, access: Access) -> int | None:
+    """Why InitProducerId is refused, or None: a transactional producer needs WRITE on its
+    transactional id; an idempotent one IDEMPOTENT_WRITE on the cluster or WRITE on some topic."""
+    if transactional_id:
+        if not access.allowed(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            return Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return None
+    if access.allowed(AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME, log_denial=False):
+        return None
+    if access.allowed_any(AclOperation.WRITE, ResourceType.TOPIC):
+        return None
+    access.allowed(AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME)  # audited
+    return Errors.CLUSTER_AUTHORIZATION_FAILED
