@@ -1,6 +1,8 @@
 """SASL and ACLs on the Kafka listeners (one broker, one controller, one coordinator, shared by the
 module; every Kafka listener SASL_PLAINTEXT, the ACL authorizer on, `User:admin` a super user with
-a PLAIN password, which the coordinator forwards its clients' requests as). SCRAM users are added
+a PLAIN password, which the coordinator forwards its clients' requests as; the gRPC listeners are
+plaintext, so the nodes call each other as `User:ANONYMOUS`, a super user too, as Kafka's brokers
+on a PLAINTEXT inter-broker listener need). SCRAM users are added
 with `odradek configs --entity-type users`, ACLs with `odradek acls`. A wrong SCRAM password is
 answered SASL_AUTHENTICATION_FAILED and the connection closed; nothing but ApiVersions and SASL is
 served before authentication; a user without ACLs is refused Produce, Fetch, Metadata, groups,
@@ -41,7 +43,8 @@ SASL_HANDSHAKE, API_VERSIONS, INIT_PRODUCER_ID, DESCRIBE_ACLS, SASL_AUTHENTICATE
 ADMIN_PASSWORD = "admin-secret"
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
         f'password="{ADMIN_PASSWORD}" user_admin="{ADMIN_PASSWORD}";')
-SECURITY = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:admin",
+SECURITY = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "super.users": "User:admin;User:ANONYMOUS",
             "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS}
 USERS = {"alice": "alice-secret", "bob": "bob-secret"}
 TOPIC, GROUP = "secured", "secured-group"
