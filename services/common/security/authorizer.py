@@ -9,6 +9,8 @@ WRITE, DELETE or ALTER also grants DESCRIBE and one of ALTER_CONFIGS grants DESC
 Every refusal is written to the `odradek.audit` logger. The Kafka listeners and the gRPC services
 (`grpc_auth`) call it; any other front end can call the same method with the principal it
 authenticated. `AuthorizerConfig` holds its keys and `node_authorizer` starts a node's one.
+`Access` is what a request's handler asks it through (the caller's principal and host), and
+`init_producer_id_denied` the rule InitProducerId shares between the Kafka API and gRPC.
 """
 
 from __future__ import annotations
