@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import base64
+import contextlib
+from collections.abc import Iterator
 
+import grpc
+import pytest
+
+from services.clients.transport.channels import error_from_rpc
 from services.common.errors import Errors
-from services.common.pb.odradek.broker.v1 import broker_pb2
+from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.pb.odradek.controller.v1 import controller_pb2
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2
@@ -19,6 +25,7 @@ from services.common.security.acl import (
 )
 from services.common.security.authorizer import Access, AclAuthorizer
 from services.common.security.grpc_auth import RpcAuthorization, call_principal
+from services.common.service import ServiceRuntime, node_channel
 
 ALICE = "User:alice"
 BROKER = "/odradek.broker.v1.BrokerService/"
@@ -110,3 +117,68 @@ def test_the_principal_is_the_basic_user_else_anonymous() -> None:
     token = base64.b64encode(b"alice:secret").decode()
     assert call_principal(Context((("authorization", f"Basic {token}"),))) == ALICE
     assert call_principal(Context(())) == "User:ANONYMOUS"
+
+
+# ---------------------------------------------------------------------- on a plaintext listener
+
+
+class RecordingBroker(broker_pb2_grpc.BrokerServiceServicer):
+    """Answers Produce (async, as the broker does) and WriteTxnMarkers (sync), noting each request."""
+
+    def __init__(self) -> None:
+        self.produced: list[str] = []
+
+    async def Produce(self, request, context):
+        self.produced.extend(topic.name for topic in request.topic_data)
+        response = broker_pb2.ProduceResponse()
+        for topic in request.topic_data:
+            response.responses.add(name=topic.name).partition_responses.add(index=0)
+        return response
+
+    def WriteTxnMarkers(self, request, context):
+        return common_pb2.WriteTxnMarkersResponse()
+
+
+@contextlib.contextmanager
+def plaintext_broker(authorizer: AclAuthorizer | None) -> Iterator[tuple[grpc.Channel, RecordingBroker]]:
+    runtime = ServiceRuntime("probe", "127.0.0.1:0")
+    runtime.authorizer = authorizer
+    servicer = RecordingBroker()
+    runtime.add_servicer(broker_pb2_grpc.add_BrokerServiceServicer_to_server, servicer)
+    port = runtime.start()
+    channel = node_channel(f"127.0.0.1:{port}")
+    try:
+        yield channel, servicer
+    finally:
+        channel.close()
+        runtime.shutdown(grace_s=0.1)
+
+
+def test_an_anonymous_call_on_a_plaintext_listener_is_authorized() -> None:
+    authorizer = AclAuthorizer(None)
+    authorizer.set_acls({ResourcePattern(ResourceType.TOPIC, "mine"): [
+        AccessControlEntry(ALICE, "*", AclOperation.WRITE, PermissionType.ALLOW)]})
+    with plaintext_broker(authorizer) as (channel, servicer):
+        stub = broker_pb2_grpc.BrokerServiceStub(channel)
+        anonymous = stub.Produce(produce_request(), timeout=5)
+        assert {t.partition_responses[0].error_code for t in anonymous.responses} == {
+            Errors.TOPIC_AUTHORIZATION_FAILED}
+        assert servicer.produced == []
+        token = base64.b64encode(b"alice:secret").decode()
+        as_alice = stub.Produce(produce_request(), metadata=(("authorization", f"Basic {token}"),), timeout=5)
+        assert {t.name: t.partition_responses[0].error_code for t in as_alice.responses} == {
+            "mine": Errors.NONE, "theirs": Errors.TOPIC_AUTHORIZATION_FAILED}
+        assert servicer.produced == ["mine"]
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.WriteTxnMarkers(common_pb2.WriteTxnMarkersRequest(), timeout=5)
+        assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert error_from_rpc(refused.value).error == Errors.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_without_an_authorizer_every_call_is_served() -> None:
+    with plaintext_broker(None) as (channel, servicer):
+        stub = broker_pb2_grpc.BrokerServiceStub(channel)
+        answer = stub.Produce(produce_request(), timeout=5)
+        assert [t.partition_responses[0].error_code for t in answer.responses] == [0, 0]
+        assert servicer.produced == ["mine", "theirs"]
+        assert stub.WriteTxnMarkers(common_pb2.WriteTxnMarkersRequest(), timeout=5) is not None
