@@ -38,8 +38,8 @@ from services.broker.replica_fetch import FetchPartition
 from services.common.coordinator_lookup import kafka_coordinator_nodes, kafka_find_coordinator
 from services.common.errors import Errors
 from services.common.kafka_wire import ApiRegistry, RequestContext, fields_of, kafka_error
-from services.common.kafka_wire.security import init_producer_id_denied
 from services.common.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from services.common.security.authorizer import init_producer_id_denied
 from services.common.shared_types import NO_TIMESTAMP, IsolationLevel
 from services.common.topic_partition import TopicPartition
 from services.common.zk.coordinator_directory import DirectorySnapshot

@@ -19,13 +19,12 @@ from services.common.errors import Errors
 from services.common.kafka_wire.codec import NO_THROTTLE, ApiSchema, api_schema, fields_of, kafka_error
 from services.common.kafka_wire.forwarding import BrokerForwarder
 from services.common.kafka_wire.security import (
-    OPEN_ACCESS,
     SASL_AUTHENTICATE_KEY,
     SASL_AUTHENTICATE_VERSIONS,
     SASL_HANDSHAKE_KEY,
     SASL_HANDSHAKE_VERSIONS,
-    Access,
 )
+from services.common.security.authorizer import OPEN_ACCESS, Access
 
 API_VERSIONS_KEY = 18
 API_VERSIONS_MAX_VERSION = 3

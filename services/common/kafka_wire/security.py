@@ -24,13 +24,7 @@ import ssl
 from dataclasses import dataclass, field
 
 from services.common.kafka_wire.listener_config import KafkaListenerConfig
-from services.common.security.authorizer import (  # noqa: F401 (Access, OPEN_ACCESS, init_producer_id_denied re-exported)
-    OPEN_ACCESS,
-    Access,
-    AclAuthorizer,
-    init_producer_id_denied,
-    node_authorizer,
-)
+from services.common.security.authorizer import AclAuthorizer, node_authorizer
 from services.common.security.sasl import (
     ANONYMOUS_PRINCIPAL,
     MECHANISMS,
@@ -117,8 +111,6 @@ class Session:
     authenticated: bool = False
     sasl: SaslServer | None = None
     raw_tokens: bool = False  # after SaslHandshake v0
-
-
 
 
 def encode_client_host(host: str) -> bytes:

@@ -42,12 +42,12 @@ from services.common.kafka_wire.security import (
     SASL_AUTHENTICATE_KEY,
     SASL_HANDSHAKE_KEY,
     SSL_PROTOCOL,
-    Access,
     ListenerSecurity,
     Session,
     decode_client_host,
 )
 from services.common.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from services.common.security.authorizer import Access
 from services.common.security.sasl import SaslAuthenticationFailed, principal_of
 from services.common.security.tls import peer_principal
 

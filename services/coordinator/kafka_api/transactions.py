@@ -19,9 +19,9 @@ from typing import Any
 
 from services.common.errors import Errors
 from services.common.kafka_wire import ApiRegistry, RequestContext, fields_of, kafka_error
-from services.common.kafka_wire.security import init_producer_id_denied
 from services.common.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from services.common.security.acl import AclOperation, ResourceType
+from services.common.security.authorizer import init_producer_id_denied
 from services.coordinator.group import CommittedOffset, TopicPartition
 from services.coordinator.servicer import CoordinatorServicer, partitions_by_topic
 

@@ -21,9 +21,8 @@ from services.common.errors import Errors
 from services.common.kafka_wire import kafka_error
 from services.common.kafka_wire.codec import api_schema
 from services.common.kafka_wire.registry import RequestContext
-from services.common.kafka_wire.security import Access
 from services.common.security.acl import PatternType, ResourceType
-from services.common.security.authorizer import AclAuthorizer
+from services.common.security.authorizer import Access, AclAuthorizer
 
 CLUSTER_APIS = {43: "elect_leaders", 45: "alter_partition_reassignments", 46: "list_partition_reassignments",
                 60: "describe_cluster", 35: "describe_log_dirs"}
