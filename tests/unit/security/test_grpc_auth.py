@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
+from google.protobuf import descriptor_pool, message_factory
 
 from services.clients.transport.channels import error_from_rpc
 from services.common.errors import Errors
@@ -26,6 +27,7 @@ from services.common.security.acl import (
 from services.common.security.authorizer import Access, AclAuthorizer
 from services.common.security.grpc_auth import RpcAuthorization, call_principal
 from services.common.service import ServiceRuntime, node_channel
+from tests.grpc_acl_support import CASES, SERVICE_NODES, attempt, every_rpc
 
 ALICE = "User:alice"
 BROKER = "/odradek.broker.v1.BrokerService/"
@@ -182,3 +184,51 @@ def test_without_an_authorizer_every_call_is_served() -> None:
         assert [t.partition_responses[0].error_code for t in answer.responses] == [0, 0]
         assert servicer.produced == ["mine", "theirs"]
         assert stub.WriteTxnMarkers(common_pb2.WriteTxnMarkersRequest(), timeout=5) is not None
+
+
+@pytest.fixture(scope="module")
+def every_service_anonymously() -> Iterator[tuple[grpc.Channel, dict[str, object]]]:
+    """A plaintext listener serving every RPC of the three services (each answering an empty
+    response and keeping the request it served) with an authorizer that holds no ACL."""
+    runtime = ServiceRuntime("probe", "127.0.0.1:0")
+    runtime.authorizer = AclAuthorizer(None)
+    served: dict[str, object] = {}
+    for service in SERVICE_NODES:
+        handlers = {}
+        for method in descriptor_pool.Default().FindServiceByName(service).methods:
+            response_class = message_factory.GetMessageClass(method.output_type)
+            request_class = message_factory.GetMessageClass(method.input_type)
+
+            def answer(request, context, name=f"{service}/{method.name}", response_class=response_class):
+                served[name] = request
+                return response_class()
+            handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+                answer, request_deserializer=request_class.FromString,
+                response_serializer=response_class.SerializeToString)
+        runtime.add_servicer(lambda handler, server: server.add_generic_rpc_handlers((handler,)),
+                             grpc.method_handlers_generic_handler(service, handlers))
+    port = runtime.start()
+    channel = node_channel(f"127.0.0.1:{port}")
+    try:
+        yield channel, served
+    finally:
+        channel.close()
+        runtime.shutdown(grace_s=0.1)
+
+
+@pytest.mark.parametrize("method", every_rpc())
+def test_every_rpc_called_anonymously_is_refused_and_not_served(every_service_anonymously, method: str) -> None:
+    channel, served = every_service_anonymously
+    case = CASES[method]
+    outcome = attempt(channel, method, case.request("group", "txn"))
+    if case.listed is not None:  # a listing is served, leaving out what may not be described
+        assert outcome.response is not None and method in served
+        return
+    if case.permission_denied:
+        assert (outcome.status, outcome.error) == (grpc.StatusCode.PERMISSION_DENIED, case.error), outcome
+    else:
+        assert outcome.response is not None and outcome.authorization_errors == {case.error}, outcome
+    if method.endswith("/Metadata"):  # served for its brokers, without the refused topic
+        assert not served[method].topics
+    else:
+        assert method not in served
