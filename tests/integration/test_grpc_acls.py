@@ -8,7 +8,9 @@ error (in the response, or as PERMISSION_DENIED whose trailer Odradek's clients 
 and changes nothing; listing RPCs leave out what it may not describe. Then the matching ACLs are
 added (through the authorizer's ACL API, in ZooKeeper) and the same call is served. A caller
 without a certificate is refused at the TLS handshake; a client identity's forged StopReplica and
-LeaderAndIsr are refused and the cluster keeps serving.
+LeaderAndIsr are refused and the cluster keeps serving. (Every RPC called anonymously where a
+caller can connect without a certificate, a plaintext listener, is in
+`tests/unit/security/test_grpc_auth.py`.)
 """
 
 from __future__ import annotations
