@@ -142,6 +142,12 @@ Errors = IntEnum("Errors", {row[1]: row[0] for row in _TABLE}, module=__name__)
 `Errors(16).name` is "NOT_COORDINATOR"."""
 
 
+# Kafka's AuthenticationException family: the client's credentials were refused. Fatal to a
+# client, which raises them to the application instead of retrying.
+AUTHENTICATION_ERRORS = frozenset({Errors.SASL_AUTHENTICATION_FAILED, Errors.ILLEGAL_SASL_STATE,
+                                   Errors.UNSUPPORTED_SASL_MECHANISM})
+
+
 def error_for_code(code: int) -> ErrorCode:
     """The ErrorCode for a numeric code; unknown codes map to UNKNOWN_SERVER_ERROR's flags."""
     found = ERRORS_BY_CODE.get(code)
