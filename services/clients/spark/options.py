@@ -40,7 +40,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from services.clients.client_config import CommonClientConfig
 from services.clients.spark.gateway import gateway_urls
+from services.common.config import ConfigError
 from services.common.shared_types import ISOLATION_LEVEL_NAMES, IsolationLevel
 
 EARLIEST = -2
@@ -158,6 +160,29 @@ class ReadOptions:
     @property
     def timeout_s(self) -> float:
         return self.timeout_ms / 1000
+
+
+# Kafka's client security settings (with Spark's `kafka.` prefix), given to the exactly-once sink's
+# Producer and Admin, which reach the brokers' gRPC listeners directly.
+KAFKA_SECURITY_OPTION_NAMES = (
+    "kafka.security.protocol", "kafka.sasl.mechanism", "kafka.sasl.username", "kafka.sasl.password",
+    "kafka.sasl.jaas.config", "kafka.ssl.ca.location", "kafka.ssl.truststore.location",
+    "kafka.ssl.keystore.location", "kafka.ssl.certificate.location", "kafka.ssl.key.location",
+    "kafka.ssl.key.password",
+)
+
+
+def kafka_client_settings(given: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The `KAFKA_SECURITY_OPTION_NAMES` given, as client settings without the `kafka.` prefix;
+    InvalidOptionError when the clients would refuse them."""
+    settings = tuple((name.removeprefix("kafka."), str(given[name])) for name in KAFKA_SECURITY_OPTION_NAMES
+                     if name in given)
+    try:
+        config = CommonClientConfig.load({"bootstrap.servers": "127.0.0.1:9092", **dict(settings)}, env={})
+        config.sasl_credentials()
+    except ConfigError as exc:
+        raise InvalidOptionError(f"Option 'kafka.{exc.key}': {exc.reason}") from None
+    return settings
 
 
 def check_option_names(given: Mapping[str, str], names: tuple[str, ...] = READ_OPTION_NAMES,

@@ -59,6 +59,7 @@ class TransactionalSettings:
     transaction_timeout_ms: int
     checkpoint_location: str  # an absolute path, or a URI (`batch_log`)
     timeout_ms: int
+    client_settings: tuple[tuple[str, str], ...] = ()  # Kafka's client security settings
 
 
 def broker_addresses(gateway_urls: Sequence[str], timeout_s: float) -> tuple[str, ...]:
@@ -77,7 +78,8 @@ def transactional_settings(options: WriteOptions) -> TransactionalSettings:
     location = str(local.absolute()) if local is not None else options.checkpoint_location
     prefix = options.transactional_id_prefix or default_prefix(location)
     return TransactionalSettings(broker_addresses(options.gateway_urls, options.timeout_ms / 1000), prefix,
-                                 options.transaction_timeout_ms, location, options.timeout_ms)
+                                 options.transaction_timeout_ms, location, options.timeout_ms,
+                                 options.client_settings)
 
 
 def task_partition_id() -> int:
@@ -104,7 +106,8 @@ class TransactionalTaskWriter:
             if error is None:
                 counts[(metadata.topic, metadata.partition)] += 1
 
-        with Producer(bootstrap_servers=",".join(settings.bootstrap_servers), transactional_id=tid,
+        with Producer(dict(settings.client_settings), bootstrap_servers=",".join(settings.bootstrap_servers),
+                      transactional_id=tid,
                       transaction_timeout_ms=settings.transaction_timeout_ms, max_block_ms=settings.timeout_ms,
                       acks="all", linger_ms=5) as producer:
             producer.init_transactions()
@@ -137,7 +140,8 @@ class BatchCommitter:
         self.log = BatchLog(settings.checkpoint_location)
 
     def _admin(self) -> Admin:
-        return Admin(bootstrap_servers=",".join(self.settings.bootstrap_servers),
+        return Admin(dict(self.settings.client_settings),
+                     bootstrap_servers=",".join(self.settings.bootstrap_servers),
                      default_api_timeout_ms=self.settings.timeout_ms)
 
     def recover(self) -> None:

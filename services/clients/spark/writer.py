@@ -23,7 +23,10 @@ with the micro-batch (`txn_sink`, decisions in `exactly_once`), with `transactio
 (default `odradek-sink-` and a hash of the checkpoint location: it must differ between queries)
 and `transactionTimeoutMs` (default 900000: how long a prepared transaction may wait for the
 driver). It needs the `checkpointLocation` option (a path, or a Hadoop-compatible filesystem's URI:
-`batch_log`), where it keeps its batch records. Batch writes refuse it.
+`batch_log`), where it keeps its batch records. Batch writes refuse it. Its Producer and Admin
+reach the brokers directly and take Kafka's client security settings with Spark's `kafka.` prefix
+(`kafka.security.protocol`, `kafka.sasl.mechanism`, `kafka.sasl.username`, `kafka.sasl.password`
+or `kafka.sasl.jaas.config`, `kafka.ssl.*`); other writes refuse them.
 """
 
 from __future__ import annotations
@@ -51,10 +54,12 @@ from services.clients.admin_types import PreparedTransaction
 from services.clients.spark.gateway import GatewayClient
 from services.clients.spark.options import (
     DEFAULT_TIMEOUT_MS,
+    KAFKA_SECURITY_OPTION_NAMES,
     InvalidOptionError,
     boolean_option,
     check_option_names,
     gateway_option,
+    kafka_client_settings,
     positive_option,
 )
 from services.common.http_wire import ARROW_STREAM
@@ -66,7 +71,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
 WRITE_OPTION_NAMES = ("gateway", "topic", "maxRequestBytes", "timeoutMs", "exactlyOnce", "transactionalIdPrefix",
-                      "transactionTimeoutMs")
+                      "transactionTimeoutMs", *KAFKA_SECURITY_OPTION_NAMES)
 DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000
 # Spark's own keys that reach a sink's options without the user naming them (`save(path)`, a stream's).
 _IGNORED = frozenset({"path", "checkpointlocation", "queryname"})
@@ -90,6 +95,7 @@ class WriteOptions:
     transactional_id_prefix: str | None = None
     transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
     checkpoint_location: str | None = None
+    client_settings: tuple[tuple[str, str], ...] = ()  # Kafka's client security settings, for exactlyOnce
 
 
 def write_options(options: Mapping[str, str]) -> WriteOptions:
@@ -108,11 +114,17 @@ def write_options(options: Mapping[str, str]) -> WriteOptions:
     prefix = given.get("transactionalidprefix")
     if prefix is not None and not str(prefix).strip():
         raise InvalidOptionError("Option 'transactionalIdPrefix' is empty.")
+    client_settings = kafka_client_settings(given)
+    if client_settings and not exactly_once:
+        raise InvalidOptionError(f"Option(s) {', '.join(repr('kafka.' + name) for name, _ in client_settings)}: "
+                                 "only exactlyOnce writes use Kafka's client settings (they reach the brokers "
+                                 "directly); other writes go through the HTTP gateway.")
     return WriteOptions(gateway_option(given), None if topic is None else str(topic).strip(),
                         positive_option(given, "maxRequestBytes") or DEFAULT_MAX_REQUEST_BYTES,
                         positive_option(given, "timeoutMs") or DEFAULT_TIMEOUT_MS, exactly_once,
                         None if prefix is None else str(prefix).strip(),
-                        positive_option(given, "transactionTimeoutMs") or DEFAULT_TRANSACTION_TIMEOUT_MS, checkpoint)
+                        positive_option(given, "transactionTimeoutMs") or DEFAULT_TRANSACTION_TIMEOUT_MS, checkpoint,
+                        client_settings)
 
 
 def _unsupported(name: str, kind: DataType, wanted: str) -> InvalidOptionError:

@@ -120,6 +120,21 @@ def test_exactly_once_options() -> None:
         write_options({**base, "exactlyonce": "yes", "checkpointlocation": "/ck"})
 
 
+def test_exactly_once_takes_kafka_client_security_settings() -> None:
+    base = {"gateway": "http://g:8080", "topic": "out", "exactlyonce": "true", "checkpointlocation": "/ck"}
+    jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="u" password="p";'
+    options = write_options({**base, "kafka.security.protocol": "SASL_PLAINTEXT",
+                             "kafka.sasl.mechanism": "SCRAM-SHA-512", "kafka.sasl.jaas.config": jaas})
+    assert dict(options.client_settings) == {"security.protocol": "SASL_PLAINTEXT",
+                                             "sasl.mechanism": "SCRAM-SHA-512", "sasl.jaas.config": jaas}
+    with pytest.raises(InvalidOptionError, match="'kafka.sasl.mechanism': GSSAPI is not supported"):
+        write_options({**base, "kafka.security.protocol": "SASL_SSL", "kafka.sasl.username": "u",
+                       "kafka.sasl.password": "p"})
+    with pytest.raises(InvalidOptionError, match="only exactlyOnce writes use Kafka's client settings"):
+        write_options({"gateway": "http://g:8080", "kafka.security.protocol": "SASL_PLAINTEXT",
+                       "kafka.sasl.mechanism": "PLAIN", "kafka.sasl.username": "u", "kafka.sasl.password": "p"})
+
+
 def test_batch_records_live_in_a_non_local_checkpoint_through_its_filesystem(tmp_path) -> None:
     log = BatchLog("mock:///checkpoints/query")  # pyarrow's in-memory filesystem, one per BatchLog
     assert log.latest() is None
