@@ -233,3 +233,13 @@ def test_sasl_ssl_pool_sends_the_credentials_as_call_credentials_over_tls(tmp_pa
                     assert error_from_rpc(failure.value).error is Errors.SASL_AUTHENTICATION_FAILED
     finally:
         runtime.shutdown(grace_s=0.1)
+
+
+def test_gateway_clients_take_rest_proxy_client_sasl_settings():
+    from services.gateway.config import GatewayConfig
+
+    config = GatewayConfig.load({"bootstrap.servers": "127.0.0.1:9092", "client.security.protocol": "SASL_PLAINTEXT",
+                                 "client.sasl.mechanism": "SCRAM-SHA-512", "client.sasl.jaas.config": SCRAM_JAAS},
+                                env={})
+    assert CommonClientConfig.load({"bootstrap.servers": "127.0.0.1:9092"}, env={},
+                                   **config.client_settings()).sasl_credentials() == ("alice", "s3cret")
