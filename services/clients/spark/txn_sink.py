@@ -62,9 +62,10 @@ class TransactionalSettings:
     client_settings: tuple[tuple[str, str], ...] = ()  # Kafka's client security settings
 
 
-def broker_addresses(gateway_urls: Sequence[str], timeout_s: float) -> tuple[str, ...]:
+def broker_addresses(gateway_urls: Sequence[str], timeout_s: float, authorization: str | None = None
+                     ) -> tuple[str, ...]:
     """`host:port` of every live broker, as the gateway lists them."""
-    with GatewayClient(list(gateway_urls), timeout_s) as client:
+    with GatewayClient(list(gateway_urls), timeout_s, authorization=authorization) as client:
         brokers = client.get_json(client.cluster_path("/brokers"))["data"]
     return tuple(f"{broker['host']}:{broker['port']}" for broker in brokers)
 
@@ -77,7 +78,8 @@ def transactional_settings(options: WriteOptions) -> TransactionalSettings:
     local = local_path(options.checkpoint_location)
     location = str(local.absolute()) if local is not None else options.checkpoint_location
     prefix = options.transactional_id_prefix or default_prefix(location)
-    return TransactionalSettings(broker_addresses(options.gateway_urls, options.timeout_ms / 1000), prefix,
+    return TransactionalSettings(broker_addresses(options.gateway_urls, options.timeout_ms / 1000,
+                                                  options.authorization), prefix,
                                  options.transaction_timeout_ms, location, options.timeout_ms,
                                  options.client_settings)
 

@@ -3,6 +3,8 @@ aborts for a new batch and a replay, what a restarted driver rolls forward, and 
 
 from __future__ import annotations
 
+import base64
+
 import pyarrow.fs as pafs
 import pytest
 
@@ -130,9 +132,16 @@ def test_exactly_once_takes_kafka_client_security_settings() -> None:
     with pytest.raises(InvalidOptionError, match="'kafka.sasl.mechanism': GSSAPI is not supported"):
         write_options({**base, "kafka.security.protocol": "SASL_SSL", "kafka.sasl.username": "u",
                        "kafka.sasl.password": "p"})
-    with pytest.raises(InvalidOptionError, match="only exactlyOnce writes use Kafka's client settings"):
-        write_options({"gateway": "http://g:8080", "kafka.security.protocol": "SASL_PLAINTEXT",
-                       "kafka.sasl.mechanism": "PLAIN", "kafka.sasl.username": "u", "kafka.sasl.password": "p"})
+    with pytest.raises(InvalidOptionError, match="'kafka.ssl.ca.location': only exactlyOnce writes use them"):
+        write_options({"gateway": "http://g:8080", "kafka.security.protocol": "SASL_SSL",
+                       "kafka.sasl.mechanism": "PLAIN", "kafka.sasl.username": "u", "kafka.sasl.password": "p",
+                       "kafka.ssl.ca.location": "/ca.pem"})
+    # every write authenticates to the gateway as the SASL user
+    assert options.authorization == "Basic " + base64.b64encode(b"u:p").decode()
+    assert write_options({"gateway": "http://g:8080", "kafka.security.protocol": "SASL_PLAINTEXT",
+                          "kafka.sasl.mechanism": "PLAIN", "kafka.sasl.username": "u",
+                          "kafka.sasl.password": "p"}).authorization == options.authorization
+    assert "Basic" not in repr(options)
 
 
 def test_batch_records_live_in_a_non_local_checkpoint_through_its_filesystem(tmp_path) -> None:
