@@ -2,8 +2,9 @@
 one coordinator, plaintext gRPC listeners, shared by the module): a SCRAM-SHA-512 user made with
 `odradek configs --entity-type users` produces with SASL_PLAINTEXT and `sasl.username` /
 `sasl.password`, and consumes in a group with `sasl.jaas.config`; a wrong password is refused
-SASL_AUTHENTICATION_FAILED by every service (a Produce sent straight to the leader appends nothing);
-the CLI takes the same settings from `--command-config`."""
+SASL_AUTHENTICATION_FAILED by every service (a Produce sent straight to the leader appends nothing),
+and the Producer, Consumer and Admin raise it; the CLI takes the same settings from
+`--command-config`."""
 
 from __future__ import annotations
 
@@ -91,6 +92,13 @@ def test_wrong_password_is_refused_and_appends_nothing(cluster: LocalCluster):
                   bootstrap_servers=cluster.bootstrap_servers) as producer:
         with pytest.raises(KafkaError) as failure:
             producer.send(TOPIC, b"never").get(DEADLINE_S)
+    assert failure.value.error is Errors.SASL_AUTHENTICATION_FAILED
+    with Consumer({**SASL, "sasl.jaas.config": JAAS.replace(PASSWORD, "wrong"), "group.id": GROUP},
+                  bootstrap_servers=cluster.bootstrap_servers) as consumer, pytest.raises(KafkaError) as failure:
+        consumer.subscribe([TOPIC])
+        deadline = time.monotonic() + DEADLINE_S
+        while time.monotonic() < deadline:
+            consumer.poll(timeout_ms=500)
     assert failure.value.error is Errors.SASL_AUTHENTICATION_FAILED
     with Admin({**SASL, "sasl.username": "mallory", "sasl.password": "x"},
                bootstrap_servers=cluster.bootstrap_servers) as admin, pytest.raises(KafkaError) as failure:
