@@ -14,7 +14,7 @@ header, or with another scheme, passes unchanged (its principal is its TLS certi
 anonymous). A `Basic` header that does not verify is answered UNAUTHENTICATED with the trailing
 ErrorDetail SASL_AUTHENTICATION_FAILED and logged to the `odradek.audit` logger; it never falls
 back to anonymous. Until the node has its credential store (ZooKeeper not yet connected), such a
-call is answered UNAVAILABLE, which clients retry.
+call is answered UNAVAILABLE, which clients retry, as is one whose credential cannot be read.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+import logging
 import secrets
 import threading
 from collections import OrderedDict
@@ -38,6 +39,8 @@ from services.common.security.authorizer import audit
 from services.common.security.grpc_auth import peer_host
 from services.common.security.sasl import SCRAM_MECHANISMS, ScramCredential, plain_users, verify_scram_password
 from services.common.zk.client import OdradekZkClient
+
+logger = logging.getLogger(__name__)
 
 AUTHORIZATION_KEY = "authorization"  # gRPC metadata keys are lower case
 BASIC_SCHEME = "basic"
@@ -184,16 +187,25 @@ class GrpcCredentialsInterceptor(grpc.aio.ServerInterceptor):
         user, password = credentials
         verifier = self._verifier()
         if verifier is None:
-            handler = await continuation(handler_call_details)
-            if handler is None:
-                return None
-            return _refusing_handler(handler, grpc.StatusCode.UNAVAILABLE,
-                                     "credentials cannot be verified yet: the node is starting", ())
-        if verifier.recently_verified(user, password) or await asyncio.get_running_loop().run_in_executor(
-                None, verifier.verify, user, password):
-            return await continuation(handler_call_details)
-        return await self._refused(continuation, handler_call_details, user,
-                                   "Authentication failed: Invalid username or password")
+            return await self._unavailable(continuation, handler_call_details,
+                                           "credentials cannot be verified yet: the node is starting")
+        if not verifier.recently_verified(user, password):
+            try:
+                verified = await asyncio.get_running_loop().run_in_executor(None, verifier.verify, user, password)
+            except Exception as exc:  # ZooKeeper unreachable: the client retries, the call never passes
+                logger.warning("cannot verify the credentials of %s: %r", user, exc)
+                return await self._unavailable(continuation, handler_call_details,
+                                               "credentials cannot be verified now: the credential store is "
+                                               "unreachable")
+            if not verified:
+                return await self._refused(continuation, handler_call_details, user,
+                                           "Authentication failed: Invalid username or password")
+        return await continuation(handler_call_details)
+
+    @staticmethod
+    async def _unavailable(continuation, handler_call_details, reason: str):
+        handler = await continuation(handler_call_details)
+        return None if handler is None else _refusing_handler(handler, grpc.StatusCode.UNAVAILABLE, reason, ())
 
     async def _refused(self, continuation, handler_call_details, user: str | None, reason: str):
         handler = await continuation(handler_call_details)

@@ -159,6 +159,16 @@ def test_interceptor_answers_unavailable_until_the_node_has_its_credential_store
     assert failure.value.code() is grpc.StatusCode.UNAVAILABLE
 
 
+def test_interceptor_answers_unavailable_when_the_credential_store_fails(runtime):
+    def unreachable(user: str) -> dict[str, str]:
+        raise ConnectionError("ZooKeeper is unreachable")
+
+    runtime.password_verifier = PasswordVerifier(unreachable)
+    with pytest.raises(grpc.RpcError) as failure:
+        _check(runtime, [("authorization", basic_authorization("alice", "s3cret"))])
+    assert failure.value.code() is grpc.StatusCode.UNAVAILABLE
+
+
 def _config(**settings) -> CommonClientConfig:
     return CommonClientConfig.load({"bootstrap.servers": "127.0.0.1:9092", **settings}, env={})
 
