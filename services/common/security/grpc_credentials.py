@@ -10,8 +10,8 @@ without a ZooKeeper read for `CREDENTIAL_RECHECK_MS`; after that the stored cred
 and a changed or removed credential needs the password verified anew.
 
 `GrpcCredentialsInterceptor` runs first on every gRPC listener. A call without an `authorization`
-header, or with another scheme, passes unchanged (its principal is its TLS certificate's, or
-anonymous). A `Basic` header that does not verify is answered UNAUTHENTICATED with the trailing
+header passes unchanged (its principal is its TLS certificate's, or anonymous). A `Basic` header
+that does not verify, or one of another scheme, is answered UNAUTHENTICATED with the trailing
 ErrorDetail SASL_AUTHENTICATION_FAILED and logged to the `odradek.audit` logger; it never falls
 back to anonymous. Until the node has its credential store (ZooKeeper not yet connected), such a
 call is answered UNAVAILABLE, which clients retry, as is one whose credential cannot be read.
@@ -61,15 +61,15 @@ def basic_authorization(username: str, password: str) -> str:
 
 
 def basic_credentials(metadata: Sequence[tuple[str, str | bytes]] | None) -> tuple[str, str] | None:
-    """(user, password) of a call's `authorization: Basic` metadata; None without one (or with
-    another scheme); MalformedCredentials when it cannot be decoded."""
+    """(user, password) of a call's `authorization: Basic` metadata; None without an
+    `authorization` header; MalformedCredentials when it has another scheme or cannot be decoded."""
     for key, value in metadata or ():
         if key != AUTHORIZATION_KEY:
             continue
         text = value.decode("latin-1") if isinstance(value, bytes) else value
         scheme, _, encoded = text.strip().partition(" ")
         if scheme.lower() != BASIC_SCHEME:
-            return None
+            raise MalformedCredentials(f"the {scheme or 'empty'} authorization scheme is not supported; use Basic")
         try:
             user, sep, password = base64.b64decode(encoded.strip(), validate=True).decode("utf-8").partition(":")
         except (binascii.Error, UnicodeDecodeError):

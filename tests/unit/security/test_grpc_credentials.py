@@ -34,7 +34,8 @@ PLAIN_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required u
 def test_basic_metadata_round_trips_and_ignores_other_schemes():
     assert basic_credentials([("authorization", basic_authorization("alice", "a:b"))]) == ("alice", "a:b")
     assert basic_credentials([("x-other", "1")]) is None
-    assert basic_credentials([("authorization", "Bearer abc")]) is None
+    with pytest.raises(MalformedCredentials, match="Bearer authorization scheme is not supported"):
+        basic_credentials([("authorization", "Bearer abc")])
     with pytest.raises(MalformedCredentials):
         basic_credentials([("authorization", "Basic !!!")])
     with pytest.raises(MalformedCredentials):
@@ -141,7 +142,7 @@ def test_interceptor_passes_good_credentials_and_calls_without_them(runtime):
 
 
 @pytest.mark.parametrize("authorization", [basic_authorization("alice", "wrong"),
-                                           basic_authorization("mallory", "x"), "Basic ???"])
+                                           basic_authorization("mallory", "x"), "Basic ???", "Bearer x"])
 def test_interceptor_refuses_bad_credentials_with_sasl_authentication_failed(runtime, caplog, authorization):
     users = Users()
     users.set("alice", "SCRAM-SHA-512", "s3cret")
