@@ -123,6 +123,8 @@ def test_every_service_refuses_a_wrong_password_and_answers_the_right_one(cluste
                 pool.call(target, service, method, request)
             assert failure.value.error is Errors.SASL_AUTHENTICATION_FAILED, method
     assert end_offset(cluster) == before
+    for name in (cluster.broker_names[0], cluster.controller_names[0], cluster.coordinator_names[0]):
+        assert f"Failed authentication with 127.0.0.1 (user {USER} calling" in cluster.log_path(name).read_text()
     with ChannelPool(5000, sasl_credentials=(USER, PASSWORD)) as pool:
         for target, service, method, request in calls:
             pool.call(target, service, method, request)
