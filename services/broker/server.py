@@ -40,6 +40,7 @@ from services.common.pb.odradek.broker.v1 import broker_pb2_grpc
 from services.common.pb.odradek.controller.v1 import controller_pb2, controller_pb2_grpc
 from services.common.producer_id_manager import ProducerIdManager
 from services.common.security.authorizer import node_authorizer
+from services.common.security.grpc_credentials import node_password_verifier
 from services.common.service import ServiceRuntime, listener_tls, node_channel
 from services.common.shared_types import KAFKA_LISTENER_NAME, BrokerInfo, EndPoint
 from services.common.topic_partition import TopicPartition
@@ -147,6 +148,7 @@ class BrokerServer:
             self.zk.until_connected(self.dynamic_config.reload, self.zk)
             self.config_changes.start()
             self.runtime.authorizer = node_authorizer(self.config, self.zk_raw)
+            self.runtime.password_verifier = node_password_verifier(self.zk, self.config.listener_plain_jaas_config)
         except Exception:
             # nothing of the log dirs is touched: they may be another broker's or cluster's
             close_session(self.zk_raw)

@@ -118,7 +118,7 @@ def _add_produce_parser(subparsers: argparse._SubParsersAction) -> None:
                                    description="Send each stdin line as one record value.")
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
     parser.add_argument("--command-config", metavar="FILE",
-                        help="a properties file of client configs (security.protocol, ssl.*)")
+                        help="a properties file of client configs (security.protocol, ssl.*, sasl.*)")
     parser.add_argument("--topic", required=True)
     parser.add_argument("--partition", type=int,
                         help="partition to write (default: by key, else round-robin)")
@@ -179,7 +179,7 @@ def _add_fetch_parser(subparsers: argparse._SubParsersAction) -> None:
                                                "of the partition.")
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
     parser.add_argument("--command-config", metavar="FILE",
-                        help="a properties file of client configs (security.protocol, ssl.*)")
+                        help="a properties file of client configs (security.protocol, ssl.*, sasl.*)")
     parser.add_argument("--topic", required=True)
     parser.add_argument("--partition", type=int, required=True)
     parser.add_argument("--offset", default="earliest", help="earliest (default), latest, or an offset")

@@ -8,7 +8,11 @@ dotted keys (`{"request.timeout.ms": 5000}`); the environment is not consulted, 
 
 Kafka's client security settings (`security.protocol`, `ssl.ca.location` or
 `ssl.truststore.location`, `ssl.certificate.location` with `ssl.key.location`, or
-`ssl.keystore.location`) make the clients' gRPC connections TLS (`tls_settings`).
+`ssl.keystore.location`) make the clients' gRPC connections TLS (`tls_settings`). With
+`security.protocol` SASL_PLAINTEXT or SASL_SSL, every call carries the user's credentials
+(`sasl_credentials`): `sasl.username` and `sasl.password` (librdkafka's names) or `sasl.jaas.config`
+(the Java clients': a ScramLoginModule or PlainLoginModule entry), for `sasl.mechanism` PLAIN,
+SCRAM-SHA-256 or SCRAM-SHA-512; the servers verify them as their Kafka listeners would.
 
 `parse_bootstrap_servers("h1:9092,h2:9092")` checks and splits the address list.
 """
@@ -28,12 +32,15 @@ from services.common.config import (
     one_of,
     setting,
 )
+from services.common.security.sasl import MECHANISMS, client_jaas_login
 from services.common.security.tls import SSL_PROTOCOLS, TlsSettings
 from services.common.service import parse_listener
 
 C = TypeVar("C", bound=Config)
 KEY = "bootstrap.servers"
 CLIENT_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_CLIENT_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+UNSUPPORTED_SASL_MECHANISMS = ("GSSAPI", "OAUTHBEARER")
 
 
 def parse_bootstrap_servers(servers: str | Iterable[str]) -> list[tuple[str, int]]:
@@ -93,6 +100,16 @@ class CommonClientConfig(Config):
         ConfigType.STRING, None, doc="The client's private key and certificate in one PEM file (Java clients').")
     ssl_key_password: str | None = setting(ConfigType.PASSWORD, None,
                                            doc="The password of the client's private key, if it is encrypted.")
+    sasl_mechanism: str = setting(
+        ConfigType.STRING, "GSSAPI",
+        doc="With SASL_PLAINTEXT or SASL_SSL: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default, "
+            "GSSAPI, is not supported, nor is OAUTHBEARER).")
+    sasl_username: str | None = setting(ConfigType.STRING, None, doc="The SASL user name (librdkafka's name).")
+    sasl_password: str | None = setting(ConfigType.PASSWORD, None, doc="The SASL user's password.")
+    sasl_jaas_config: str | None = setting(
+        ConfigType.PASSWORD, None,
+        doc='The Java clients\' form of the credentials: org.apache.kafka.common.security.scram.ScramLoginModule '
+            '(or ...plain.PlainLoginModule) required username="..." password="...";')
 
     def tls_settings(self) -> TlsSettings | None:
         """The TLS of the client's gRPC connections; None when `security.protocol` has none."""
@@ -103,6 +120,31 @@ class CommonClientConfig(Config):
                                 key_password=self.ssl_key_password,
                                 certificate_location=None if self.ssl_keystore_location
                                 else self.ssl_certificate_location)
+
+
+    def sasl_credentials(self) -> tuple[str, str] | None:
+        """(user, password) every gRPC call carries; None unless `security.protocol` is SASL_*.
+        ConfigError when the mechanism is not supported or the credentials are missing."""
+        if self.security_protocol not in SASL_CLIENT_PROTOCOLS:
+            return None
+        mechanism = self.sasl_mechanism.strip().upper()
+        if mechanism in UNSUPPORTED_SASL_MECHANISMS:
+            raise ConfigError("sasl.mechanism", self.sasl_mechanism,
+                              f"{mechanism} is not supported; use one of {', '.join(MECHANISMS)}")
+        if mechanism not in MECHANISMS:
+            raise ConfigError("sasl.mechanism", self.sasl_mechanism, f"use one of {', '.join(MECHANISMS)}")
+        if self.sasl_username is not None or self.sasl_password is not None:
+            if not self.sasl_username or self.sasl_password is None:
+                raise ConfigError("sasl.username", self.sasl_username,
+                                  f"{self.security_protocol} needs both sasl.username and sasl.password")
+            return self.sasl_username, self.sasl_password
+        if self.sasl_jaas_config:
+            try:
+                return client_jaas_login(self.sasl_jaas_config)
+            except ValueError as exc:
+                raise ConfigError("sasl.jaas.config", self.sasl_jaas_config, str(exc), hide_value=True) from None
+        raise ConfigError("sasl.jaas.config", None, f"{self.security_protocol} needs sasl.username and "
+                                                    "sasl.password, or sasl.jaas.config")
 
 
 class AdminConfig(CommonClientConfig):

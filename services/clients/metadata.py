@@ -36,7 +36,7 @@ from services.clients.client_config import CommonClientConfig, parse_bootstrap_s
 from services.clients.cluster import Cluster, Node, PartitionInfo
 from services.clients.transport import ChannelPool, Deadline, call_any_node, call_with_retries
 from services.common.clock import SYSTEM_CLOCK, Clock
-from services.common.errors import Errors, KafkaError, error_for_code
+from services.common.errors import AUTHENTICATION_ERRORS, Errors, KafkaError, error_for_code
 from services.common.pb.odradek.broker.v1 import broker_pb2
 from services.common.topic_partition import TopicPartition
 
@@ -122,6 +122,17 @@ class Metadata:
         """Why the last refresh failed, or None after a success."""
         with self._changed:
             return self._last_error
+
+    @property
+    def authentication_error(self) -> KafkaError | None:
+        """The last refresh's failure when the servers refused the client's credentials (fatal, as
+        Kafka's AuthenticationException: the producer raises it instead of waiting for metadata)."""
+        with self._changed:
+            return self._authentication_failure()
+
+    def _authentication_failure(self) -> KafkaError | None:
+        error = self._last_error
+        return error if error is not None and error.error in AUTHENTICATION_ERRORS else None
 
     def leader_for(self, topic: str, partition: int) -> Node | None:
         return self.cluster.leader_for(topic, partition)
@@ -260,9 +271,12 @@ class Metadata:
             self._changed.notify_all()
 
     def await_update(self, last_version: int, timeout_ms: float) -> bool:
-        """Blocks until an update newer than `last_version` is applied; False on timeout."""
+        """Blocks until an update newer than `last_version` is applied (or a refresh fails on
+        authentication); False on timeout."""
         with self._changed:
-            return self._changed.wait_for(lambda: self._version > last_version, timeout_ms / 1000)
+            return self._changed.wait_for(
+                lambda: self._version > last_version or self._authentication_failure() is not None,
+                timeout_ms / 1000)
 
     # ------------------------------------------------------------------ refreshing over the network
 

@@ -141,8 +141,12 @@ Errors = IntEnum("Errors", {row[1]: row[0] for row in _TABLE}, module=__name__)
 (16), so it goes straight into a protobuf `error_code` field and compares equal to one read back;
 `Errors(16).name` is "NOT_COORDINATOR"."""
 
-ERROR_DETAIL_KEY = "odradek-error-bin"
-"""The trailing metadata of a failed gRPC call that carries its Kafka error (an `ErrorDetail`)."""
+
+
+# Kafka's AuthenticationException family: the client's credentials were refused. Fatal to a
+# client, which raises them to the application instead of retrying.
+AUTHENTICATION_ERRORS = frozenset({Errors.SASL_AUTHENTICATION_FAILED, Errors.ILLEGAL_SASL_STATE,
+                                   Errors.UNSUPPORTED_SASL_MECHANISM})
 
 
 def error_for_code(code: int) -> ErrorCode:

@@ -18,8 +18,10 @@ requests a service holds at once (`parked.max.requests`: Kafka bounds its reques
 Listener strings are Kafka's: `PLAINTEXT://host:port` (`listeners`, `advertised.listeners`); an
 empty host means all interfaces. An `SSL://` listener serves gRPC over TLS with the node's `ssl.*`
 keys (`tls`; mutual TLS with `ssl.client.auth=required`), and `node_channel` connects to the other
-nodes with the same identity. With an authorizer (`authorizer`), every RPC of the node's services
-needs what Kafka asks of the matching Kafka API (`security.grpc_auth`), on any listener.
+nodes with the same identity. Before anything else, a call's `authorization: Basic` credentials are
+verified against the node's `password_verifier` (`security.grpc_credentials`). With an authorizer
+(`authorizer`), every RPC of the node's services needs what Kafka asks of the matching Kafka API
+(`security.grpc_auth`), on any listener.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from services.common.logging_setup import configure_logging
 from services.common.request_metrics import RequestMetricsInterceptor
 from services.common.security.authorizer import AclAuthorizer
 from services.common.security.grpc_auth import AuthorizationInterceptor
+from services.common.security.grpc_credentials import GrpcCredentialsInterceptor, PasswordVerifier
 from services.common.security.tls import SSL_PROTOCOLS, TlsConfig, TlsSettings
 
 logger = logging.getLogger(__name__)
@@ -228,6 +231,7 @@ class ServiceRuntime:
         self.bind_address = bind_address
         self.tls = tls
         self.authorizer: AclAuthorizer | None = None  # set once the node has started it
+        self.password_verifier: PasswordVerifier | None = None  # set once the node reaches ZooKeeper
         self.metrics_port = metrics_port
         # by default on the gRPC listener's interface: loopback for a local cluster, every
         # interface in a container (`PLAINTEXT://:9092`), where Prometheus scrapes from outside
@@ -247,7 +251,8 @@ class ServiceRuntime:
 
     async def _build_server(self) -> grpc.aio.Server:
         return grpc.aio.server(migration_thread_pool=self.executor, options=GRPC_OPTIONS,
-                               interceptors=[RequestMetricsInterceptor(self.name),
+                               interceptors=[GrpcCredentialsInterceptor(lambda: self.password_verifier),
+                                             RequestMetricsInterceptor(self.name),
                                              AuthorizationInterceptor(self._grpc_authorizer)])
 
     def _grpc_authorizer(self) -> AclAuthorizer | None:

@@ -24,6 +24,7 @@ from services.common.errors import Errors
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.pb.odradek.controller.v1 import controller_pb2_grpc
 from services.common.security.authorizer import node_authorizer
+from services.common.security.grpc_credentials import node_password_verifier
 from services.common.service import ServiceRuntime, listener_tls
 from services.common.zk import OdradekZkClient
 from services.common.zk.client import close_session
@@ -94,6 +95,7 @@ class ControllerServer:
         # a lost connection or an expired session while starting is waited out, as the broker does
         self.zk.until_connected(self.zk.ensure_paths)
         self.runtime.authorizer = node_authorizer(self.config, self.zk_raw)
+        self.runtime.password_verifier = node_password_verifier(self.zk, None)
         self.zk.await_previous_controller_session(self.controller_id, self.config.zookeeper_session_timeout_ms)
         cluster_id = self.zk.until_connected(self.zk.get_or_create_cluster_id)
         controller_node = common_pb2.Node(

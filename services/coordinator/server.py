@@ -45,6 +45,7 @@ from services.common.pb.odradek.coordinator.v1 import coordinator_pb2_grpc
 from services.common.producer_id_manager import ProducerIdManager
 from services.common.scheduler import Scheduler
 from services.common.security.authorizer import node_authorizer
+from services.common.security.grpc_credentials import node_password_verifier
 from services.common.security.sasl import jaas_login
 from services.common.service import ServiceRuntime, listener_tls
 from services.common.shared_types import KAFKA_LISTENER_NAME
@@ -113,6 +114,7 @@ class CoordinatorServer:
         self.zk.await_previous_coordinator_session(self.coordinator_id, self.config.zookeeper_session_timeout_ms)
         self.directory.start()
         self.runtime.authorizer = node_authorizer(self.config, self.zk_raw)
+        self.runtime.password_verifier = node_password_verifier(self.zk, self.config.listener_plain_jaas_config)
         bootstrap = self.bootstrap = self.config.bootstrap_servers or self._registered_brokers()
         client_config = {"bootstrap.servers": bootstrap, "request.timeout.ms": self.config.request_timeout_ms,
                          "client.id": f"coordinator-{self.coordinator_id}", **self._client_security()}

@@ -3,8 +3,9 @@
 An `https://` listener serves HTTPS with the `ssl.*` keys (`ssl.keystore.location`: the PEM key
 and certificate chain; `ssl.truststore.location` and `ssl.client.auth` for client certificates);
 the `client.*` keys (`client.security.protocol`, `client.ssl.truststore.location`,
-`client.ssl.keystore.location`, `client.ssl.key.password`) are how its clients reach the cluster,
-as REST Proxy names the settings of its Kafka clients."""
+`client.ssl.keystore.location`, `client.ssl.key.password`, and with SASL_PLAINTEXT or SASL_SSL
+`client.sasl.mechanism` and `client.sasl.jaas.config`) are how its clients reach the cluster, as
+REST Proxy names the settings of its Kafka clients."""
 
 from __future__ import annotations
 
@@ -29,6 +30,11 @@ class GatewayConfig(TlsConfig, AuthorizerConfig):
         ConfigType.STRING, None, doc="The gateway's client key and certificate (PEM), for mutual TLS.")
     client_ssl_key_password: str | None = setting(ConfigType.PASSWORD, None,
                                                   doc="The password of that key, if it is encrypted.")
+    client_sasl_mechanism: str = setting(
+        ConfigType.STRING, "GSSAPI", doc="With SASL_*: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.")
+    client_sasl_jaas_config: str | None = setting(
+        ConfigType.PASSWORD, None,
+        doc="With SASL_*: the gateway's credentials, a ScramLoginModule or PlainLoginModule JAAS entry.")
     advertised_listeners: str | None = setting(
         ConfigType.STRING, None,
         doc="The http://host:port clients reach this process at (consumer instances' base_uri); "
@@ -101,6 +107,9 @@ class GatewayConfig(TlsConfig, AuthorizerConfig):
                                     "ssl_keystore_location": self.client_ssl_keystore_location}
         if self.client_ssl_key_password:
             settings["ssl_key_password"] = self.client_ssl_key_password
+        if self.client_security_protocol.startswith("SASL_"):
+            settings["sasl_mechanism"] = self.client_sasl_mechanism
+            settings["sasl_jaas_config"] = self.client_sasl_jaas_config
         return settings
 
     def uvicorn_ssl(self) -> dict[str, Any]:

@@ -73,8 +73,9 @@ def kafka_config(cluster: LocalCluster, **config: object) -> dict:
 
 
 def odradek_client_settings(cluster: LocalCluster) -> dict[str, str]:
-    """The cluster's client settings as keywords of Odradek's clients (which use no SASL)."""
-    return {k.replace(".", "_"): v for k, v in cluster.client_settings().items() if not k.startswith("sasl.")}
+    """The cluster's client settings as keywords of Odradek's clients: SASL_SSL, so their gRPC calls
+    carry the admin's SCRAM credentials besides its certificate."""
+    return {k.replace(".", "_"): v for k, v in cluster.client_settings().items()}
 
 
 def produce_and_consume_in_a_group(cluster: LocalCluster, topic: str, group: str, **identity: object) -> None:

@@ -278,6 +278,9 @@ class Producer:
             code = self._metadata.topic_error(topic)
             if code and not error_for_code(code).retriable:
                 raise KafkaError.from_code(code, f"metadata for topic {topic}: {error_for_code(code).description}")
+            refused = self._metadata.authentication_error
+            if refused is not None:
+                raise KafkaError(str(refused), error=refused.error)
             if deadline.expired:
                 if info is None:
                     raise KafkaTimeoutError(f"Topic {topic} not present in metadata after {max_wait_ms:g} ms.")

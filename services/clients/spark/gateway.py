@@ -4,7 +4,8 @@ It tries the configured gateway URLs in turn (the next on a connection error or 
 retrying may help, until `timeout_s` passes; a 4xx is final), learns the cluster id once, and turns the gateway's
 error answers back into exceptions: a REST error whose message names a Kafka error
 (`NAME (code): text`, as the gateway writes them) becomes that `KafkaError`, any other a
-`GatewayRequestError` with the HTTP status and REST Proxy code.
+`GatewayRequestError` with the HTTP status and REST Proxy code. Given an `authorization` (HTTP
+Basic of the `kafka.sasl.*` user), every request carries it.
 
 Requests go over one keep-alive connection per gateway (`http_connection`). Building a verifying TLS
 context loads the CA bundle (tens of ms), so each process builds it once, and only when a gateway URL
@@ -87,7 +88,7 @@ class GatewayClient:
     """Requests to the first gateway of `urls` that answers."""
 
     def __init__(self, urls: list[str] | tuple[str, ...], timeout_s: float = DEFAULT_TIMEOUT_S,
-                 cluster_id: str | None = None) -> None:
+                 cluster_id: str | None = None, authorization: str | None = None) -> None:
         if not urls:
             raise ValueError("no gateway URL given")
         self.urls = list(urls)
@@ -96,6 +97,7 @@ class GatewayClient:
         context = tls_context(any(url.lower().startswith("https:") for url in self.urls))
         self._connections = [GatewayConnection(url, timeout_s, context) for url in self.urls]
         self._cluster_id = cluster_id
+        self._authorization = {"Authorization": authorization} if authorization else {}
 
     def close(self) -> None:
         for connection in self._connections:
@@ -126,7 +128,9 @@ class GatewayClient:
         deadline = time.monotonic() + self.timeout_s
         while True:
             try:
-                response = self._connections[self._current].request(method, path, params, headers, content)
+                response = self._connections[self._current].request(method, path, params,
+                                                                    {**self._authorization, **(headers or {})},
+                                                                    content)
                 if response.is_success:
                     return response
                 error: Exception = error_of(response)

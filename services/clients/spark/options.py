@@ -29,7 +29,11 @@ source (names lower-cased) and answers a frozen, picklable `ReadOptions`, or rai
 - taken as Spark's Kafka source takes them, so that its users' queries run unchanged:
   `groupIdPrefix` and `kafka.group.id` (the source assigns partitions itself and commits no
   offsets to a group, as Spark's; here it also joins none) and `kafka.bootstrap.servers` beside
-  `gateway` (the reads go through the gateway). Any other `kafka.*` option is refused, naming it.
+  `gateway` (the reads go through the gateway);
+- `kafka.security.protocol` SASL_PLAINTEXT or SASL_SSL with `kafka.sasl.mechanism` and
+  `kafka.sasl.username` / `kafka.sasl.password` or `kafka.sasl.jaas.config`: the user the reads
+  authenticate as to the gateway (HTTP Basic; the gateway checks it against the brokers' users).
+Any other `kafka.*` option is refused, naming it.
 """
 
 from __future__ import annotations
@@ -40,7 +44,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from services.clients.client_config import CommonClientConfig
 from services.clients.spark.gateway import gateway_urls
+from services.common.config import ConfigError
+from services.common.security.grpc_credentials import basic_authorization
 from services.common.shared_types import ISOLATION_LEVEL_NAMES, IsolationLevel
 
 EARLIEST = -2
@@ -55,7 +62,8 @@ READ_OPTION_NAMES = (
     "endingTimestamp", "endingOffsetsByTimestamp", "maxOffsetsPerTrigger", "minPartitions", "maxPartitions",
     "failOnDataLoss", "includeHeaders", "isolationLevel", "kafka.isolation.level", "maxBytesPerRequest",
     "timeoutMs", "minOffsetsPerTrigger", "maxTriggerDelay", "groupIdPrefix", "kafka.group.id",
-    "kafka.request.timeout.ms", "kafka.bootstrap.servers",
+    "kafka.request.timeout.ms", "kafka.bootstrap.servers", "kafka.security.protocol", "kafka.sasl.mechanism",
+    "kafka.sasl.username", "kafka.sasl.password", "kafka.sasl.jaas.config",
 )
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
 # Spark's duration suffixes (JavaUtils.timeStringAsMs) in ms; a number without one is ms.
@@ -116,6 +124,7 @@ class ReadOptions:
     timeout_ms: int = DEFAULT_TIMEOUT_MS
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
+    authorization: str | None = field(default=None, repr=False)  # of the gateway requests
 
     @classmethod
     def parse(cls, options: Mapping[str, Any], *, streaming: bool) -> ReadOptions:
@@ -143,6 +152,7 @@ class ReadOptions:
                         or DEFAULT_TIMEOUT_MS),
             min_offsets_per_trigger=min_offsets,
             max_trigger_delay_ms=duration_ms_option(given, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS),
+            authorization=gateway_authorization(given),
         )
 
     def task_limit(self, default_parallelism: int | None) -> int | None:
@@ -158,6 +168,44 @@ class ReadOptions:
     @property
     def timeout_s(self) -> float:
         return self.timeout_ms / 1000
+
+
+# Kafka's client security settings, with Spark's `kafka.` prefix. The SASL ones are the user the
+# source and sink authenticate as to the gateway (HTTP Basic, which the gateway verifies against the
+# same users as the brokers); the exactly-once sink's Producer and Admin, which reach the brokers'
+# gRPC listeners directly, take all of them.
+KAFKA_SASL_OPTION_NAMES = ("kafka.security.protocol", "kafka.sasl.mechanism", "kafka.sasl.username",
+                           "kafka.sasl.password", "kafka.sasl.jaas.config")
+KAFKA_SECURITY_OPTION_NAMES = (
+    *KAFKA_SASL_OPTION_NAMES, "kafka.ssl.ca.location", "kafka.ssl.truststore.location",
+    "kafka.ssl.keystore.location", "kafka.ssl.certificate.location", "kafka.ssl.key.location",
+    "kafka.ssl.key.password",
+)
+
+
+def kafka_client_settings(given: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The `KAFKA_SECURITY_OPTION_NAMES` given, as client settings without the `kafka.` prefix;
+    InvalidOptionError when the clients would refuse them."""
+    settings = tuple((name.removeprefix("kafka."), str(given[name])) for name in KAFKA_SECURITY_OPTION_NAMES
+                     if name in given)
+    _sasl_credentials(settings)
+    return settings
+
+
+def gateway_authorization(given: Mapping[str, str]) -> str | None:
+    """The `Authorization` header of the gateway requests: HTTP Basic of the SASL user the
+    `kafka.sasl.*` options name (with `kafka.security.protocol` SASL_*), else None."""
+    credentials = _sasl_credentials(tuple((name.removeprefix("kafka."), str(given[name]))
+                                          for name in KAFKA_SASL_OPTION_NAMES if name in given))
+    return None if credentials is None else basic_authorization(*credentials)
+
+
+def _sasl_credentials(settings: tuple[tuple[str, str], ...]) -> tuple[str, str] | None:
+    try:
+        config = CommonClientConfig.load({"bootstrap.servers": "127.0.0.1:9092", **dict(settings)}, env={})
+        return config.sasl_credentials()
+    except ConfigError as exc:
+        raise InvalidOptionError(f"Option 'kafka.{exc.key}': {exc.reason}") from None
 
 
 def check_option_names(given: Mapping[str, str], names: tuple[str, ...] = READ_OPTION_NAMES,

@@ -20,7 +20,7 @@ import logging
 import math
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
@@ -64,11 +64,12 @@ class ReadSettings:
     isolation_level: str
     max_bytes_per_request: int
     timeout_s: float
+    authorization: str | None = field(default=None, repr=False)
 
     @classmethod
     def of(cls, options: ReadOptions, cluster_id: str) -> ReadSettings:
         return cls(options.gateway, cluster_id, options.include_headers, options.fail_on_data_loss,
-                   options.isolation_level, options.max_bytes_per_request, options.timeout_s)
+                   options.isolation_level, options.max_bytes_per_request, options.timeout_s, options.authorization)
 
 
 class OffsetRange(InputPartition):
@@ -99,7 +100,7 @@ class Planner:
 
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
-        self.client = GatewayClient(options.gateway, options.timeout_s)
+        self.client = GatewayClient(options.gateway, options.timeout_s, authorization=options.authorization)
 
     def close(self) -> None:
         self.client.close()
@@ -238,7 +239,8 @@ def read_range(offset_range: OffsetRange) -> Iterator[pa.RecordBatch]:
     settings = offset_range.settings
     topic, partition, until = offset_range.topic, offset_range.partition, offset_range.until_offset
     path = f"/v3/clusters/{settings.cluster_id}/topics/{quote(topic, safe='')}/partitions/{partition}/records"
-    with (GatewayClient(settings.gateway, settings.timeout_s, cluster_id=settings.cluster_id) as client,
+    with (GatewayClient(settings.gateway, settings.timeout_s, cluster_id=settings.cluster_id,
+                        authorization=settings.authorization) as client,
           ThreadPoolExecutor(max_workers=1, thread_name_prefix="odradek-range") as requests):
         def page(offset: int, max_bytes: int = settings.max_bytes_per_request) -> Future:
             return requests.submit(client.request, "GET", path, headers={"Accept": ARROW_STREAM}, params={

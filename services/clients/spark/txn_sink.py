@@ -59,11 +59,13 @@ class TransactionalSettings:
     transaction_timeout_ms: int
     checkpoint_location: str  # an absolute path, or a URI (`batch_log`)
     timeout_ms: int
+    client_settings: tuple[tuple[str, str], ...] = ()  # Kafka's client security settings
 
 
-def broker_addresses(gateway_urls: Sequence[str], timeout_s: float) -> tuple[str, ...]:
+def broker_addresses(gateway_urls: Sequence[str], timeout_s: float, authorization: str | None = None
+                     ) -> tuple[str, ...]:
     """`host:port` of every live broker, as the gateway lists them."""
-    with GatewayClient(list(gateway_urls), timeout_s) as client:
+    with GatewayClient(list(gateway_urls), timeout_s, authorization=authorization) as client:
         brokers = client.get_json(client.cluster_path("/brokers"))["data"]
     return tuple(f"{broker['host']}:{broker['port']}" for broker in brokers)
 
@@ -76,8 +78,10 @@ def transactional_settings(options: WriteOptions) -> TransactionalSettings:
     local = local_path(options.checkpoint_location)
     location = str(local.absolute()) if local is not None else options.checkpoint_location
     prefix = options.transactional_id_prefix or default_prefix(location)
-    return TransactionalSettings(broker_addresses(options.gateway_urls, options.timeout_ms / 1000), prefix,
-                                 options.transaction_timeout_ms, location, options.timeout_ms)
+    return TransactionalSettings(broker_addresses(options.gateway_urls, options.timeout_ms / 1000,
+                                                  options.authorization), prefix,
+                                 options.transaction_timeout_ms, location, options.timeout_ms,
+                                 options.client_settings)
 
 
 def task_partition_id() -> int:
@@ -104,7 +108,8 @@ class TransactionalTaskWriter:
             if error is None:
                 counts[(metadata.topic, metadata.partition)] += 1
 
-        with Producer(bootstrap_servers=",".join(settings.bootstrap_servers), transactional_id=tid,
+        with Producer(dict(settings.client_settings), bootstrap_servers=",".join(settings.bootstrap_servers),
+                      transactional_id=tid,
                       transaction_timeout_ms=settings.transaction_timeout_ms, max_block_ms=settings.timeout_ms,
                       acks="all", linger_ms=5) as producer:
             producer.init_transactions()
@@ -137,7 +142,8 @@ class BatchCommitter:
         self.log = BatchLog(settings.checkpoint_location)
 
     def _admin(self) -> Admin:
-        return Admin(bootstrap_servers=",".join(self.settings.bootstrap_servers),
+        return Admin(dict(self.settings.client_settings),
+                     bootstrap_servers=",".join(self.settings.bootstrap_servers),
                      default_api_timeout_ms=self.settings.timeout_ms)
 
     def recover(self) -> None:

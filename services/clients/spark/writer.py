@@ -5,11 +5,14 @@ Options (Spark hands them over lower-cased): `gateway` (required: comma separate
 `topic` (the topic of every row: it overrides a `topic` column, as in Spark's Kafka sink),
 `maxRequestBytes` (default 4 MiB: no POST is larger, but for a single larger record) and
 `timeoutMs` (default 60000: how long a POST may take, retries on other gateways included).
-`checkpointLocation` and `path` (which Spark adds) are ignored; `kafka.bootstrap.servers` and
-anything else are refused when the query is planned (`options.InvalidOptionError`, worded as the
-source's), as are columns of the wrong type (Spark's Kafka sink's messages): `value` string or
-binary (required), `key` string or binary, `topic` string (required unless the option is given),
-`partition` int, `headers` array<struct<key: string, value: binary>>. Other columns are not sent.
+`kafka.security.protocol` SASL_PLAINTEXT or SASL_SSL with `kafka.sasl.mechanism` and
+`kafka.sasl.username` / `kafka.sasl.password` or `kafka.sasl.jaas.config` name the user the
+requests authenticate as to the gateway (HTTP Basic). `checkpointLocation` and `path` (which Spark
+adds) are ignored; `kafka.bootstrap.servers` and anything else are refused when the query is
+planned (`options.InvalidOptionError`, worded as the source's), as are columns of the wrong type
+(Spark's Kafka sink's messages): `value` string or binary (required), `key` string or binary,
+`topic` string (required unless the option is given), `partition` int, `headers`
+array<struct<key: string, value: binary>>. Other columns are not sent.
 
 Each task POSTs its Arrow batches (only the columns above) in IPC streams of at most
 `maxRequestBytes`, in order; a POST that fails raises its error (a `KafkaError` named as the
@@ -23,7 +26,9 @@ with the micro-batch (`txn_sink`, decisions in `exactly_once`), with `transactio
 (default `odradek-sink-` and a hash of the checkpoint location: it must differ between queries)
 and `transactionTimeoutMs` (default 900000: how long a prepared transaction may wait for the
 driver). It needs the `checkpointLocation` option (a path, or a Hadoop-compatible filesystem's URI:
-`batch_log`), where it keeps its batch records. Batch writes refuse it.
+`batch_log`), where it keeps its batch records. Batch writes refuse it. Its Producer and Admin
+reach the brokers directly and take Kafka's client security settings with Spark's `kafka.` prefix
+(the `kafka.sasl.*` options above and `kafka.ssl.*`, which other writes refuse).
 """
 
 from __future__ import annotations
@@ -51,10 +56,13 @@ from services.clients.admin_types import PreparedTransaction
 from services.clients.spark.gateway import GatewayClient
 from services.clients.spark.options import (
     DEFAULT_TIMEOUT_MS,
+    KAFKA_SECURITY_OPTION_NAMES,
     InvalidOptionError,
     boolean_option,
     check_option_names,
+    gateway_authorization,
     gateway_option,
+    kafka_client_settings,
     positive_option,
 )
 from services.common.http_wire import ARROW_STREAM
@@ -66,7 +74,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
 WRITE_OPTION_NAMES = ("gateway", "topic", "maxRequestBytes", "timeoutMs", "exactlyOnce", "transactionalIdPrefix",
-                      "transactionTimeoutMs")
+                      "transactionTimeoutMs", *KAFKA_SECURITY_OPTION_NAMES)
 DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000
 # Spark's own keys that reach a sink's options without the user naming them (`save(path)`, a stream's).
 _IGNORED = frozenset({"path", "checkpointlocation", "queryname"})
@@ -90,6 +98,8 @@ class WriteOptions:
     transactional_id_prefix: str | None = None
     transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
     checkpoint_location: str | None = None
+    client_settings: tuple[tuple[str, str], ...] = ()  # Kafka's client security settings, for exactlyOnce
+    authorization: str | None = field(default=None, repr=False)  # of the gateway requests
 
 
 def write_options(options: Mapping[str, str]) -> WriteOptions:
@@ -108,11 +118,18 @@ def write_options(options: Mapping[str, str]) -> WriteOptions:
     prefix = given.get("transactionalidprefix")
     if prefix is not None and not str(prefix).strip():
         raise InvalidOptionError("Option 'transactionalIdPrefix' is empty.")
+    client_settings = kafka_client_settings(given)
+    tls_settings = [name for name, _ in client_settings if name.startswith("ssl.")]
+    if tls_settings and not exactly_once:
+        raise InvalidOptionError(f"Option(s) {', '.join(repr('kafka.' + name) for name in tls_settings)}: only "
+                                 "exactlyOnce writes use them (they reach the brokers directly); other writes go "
+                                 "through the HTTP gateway.")
     return WriteOptions(gateway_option(given), None if topic is None else str(topic).strip(),
                         positive_option(given, "maxRequestBytes") or DEFAULT_MAX_REQUEST_BYTES,
                         positive_option(given, "timeoutMs") or DEFAULT_TIMEOUT_MS, exactly_once,
                         None if prefix is None else str(prefix).strip(),
-                        positive_option(given, "transactionTimeoutMs") or DEFAULT_TRANSACTION_TIMEOUT_MS, checkpoint)
+                        positive_option(given, "transactionTimeoutMs") or DEFAULT_TRANSACTION_TIMEOUT_MS, checkpoint,
+                        client_settings, gateway_authorization(given))
 
 
 def _unsupported(name: str, kind: DataType, wanted: str) -> InvalidOptionError:
@@ -231,7 +248,8 @@ class GatewaySink:
     def write(self, batches: Iterable[pa.RecordBatch]) -> OdradekCommitMessage:
         message = OdradekCommitMessage()
         cutter = RequestCutter(self.options.max_request_bytes)
-        with GatewayClient(list(self.options.gateway_urls), self.options.timeout_ms / 1000) as client:
+        with GatewayClient(list(self.options.gateway_urls), self.options.timeout_ms / 1000,
+                           authorization=self.options.authorization) as client:
             path = client.cluster_path("/records")
             for batch in batches:
                 for stream in cutter.add(self._sent(batch)):

@@ -3,6 +3,10 @@ asynchronous calls, the mapping of failures to Kafka's errors. The only client m
 imports grpc or a generated `*_pb2_grpc` stub module.
 
 `ChannelPool` creates a channel the first time a target is used and closes them all in `close()`.
+With SASL credentials (`security.protocol` SASL_SSL or SASL_PLAINTEXT) every call carries
+`authorization: Basic ...` metadata: as gRPC call credentials composed with the TLS channel
+credentials, or, on a plaintext channel (where gRPC sends no call credentials), added to each call
+by a client interceptor.
 Channels carry the servers' message-size bounds and reconnect as Kafka's clients do: first after
 `reconnect.backoff.ms`, then backing off exponentially up to `reconnect.backoff.max.ms` (gRPC's
 own defaults would wait up to two minutes before noticing a restarted broker). Every call has a
@@ -29,14 +33,15 @@ import grpc
 from services.clients.client_config import CommonClientConfig
 from services.common.clock import SYSTEM_CLOCK, Clock
 from services.common.errors import Errors, KafkaError
+from services.common.grpc_error_detail import ERROR_DETAIL_KEY
 from services.common.pb.odradek.broker.v1 import broker_pb2_grpc
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.pb.odradek.controller.v1 import controller_pb2_grpc
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2_grpc
+from services.common.security.grpc_credentials import AUTHORIZATION_KEY, basic_authorization
 from services.common.security.tls import TlsSettings
 from services.common.service import GRPC_OPTIONS
 
-ERROR_DETAIL_KEY = "odradek-error-bin"
 BROKER = "broker"
 CONTROLLER = "controller"
 COORDINATOR = "coordinator"
@@ -137,14 +142,65 @@ class PendingCall:
         return response
 
 
+class _BasicAuthPlugin(grpc.AuthMetadataPlugin):
+    """Call credentials of a SASL user on a TLS channel."""
+
+    def __init__(self, authorization: str) -> None:
+        self._metadata = ((AUTHORIZATION_KEY, authorization),)
+
+    def __call__(self, context: grpc.AuthMetadataContext, callback: grpc.AuthMetadataPluginCallback) -> None:
+        callback(self._metadata, None)
+
+
+class _CallDetails(grpc.ClientCallDetails):
+    def __init__(self, details: grpc.ClientCallDetails, metadata: tuple[tuple[str, str], ...]) -> None:
+        self.method = details.method
+        self.timeout = details.timeout
+        self.metadata = metadata
+        self.credentials = details.credentials
+        self.wait_for_ready = details.wait_for_ready
+        self.compression = details.compression
+
+
+class _CallMetadataInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor,
+                               grpc.StreamUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
+    """Adds the SASL user's `authorization` metadata to every call of a plaintext channel."""
+
+    def __init__(self, authorization: str) -> None:
+        self._metadata = ((AUTHORIZATION_KEY, authorization),)
+
+    def _details(self, details: grpc.ClientCallDetails) -> grpc.ClientCallDetails:
+        return _CallDetails(details, (*(details.metadata or ()), *self._metadata))
+
+    def intercept_unary_unary(self, continuation, client_call_details, request):
+        return continuation(self._details(client_call_details), request)
+
+    def intercept_unary_stream(self, continuation, client_call_details, request):
+        return continuation(self._details(client_call_details), request)
+
+    def intercept_stream_unary(self, continuation, client_call_details, request_iterator):
+        return continuation(self._details(client_call_details), request_iterator)
+
+    def intercept_stream_stream(self, continuation, client_call_details, request_iterator):
+        return continuation(self._details(client_call_details), request_iterator)
+
+
 class ChannelPool:
     """Lazily created channels and stubs by target, with bounded, error-mapped calls."""
 
     def __init__(self, request_timeout_ms: int = 30000, reconnect_backoff_ms: int = 50,
                  reconnect_backoff_max_ms: int = 1000, clock: Clock = SYSTEM_CLOCK,
-                 tls: TlsSettings | None = None):
+                 tls: TlsSettings | None = None, sasl_credentials: tuple[str, str] | None = None):
         self.request_timeout_ms = request_timeout_ms
         self._credentials = tls.grpc_channel_credentials() if tls is not None else None
+        self._interceptor: _CallMetadataInterceptor | None = None
+        if sasl_credentials is not None:
+            authorization = basic_authorization(*sasl_credentials)
+            if self._credentials is not None:
+                self._credentials = grpc.composite_channel_credentials(
+                    self._credentials, grpc.metadata_call_credentials(_BasicAuthPlugin(authorization)))
+            else:
+                self._interceptor = _CallMetadataInterceptor(authorization)
         self.reconnect_backoff_ms = reconnect_backoff_ms
         self._options = GRPC_OPTIONS + [
             ("grpc.initial_reconnect_backoff_ms", max(1, reconnect_backoff_ms)),
@@ -161,7 +217,7 @@ class ChannelPool:
     @classmethod
     def from_config(cls, config: CommonClientConfig, clock: Clock = SYSTEM_CLOCK) -> ChannelPool:
         return cls(config.request_timeout_ms, config.reconnect_backoff_ms, config.reconnect_backoff_max_ms,
-                   clock, config.tls_settings())
+                   clock, config.tls_settings(), config.sasl_credentials())
 
     # ------------------------------------------------------------------ channels and stubs
 
@@ -171,9 +227,13 @@ class ChannelPool:
                 raise RuntimeError("the channel pool is closed")
             channel = self._channels.get(target)
             if channel is None:
-                channel = self._channels[target] = (
-                    grpc.insecure_channel(target, options=self._options) if self._credentials is None
-                    else grpc.secure_channel(target, self._credentials, options=self._options))
+                if self._credentials is not None:
+                    channel = grpc.secure_channel(target, self._credentials, options=self._options)
+                else:
+                    channel = grpc.insecure_channel(target, options=self._options)
+                    if self._interceptor is not None:
+                        channel = grpc.intercept_channel(channel, self._interceptor)
+                self._channels[target] = channel
             return channel
 
     def stub(self, target: str, service: str) -> Any:

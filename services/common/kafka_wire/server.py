@@ -47,7 +47,7 @@ from services.common.kafka_wire.security import (
     decode_client_host,
 )
 from services.common.security.acl import CLUSTER_NAME, AclOperation, ResourceType
-from services.common.security.authorizer import Access
+from services.common.security.authorizer import Access, audit
 from services.common.security.sasl import SaslAuthenticationFailed, principal_of
 from services.common.security.tls import peer_principal
 
@@ -229,6 +229,7 @@ class KafkaWireServer:
         try:
             challenge = await self._step(session, request.auth_bytes)
         except SaslAuthenticationFailed as exc:
+            audit.info("Failed authentication with %s (%s)", session.host, exc)
             response = fields_of(schema.response_type, error_code=kafka_error(Errors.SASL_AUTHENTICATION_FAILED),
                                  error_message=str(exc), auth_bytes=b"", session_lifetime=NO_THROTTLE)
             raise AnswerThenClose(respond(response), f"SASL authentication failed: {exc}") from None
@@ -240,6 +241,7 @@ class KafkaWireServer:
         try:
             return await self._step(session, frame)
         except SaslAuthenticationFailed as exc:
+            audit.info("Failed authentication with %s (%s)", session.host, exc)
             raise ConnectionClosing(f"SASL authentication failed: {exc}") from None
 
     async def _step(self, session: Session, message: bytes) -> bytes:

@@ -20,8 +20,6 @@ else `User:ANONYMOUS`.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -30,11 +28,13 @@ from typing import Any
 import grpc
 from google.protobuf import descriptor_pool, message_factory
 
-from services.common.errors import ERROR_DETAIL_KEY, Errors
+from services.common.errors import Errors
+from services.common.grpc_error_detail import error_detail_metadata
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.security.acl import CLUSTER_NAME, AclOperation, Resource, ResourceType
 from services.common.security.authorizer import Access, AclAuthorizer, init_producer_id_denied
-from services.common.security.tls import grpc_peer_principal
+from services.common.security.grpc_credentials import basic_credentials
+from services.common.security.tls import grpc_peer_principal, peer_host
 
 Message = Any
 BROKER_SERVICE = "odradek.broker.v1.BrokerService"
@@ -53,34 +53,10 @@ DENIAL_ERRORS = {
 CONFIG_RESOURCE_TOPIC = 2
 
 
-def peer_host(context: grpc.ServicerContext) -> str:
-    """The caller's address from gRPC's peer string (`ipv4:127.0.0.1:5000`, `ipv6:[::1]:5000`)."""
-    peer = context.peer() or ""
-    _, _, address = peer.partition(":")
-    return address.rpartition(":")[0].strip("[]")
-
-
-def basic_credentials(context: grpc.ServicerContext) -> tuple[str, str] | None:
-    """The user name and password of the call's `authorization: Basic <base64 user:password>`."""
-    for key, value in context.invocation_metadata() or ():
-        if key.lower() != "authorization" or not isinstance(value, str):
-            continue
-        scheme, _, token = value.strip().partition(" ")
-        if scheme.lower() != "basic":
-            continue
-        try:
-            decoded = base64.b64decode(token.strip(), validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
-            return None
-        user, sep, password = decoded.partition(":")
-        return (user, password) if sep and user else None
-    return None
-
-
 def call_principal(context: grpc.ServicerContext) -> str:
     """`User:<name>` of the call's Basic credentials, else its TLS peer's principal (`User:ANONYMOUS`
     without a client certificate)."""
-    credentials = basic_credentials(context)
+    credentials = basic_credentials(context.invocation_metadata())  # verified first by grpc_credentials
     if credentials is not None:
         return f"User:{credentials[0]}"
     return grpc_peer_principal(context)
@@ -463,14 +439,8 @@ def _denial(access: Access, operation: AclOperation, resource_type: ResourceType
     return f"{access.principal} may not perform {operation.zk_name} on {resource_type.zk_name} {name}"
 
 
-def error_trailer(error: int, message: str) -> tuple[tuple[str, bytes], ...]:
-    """The `odradek-error-bin` trailing metadata that Odradek's clients read as Kafka's error."""
-    detail = common_pb2.ErrorDetail(error_code=error, error_name=Errors(error).name, error_message=message)
-    return ((ERROR_DETAIL_KEY, detail.SerializeToString()),)
-
-
 def _permission_denied(context, error: int, message: str) -> None:
-    context.set_trailing_metadata(error_trailer(error, message))
+    context.set_trailing_metadata(error_detail_metadata(Errors(error), message))
     context.set_code(grpc.StatusCode.PERMISSION_DENIED)
     context.set_details(f"{Errors(error).name}: {message}")
 

@@ -89,6 +89,37 @@ def jaas_login(jaas_config: str | None) -> tuple[str, str] | None:
     return None
 
 
+SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+_JAAS_ENTRY = re.compile(r'^\s*([\w.$]+)\s+(required|requisite|sufficient|optional)\b(.*?);\s*$', re.DOTALL)
+_JAAS_OPTION = re.compile(r'\s*([\w.-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s";]+))')
+
+
+def client_jaas_login(jaas_config: str) -> tuple[str, str]:
+    """The `username` and `password` of a client's `sasl.jaas.config`, one ScramLoginModule or
+    PlainLoginModule entry: `<module> required username="alice" password="secret";`. ValueError
+    names what is wrong (another login module, a missing option, not Kafka's JAAS form)."""
+    entry = _JAAS_ENTRY.match(jaas_config)
+    if entry is None:
+        raise ValueError('expected "<LoginModule> required username=\"...\" password=\"...\";"')
+    module, _, text = entry.groups()
+    if module not in (SCRAM_LOGIN_MODULE, PLAIN_LOGIN_MODULE):
+        raise ValueError(f"login module {module} is not supported; use {SCRAM_LOGIN_MODULE} or {PLAIN_LOGIN_MODULE}")
+    options, position = {}, 0
+    for option in _JAAS_OPTION.finditer(text):
+        if text[position:option.start()].strip():
+            break
+        name, quoted, bare = option.groups()
+        options[name] = bare if quoted is None else re.sub(r'\\(.)', r'\1', quoted)
+        position = option.end()
+    if text[position:].strip():
+        raise ValueError(f"cannot parse the login module's options at {text[position:].strip()!r}")
+    missing = [name for name in ("username", "password") if name not in options]
+    if missing:
+        raise ValueError(f"{module} needs {' and '.join(missing)}")
+    return options["username"], options["password"]
+
+
 def plain_initial_response(username: str, password: str) -> bytes:
     """A SASL/PLAIN client's only message (RFC 4616), without an authorization id."""
     return b"\0" + username.encode() + b"\0" + password.encode()

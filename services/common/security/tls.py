@@ -152,6 +152,13 @@ def peer_principal(peer_certificate_der: bytes | None) -> str:
     return "User:" + x509.load_der_x509_certificate(peer_certificate_der).subject.rfc4514_string()
 
 
+def peer_host(context: grpc.ServicerContext) -> str:
+    """The caller's address from gRPC's peer string (`ipv4:127.0.0.1:5000`, `ipv6:[::1]:5000`)."""
+    peer = context.peer() or ""
+    _, _, address = peer.partition(":")
+    return address.rpartition(":")[0].strip("[]")
+
+
 def grpc_peer_principal(context: grpc.ServicerContext) -> str:
     """The principal of a gRPC call's peer: `User:<subject>` of its verified client certificate,
     else `User:ANONYMOUS` (a plaintext listener, or no certificate sent)."""

@@ -26,6 +26,7 @@ from services.common.security.acl import (
 )
 from services.common.security.authorizer import Access, AclAuthorizer
 from services.common.security.grpc_auth import RpcAuthorization, call_principal
+from services.common.security.grpc_credentials import PasswordVerifier
 from services.common.service import ServiceRuntime, node_channel
 from tests.grpc_acl_support import CASES, SERVICE_NODES, attempt, every_rpc
 
@@ -145,6 +146,7 @@ class RecordingBroker(broker_pb2_grpc.BrokerServiceServicer):
 def plaintext_broker(authorizer: AclAuthorizer | None) -> Iterator[tuple[grpc.Channel, RecordingBroker]]:
     runtime = ServiceRuntime("probe", "127.0.0.1:0")
     runtime.authorizer = authorizer
+    runtime.password_verifier = PasswordVerifier(lambda user: None, {"alice": "secret"})
     servicer = RecordingBroker()
     runtime.add_servicer(broker_pb2_grpc.add_BrokerServiceServicer_to_server, servicer)
     port = runtime.start()

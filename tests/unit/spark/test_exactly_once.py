@@ -3,6 +3,8 @@ aborts for a new batch and a replay, what a restarted driver rolls forward, and 
 
 from __future__ import annotations
 
+import base64
+
 import pyarrow.fs as pafs
 import pytest
 
@@ -118,6 +120,28 @@ def test_exactly_once_options() -> None:
         write_options({**base, "exactlyonce": "true"})
     with pytest.raises(InvalidOptionError, match="true or false"):
         write_options({**base, "exactlyonce": "yes", "checkpointlocation": "/ck"})
+
+
+def test_exactly_once_takes_kafka_client_security_settings() -> None:
+    base = {"gateway": "http://g:8080", "topic": "out", "exactlyonce": "true", "checkpointlocation": "/ck"}
+    jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="u" password="p";'
+    options = write_options({**base, "kafka.security.protocol": "SASL_PLAINTEXT",
+                             "kafka.sasl.mechanism": "SCRAM-SHA-512", "kafka.sasl.jaas.config": jaas})
+    assert dict(options.client_settings) == {"security.protocol": "SASL_PLAINTEXT",
+                                             "sasl.mechanism": "SCRAM-SHA-512", "sasl.jaas.config": jaas}
+    with pytest.raises(InvalidOptionError, match="'kafka.sasl.mechanism': GSSAPI is not supported"):
+        write_options({**base, "kafka.security.protocol": "SASL_SSL", "kafka.sasl.username": "u",
+                       "kafka.sasl.password": "p"})
+    with pytest.raises(InvalidOptionError, match="'kafka.ssl.ca.location': only exactlyOnce writes use them"):
+        write_options({"gateway": "http://g:8080", "kafka.security.protocol": "SASL_SSL",
+                       "kafka.sasl.mechanism": "PLAIN", "kafka.sasl.username": "u", "kafka.sasl.password": "p",
+                       "kafka.ssl.ca.location": "/ca.pem"})
+    # every write authenticates to the gateway as the SASL user
+    assert options.authorization == "Basic " + base64.b64encode(b"u:p").decode()
+    assert write_options({"gateway": "http://g:8080", "kafka.security.protocol": "SASL_PLAINTEXT",
+                          "kafka.sasl.mechanism": "PLAIN", "kafka.sasl.username": "u",
+                          "kafka.sasl.password": "p"}).authorization == options.authorization
+    assert "Basic" not in repr(options)
 
 
 def test_batch_records_live_in_a_non_local_checkpoint_through_its_filesystem(tmp_path) -> None:

@@ -21,6 +21,7 @@ class StubGateway(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     connections: set[int] = set()
     seen: list[tuple[str, str, bytes]] = []
+    authorizations: list[str | None] = []
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         self._answer()
@@ -31,6 +32,7 @@ class StubGateway(BaseHTTPRequestHandler):
     def _answer(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         StubGateway.seen.append((self.command, self.path, self.rfile.read(length)))
+        StubGateway.authorizations.append(self.headers.get("Authorization"))
         StubGateway.connections.add(self.client_address[1])
         if "missing" in self.path:
             status, body = 404, {"error_code": 40403, "message": "UNKNOWN_TOPIC_OR_PARTITION (3): no such topic"}
@@ -56,6 +58,7 @@ class StubGateway(BaseHTTPRequestHandler):
 def gateway_url() -> Iterator[str]:
     StubGateway.connections = set()
     StubGateway.seen = []
+    StubGateway.authorizations = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), StubGateway)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -131,3 +134,12 @@ def test_the_tls_context_is_built_once_and_verifies_only_for_https() -> None:
     assert verifying.verify_mode == ssl.CERT_REQUIRED and verifying.check_hostname
     assert verifying.cert_store_stats()["x509_ca"] > 0
     assert tls_context(False).cert_store_stats()["x509_ca"] == 0
+
+
+def test_every_request_carries_the_given_authorization(gateway_url: str) -> None:
+    with GatewayClient([gateway_url], 5, authorization="Basic dTpw") as client:
+        client.get_json("/a")
+        client.request("POST", "/b", headers={"Content-Type": "application/json"}, content=b"{}")
+    with GatewayClient([gateway_url], 5) as client:
+        client.get_json("/c")
+    assert StubGateway.authorizations == ["Basic dTpw", "Basic dTpw", None]

@@ -186,3 +186,16 @@ def test_the_stream_reader_returns_its_start_while_a_trigger_is_held(monkeypatch
     reader.options = replace(reader.options, max_trigger_delay_ms=0)
     latest[("t", 0)] = 16
     assert reader.latestOffset({"t": {"0": 15}}, None) == {"t": {"0": 16}}  # the delay has passed
+
+
+def test_sasl_options_name_the_user_the_reads_authenticate_as_to_the_gateway():
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p";'
+    options = ReadOptions.parse({"gateway": "http://g:8080", "subscribe": "t", "kafka.security.protocol": "SASL_SSL",
+                                 "kafka.sasl.mechanism": "PLAIN", "kafka.sasl.jaas.config": jaas}, streaming=False)
+    assert options.authorization == "Basic dTpw" and "dTpw" not in repr(options)
+    assert ReadOptions.parse({"gateway": "g", "subscribe": "t"}, streaming=False).authorization is None
+    with pytest.raises(InvalidOptionError, match="'kafka.sasl.mechanism': GSSAPI is not supported"):
+        ReadOptions.parse({"gateway": "g", "subscribe": "t", "kafka.security.protocol": "SASL_PLAINTEXT",
+                           "kafka.sasl.username": "u", "kafka.sasl.password": "p"}, streaming=False)
+    with pytest.raises(InvalidOptionError, match="'kafka.ssl.ca.location'"):
+        ReadOptions.parse({"gateway": "g", "subscribe": "t", "kafka.ssl.ca.location": "/ca.pem"}, streaming=False)

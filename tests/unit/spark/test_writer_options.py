@@ -40,7 +40,8 @@ def test_options_arrive_lower_cased_and_take_defaults():
     ({"kafka.bootstrap.servers": "broker:9092"}, "give its URLs in the 'gateway' option"),
     ({"gateway": "gw", "subscribe": "t", "acks": "all"}, "Unknown option(s) 'acks', 'subscribe' for the odradek "
                                                         "sink; it knows: gateway, topic, maxRequestBytes, timeoutMs, "
-                                                        "exactlyOnce, transactionalIdPrefix, transactionTimeoutMs."),
+                                                        "exactlyOnce, transactionalIdPrefix, transactionTimeoutMs, "
+                                                        "kafka.security.protocol, kafka.sasl.mechanism, "),
     ({}, "Option 'gateway' is required"),
     ({"gateway": " , "}, "Option 'gateway' is required"),
     ({"gateway": "gw", "topic": " "}, "Option 'topic' is empty"),
