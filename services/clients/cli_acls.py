@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from typing import TextIO
 
 from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
 
 from services.common.security.acl import (
     CLUSTER_NAME,
@@ -212,6 +213,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         return 0
     except (AclCommandError, ValueError, OSError, KazooException, TimeoutError) as error:
         print(f"Error: {error.args[0] if error.args else error}", file=out)
+        return 1
+    except KazooTimeoutError:
+        print("Error: no ZooKeeper session (a TLS port needs --zk-tls-config-file)", file=out)
         return 1
     finally:
         if zk is not None:

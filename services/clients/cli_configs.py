@@ -39,6 +39,7 @@ from collections.abc import Iterable
 from typing import TextIO
 
 from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
 
 from services.clients.admin import Admin
 from services.clients.admin_types import BROKER_RESOURCE, CONFIG_SOURCES, TOPIC_RESOURCE, ConfigEntry
@@ -266,6 +267,9 @@ def run_users(args: argparse.Namespace, out: TextIO) -> int:
         return 0
     except (ConfigCommandError, KazooException, TimeoutError) as error:
         print(f"Error: {error.args[0] if error.args else error}", file=out)
+        return 1
+    except KazooTimeoutError:
+        print(f"Error: no ZooKeeper session with {args.zookeeper} (a TLS port needs --zk-tls-config-file)", file=out)
         return 1
     finally:
         zk.stop()
