@@ -46,6 +46,7 @@ def test_zookeeper_serves_tls_only_and_every_service_connects_with_its_certifica
         service_config = cluster.service_config(name)
         assert service_config["zookeeper.ssl.client.enable"] == "true"
         assert service_config["zookeeper.ssl.keystore.location"].endswith(f"{name}.keystore.pem")
+        assert "use_ssl: True" in cluster.log_path(name).read_text(), f"{name} did not connect over TLS"
 
 
 def test_a_secured_cluster_on_tls_zookeeper_creates_produces_and_consumes(cluster: LocalCluster) -> None:
