@@ -46,7 +46,7 @@ from services.clients.admin_types import NewTopic  # noqa: E402
 from services.clients.producer import Producer  # noqa: E402
 from services.common.pb.odradek.broker.v1 import broker_pb2  # noqa: E402
 from services.common.records import build_batch  # noqa: E402
-from services.common.service import insecure_channel  # noqa: E402
+from services.common.service import node_channel  # noqa: E402
 from services.devcluster.launcher import LocalCluster  # noqa: E402
 from services.devcluster.proc import pid_alive, wait_until  # noqa: E402
 
@@ -216,7 +216,7 @@ def measure_produce(cluster: LocalCluster, admin: Admin, topic: str, requests: i
     """Sequential acks=all produces of one record; prints and returns (p50, p99) in ms."""
     (description,) = admin.describe_topics([topic]).values()
     leader = next(p.leader for p in description.partitions if p.partition == 0)
-    channel = insecure_channel(cluster.endpoint(cluster.broker_name(leader)))
+    channel = node_channel(cluster.endpoint(cluster.broker_name(leader)))
     call = channel.unary_unary(PRODUCE, response_deserializer=broker_pb2.ProduceResponse.FromString)
     request = broker_pb2.ProduceRequest(acks=-1, timeout_ms=30000)
     request.topic_data.add(name=topic).partition_data.add(index=0, records=build_batch([b"x" * 100]))

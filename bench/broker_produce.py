@@ -29,7 +29,7 @@ import grpc  # noqa: E402
 from services.common.pb.odradek.broker.v1 import broker_pb2, broker_pb2_grpc  # noqa: E402
 from services.common.pb.odradek.controller.v1 import controller_pb2, controller_pb2_grpc  # noqa: E402
 from services.common.records import build_batch  # noqa: E402
-from services.common.service import GRPC_OPTIONS, insecure_channel  # noqa: E402
+from services.common.service import GRPC_OPTIONS, node_channel  # noqa: E402
 from services.devcluster.launcher import LocalCluster  # noqa: E402
 from services.devcluster.proc import free_port, start_process, stop_process, wait_until  # noqa: E402
 
@@ -85,8 +85,8 @@ def measure_cluster(base: Path, log_dir: Path, args, take) -> list[tuple[str, fl
         cluster.start()
         topic = "bench"
         controller = controller_pb2_grpc.ControllerServiceStub(
-            insecure_channel(cluster.endpoint(cluster.controller_names[0])))
-        channel = insecure_channel(cluster.endpoint("broker-1"))
+            node_channel(cluster.endpoint(cluster.controller_names[0])))
+        channel = node_channel(cluster.endpoint("broker-1"))
         broker = broker_pb2_grpc.BrokerServiceStub(channel)
         produce_raw = channel.unary_unary("/odradek.broker.v1.BrokerService/Produce",
                                           response_deserializer=broker_pb2.ProduceResponse.FromString)
@@ -137,7 +137,7 @@ def main() -> None:
         sink_port = free_port()
         sink = start_process([sys.executable, __file__, "--serve-sink", str(sink_port)], base / "sink.log")
         try:
-            take = insecure_channel(f"127.0.0.1:{sink_port}").unary_unary(SINK_METHOD)
+            take = node_channel(f"127.0.0.1:{sink_port}").unary_unary(SINK_METHOD)
             wait_until(lambda: _reachable(take), 30, 0.1, message="the sink server")
             print(f"inflight={args.inflight} seconds={args.seconds:g} acks=1, one partition, one broker; "
                   "both peers send the same serialized ProduceRequest bytes")

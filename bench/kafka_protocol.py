@@ -94,7 +94,8 @@ def rdkafka_create_topic(bootstrap: str, topic: str) -> None:
     futures[topic].result(timeout=90)
 
 
-def rdkafka_produce(bootstrap: str, topic: str, values: list[bytes]) -> float:
+def rdkafka_produce(bootstrap: str, topic: str, values: list[bytes], config: dict | None = None) -> float:
+    """Records/s; `config` adds librdkafka settings (security)."""
     failures: list[str] = []
 
     def on_delivery(error, message) -> None:
@@ -102,7 +103,7 @@ def rdkafka_produce(bootstrap: str, topic: str, values: list[bytes]) -> float:
             failures.append(str(error))
 
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all", "on_delivery": on_delivery,
-                                         "delivery.report.only.error": True})
+                                         "delivery.report.only.error": True, **(config or {})})
     producer.produce(topic, b"warm-up", partition=0)
     if producer.flush(60) or failures:
         raise RuntimeError(f"librdkafka's warm-up record was not acknowledged: {failures[:3]}")
@@ -128,9 +129,10 @@ class ConsumeRun(NamedTuple):
     first_record_s: float  # from the assignment to the first record
 
 
-def rdkafka_consume(bootstrap: str, topic: str, count: int, batch: int) -> ConsumeRun:
+def rdkafka_consume(bootstrap: str, topic: str, count: int, batch: int, config: dict | None = None) -> ConsumeRun:
     consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{random.randrange(10**9)}",
-                                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+                                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                                         **(config or {})})
     try:
         consumer.assign([confluent_kafka.TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
         got = 0

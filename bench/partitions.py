@@ -39,7 +39,7 @@ from services.clients.admin_types import NewTopic  # noqa: E402
 from services.clients.lowlevel import LowLevelClient  # noqa: E402
 from services.common.pb.odradek.controller.v1 import controller_pb2, controller_pb2_grpc  # noqa: E402
 from services.common.records import build_batch  # noqa: E402
-from services.common.service import insecure_channel  # noqa: E402
+from services.common.service import node_channel  # noqa: E402
 from services.devcluster.launcher import LocalCluster  # noqa: E402
 from services.devcluster.proc import pid_alive, wait_until  # noqa: E402
 
@@ -116,7 +116,7 @@ def restart_broker(cluster: LocalCluster, broker_id: int) -> None:
 
 def active_controller(cluster: LocalCluster) -> str | None:
     for name in cluster.controller_names:
-        channel = insecure_channel(cluster.endpoint(name))
+        channel = node_channel(cluster.endpoint(name))
         try:
             stub = controller_pb2_grpc.ControllerServiceStub(channel)
             if stub.DescribeCluster(controller_pb2.DescribeClusterRequest(), timeout=10).error_code == 0:

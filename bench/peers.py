@@ -80,9 +80,9 @@ def _pings(client) -> bool:
 
 # --------------------------------------------------------------------------------------------- odradek
 
-def odradek_consume(bootstrap: str, topic: str, start_offset: int, count: int, batch: int) -> float:
+def odradek_consume(bootstrap: str, topic: str, start_offset: int, count: int, batch: int, **config) -> float:
     tp = TopicPartition(topic, 0)
-    with Consumer(bootstrap_servers=bootstrap, max_poll_records=batch) as consumer:
+    with Consumer(bootstrap_servers=bootstrap, max_poll_records=batch, **config) as consumer:
         consumer.assign([tp])
         consumer.seek(tp, start_offset)
         got = 0

@@ -44,7 +44,7 @@ from services.clients.lowlevel import LowLevelClient  # noqa: E402
 from services.clients.producer import Producer  # noqa: E402
 from services.common.pb.odradek.broker.v1 import broker_pb2  # noqa: E402
 from services.common.records import build_batch  # noqa: E402
-from services.common.service import insecure_channel  # noqa: E402
+from services.common.service import node_channel  # noqa: E402
 from services.devcluster.launcher import LocalCluster  # noqa: E402
 from services.devcluster.proc import pid_alive, wait_until  # noqa: E402
 
@@ -99,7 +99,7 @@ class ProduceDriver:
         self.requests = {}
         by_id = {cluster.services[n].node_id: n for n in cluster.broker_names}
         for partition, leader in leaders(admin, topic).items():
-            channel = insecure_channel(cluster.endpoint(by_id[leader]))
+            channel = node_channel(cluster.endpoint(by_id[leader]))
             self.channels[partition] = channel
             self.calls[partition] = channel.unary_unary(
                 PRODUCE, response_deserializer=broker_pb2.ProduceResponse.FromString)

@@ -15,9 +15,10 @@ from services.common.config import (
 )
 from services.common.kafka_wire.listener_config import KafkaListenerConfig
 from services.common.service import DEFAULT_PARKED_MAX_REQUESTS, Listener, parse_listener
+from services.common.zk.connect import ZkTlsConfig
 
 
-class BrokerConfig(KafkaListenerConfig):
+class BrokerConfig(KafkaListenerConfig, ZkTlsConfig):
     broker_id: int = setting(ConfigType.INT, REQUIRED, at_least(0), doc="This broker's id.")
     listeners: str = setting(ConfigType.STRING, "PLAINTEXT://:9092")
     advertised_listeners: str | None = setting(ConfigType.STRING, None)

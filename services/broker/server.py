@@ -13,7 +13,7 @@ import os
 import threading
 import time
 
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooState
 
 from services.broker.config import BrokerConfig
 from services.broker.dynamic_config import ConfigChangeListener, DynamicBrokerConfig
@@ -46,6 +46,7 @@ from services.common.shared_types import KAFKA_LISTENER_NAME, BrokerInfo, EndPoi
 from services.common.topic_partition import TopicPartition
 from services.common.zk import OdradekZkClient, PartitionStateZnode
 from services.common.zk.client import close_session
+from services.common.zk.connect import zk_client
 from services.common.zk.coordinator_directory import CoordinatorDirectory
 
 logger = logging.getLogger(__name__)
@@ -92,8 +93,8 @@ class BrokerServer:
         self.tls = listener_tls(config.listener, config)
         self.runtime = ServiceRuntime("broker", config.listener.address, max_workers=config.grpc_worker_threads,
                                       metrics_port=config.metrics_port, tls=self.tls)
-        self.zk_raw = KazooClient(hosts=config.zookeeper_connect,
-                                  timeout=config.zookeeper_session_timeout_ms / 1000)
+        self.zk_raw = zk_client(config.zookeeper_connect, config.zk_tls(),
+                                timeout_s=config.zookeeper_session_timeout_ms / 1000)
         self.zk = OdradekZkClient(self.zk_raw)
         self.metadata_cache = MetadataCache()
         self.log_defaults = LogConfig.from_props(config.log_defaults())

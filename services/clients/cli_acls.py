@@ -16,6 +16,7 @@ and READ on the groups. Each resource is printed as kafka-acls.sh prints it (a t
     Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=t, patternType=LITERAL)`:
         (principal=User:alice, host=*, operation=READ, permissionType=ALLOW)
 
+`--zk-tls-config-file FILE` reaches ZooKeeper over TLS with the `zookeeper.ssl.*` keys in FILE.
 The brokers' authorizers see a change within their ZooKeeper watch. A failure prints `Error: <message>`
 and exits with 1.
 """
@@ -27,8 +28,8 @@ import functools
 from collections.abc import Iterable
 from typing import TextIO
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
 
 from services.common.security.acl import (
     CLUSTER_NAME,
@@ -44,6 +45,7 @@ from services.common.security.acl import (
     by_name,
 )
 from services.common.security.authorizer import AclAuthorizer
+from services.common.zk.connect import zk_client, zk_tls_from_file
 
 
 class AclCommandError(Exception):
@@ -55,6 +57,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                                    description="Add, remove or list the ACLs the Kafka listeners enforce.")
     parser.add_argument("--authorizer-properties", nargs="+", default=[], metavar="K=V",
                         help="zookeeper.connect=HOST:PORT[/CHROOT]: where the ACLs are kept")
+    parser.add_argument("--zk-tls-config-file", metavar="FILE",
+                        help="a properties file of zookeeper.ssl.* keys, to reach ZooKeeper over TLS")
     parser.add_argument("--bootstrap-server", metavar="HOST:PORT",
                         help="not served: give --authorizer-properties zookeeper.connect=...")
     actions = parser.add_mutually_exclusive_group(required=True)
@@ -189,7 +193,7 @@ def format_bindings(bindings: Iterable[AclBinding], out: TextIO, heading: str = 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     zk = None
     try:
-        zk = KazooClient(hosts=_zookeeper_connect(args))
+        zk = zk_client(_zookeeper_connect(args), zk_tls_from_file(args.zk_tls_config_file))
         zk.start(timeout=15)
         authorizer = AclAuthorizer(zk)
         authorizer.store.ensure_paths()
@@ -207,8 +211,11 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
                 for b in authorizer.acls(AclBindingFilter(r_type, name, _pattern_type(args)))}
             format_bindings(list(shown), out)
         return 0
-    except (AclCommandError, ValueError, KazooException, TimeoutError) as error:
+    except (AclCommandError, ValueError, OSError, KazooException, TimeoutError) as error:
         print(f"Error: {error.args[0] if error.args else error}", file=out)
+        return 1
+    except KazooTimeoutError:
+        print("Error: no ZooKeeper session (a TLS port needs --zk-tls-config-file)", file=out)
         return 1
     finally:
         if zk is not None:

@@ -23,6 +23,7 @@ admin client.
         `Completed updating config for user U.`
     configs --zookeeper ZK --entity-type users [--entity-name U] --describe
         `Configs for user-principal 'U' are SCRAM-SHA-512=salt=...,stored_key=...,...`.
+    --zk-tls-config-file FILE reaches ZooKeeper over TLS with the `zookeeper.ssl.*` keys in FILE.
 
 Broker configs come from the controller, which holds the dynamic layers only: `--all` is for
 topics (a broker's Kafka listener describes its every config). Other entity types answer with an
@@ -37,8 +38,8 @@ import re
 from collections.abc import Iterable
 from typing import TextIO
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
 
 from services.clients.admin import Admin
 from services.clients.admin_types import BROKER_RESOURCE, CONFIG_SOURCES, TOPIC_RESOURCE, ConfigEntry
@@ -47,6 +48,7 @@ from services.common.errors import Errors, KafkaError
 from services.common.security.sasl import DEFAULT_SCRAM_ITERATIONS, SCRAM_MECHANISMS, make_scram_credential
 from services.common.zk.client import OdradekZkClient
 from services.common.zk.configs import entity_type_path
+from services.common.zk.connect import zk_client, zk_tls_from_file
 
 DYNAMIC_TOPIC_CONFIG_SOURCE = 1
 DYNAMIC_BROKER_CONFIG_SOURCE, DYNAMIC_DEFAULT_BROKER_CONFIG_SOURCE = 2, 3
@@ -64,6 +66,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--bootstrap-server", metavar="HOST:PORT")
     parser.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
                         help="ZooKeeper, where users' SCRAM credentials are kept (with --entity-type users)")
+    parser.add_argument("--zk-tls-config-file", metavar="FILE",
+                        help="a properties file of zookeeper.ssl.* keys, to reach ZooKeeper over TLS")
     parser.add_argument("--command-config", metavar="FILE", help="a properties file of admin client configs")
     parser.add_argument("--timeout", type=int, default=30000, help="milliseconds to wait for answers")
     parser.add_argument("--entity-type", required=True, choices=ENTITY_TYPES)
@@ -238,7 +242,12 @@ def scram_changes(added: dict[str, str]) -> dict[str, str]:
 
 
 def run_users(args: argparse.Namespace, out: TextIO) -> int:
-    zk = KazooClient(hosts=args.zookeeper, timeout=max(args.timeout, 1000) / 1000)
+    try:
+        tls = zk_tls_from_file(args.zk_tls_config_file)
+    except (ValueError, OSError) as error:
+        print(f"Error: {error}", file=out)
+        return 1
+    zk = zk_client(args.zookeeper, tls, timeout_s=max(args.timeout, 1000) / 1000)
     try:
         zk.start(timeout=max(args.timeout, 1000) / 1000)
         client = OdradekZkClient(zk)
@@ -258,6 +267,9 @@ def run_users(args: argparse.Namespace, out: TextIO) -> int:
         return 0
     except (ConfigCommandError, KazooException, TimeoutError) as error:
         print(f"Error: {error.args[0] if error.args else error}", file=out)
+        return 1
+    except KazooTimeoutError:
+        print(f"Error: no ZooKeeper session with {args.zookeeper} (a TLS port needs --zk-tls-config-file)", file=out)
         return 1
     finally:
         zk.stop()

@@ -13,12 +13,13 @@ from services.common.config import REQUIRED, ConfigType, at_least, setting
 from services.common.security.authorizer import AuthorizerConfig
 from services.common.security.tls import TlsConfig
 from services.common.service import Listener, parse_listener
+from services.common.zk.connect import ZkTlsConfig
 from services.controller.state.config import ControllerConfig
 
 DEFAULT_HOST = "127.0.0.1"
 
 
-class ControllerServiceConfig(ControllerConfig, TlsConfig, AuthorizerConfig):
+class ControllerServiceConfig(ControllerConfig, TlsConfig, AuthorizerConfig, ZkTlsConfig):
     controller_id: int = setting(
         ConfigType.INT, REQUIRED, at_least(0), doc="This controller's id (written to /controller)."
     )

@@ -18,8 +18,6 @@ import functools
 import logging
 from typing import Any
 
-from kazoo.client import KazooClient
-
 from services.common.errors import Errors
 from services.common.pb.odradek.common.v1 import common_pb2
 from services.common.pb.odradek.controller.v1 import controller_pb2_grpc
@@ -28,6 +26,7 @@ from services.common.security.grpc_credentials import node_password_verifier
 from services.common.service import ServiceRuntime, listener_tls
 from services.common.zk import OdradekZkClient
 from services.common.zk.client import close_session
+from services.common.zk.connect import zk_client
 from services.controller.broker_requests import (
     leader_and_isr_storage_error_event,
     partition_errors,
@@ -65,8 +64,8 @@ class ControllerServer:
             metrics_port=config.metrics_port,
             tls=listener_tls(config.listener, config),
         )
-        self.zk_raw = KazooClient(
-            hosts=config.zookeeper_connect, timeout=config.zookeeper_session_timeout_ms / 1000
+        self.zk_raw = zk_client(
+            config.zookeeper_connect, config.zk_tls(), timeout_s=config.zookeeper_session_timeout_ms / 1000
         )
         self.zk = OdradekZkClient(self.zk_raw)
         self.core = ControllerCore(config, self.controller_id)

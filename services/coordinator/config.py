@@ -17,13 +17,14 @@ from __future__ import annotations
 from services.common.config import REQUIRED, ConfigType, at_least, setting
 from services.common.kafka_wire.listener_config import KafkaListenerConfig
 from services.common.service import DEFAULT_PARKED_MAX_REQUESTS, Listener, parse_listener
+from services.common.zk.connect import ZkTlsConfig
 from services.coordinator.group.config import GroupConfig
 from services.coordinator.txn.config import TransactionConfig
 
 DEFAULT_HOST = "127.0.0.1"
 
 
-class CoordinatorServiceConfig(GroupConfig, TransactionConfig, KafkaListenerConfig):
+class CoordinatorServiceConfig(GroupConfig, TransactionConfig, KafkaListenerConfig, ZkTlsConfig):
     coordinator_id: int = setting(ConfigType.INT, REQUIRED, at_least(0),
                                   doc="This coordinator's id (written to /coordinators/ids).")
     listeners: str = setting(ConfigType.STRING, "PLAINTEXT://:9094", doc="Where the CoordinatorService listens.")

@@ -31,8 +31,6 @@ import logging
 import random
 import threading
 
-from kazoo.client import KazooClient
-
 from services.clients.admin import Admin
 from services.clients.admin_types import NewTopic
 from services.clients.lowlevel import LowLevelClient
@@ -53,6 +51,7 @@ from services.common.topic_names import GROUP_METADATA_TOPIC, TRANSACTION_STATE_
 from services.common.topic_partition import TopicPartition
 from services.common.zk import OdradekZkClient
 from services.common.zk.client import close_session
+from services.common.zk.connect import zk_client
 from services.common.zk.coordinator_directory import CoordinatorDirectory
 from services.coordinator.config import CoordinatorServiceConfig
 from services.coordinator.deleted_topics import DeletedTopicOffsets
@@ -81,8 +80,8 @@ class CoordinatorServer:
         self.runtime = ServiceRuntime("coordinator", config.listener.address,
                                       max_workers=config.num_io_threads, metrics_port=config.metrics_port,
                                       tls=listener_tls(config.listener, config))
-        self.zk_raw = KazooClient(hosts=config.zookeeper_connect,
-                                  timeout=config.zookeeper_session_timeout_ms / 1000)
+        self.zk_raw = zk_client(config.zookeeper_connect, config.zk_tls(),
+                                timeout_s=config.zookeeper_session_timeout_ms / 1000)
         self.zk = OdradekZkClient(self.zk_raw)
         self.directory = CoordinatorDirectory(self.zk)
         self.scheduler = Scheduler(name="group-coordinator-scheduler")

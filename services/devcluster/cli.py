@@ -72,7 +72,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                          "bridge made for the run (needs root); default: every service on 127.0.0.1")
     up.add_argument("--secure", action="store_true",
                     help="TLS everywhere: a local CA and certificates under the cluster dir, gRPC over mutual TLS, "
-                         "SASL_SSL Kafka listeners (SCRAM user admin), HTTPS gateways, ACLs on")
+                         "SASL_SSL Kafka listeners (SCRAM user admin), HTTPS gateways, ACLs on, "
+                         "ZooKeeper over TLS with client certificates")
+    up.add_argument("--zk-plaintext", action="store_true",
+                    help="with --secure: keep ZooKeeper's plaintext client port instead of TLS")
     up.add_argument("--no-demo-topic", action="store_true", help=f"do not create the {DEMO_TOPIC!r} topic")
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for each service")
     up.set_defaults(run=run_up)
@@ -170,7 +173,7 @@ def run_up(args: argparse.Namespace, out: TextIO) -> int:
               f"{network.root_address}) with a namespace per service, run id {network.run_id}.", file=out)
     cluster = LocalCluster(base, brokers=args.brokers, controllers=args.controllers,
                            coordinators=args.coordinators, gateways=args.gateways, network=network,
-                           secure=args.secure)
+                           secure=args.secure, zookeeper_tls=args.secure and not args.zk_plaintext)
     print(f"Starting ZooKeeper, {args.controllers} controller(s), {args.brokers} broker(s), "
           f"{args.coordinators} coordinator(s) and {args.gateways} HTTP gateway(s) "
           f"in {cluster.base_dir} ...", file=out, flush=True)
@@ -255,6 +258,9 @@ def print_endpoints(cluster: LocalCluster, out: TextIO) -> None:
         print(f"Kafka clients (confluent-kafka, kcat -F): {kafka_config} (SCRAM-SHA-512 user "
               f"{secure_layout.ADMIN_USER}, a super user)", file=out)
         print(f"Odradek's tools: --command-config {odradek_config} (the admin certificate)", file=out)
+        if cluster.zookeeper_tls:
+            print(f"ZooKeeper serves TLS only, with client certificates; tools taking --zookeeper: "
+                  f"--zk-tls-config-file {cluster.base_dir / secure_layout.ZOOKEEPER_TLS_CONFIG_NAME}", file=out)
     print(f"\nBootstrap servers: {bootstrap}", file=out)
     if cluster.kafka_bootstrap_servers:
         print(f"Kafka protocol bootstrap servers (Kafka clients): {cluster.kafka_bootstrap_servers}", file=out)

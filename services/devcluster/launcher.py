@@ -17,7 +17,8 @@ the launcher until `stop()`; everything is stopped by its own pid. One service i
 restarted or killed by name (`start_service`, `stop_service`, `restart_service`, `kill_service`),
 with the config it was laid out with; `add_broker` lays out one more broker to start. With
 `zookeeper_connect` the cluster uses an existing ensemble (the tests share one) instead of
-starting ZooKeeper.
+starting ZooKeeper. A `secure` cluster's own ZooKeeper serves TLS only, which every service and
+the administrator connect to with their certificates (`zookeeper_tls`, on by default then).
 
 With `network` (a created `HostNetwork` whose hosts are `ZOOKEEPER_HOST` and every service name,
 see `hosts_for`), each service and ZooKeeper runs inside its own network namespace
@@ -38,11 +39,10 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from kazoo.client import KazooClient
-
 from services.common.health import check_health, http_ready
 from services.common.security.tls import TlsSettings
 from services.common.zk.client import OdradekZkClient
+from services.common.zk.connect import ZkClientTls, zk_client
 from services.devcluster import secure as secure_layout
 from services.devcluster.netns import HostNetwork
 from services.devcluster.proc import (
@@ -111,9 +111,14 @@ class LocalCluster:
         network: HostNetwork | None = None,
         kafka_security_protocol: str = "PLAINTEXT",
         secure: bool = False,
+        zookeeper_tls: bool | None = None,
     ):
         self.base_dir = Path(base_dir).resolve()
         self.secure = secure  # TLS everywhere, mutual between services, ACLs on (`secure`)
+        # ZooKeeper's own port over TLS too: by default when secured and ZooKeeper is this cluster's
+        if zookeeper_tls and (not secure or zookeeper_connect is not None):
+            raise ValueError("ZooKeeper over TLS needs secure=True and the cluster's own ZooKeeper")
+        self.zookeeper_tls = secure and zookeeper_connect is None if zookeeper_tls is None else zookeeper_tls
         # of every Kafka listener: or SASL_PLAINTEXT; SASL_SSL when secured
         secured_default = secure and kafka_security_protocol == "PLAINTEXT"
         self.kafka_security_protocol = secure_layout.KAFKA_SECURITY_PROTOCOL if secured_default \
@@ -257,7 +262,7 @@ class LocalCluster:
             return {"gateway.id": str(spec.node_id),
                     "listeners": f"{'https' if self.secure else 'http'}://{host}:{spec.port}",
                     "bootstrap.servers": self.bootstrap_servers, "zookeeper.connect": self.zookeeper_connect,
-                    **security, **spec.config}
+                    **security, **self.zookeeper_client_settings(name), **spec.config}
         config = {
             "listeners": f"{'SSL' if self.secure else 'PLAINTEXT'}://{host}:{spec.port}",
             "zookeeper.connect": self.zookeeper_connect,
@@ -275,8 +280,18 @@ class LocalCluster:
             config["controller.id"] = str(spec.node_id)
         if self.secure:
             config.update(secure_layout.service_settings(self.base_dir, name, self.all_names))
+        config.update(self.zookeeper_client_settings(name))
         config.update(spec.config)
         return config
+
+    def zookeeper_client_settings(self, name: str) -> dict[str, str]:
+        """The `zookeeper.ssl.*` keys service `name` connects to ZooKeeper with (empty: plaintext)."""
+        return secure_layout.zookeeper_client_settings(self.base_dir, name) if self.zookeeper_tls else {}
+
+    @property
+    def admin_zk_tls(self) -> ZkClientTls | None:
+        """What the administrator connects to this cluster's ZooKeeper with (None: plaintext)."""
+        return secure_layout.zookeeper_client_tls(self.base_dir) if self.zookeeper_tls else None
 
     def write_layout(self) -> None:
         (self.base_dir / "config").mkdir(parents=True, exist_ok=True)
@@ -290,6 +305,7 @@ class LocalCluster:
             "services": {name: asdict(spec) for name, spec in self.services.items()},
             "free_ports": self.free_ports,
             "secure": self.secure,
+            "zookeeper_tls": self.zookeeper_tls,
             "network": None if self.network is None else self.network.to_dict(),
         }
         (self.base_dir / "cluster.json").write_text(json.dumps(layout, indent=2) + "\n")
@@ -302,7 +318,8 @@ class LocalCluster:
         network = HostNetwork.from_dict(layout["network"]) if layout.get("network") else None
         cluster = cls(base, brokers=0, controllers=0, host=layout["host"],
                       zookeeper_connect=layout["zookeeper"]["external"], free_ports=layout.get("free_ports", False),
-                      network=network, secure=layout.get("secure", False))
+                      network=network, secure=layout.get("secure", False),
+                      zookeeper_tls=layout.get("zookeeper_tls", False))
         cluster._zk_port = layout["zookeeper"]["port"]
         if layout["zookeeper"]["external"]:
             cluster.zookeeper_chroot = layout["zookeeper"]["connect"][len(layout["zookeeper"]["external"]):]
@@ -317,13 +334,19 @@ class LocalCluster:
         until each answers its gRPC health check as SERVING."""
         self.base_dir.mkdir(parents=True, exist_ok=True)
         if self.secure:
-            secure_layout.make_certificates(self.base_dir, {name: self.host_of(name) for name in self.all_names})
+            secure_layout.make_certificates(self.base_dir, {
+                **{name: self.host_of(name) for name in self.all_names},
+                secure_layout.ZOOKEEPER_IDENTITY: self.host_of(ZOOKEEPER_HOST)})
+        if self.zookeeper_tls:
+            secure_layout.write_zookeeper_tls_config(self.base_dir)
         self.write_layout()
         if self.external_zookeeper is None:
             zookeeper_dir = self.base_dir / "zookeeper"
             if running_pid(zookeeper_dir) is None:
+                tls = secure_layout.zookeeper_server_tls(self.base_dir) if self.zookeeper_tls else None
                 self.zookeeper = ZooKeeperServer(zookeeper_dir, self._zk_port, self.host_of(ZOOKEEPER_HOST),
-                                                 command_prefix=self.exec_prefix(ZOOKEEPER_HOST)).start(timeout_s)
+                                                 command_prefix=self.exec_prefix(ZOOKEEPER_HOST),
+                                                 tls=tls).start(timeout_s)
         try:
             if self.secure:
                 self._add_admin_user()
@@ -376,7 +399,7 @@ class LocalCluster:
         return secure_layout.client_settings(self.base_dir) if self.secure else {}
 
     def _add_admin_user(self) -> None:
-        zk = KazooClient(hosts=self.zookeeper_connect)
+        zk = zk_client(self.zookeeper_connect, self.admin_zk_tls)
         zk.start(timeout=30)
         try:
             client = OdradekZkClient(zk)

@@ -9,6 +9,11 @@ service and the administrator in `super.users`; the coordinators authenticate to
 Kafka listeners with SASL/PLAIN as `admin`. A SCRAM-SHA-512 user `admin` is what Kafka clients log
 in as (`add_admin_scram_user`). `client_settings` are Kafka's client keys for Odradek's clients and
 confluent-kafka, written to `<base_dir>/client.properties`.
+
+ZooKeeper, unless kept in plaintext, serves only TLS with its own certificate (`CN=zookeeper`) and
+requires clients' certificates (`zookeeper_server_tls`); every service connects to it with its own
+certificate through Kafka's `zookeeper.ssl.*` keys (`zookeeper_client_settings`), and tools with
+`--zk-tls-config-file <base_dir>/zookeeper-tls.properties`, which holds the administrator's.
 """
 
 from __future__ import annotations
@@ -18,12 +23,16 @@ from pathlib import Path
 from services.common.security.certs import CertificateAuthority
 from services.common.security.sasl import make_scram_credential
 from services.common.zk.client import OdradekZkClient
+from services.common.zk.connect import ZkClientTls
+from services.devcluster.zookeeper import ZooKeeperTls
 
 ADMIN_USER = "admin"
 ADMIN_PASSWORD = "admin-secret"
 KAFKA_SECURITY_PROTOCOL = "SASL_SSL"
 SCRAM_MECHANISM = "SCRAM-SHA-512"
 AUTHORIZER_CLASS_NAME = "kafka.security.authorizer.AclAuthorizer"
+ZOOKEEPER_IDENTITY = "zookeeper"
+ZOOKEEPER_TLS_CONFIG_NAME = "zookeeper-tls.properties"
 ADMIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
               f'username="{ADMIN_USER}" password="{ADMIN_PASSWORD}" user_{ADMIN_USER}="{ADMIN_PASSWORD}";')
 
@@ -95,3 +104,34 @@ def add_admin_scram_user(zk: OdradekZkClient) -> None:
     """The administrator's SCRAM-SHA-512 credential in ZooKeeper, as `odradek configs` writes it."""
     credential = make_scram_credential(SCRAM_MECHANISM, ADMIN_PASSWORD)
     zk.set_user_config(ADMIN_USER, {**zk.get_user_config(ADMIN_USER), SCRAM_MECHANISM: credential.encode()})
+
+
+def zookeeper_server_tls(base_dir: Path) -> ZooKeeperTls:
+    """ZooKeeper's TLS port: its certificate, the CA, and the administrator's for its health check."""
+    return ZooKeeperTls(keystore=keystore_path(base_dir, ZOOKEEPER_IDENTITY), truststore=ca_path(base_dir),
+                        client_keystore=keystore_path(base_dir, ADMIN_USER))
+
+
+def zookeeper_client_settings(base_dir: Path, identity: str) -> dict[str, str]:
+    """Kafka's keys that connect `identity` to ZooKeeper's TLS port with its certificate."""
+    return {
+        "zookeeper.ssl.client.enable": "true",
+        "zookeeper.clientCnxnSocket": "org.apache.zookeeper.ClientCnxnSocketNetty",
+        "zookeeper.ssl.keystore.location": str(keystore_path(base_dir, identity)),
+        "zookeeper.ssl.keystore.type": "PEM",
+        "zookeeper.ssl.truststore.location": str(ca_path(base_dir)),
+        "zookeeper.ssl.truststore.type": "PEM",
+    }
+
+
+def zookeeper_client_tls(base_dir: Path, identity: str = ADMIN_USER) -> ZkClientTls:
+    return ZkClientTls(keystore_location=str(keystore_path(base_dir, identity)),
+                       truststore_location=str(ca_path(base_dir)))
+
+
+def write_zookeeper_tls_config(base_dir: Path) -> Path:
+    """`<base_dir>/zookeeper-tls.properties`: the administrator's keys for tools' `--zk-tls-config-file`."""
+    path = Path(base_dir) / ZOOKEEPER_TLS_CONFIG_NAME
+    lines = [f"{key}={value}" for key, value in zookeeper_client_settings(base_dir, ADMIN_USER).items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -7,7 +7,11 @@
     zookeeper.log      the JVM's stdout and stderr
     zookeeper.pid      the server's pid while it runs
 
-and runs `java ... org.apache.zookeeper.server.ZooKeeperServerMain zoo.cfg` (after `command_prefix`, e.g.
+With `tls` (a `ZooKeeperTls`: PEM key store and trust store, which ZooKeeper 3.5.5+ reads as
+`ssl.keyStore.type=PEM`), the server has no plaintext port: `port` is its `secureClientPort`, served
+by Netty with client certificates required (`ssl.clientAuth=need`), and it is checked over TLS.
+
+It runs `java ... org.apache.zookeeper.server.ZooKeeperServerMain zoo.cfg` (after `command_prefix`, e.g.
 `ip netns exec <ns>` to run it on a host of a `HostNetwork`) in its own session, so it
 keeps running after the process that started it exits. `start()` returns once the server answers the
 `conf` four-letter word with its own dataDir; `stop()` signals its pid (SIGTERM, then SIGKILL). A
@@ -19,7 +23,9 @@ from __future__ import annotations
 
 import shutil
 import socket
+import ssl
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
@@ -49,6 +55,18 @@ REQUIRED_JARS = (
     "slf4j-log4j12.jar",
     "log4j-1.2.jar",
 )
+# Netty, for the TLS port (NettyServerCnxnFactory); from the Debian packages zookeeper depends on
+NETTY_JARS = (
+    "netty-handler.jar",
+    "netty-transport.jar",
+    "netty-buffer.jar",
+    "netty-common.jar",
+    "netty-codec.jar",
+    "netty-resolver.jar",
+    "netty-transport-native-epoll.jar",
+    "netty-transport-native-unix-common.jar",
+)
+NETTY_SERVER_CNXN_FACTORY = "org.apache.zookeeper.server.NettyServerCnxnFactory"
 INSTALL_COMMAND = "apt-get install default-jre-headless zookeeper"
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 CONFIG_NAME = "zoo.cfg"
@@ -72,10 +90,27 @@ class ZooKeeperStartError(RuntimeError):
     """The server process exited or never started serving; the message carries its log tail."""
 
 
-def find_installation(java_dir: Path = JAVA_DIR) -> tuple[str, list[Path]]:
-    """The java executable and the server's class path, or ZooKeeperNotInstalledError."""
+@dataclass(frozen=True)
+class ZooKeeperTls:
+    """The server's TLS identity and trust (PEM files), and what it checks its port with: a client
+    identity (`client_keystore`, key and chain in one PEM file), since every client needs one."""
+
+    keystore: Path
+    truststore: Path
+    client_keystore: Path
+
+    def client_context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=str(self.truststore))
+        context.check_hostname = False  # readiness only; services check the host name
+        context.load_cert_chain(str(self.client_keystore))
+        return context
+
+
+def find_installation(java_dir: Path = JAVA_DIR, *, tls: bool = False) -> tuple[str, list[Path]]:
+    """The java executable and the server's class path (with Netty for `tls`), or
+    ZooKeeperNotInstalledError."""
     java = shutil.which("java")
-    jars = [java_dir / name for name in REQUIRED_JARS]
+    jars = [java_dir / name for name in (*REQUIRED_JARS, *(NETTY_JARS if tls else ()))]
     missing = ([] if java else ["java (not on PATH)"]) + [str(jar) for jar in jars if not jar.is_file()]
     if missing:
         raise ZooKeeperNotInstalledError(
@@ -85,13 +120,20 @@ def find_installation(java_dir: Path = JAVA_DIR) -> tuple[str, list[Path]]:
     return java, jars
 
 
-def four_letter_word(host: str, port: int, word: str, timeout_s: float = 1.0) -> str:
-    """Send a four-letter-word command (`ruok`, `srvr`, `mntr`, ...) and return the whole answer."""
-    with socket.create_connection((host, port), timeout=timeout_s) as sock:
-        sock.sendall(word.encode("ascii"))
-        chunks = []
-        while chunk := sock.recv(4096):
-            chunks.append(chunk)
+def four_letter_word(host: str, port: int, word: str, timeout_s: float = 1.0,
+                     tls: ssl.SSLContext | None = None) -> str:
+    """Send a four-letter-word command (`ruok`, `srvr`, `mntr`, ...) and return the whole answer;
+    over TLS with context `tls`."""
+    with socket.create_connection((host, port), timeout=timeout_s) as raw:
+        sock = tls.wrap_socket(raw, server_hostname=host) if tls is not None else raw
+        try:
+            sock.sendall(word.encode("ascii"))
+            chunks = []
+            while chunk := sock.recv(4096):
+                chunks.append(chunk)
+        finally:
+            if sock is not raw:
+                sock.close()
     return b"".join(chunks).decode(errors="replace")
 
 
@@ -119,6 +161,7 @@ class ZooKeeperServer:
         force_sync: bool = False,
         java_dir: Path = JAVA_DIR,
         command_prefix: Sequence[str] = (),
+        tls: ZooKeeperTls | None = None,
     ) -> None:
         self.data_dir = _abs(data_dir)
         self.host = host
@@ -129,6 +172,7 @@ class ZooKeeperServer:
         self.force_sync = force_sync
         self.java_dir = java_dir
         self.command_prefix = list(command_prefix)  # e.g. `ip netns exec <ns>`: where the server runs
+        self.tls = tls
         self._port_fixed = bool(port)
         self._process: Popen[bytes] | None = None
 
@@ -153,11 +197,23 @@ class ZooKeeperServer:
         return None if self._process is None else self._process.pid
 
     def config_text(self) -> str:
+        if self.tls is None:
+            ports: dict[str, object] = {"clientPort": self.port, "clientPortAddress": self.host}
+        else:
+            ports = {
+                "secureClientPort": self.port,
+                "secureClientPortAddress": self.host,
+                "serverCnxnFactory": NETTY_SERVER_CNXN_FACTORY,
+                "ssl.keyStore.location": self.tls.keystore,
+                "ssl.keyStore.type": "PEM",
+                "ssl.trustStore.location": self.tls.truststore,
+                "ssl.trustStore.type": "PEM",
+                "ssl.clientAuth": "need",
+            }
         settings = {
             "tickTime": self.tick_time_ms,
             "dataDir": self.data_dir,
-            "clientPort": self.port,
-            "clientPortAddress": self.host,
+            **ports,
             "maxClientCnxns": 0,  # unlimited: every test client connects from 127.0.0.1
             "maxSessionTimeout": self.max_session_timeout_ms,
             "4lw.commands.whitelist": "*",
@@ -194,14 +250,15 @@ class ZooKeeperServer:
     def is_serving(self) -> bool:
         """Whether this server (not some other one on the port: its dataDir is ours) serves."""
         try:
-            conf = four_letter_word(self.host, self.port, "conf").splitlines()
+            tls = None if self.tls is None else self.tls.client_context()
+            conf = four_letter_word(self.host, self.port, "conf", tls=tls).splitlines()
         except OSError:
             return False
         return f"dataDir={self.data_dir / 'version-2'}" in conf
 
     def start(self, timeout_s: float = 30.0) -> Self:
         """Start the server and wait until it serves; a free port is retried if it was taken."""
-        java, jars = find_installation(self.java_dir)
+        java, jars = find_installation(self.java_dir, tls=self.tls is not None)
         if (other := running_pid(self.data_dir)) is not None:
             raise ZooKeeperStartError(f"a ZooKeeper server (pid {other}) already runs from {self.data_dir}")
         for attempt in range(1, 4):

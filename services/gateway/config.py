@@ -15,9 +15,10 @@ from typing import Any
 from services.common.config import REQUIRED, ConfigType, at_least, one_of, setting
 from services.common.security.authorizer import AuthorizerConfig
 from services.common.security.tls import CLIENT_AUTH_REQUESTED, CLIENT_AUTH_REQUIRED, TlsConfig
+from services.common.zk.connect import ZkTlsConfig
 
 
-class GatewayConfig(TlsConfig, AuthorizerConfig):
+class GatewayConfig(TlsConfig, AuthorizerConfig, ZkTlsConfig):
     gateway_id: int = setting(ConfigType.INT, 1, at_least(0), doc="This gateway's id (in logs and metrics).")
     listeners: str = setting(ConfigType.STRING, "http://0.0.0.0:8080",
                              doc="Where the gateway serves HTTP: http://host:port, or https://host:port.")

@@ -32,7 +32,6 @@ from pathlib import Path
 
 import jwt
 from fastapi import Request
-from kazoo.client import KazooClient
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
 
@@ -46,6 +45,7 @@ from services.common.security.sasl import (
     verify_scram_password,
 )
 from services.common.zk.client import OdradekZkClient, close_session
+from services.common.zk.connect import zk_client
 from services.gateway.config import GatewayConfig
 from services.gateway.errors import RestError
 
@@ -110,7 +110,7 @@ class GatewaySecurity:
         with self._lock:
             if self.zk is not None:
                 return
-            client = KazooClient(hosts=self.config.zookeeper_connect)
+            client = zk_client(self.config.zookeeper_connect, self.config.zk_tls())
             client.start(timeout=self.config.request_timeout_ms / 1000)
             self.zk = OdradekZkClient(client)
 

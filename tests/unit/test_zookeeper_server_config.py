@@ -12,8 +12,11 @@ from services.devcluster.zookeeper import (
     INSTALL_COMMAND,
     LOG4J_NAME,
     MAIN_CLASS,
+    NETTY_SERVER_CNXN_FACTORY,
     ZooKeeperNotInstalledError,
     ZooKeeperServer,
+    ZooKeeperTls,
+    find_installation,
 )
 
 
@@ -103,3 +106,26 @@ def test_missing_jars_are_named_with_the_packages_to_install(tmp_path: Path) -> 
 
     assert str(tmp_path / "no-jars" / "zookeeper.jar") in str(raised.value)
     assert server.pid is None
+
+
+def test_a_tls_server_has_only_a_secure_port_served_by_netty_requiring_client_certificates(tmp_path: Path) -> None:
+    tls = ZooKeeperTls(keystore=tmp_path / "zookeeper.keystore.pem", truststore=tmp_path / "ca.pem",
+                       client_keystore=tmp_path / "admin.keystore.pem")
+    server = ZooKeeperServer(tmp_path / "zk", port=21816, tls=tls)
+
+    config = read_properties(server.write_config())
+
+    assert "clientPort" not in config
+    assert config["secureClientPort"] == "21816"
+    assert config["secureClientPortAddress"] == "127.0.0.1"
+    assert config["serverCnxnFactory"] == NETTY_SERVER_CNXN_FACTORY
+    assert config["ssl.keyStore.location"] == str(tmp_path / "zookeeper.keystore.pem")
+    assert config["ssl.trustStore.location"] == str(tmp_path / "ca.pem")
+    assert config["ssl.keyStore.type"] == config["ssl.trustStore.type"] == "PEM"
+    assert config["ssl.clientAuth"] == "need"
+
+
+def test_a_tls_server_loads_netty(tmp_path: Path) -> None:
+    (tmp_path / "no-jars").mkdir()
+    with pytest.raises(ZooKeeperNotInstalledError, match="netty-handler.jar"):
+        find_installation(tmp_path / "no-jars", tls=True)

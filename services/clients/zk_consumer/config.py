@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from services.clients.zk_consumer.assignment import RANGE, STRATEGIES
 from services.clients.zk_consumer.offset_storage import STORAGES, ZOOKEEPER
-from services.common.config import REQUIRED, Config, ConfigType, at_least, non_empty, one_of, setting
+from services.common.config import REQUIRED, ConfigType, at_least, non_empty, one_of, setting
+from services.common.zk.connect import ZkTlsConfig
 
 SMALLEST = "smallest"
 LARGEST = "largest"
 
 
-class ZkConsumerConfig(Config):
+class ZkConsumerConfig(ZkTlsConfig):
     zookeeper_connect: str = setting(ConfigType.STRING, REQUIRED, non_empty,
                                      doc="ZooKeeper connect string, optionally with a chroot suffix.")
     group_id: str = setting(ConfigType.STRING, REQUIRED, non_empty, doc="The consumer group.")

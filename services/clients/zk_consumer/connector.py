@@ -42,7 +42,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooState
 
 from services.clients.admin import Admin
 from services.clients.lowlevel import LowLevelClient
@@ -65,6 +65,7 @@ from services.common.scheduler import Scheduler
 from services.common.topic_partition import TopicPartition
 from services.common.zk import OdradekZkClient, ZkEvent, enqueue_watch
 from services.common.zk.client import close_session
+from services.common.zk.connect import zk_client
 
 logger = logging.getLogger(__name__)
 SESSION_EXPIRED = "session_expired"
@@ -80,8 +81,8 @@ class ZookeeperConsumerConnector:
             self.config = ZkConsumerConfig.load(dict(config or {}), env={}, **overrides)
         self.group = self.config.group_id
         self.consumer_id = consumer_id_string(self.group, self.config.consumer_id)
-        self._zk_raw = KazooClient(hosts=self.config.zookeeper_connect,
-                                   timeout=self.config.zookeeper_session_timeout_ms / 1000)
+        self._zk_raw = zk_client(self.config.zookeeper_connect, self.config.zk_tls(),
+                                 timeout_s=self.config.zookeeper_session_timeout_ms / 1000)
         self._zk_raw.add_listener(self._on_zk_state)
         try:
             self._zk_raw.start(timeout=self.config.zookeeper_connection_timeout_ms / 1000)

@@ -123,3 +123,35 @@ def test_a_broker_added_to_the_layout_takes_the_next_id_and_ports(tmp_path: Path
 def test_add_broker_needs_a_cluster(tmp_path: Path, capsys):
     code, out = run(["dev", "add-broker", "--dir", str(tmp_path)], capsys)
     assert code == 1 and "No cluster in" in out
+
+
+def test_a_secured_cluster_reaches_its_own_zookeeper_over_tls_and_keeps_that_in_its_layout(tmp_path: Path):
+    cluster = LocalCluster(tmp_path, brokers=1, controllers=1, coordinators=1, gateways=1, free_ports=True,
+                           secure=True)
+    assert cluster.zookeeper_tls and cluster.admin_zk_tls is not None
+    for name in cluster.all_names:
+        config = cluster.service_config(name)
+        assert config["zookeeper.ssl.client.enable"] == "true"
+        assert config["zookeeper.ssl.keystore.location"] == str(tmp_path / "tls" / f"{name}.keystore.pem")
+        assert config["zookeeper.ssl.truststore.location"] == str(tmp_path / "tls" / "ca.pem")
+    cluster.write_layout()
+    assert LocalCluster.load(tmp_path).zookeeper_tls
+
+
+@pytest.mark.parametrize("layout", [{"secure": True, "zookeeper_tls": False}, {"secure": False},
+                                    {"secure": True, "zookeeper_connect": "127.0.0.1:2181"}])
+def test_zookeeper_stays_plaintext_when_asked_unsecured_or_external(tmp_path: Path, layout):
+    cluster = LocalCluster(tmp_path, brokers=1, controllers=1, free_ports=True, **layout)
+    assert not cluster.zookeeper_tls and cluster.admin_zk_tls is None
+    assert not any(key.startswith("zookeeper.ssl") for key in cluster.service_config("broker-1"))
+
+
+def test_zookeeper_over_tls_needs_a_secured_cluster_with_its_own_zookeeper(tmp_path: Path):
+    with pytest.raises(ValueError, match="ZooKeeper over TLS"):
+        LocalCluster(tmp_path, brokers=1, controllers=1, free_ports=True, secure=True, zookeeper_tls=True,
+                     zookeeper_connect="127.0.0.1:2181")
+
+
+def test_dev_up_takes_zk_plaintext():
+    args = cli.build_parser().parse_args(["dev", "up", "--secure", "--zk-plaintext"])
+    assert args.secure and args.zk_plaintext

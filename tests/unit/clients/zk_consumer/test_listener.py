@@ -58,7 +58,7 @@ class Recording(ConsumerRebalanceListener):
 
 @pytest.fixture
 def make(monkeypatch):
-    monkeypatch.setattr(connector_module, "KazooClient", FakeSession)
+    monkeypatch.setattr(connector_module, "zk_client", FakeSession)
     made: list[ZookeeperConsumerConnector] = []
 
     def build(zk: FakeZk, log: list, **config) -> ZookeeperConsumerConnector:
