@@ -77,9 +77,10 @@ from tests.integration.kafka_security_support import (
     scram_connection,
     wait_for,
 )
-from tests.kafka_wire_support import WireConnection
+from tests.kafka_wire_support import WireConnection, request_frame
 
 OPEN_TO_EVERYONE = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
+ENVELOPE = 58
 TOPIC = "guarded"
 BOB = ("bob", "bob-secret")
 NONE = kafka_error(Errors.NONE)
@@ -279,6 +280,15 @@ CASES: list[Case] = [
             IncrementalConfig(name="retention.ms", config_operation=0, value="86400000"),)),),
         "validate_only": False},
          lambda r: every(r.responses), TOPIC_DENIED, lambda ctx: [topic_acl(AclOperation.ALTER_CONFIGS)]),
+    Case("alter-broker-configs", 33, 2, lambda ctx: {
+        "resources": (AlterConfigsResource(resource_type=4, resource_name="1", configs=(
+            AlterableConfig(name="log.roll.jitter.ms", value="0"),)),), "validate_only": True},
+         lambda r: every(r.responses), CLUSTER_DENIED, lambda ctx: [cluster_acl(AclOperation.ALTER_CONFIGS)]),
+    Case("incremental-alter-broker-configs", 44, 1, lambda ctx: {
+        "resources": (IncrementalResource(resource_type=4, resource_name="1", configs=(
+            IncrementalConfig(name="log.roll.jitter.ms", config_operation=0, value="0"),)),),
+        "validate_only": True},
+         lambda r: every(r.responses), CLUSTER_DENIED, lambda ctx: [cluster_acl(AclOperation.ALTER_CONFIGS)]),
     Case("describe-acls", 29, 3, lambda ctx: {
         "resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1, "principal_filter": None,
         "host_filter": None, "operation": 1, "permission_type": 1},
@@ -546,6 +556,15 @@ def test_every_api_is_refused_without_acls_and_allowed_with_them(cluster: LocalC
                 if not refused:
                     not_refused.append(f"{case.name} at the {name}: {response}")
     assert not not_refused, "\n".join(not_refused)
+
+    # Envelope, which no listener advertises: only a node with CLUSTER_ACTION forwards as another principal
+    connection, _ = scram_connection(broker(cluster), *BOB)
+    with connection:
+        inner = request_frame(3, 12, 1, topics=None, allow_auto_topic_creation=False,
+                              include_topic_authorized_operations=False)[4:]
+        forged = connection.call(ENVELOPE, 0, 9, request_data=inner, request_principal=b"User:admin",
+                                 client_host_address=bytes([127, 0, 0, 1]))
+        assert forged.error_code == CLUSTER_DENIED and forged.response_data is None, forged
     assert cluster_state(cluster) == before
 
     runs = [(name, address, case) for name, (address, apis) in served_by.items() for case in cases_of(apis)]
