@@ -112,3 +112,33 @@ def wait_for(condition: Callable[[], bool], what: str) -> None:
 def client_config(cluster: LocalCluster, user: str, password: str, **config: object) -> dict:
     return {"bootstrap.servers": cluster.kafka_bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": user, "sasl.password": password, **config}
+
+
+def produce_and_read_in_a_group(config: dict, topic: str, group: str, count: int = 5) -> None:
+    """confluent-kafka with `config` (bootstrap servers and security settings) produces `count`
+    records to `topic` with acks=all, reads them back as a consumer in `group` and commits."""
+    import confluent_kafka
+
+    failures: list = []
+    producer = confluent_kafka.Producer({**config, "acks": "all"})
+    for i in range(count):
+        producer.produce(topic, f"record-{i}".encode(), on_delivery=lambda error, _: error and failures.append(error))
+    assert producer.flush(DEADLINE_S) == 0 and not failures, failures
+    consumer = confluent_kafka.Consumer({**config, "group.id": group, "auto.offset.reset": "earliest",
+                                         "enable.auto.commit": False, "session.timeout.ms": 6000})
+    try:
+        consumer.subscribe([topic])
+        values: list[bytes] = []
+
+        def read() -> bool:
+            message = consumer.poll(0.2)
+            if message is not None:
+                assert message.error() is None, message.error()
+                values.append(message.value())
+            return len(values) >= count
+        wait_for(read, f"the consumer to read the {count} records")
+        assert values == [f"record-{i}".encode() for i in range(count)]
+        committed = consumer.commit(asynchronous=False)
+        assert all(tp.error is None for tp in committed), committed
+    finally:
+        consumer.close()

@@ -36,6 +36,7 @@ from tests.integration.kafka_security_support import (
     client_config,
     closed,
     coordinator,
+    produce_and_read_in_a_group,
     run_cli,
     sasl_cluster,
     scram_connection,
@@ -175,31 +176,7 @@ def test_producing_and_consuming_in_a_group_once_acls_allow(cluster: LocalCluste
         return True
     wait_for(allowed_everywhere, "the ACLs to reach the broker and the coordinator")
 
-    failures: list = []
-    producer = confluent_kafka.Producer(client_config(cluster, "alice", USERS["alice"], acks="all"))
-    for i in range(10):
-        producer.produce(TOPIC, f"record-{i}".encode(), on_delivery=lambda error, _: error and failures.append(error))
-    assert producer.flush(DEADLINE_S) == 0 and not failures, failures
-
-    consumer = confluent_kafka.Consumer(client_config(
-        cluster, "alice", USERS["alice"], **{"group.id": GROUP, "auto.offset.reset": "earliest",
-                                             "enable.auto.commit": False, "session.timeout.ms": 6000}))
-    try:
-        consumer.subscribe([TOPIC])
-        values: list[bytes] = []
-
-        def read() -> bool:
-            message = consumer.poll(0.2)
-            if message is not None:
-                assert message.error() is None, message.error()
-                values.append(message.value())
-            return len(values) >= 10
-        wait_for(read, "alice's consumer to read the 10 records")
-        assert values == [f"record-{i}".encode() for i in range(10)]
-        committed = consumer.commit(asynchronous=False)
-        assert all(tp.error is None for tp in committed), committed
-    finally:
-        consumer.close()
+    produce_and_read_in_a_group(client_config(cluster, "alice", USERS["alice"]), TOPIC, GROUP, count=10)
 
     code, out = run_cli(*acls, "--remove", "--allow-principal", "User:alice", "--operation", "Write",
                         "--topic", TOPIC, "--force")
