@@ -230,6 +230,11 @@ CASES: list[Case] = [
         "session_id": 0, "session_epoch": -1, "topics": (FetchTopic(topic=TOPIC, partitions=(fetch_partition(),)),),
         "forgotten_topics_data": (), "rack_id": ""},
          lambda r: partition_codes(r.responses), TOPIC_DENIED, lambda ctx: [topic_acl(AclOperation.READ)]),
+    Case("follower-fetch", 1, 12, lambda ctx: {
+        "replica_id": 1, "max_wait": timedelta(0), "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+        "session_id": 0, "session_epoch": -1, "topics": (FetchTopic(topic=TOPIC, partitions=(fetch_partition(),)),),
+        "forgotten_topics_data": (), "rack_id": ""},
+         lambda r: partition_codes(r.responses), TOPIC_DENIED, lambda ctx: [cluster_acl(AclOperation.CLUSTER_ACTION)]),
     Case("list-offsets", 2, 6, lambda ctx: {
         "replica_id": -1, "isolation_level": 0, "topics": (ListOffsetsTopic(name=TOPIC, partitions=(
             ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1),)),)},
@@ -447,6 +452,7 @@ def admin_connection(address: tuple[str, int]) -> WireConnection:
 
 
 def test_nothing_but_api_versions_and_sasl_before_authentication(cluster: LocalCluster) -> None:
+    assert cluster.kafka_security_protocol == "SASL_PLAINTEXT"  # every Kafka listener: none takes anonymous clients
     for name, (address, apis) in listeners(cluster).items():
         for case in cases_of(apis):
             with WireConnection(*address) as connection:
