@@ -88,6 +88,7 @@ TOPIC_DENIED = kafka_error(Errors.TOPIC_AUTHORIZATION_FAILED)
 GROUP_DENIED = kafka_error(Errors.GROUP_AUTHORIZATION_FAILED)
 CLUSTER_DENIED = kafka_error(Errors.CLUSTER_AUTHORIZATION_FAILED)
 TXN_DENIED = kafka_error(Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+LOADING = kafka_error(Errors.COORDINATOR_LOAD_IN_PROGRESS)
 TIMEOUT = timedelta(seconds=10)
 ZERO_ID = uuid.UUID(int=0)
 CLUSTER = (ResourceType.CLUSTER, "kafka-cluster")
@@ -152,9 +153,16 @@ class Case:
     call: Callable[[WireConnection, Case, Ctx], Any] | None = None
 
     def send(self, connection: WireConnection, ctx: Ctx) -> Any:
-        if self.call is not None:
-            return self.call(connection, self, ctx)
-        return connection.call(self.api_key, self.version, 7, **self.request(ctx))
+        """The answer, asked again while the coordinator is still loading (retriable, and nothing done)."""
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            if self.call is not None:
+                response = self.call(connection, self, ctx)
+            else:
+                response = connection.call(self.api_key, self.version, 7, **self.request(ctx))
+            if LOADING not in self.codes(response) or time.monotonic() > deadline:
+                return response
+            time.sleep(0.1)
 
 
 def topic_acl(operation: AclOperation, name: str = TOPIC) -> Acl:
@@ -478,9 +486,16 @@ def cluster_state(cluster: LocalCluster) -> dict[str, Any]:
                           principal_filter=None, host_filter=None, operation=1, permission_type=1)
         users = admin.call(50, 0, users=None)
     with admin_connection(coordinator(cluster)) as admin:
-        groups = admin.call(16, 4, states_filter=())
-        committed = admin.call(9, 8, groups=tuple(OffsetFetchRequestGroup(group_id=Ctx(name).offsets_group, topics=None)
-                                                  for name in ("broker", "coordinator")), require_stable=False)
+        answers: dict[str, Any] = {}
+
+        def loaded() -> bool:
+            answers["groups"] = admin.call(16, 4, states_filter=())
+            answers["offsets"] = admin.call(9, 8, groups=tuple(
+                OffsetFetchRequestGroup(group_id=Ctx(name).offsets_group, topics=None)
+                for name in ("broker", "coordinator")), require_stable=False)
+            return answers["groups"].error_code == NONE and every(answers["offsets"].groups) == [NONE, NONE]
+        wait_for(loaded, "the coordinator to answer its groups and offsets")
+        groups, committed = answers["groups"], answers["offsets"]
     return {
         "topics": sorted((t.name, len(t.partitions)) for t in metadata.topics),
         "end offset": [p.offset for t in offsets.topics for p in t.partitions],
