@@ -61,7 +61,7 @@ from kio.schema.txn_offset_commit.v3.request import TxnOffsetCommitRequestPartit
 from services.common.errors import Errors
 from services.common.kafka_wire import kafka_error
 from services.common.records import build_batch
-from services.common.security.acl import AclOperation, PatternType, PermissionType, ResourceType
+from services.common.security.acl import CLUSTER_NAME, AclOperation, PatternType, PermissionType, ResourceType
 from services.devcluster.launcher import LocalCluster
 from tests.integration.kafka_security_support import (
     ADMIN_PASSWORD,
@@ -91,7 +91,6 @@ TXN_DENIED = kafka_error(Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
 LOADING = kafka_error(Errors.COORDINATOR_LOAD_IN_PROGRESS)
 TIMEOUT = timedelta(seconds=10)
 ZERO_ID = uuid.UUID(int=0)
-CLUSTER = (ResourceType.CLUSTER, "kafka-cluster")
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +102,8 @@ def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path
 @dataclass
 class Ctx:
     """One listener's run of the cases: its name ("broker" or "coordinator") and what earlier cases
-    left for later ones (a member id, a producer id)."""
+    left for later ones (a member id, a producer id); in the allowed runs, `state["coordinator"]`
+    is the address where the super user sets up what a case needs."""
 
     listener: str
     state: dict[str, Any] = field(default_factory=dict)
@@ -170,7 +170,7 @@ def topic_acl(operation: AclOperation, name: str = TOPIC) -> Acl:
 
 
 def cluster_acl(operation: AclOperation) -> Acl:
-    return *CLUSTER, operation
+    return ResourceType.CLUSTER, CLUSTER_NAME, operation
 
 
 def fetch_partition() -> FetchPartition:
