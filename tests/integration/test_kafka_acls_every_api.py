@@ -561,8 +561,11 @@ def test_every_api_is_refused_without_acls_and_allowed_with_them(cluster: LocalC
         wait_for(lambda: all(admin.call(10, 3, key=key, key_type=key_type).error_code == NONE
                              for key_type, key in ((0, "members-broker"), (1, "txn-coordinator")))
                  and admin.call(16, 4, states_filter=()).error_code == NONE
-                 and admin.call(66, 1, state_filters=(), producer_id_filters=()).error_code == NONE,
-                 "the coordinator to load its groups and transactions")
+                 and admin.call(66, 1, state_filters=(), producer_id_filters=()).error_code == NONE
+                 and {"__consumer_offsets", "__transaction_state"} <= {t.name for t in admin.call(
+                     3, 12, topics=None, allow_auto_topic_creation=False,
+                     include_topic_authorized_operations=False).topics},
+                 "the coordinator to make and load its topics of groups and transactions")
     served_by = listeners(cluster)
     before = cluster_state(cluster)
 
