@@ -13,113 +13,51 @@ those ACLs over the Kafka protocol, and its kafka-configs.sh adds a SCRAM user t
 
 from __future__ import annotations
 
-import contextlib
-import io
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
 from kio.schema.fetch.v12.request import FetchPartition, FetchTopic
 from kio.schema.metadata.v12.request import MetadataRequestTopic
 from kio.schema.produce.v9.request import PartitionProduceData, TopicProduceData
-from scramp import ScramClient
 
 from bench.kafka_peer import KafkaJarsUnavailable, fetch_jars, java_binary, run_tool
 from services.clients.admin import Admin
-from services.clients.cli import main as odradek
 from services.common.errors import Errors
 from services.common.kafka_wire import kafka_error
 from services.common.records import build_batch
 from services.devcluster.launcher import LocalCluster
-from tests.integration.conftest import TEST_BROKER_CONFIG, TEST_COORDINATOR_CONFIG, create_topic, module_cluster
+from tests.integration.conftest import create_topic
+from tests.integration.kafka_security_support import (
+    ADMIN_PASSWORD,
+    API_VERSIONS,
+    DEADLINE_S,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+    broker,
+    client_config,
+    closed,
+    coordinator,
+    produce_and_read_in_a_group,
+    run_cli,
+    sasl_cluster,
+    scram_connection,
+    wait_for,
+)
 from tests.kafka_wire_support import WireConnection
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
-DEADLINE_S = 20.0
 PRODUCE, FETCH, METADATA, FIND_COORDINATOR, JOIN_GROUP = 0, 1, 3, 10, 11
-SASL_HANDSHAKE, API_VERSIONS, INIT_PRODUCER_ID, DESCRIBE_ACLS, SASL_AUTHENTICATE = 17, 18, 22, 29, 36
-ADMIN_PASSWORD = "admin-secret"
-JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
-        f'password="{ADMIN_PASSWORD}" user_admin="{ADMIN_PASSWORD}";')
-SECURITY = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-            "super.users": "User:admin;User:ANONYMOUS",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS}
+INIT_PRODUCER_ID, DESCRIBE_ACLS = 22, 29
 USERS = {"alice": "alice-secret", "bob": "bob-secret"}
 TOPIC, GROUP = "secured", "secured-group"
 
 
 @pytest.fixture(scope="module")
 def cluster(request: pytest.FixtureRequest, zookeeper, _zk_root_client, tmp_path_factory) -> Iterator[LocalCluster]:
-    with module_cluster(request, zookeeper, _zk_root_client, tmp_path_factory, "kafka-security", brokers=1,
-                        controllers=1, coordinators=1, kafka_security_protocol="SASL_PLAINTEXT",
-                        broker_config={**TEST_BROKER_CONFIG, **SECURITY},
-                        coordinator_config={**TEST_COORDINATOR_CONFIG, **SECURITY}) as cluster:
-        zk = f"{zookeeper.connect_string}{cluster.chroot}"
-        for user, password in USERS.items():
-            assert run_cli("configs", "--zookeeper", zk, "--entity-type", "users", "--entity-name", user,
-                           "--alter", "--add-config", f"SCRAM-SHA-512=[iterations=4096,password={password}]") == (
-                0, f"Completed updating config for user {user}.\n")
-        cluster.zk_connect = zk
+    with sasl_cluster(request, zookeeper, _zk_root_client, tmp_path_factory, "kafka-security", USERS) as cluster:
         yield cluster
-
-
-def run_cli(*argv: str) -> tuple[int, str]:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = odradek(list(argv))
-    return code, out.getvalue()
-
-
-def kafka_address(cluster: LocalCluster, name: str) -> tuple[str, int]:
-    return cluster.host, cluster.services[name].kafka_port
-
-
-def broker(cluster: LocalCluster) -> tuple[str, int]:
-    return kafka_address(cluster, cluster.broker_names[0])
-
-
-def coordinator(cluster: LocalCluster) -> tuple[str, int]:
-    return kafka_address(cluster, cluster.coordinator_names[0])
-
-
-def scram_connection(address: tuple[str, int], user: str, password: str) -> tuple[WireConnection, object]:
-    """A connection that went through SaslHandshake v1 and SaslAuthenticate v2 with SCRAM-SHA-512;
-    returns it with the last SaslAuthenticate answer (the first that failed, if one did)."""
-    connection = WireConnection(*address)
-    handshake = connection.call(SASL_HANDSHAKE, 1, mechanism="SCRAM-SHA-512")
-    assert handshake.error_code == kafka_error(Errors.NONE) and "SCRAM-SHA-512" in handshake.mechanisms
-    client = ScramClient(["SCRAM-SHA-512"], user, password)
-    first = connection.call(SASL_AUTHENTICATE, 2, 2, auth_bytes=client.get_client_first().encode())
-    if first.error_code != kafka_error(Errors.NONE):  # an unknown user fails at once
-        return connection, first
-    client.set_server_first(first.auth_bytes.decode())
-    final = connection.call(SASL_AUTHENTICATE, 2, 3, auth_bytes=client.get_client_final().encode())
-    if final.error_code == kafka_error(Errors.NONE):
-        client.set_server_final(final.auth_bytes.decode())
-    return connection, final
-
-
-def closed(connection: WireConnection) -> bool:
-    connection.sock.settimeout(DEADLINE_S)
-    try:
-        return connection.sock.recv(1) == b""
-    except (TimeoutError, ConnectionError):
-        return False
-
-
-def wait_for(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting {DEADLINE_S} s for {what}")
-        time.sleep(0.05)
-
-
-def client_config(cluster: LocalCluster, user: str, password: str, **config: object) -> dict:
-    return {"bootstrap.servers": cluster.kafka_bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": user, "sasl.password": password, **config}
 
 
 def test_credentials_are_stored_as_kafka_stores_them(cluster: LocalCluster) -> None:
@@ -240,31 +178,7 @@ def test_producing_and_consuming_in_a_group_once_acls_allow(cluster: LocalCluste
         return True
     wait_for(allowed_everywhere, "the ACLs to reach the broker and the coordinator")
 
-    failures: list = []
-    producer = confluent_kafka.Producer(client_config(cluster, "alice", USERS["alice"], acks="all"))
-    for i in range(10):
-        producer.produce(TOPIC, f"record-{i}".encode(), on_delivery=lambda error, _: error and failures.append(error))
-    assert producer.flush(DEADLINE_S) == 0 and not failures, failures
-
-    consumer = confluent_kafka.Consumer(client_config(
-        cluster, "alice", USERS["alice"], **{"group.id": GROUP, "auto.offset.reset": "earliest",
-                                             "enable.auto.commit": False, "session.timeout.ms": 6000}))
-    try:
-        consumer.subscribe([TOPIC])
-        values: list[bytes] = []
-
-        def read() -> bool:
-            message = consumer.poll(0.2)
-            if message is not None:
-                assert message.error() is None, message.error()
-                values.append(message.value())
-            return len(values) >= 10
-        wait_for(read, "alice's consumer to read the 10 records")
-        assert values == [f"record-{i}".encode() for i in range(10)]
-        committed = consumer.commit(asynchronous=False)
-        assert all(tp.error is None for tp in committed), committed
-    finally:
-        consumer.close()
+    produce_and_read_in_a_group(client_config(cluster, "alice", USERS["alice"]), TOPIC, GROUP, count=10)
 
     code, out = run_cli(*acls, "--remove", "--allow-principal", "User:alice", "--operation", "Write",
                         "--topic", TOPIC, "--force")

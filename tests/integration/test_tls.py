@@ -10,8 +10,7 @@ Kafka's client settings."""
 from __future__ import annotations
 
 import socket
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -26,6 +25,7 @@ from services.common.service import node_channel
 from services.devcluster import secure as secure_layout
 from services.devcluster.launcher import LocalCluster
 from tests.integration.conftest import create_topic, module_cluster
+from tests.integration.kafka_security_support import produce_and_read_in_a_group
 from tests.kafka_wire_support import request_frame
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -46,14 +46,6 @@ def ssl_cluster(request, zookeeper, _zk_root_client, tmp_path_factory) -> Iterat
     with module_cluster(request, zookeeper, _zk_root_client, tmp_path_factory, "tls-ssl",
                         kafka_security_protocol="SSL", **LAYOUT) as cluster:
         yield cluster
-
-
-def wait_for(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting {DEADLINE_S} s for {what}")
-        time.sleep(0.05)
 
 
 def user_certificate(cluster: LocalCluster, name: str) -> tuple[Path, Path]:
@@ -78,33 +70,10 @@ def odradek_client_settings(cluster: LocalCluster) -> dict[str, str]:
     return {k.replace(".", "_"): v for k, v in cluster.client_settings().items()}
 
 
-def produce_and_consume_in_a_group(cluster: LocalCluster, topic: str, group: str, **identity: object) -> None:
+def produce_and_consume_in_a_group(cluster: LocalCluster, topic: str, group: str) -> None:
     with Admin(bootstrap_servers=cluster.bootstrap_servers, **odradek_client_settings(cluster)) as admin:
         create_topic(admin, topic, partitions=1)
-    failures: list = []
-    producer = confluent_kafka.Producer(kafka_config(cluster, acks="all", **identity))
-    for i in range(5):
-        producer.produce(topic, f"record-{i}".encode(), on_delivery=lambda error, _: error and failures.append(error))
-    assert producer.flush(DEADLINE_S) == 0 and not failures, failures
-    consumer = confluent_kafka.Consumer(kafka_config(cluster, **{
-        "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False,
-        "session.timeout.ms": 6000}, **identity))
-    try:
-        consumer.subscribe([topic])
-        values: list[bytes] = []
-
-        def read() -> bool:
-            message = consumer.poll(0.2)
-            if message is not None:
-                assert message.error() is None, message.error()
-                values.append(message.value())
-            return len(values) >= 5
-        wait_for(read, "the consumer to read the 5 records")
-        assert values == [f"record-{i}".encode() for i in range(5)]
-        committed = consumer.commit(asynchronous=False)
-        assert all(tp.error is None for tp in committed), committed
-    finally:
-        consumer.close()
+    produce_and_read_in_a_group(kafka_config(cluster), topic, group)
 
 
 def test_sasl_ssl_with_scram_produces_and_consumes_in_a_group(cluster: LocalCluster) -> None:

@@ -17,10 +17,11 @@ follower (NOT_LEADER_OR_FOLLOWER for the others), as the gRPC call does and as K
 `kafka-transactions.sh find-hanging` asks a broker about all of its replicas.
 
 With an authorizer (`context.access`), Produce needs WRITE on each topic and on its transactional
-id, Fetch READ (a follower's CLUSTER_ACTION on the cluster), ListOffsets and OffsetForLeaderEpoch
-DESCRIBE, Metadata DESCRIBE (and CREATE, on the cluster or the topic, to create one), DescribeProducers
-READ; refused partitions answer TOPIC_AUTHORIZATION_FAILED and are not handled, and Metadata of
-every topic lists only those the principal may describe.
+id, Fetch READ (a follower's CLUSTER_ACTION on the cluster), ListOffsets DESCRIBE,
+OffsetForLeaderEpoch DESCRIBE (or CLUSTER_ACTION on the cluster, as followers have), Metadata
+DESCRIBE (and CREATE, on the cluster or the topic, to create one), DescribeProducers READ; refused
+partitions answer TOPIC_AUTHORIZATION_FAILED and are not handled, and Metadata of every topic lists
+only those the principal may describe.
 """
 
 from __future__ import annotations
@@ -238,7 +239,13 @@ class BrokerKafkaApis:
 
     async def offset_for_leader_epoch(self, request: Any, context: RequestContext) -> Any:
         module = context.response_module
-        denied = self._fetch_denied(getattr(request, "replica_id", -2), {t.topic for t in request.topics}, context)
+        # a follower's or a consumer's (KIP-320): CLUSTER_ACTION on the cluster, else DESCRIBE on each topic
+        access = context.access
+        if access.allowed(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME, log_denial=False):
+            denied = set()
+        else:
+            denied = {t.topic for t in request.topics
+                      if not access.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, t.topic)}
         topics = []
         for topic in request.topics:
             parts = []

@@ -161,11 +161,11 @@ class TransactionKafkaApis:
         states = []
         for transactional_id in request.transactional_ids:
             if not context.access.allowed(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+                # the schema's defaults, as Kafka answers a refused id (a start time of -1 is no timestamp)
                 states.append(module.TransactionState(
                     error_code=kafka_error(Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
                     transactional_id=transactional_id, transaction_state="", transaction_timeout=timedelta(0),
-                    transaction_start_time=_datetime_ms(-1), producer_id=NO_PRODUCER_ID,
-                    producer_epoch=NO_PRODUCER_EPOCH, topics=()))
+                    transaction_start_time=_datetime_ms(0), producer_id=0, producer_epoch=0, topics=()))
                 continue
             described = await loop.run_in_executor(None, self.servicer.describe_transaction, transactional_id)
             states.append(module.TransactionState(
