@@ -1,18 +1,16 @@
 #!/usr/bin/env bash
 # Builds the images `compose-test.sh` runs, with podman and no registry: a Debian bookworm image from
-# `debootstrap --variant=minbase` (made once, kept while it exists); on it one layer with every Debian
-# package the images need (base.Containerfile: Python, the JRE and ZooKeeper, a C compiler), so apt
-# runs once and the images share it; the Python images and the ZooKeeper image on that, adding
-# files only; and Odradek's image from the repository's Dockerfile with those Python images as its
-# base-image build arguments, built beside the ZooKeeper image. pip inside the build reaches PyPI
-# through the host's CA bundle and reuses the host's pip cache, both mounted for the build only
-# (never in an image). compose-test.sh runs it with its containers.conf (CONTAINERS_CONF).
+# `debootstrap --variant=minbase` (made once, kept while it exists); on it, two chains built at once:
+# the ZooKeeper image (Debian's zookeeper package), and the Python images (Debian's python3) followed
+# by Odradek's image from the repository's Dockerfile with those Python images as its base-image
+# build arguments. pip inside the build reaches PyPI through the host's CA bundle and uses the host's
+# pip cache, both mounted for the build only (never in an image). compose-test.sh runs it with its
+# containers.conf (CONTAINERS_CONF).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 : "${DEBIAN_IMAGE:=localhost/odradek-debian:bookworm}"
-: "${BASE_IMAGE:=localhost/odradek-base:bookworm}"
 : "${PYTHON_IMAGE:=localhost/odradek-python:3.11}"
 : "${PYTHON_SLIM_IMAGE:=localhost/odradek-python:3.11-slim}"
 : "${ZOOKEEPER_IMAGE:=localhost/odradek-zookeeper:3.8}"
@@ -66,17 +64,14 @@ else
   rm -rf "$rootfs"
 fi
 
-step "base image $BASE_IMAGE: the Debian packages of every image, one apt run (base.Containerfile)"
-build "$BASE_IMAGE" --build-arg "DEBIAN_IMAGE=$DEBIAN_IMAGE" -f "$here/base.Containerfile" "$here"
-
-step "ZooKeeper image $ZOOKEEPER_IMAGE, beside the Python images and Odradek's image $ODRADEK_IMAGE:$ODRADEK_TAG"
-build "$ZOOKEEPER_IMAGE" --build-arg "BASE_IMAGE=$BASE_IMAGE" -f "$here/zookeeper.Containerfile" "$here" \
+step "ZooKeeper image $ZOOKEEPER_IMAGE, beside the Python images and then Odradek's image $ODRADEK_IMAGE:$ODRADEK_TAG"
+build "$ZOOKEEPER_IMAGE" --build-arg "BASE_IMAGE=$DEBIAN_IMAGE" -f "$here/zookeeper.Containerfile" "$here" \
   >"$work/zookeeper.out" 2>&1 &
 zookeeper_pid=$!
 odradek_status=0
 {
-  build "$PYTHON_SLIM_IMAGE" --build-arg "BASE_IMAGE=$BASE_IMAGE" --target slim -f "$here/python.Containerfile" "$here" &&
-  build "$PYTHON_IMAGE" --build-arg "BASE_IMAGE=$BASE_IMAGE" --target full -f "$here/python.Containerfile" "$here" &&
+  build "$PYTHON_SLIM_IMAGE" --build-arg "BASE_IMAGE=$DEBIAN_IMAGE" --target slim -f "$here/python.Containerfile" "$here" &&
+  build "$PYTHON_IMAGE" --build-arg "BASE_IMAGE=$DEBIAN_IMAGE" --target full -f "$here/python.Containerfile" "$here" &&
   build "$ODRADEK_IMAGE:$ODRADEK_TAG" --build-arg "PYTHON_IMAGE=$PYTHON_IMAGE" \
     --build-arg "PYTHON_SLIM_IMAGE=$PYTHON_SLIM_IMAGE" --target runtime -f "$repo/Dockerfile" "$repo"
 } || odradek_status=$?
