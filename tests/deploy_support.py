@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -36,6 +37,7 @@ from services.devcluster.proc import free_port
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = REPO_ROOT / "Dockerfile"
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
+SECURE_COMPOSE_FILE = REPO_ROOT / "docker-compose.secure.yml"
 K8S_BASE = REPO_ROOT / "deploy" / "k8s"
 K8S_DEV = K8S_BASE / "overlays" / "dev"
 K8S_SECURE = K8S_BASE / "overlays" / "secure"
@@ -136,6 +138,24 @@ def console_script_argv(argv: list[str]) -> list[str]:
     module, _, function = target.partition(":")
     wrapper = f"import sys; sys.argv[0] = {argv[0]!r}; from {module} import {function}; sys.exit({function}())"
     return [sys.executable, "-c", wrapper, *argv[1:]]
+
+
+def secure_compose_config(tls_dir: Path) -> dict:
+    """docker-compose.yml with docker-compose.secure.yml over it, as `docker-compose config` merges
+    them, the certificates' directory at `tls_dir`."""
+    result = subprocess.run([docker_compose(), "-f", str(COMPOSE_FILE), "-f", str(SECURE_COMPOSE_FILE), "config"],
+                            capture_output=True, text=True, timeout=60, cwd=REPO_ROOT,
+                            env={"PATH": os.environ["PATH"], "ODRADEK_TLS_DIR": str(tls_dir)})
+    assert result.returncode == 0, result.stderr
+    return yaml.safe_load(result.stdout)
+
+
+def docker_compose() -> str:
+    path = shutil.which("docker-compose")
+    if path is None:
+        pytest.fail("docker-compose is not installed: `make system-deps` installs Debian's docker-compose",
+                    pytrace=False)
+    return path
 
 
 COMPOSE_DEFAULT = re.compile(r"\$\{\w+:-([^}]*)\}")

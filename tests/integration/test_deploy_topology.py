@@ -35,6 +35,7 @@ from tests.deploy_support import (
     image_command,
     k8s_pods,
     render_kustomize,
+    secure_compose_config,
     secure_overlay,
 )
 
@@ -201,6 +202,25 @@ def test_docker_compose_services_form_a_cluster(deploy):
     assert sorted(p.kind for p in pods) == sorted(["controller"] * 2 + ["broker"] * 3 + ["coordinator"] * 2
                                                   + ["gateway"])
     deployment = deploy(pods, zookeeper_hosts)
+    check_cluster(deployment, {1, 2, 3}, replication_factor=3)
+
+
+def test_docker_compose_secure_services_form_a_secured_cluster(deploy, tmp_path):
+    """docker-compose.secure.yml over docker-compose.yml, with the certificates `odradek dev certs`
+    makes by default mounted where each container sees them."""
+    tls = tmp_path / "tls"
+    result = subprocess.run([*console_script_argv(["odradek"]), "dev", "certs", "--out", str(tls),
+                             "--files-at", "/etc/odradek/tls"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    entrypoint, cmd = image_command()
+    pods, zookeeper_hosts = compose_pods(secure_compose_config(tls), entrypoint, cmd)
+    for pod in pods:
+        pod.secrets["/etc/odradek/tls"] = "tls"
+    files = {path.name: path.read_bytes() for path in tls.iterdir()}
+    deployment = deploy(pods, zookeeper_hosts, {"tls": files})
+    for pod in deployment.pods:
+        if pod.kind != "gateway":
+            assert not check_health(f"127.0.0.1:{deployment.localizer.listen_port(pod)}", timeout_ms=1000)
     check_cluster(deployment, {1, 2, 3}, replication_factor=3)
 
 

@@ -20,6 +20,7 @@ from kubernetes_validate import ValidationError, validate
 from services.broker.config import BrokerConfig
 from services.common.entrypoint import SERVICES, check_environment
 from services.common.service import ServiceRuntime
+from services.devcluster.cli import COMPOSE_SERVICES
 from tests.deploy_support import (
     COMPOSE_FILE,
     K8S_BASE,
@@ -35,6 +36,7 @@ from tests.deploy_support import (
     k8s_pods,
     last,
     render_kustomize,
+    secure_compose_config,
     secure_overlay,
 )
 
@@ -142,6 +144,25 @@ def test_every_compose_variable_names_a_key_of_its_service():
     for pod in compose_pods(compose_config(), entrypoint, cmd)[0]:
         kind = SERVICES[pod.kind]
         check_environment(kind, kind.load_config_class(), pod.env)
+
+
+def test_the_secure_compose_file_secures_every_listener_with_the_services_certificates(tmp_path):
+    entrypoint, cmd = image_command()
+    pods, _ = compose_pods(secure_compose_config(tmp_path), entrypoint, cmd)
+    assert sorted(p.kind for p in pods) == sorted(["controller"] * 2 + ["broker"] * 3 + ["coordinator"] * 2
+                                                  + ["gateway"])
+    for pod in pods:
+        kind = SERVICES[pod.kind]
+        check_environment(kind, kind.load_config_class(), pod.env)
+        assert "/etc/odradek/tls" in pod.mounts
+        assert pod.env["ODRADEK_LISTENERS"].startswith("https://" if pod.kind == "gateway" else "SSL://")
+        assert pod.env["ODRADEK_SSL_KEYSTORE_LOCATION"] == f"/etc/odradek/tls/{pod.name}.keystore.pem"
+        assert pod.env.get("ODRADEK_KAFKA_LISTENERS", "SASL_SSL://").startswith("SASL_SSL://")
+        if pod.kind != "gateway":
+            assert pod.env["ODRADEK_SSL_CLIENT_AUTH"] == "required"
+            assert f"User:CN={pod.name}" in pod.env["ODRADEK_SUPER_USERS"].split(";")
+            assert pod.env["ODRADEK_ADVERTISED_LISTENERS"].startswith(f"SSL://{pod.name}:")
+    assert set(COMPOSE_SERVICES) == {pod.name for pod in pods}, "odradek dev certs issues one per service"
 
 
 # ------------------------------------------------------------------------------------------- Kubernetes
