@@ -114,19 +114,25 @@ odradek_in broker-1 topics --bootstrap-server "$bootstrap" "${admin[@]}" --creat
 wait_for 60 "$group_topic in full ISR" partitions_in_full_isr "$group_topic"
 out_a=$(mktemp) out_b=$(mktemp)
 trap 'rm -f "$seen" "$out_a" "$out_b"; podman rm -f "${project}-client-a" "${project}-client-b" >/dev/null 2>&1 || true' EXIT
+# the members run until stopped below, once they have read everything (--timeout-ms only bounds a
+# member left idle): an idle timeout as the end would let a member that joined early leave before
+# the other has joined, on a loaded machine
 for member in a b; do
   out=$out_a; [ $member = b ] && out=$out_b
   odradek_client "$member" console-consumer --bootstrap-server "$bootstrap" "${consumer[@]}" --topic "$group_topic" \
-    --group "$group" --from-beginning --timeout-ms 30000 --property print.key=true \
+    --group "$group" --from-beginning --timeout-ms 300000 --property print.key=true \
     </dev/null >"$out" 2>/dev/null &
 done
 two_members() {
   [ "$(odradek_in broker-1 consumer-groups --bootstrap-server "$bootstrap" "${admin[@]}" --describe --group "$group" \
         --members 2>/dev/null | awk -v group="$group" '$1 == group' | wc -l)" = 2 ]
 }
-wait_for 90 "two members in $group" two_members
+wait_for 180 "two members in $group" two_members
 lines "" 1 200 | awk '{ print "key-" $1 "\tgroup-" $1 }' \
   | odradek_in broker-1 console-producer --bootstrap-server "$bootstrap" "${producer[@]}" --topic "$group_topic" --property parse.key=true
+all_read() { [ "$(cat "$out_a" "$out_b" | wc -l)" -ge 200 ]; }
+wait_for 120 "the two members to read the 200 records" all_read
+podman stop --time 20 "${project}-client-a" "${project}-client-b" >/dev/null 2>&1 || true
 wait
 count_a=$(wc -l <"$out_a") count_b=$(wc -l <"$out_b")
 [ "$count_a" -gt 0 ] && [ "$count_b" -gt 0 ] || fail "a member read nothing ($count_a and $count_b records)"
