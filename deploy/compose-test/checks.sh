@@ -14,11 +14,11 @@ image=$ODRADEK_IMAGE:$ODRADEK_TAG
 network=${project}_default
 gateway=http://127.0.0.1:$ODRADEK_GATEWAY_PORT
 # the client settings of each tool and the client containers' mounts: none, or TLS as CN=admin
-admin=() producer=() consumer=() curl_tls=() client_mounts=()
+admin_config=() producer_config=() consumer_config=() curl_tls=() client_mounts=()
 if [ -n "${CHECK_TLS_DIR:-}" ]; then
-  admin=(--command-config /etc/odradek/tls/odradek-client.properties)
-  producer=(--producer.config /etc/odradek/tls/odradek-client.properties)
-  consumer=(--consumer.config /etc/odradek/tls/odradek-client.properties)
+  admin_config=(--command-config /etc/odradek/tls/odradek-client.properties)
+  producer_config=(--producer.config /etc/odradek/tls/odradek-client.properties)
+  consumer_config=(--consumer.config /etc/odradek/tls/odradek-client.properties)
   gateway=https://127.0.0.1:$ODRADEK_GATEWAY_PORT
   curl_tls=(--cacert "$CHECK_TLS_DIR/ca.pem")
   client_mounts=(--volume "$CHECK_TLS_DIR:/etc/odradek/tls:ro")
@@ -51,17 +51,17 @@ wait_for() {
 }
 lines() { seq "$2" "$3" | sed "s/^/$1/"; }
 broker_3_out_of_isr() {  # topic: no partition's ISR names broker 3
-  odradek_in broker-1 topics --bootstrap-server "$bootstrap" "${admin[@]}" --describe --topic "$1" 2>/dev/null \
+  odradek_in broker-1 topics --bootstrap-server "$bootstrap" "${admin_config[@]}" --describe --topic "$1" 2>/dev/null \
     | awk -F'\t' '/Partition:/ { n++; if ($6 ~ /[ ,]3(,|$)/) inside++ } END { exit !(n > 0 && inside == 0) }'
 }
 partitions_in_full_isr() {  # topic: every partition's ISR has its three replicas
-  odradek_in broker-1 topics --bootstrap-server "$bootstrap" "${admin[@]}" --describe --topic "$1" 2>/dev/null \
+  odradek_in broker-1 topics --bootstrap-server "$bootstrap" "${admin_config[@]}" --describe --topic "$1" 2>/dev/null \
     | awk -F'\t' '/Partition:/ { n++; split($6, isr, ","); if (length(isr) == 3) full++ } END { exit !(n > 0 && n == full) }'
 }
 
 # --- secured: a client without TLS gets nothing
 if [ -n "${CHECK_TLS_DIR:-}" ]; then
-  if timeout 60 podman exec -i "$(container broker-1)" odradek topics --bootstrap-server "$bootstrap" --list \
+  if timeout 30 podman exec -i "$(container broker-1)" odradek topics --bootstrap-server "$bootstrap" --list \
       >/dev/null 2>&1; then
     fail "a plaintext client listed the topics of the secured cluster"
   fi
@@ -70,15 +70,15 @@ if [ -n "${CHECK_TLS_DIR:-}" ]; then
 fi
 
 # --- a topic with replication factor 3, from a broker's container
-odradek_in broker-1 topics --bootstrap-server "$bootstrap" "${admin[@]}" --create --topic "$topic" --partitions 6 \
+odradek_in broker-1 topics --bootstrap-server "$bootstrap" "${admin_config[@]}" --create --topic "$topic" --partitions 6 \
   --replication-factor 3 >/dev/null
 wait_for 60 "$topic in full ISR" partitions_in_full_isr "$topic"
-odradek_in broker-1 topics --bootstrap-server "$bootstrap" "${admin[@]}" --describe --topic "$topic" | sed 's/^/      /'
+odradek_in broker-1 topics --bootstrap-server "$bootstrap" "${admin_config[@]}" --describe --topic "$topic" | sed 's/^/      /'
 ok "topic $topic: 6 partitions, replication factor 3, every ISR full (odradek topics in broker-1)"
 
 # --- produce in broker-2's container, consume in broker-3's
-lines broker- 1 100 | odradek_in broker-2 console-producer --bootstrap-server "$bootstrap" "${producer[@]}" --topic "$topic"
-consumed=$(odradek_in broker-3 console-consumer --bootstrap-server "$bootstrap" "${consumer[@]}" --topic "$topic" \
+lines broker- 1 100 | odradek_in broker-2 console-producer --bootstrap-server "$bootstrap" "${producer_config[@]}" --topic "$topic"
+consumed=$(odradek_in broker-3 console-consumer --bootstrap-server "$bootstrap" "${consumer_config[@]}" --topic "$topic" \
   --from-beginning --max-messages 100 --timeout-ms 30000 2>/dev/null | sort)
 [ "$consumed" = "$(lines broker- 1 100 | sort)" ] || fail "broker-3 read $(wc -l <<<"$consumed") records, not the 100 produced"
 ok "100 records produced in broker-2's container (console-producer), all read back in broker-3's (console-consumer)"
@@ -109,27 +109,30 @@ curl -sf "${curl_tls[@]}" -X DELETE "$consumer" -H "Content-Type: $v2"
 ok "20 records produced through the gateway from the host ($gateway), and a v2 consumer read all 120"
 
 # --- one consumer group across two client containers
-odradek_in broker-1 topics --bootstrap-server "$bootstrap" "${admin[@]}" --create --topic "$group_topic" --partitions 4 \
+odradek_in broker-1 topics --bootstrap-server "$bootstrap" "${admin_config[@]}" --create --topic "$group_topic" --partitions 4 \
   --replication-factor 3 >/dev/null
 wait_for 60 "$group_topic in full ISR" partitions_in_full_isr "$group_topic"
 out_a=$(mktemp) out_b=$(mktemp)
-trap 'rm -f "$seen" "$out_a" "$out_b"; podman rm -f "${project}-client-a" "${project}-client-b" >/dev/null 2>&1 || true' EXIT
+members_errors() { for out in "$out_a" "$out_b"; do sed 's/^/      member: /' "$out.err" 2>/dev/null | tail -5 >&2; done; }
+trap 'status=$?; [ $status = 0 ] || members_errors
+      rm -f "$seen" "$out_a" "$out_b" "$out_a.err" "$out_b.err"
+      podman rm -f "${project}-client-a" "${project}-client-b" >/dev/null 2>&1 || true' EXIT
 # the members run until stopped below, once they have read everything (--timeout-ms only bounds a
 # member left idle): an idle timeout as the end would let a member that joined early leave before
 # the other has joined, on a loaded machine
 for member in a b; do
   out=$out_a; [ $member = b ] && out=$out_b
-  odradek_client "$member" console-consumer --bootstrap-server "$bootstrap" "${consumer[@]}" --topic "$group_topic" \
+  odradek_client "$member" console-consumer --bootstrap-server "$bootstrap" "${consumer_config[@]}" --topic "$group_topic" \
     --group "$group" --from-beginning --timeout-ms 300000 --property print.key=true \
-    </dev/null >"$out" 2>/dev/null &
+    </dev/null >"$out" 2>"$out.err" &
 done
 two_members() {
-  [ "$(odradek_in broker-1 consumer-groups --bootstrap-server "$bootstrap" "${admin[@]}" --describe --group "$group" \
+  [ "$(odradek_in broker-1 consumer-groups --bootstrap-server "$bootstrap" "${admin_config[@]}" --describe --group "$group" \
         --members 2>/dev/null | awk -v group="$group" '$1 == group' | wc -l)" = 2 ]
 }
 wait_for 180 "two members in $group" two_members
 lines "" 1 200 | awk '{ print "key-" $1 "\tgroup-" $1 }' \
-  | odradek_in broker-1 console-producer --bootstrap-server "$bootstrap" "${producer[@]}" --topic "$group_topic" --property parse.key=true
+  | odradek_in broker-1 console-producer --bootstrap-server "$bootstrap" "${producer_config[@]}" --topic "$group_topic" --property parse.key=true
 all_read() { [ "$(cat "$out_a" "$out_b" | wc -l)" -ge 200 ]; }
 wait_for 120 "the two members to read the 200 records" all_read
 podman stop --time 20 "${project}-client-a" "${project}-client-b" >/dev/null 2>&1 || true
@@ -145,9 +148,9 @@ podman kill --signal KILL "$(container broker-3)" >/dev/null
 wait_for 30 "broker-3's container stopped" \
   bash -c "[ \"\$(podman inspect --format '{{.State.Running}}' $(container broker-3))\" = false ]"
 ok "broker-3's container killed (SIGKILL)"
-lines after-kill- 1 50 | odradek_in broker-1 console-producer --bootstrap-server "$bootstrap" "${producer[@]}" --topic "$topic" \
+lines after-kill- 1 50 | odradek_in broker-1 console-producer --bootstrap-server "$bootstrap" "${producer_config[@]}" --topic "$topic" \
   --request-required-acks all
-consumed=$(odradek_in broker-2 console-consumer --bootstrap-server "$bootstrap" "${consumer[@]}" --topic "$topic" \
+consumed=$(odradek_in broker-2 console-consumer --bootstrap-server "$bootstrap" "${consumer_config[@]}" --topic "$topic" \
   --from-beginning --max-messages 170 --timeout-ms 30000 2>/dev/null | grep -c '^after-kill-' || true)
 [ "$consumed" = 50 ] || fail "$consumed of the 50 records produced with broker-3 down were read back"
 ok "50 records produced with acks=all while broker-3 was down, all read back"
@@ -155,5 +158,5 @@ wait_for 90 "broker 3 out of every ISR of $topic" broker_3_out_of_isr "$topic"
 ok "broker 3 dropped from the ISR of every partition"
 podman start "$(container broker-3)" >/dev/null 2>&1 || fail "podman start broker-3"
 wait_for 180 "broker-3 back in every ISR of $topic" partitions_in_full_isr "$topic"
-odradek_in broker-1 topics --bootstrap-server "$bootstrap" "${admin[@]}" --describe --topic "$topic" | sed 's/^/      /'
+odradek_in broker-1 topics --bootstrap-server "$bootstrap" "${admin_config[@]}" --describe --topic "$topic" | sed 's/^/      /'
 ok "broker-3's container started again; broker 3 is back in the ISR of all 6 partitions"
