@@ -11,7 +11,8 @@
 ARG PYTHON_IMAGE=python:3.11
 ARG PYTHON_SLIM_IMAGE=python:3.11-slim
 
-# ---- builder: wheels of the project (with the compiled record framing check) and its dependencies
+# ---- builder: wheels of the project (with the compiled record framing check) and its dependencies;
+# pip's cache stays in this stage, which no image keeps (or in a cache the build mounts there)
 FROM ${PYTHON_IMAGE} AS builder
 WORKDIR /src
 COPY pyproject.toml README.md ./
@@ -19,10 +20,10 @@ COPY pyproject.toml README.md ./
 RUN python -c "import tomllib; project = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
 open('/tmp/requirements.txt', 'w').write('\n'.join(project['dependencies']) + '\n'); \
 open('/tmp/spark-requirements.txt', 'w').write('\n'.join(project['optional-dependencies']['spark']) + '\n')" \
- && pip wheel --no-cache-dir --wheel-dir /wheels -r /tmp/requirements.txt
+ && pip wheel --wheel-dir /wheels -r /tmp/requirements.txt
 COPY odradek ./odradek
 COPY services ./services
-RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels . \
+RUN pip wheel --no-deps --wheel-dir /wheels . \
  && python -c "import glob, zipfile; names = zipfile.ZipFile(glob.glob('/wheels/odradek-*.whl')[0]).namelist(); \
 assert any('_framing' in n and n.endswith('.so') for n in names), 'the C extension was not built'" \
  && cp /tmp/requirements.txt /tmp/spark-requirements.txt /wheels/ \

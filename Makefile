@@ -132,14 +132,29 @@ spark-kafka-jars: | $(PY)
 
 # the unit tests run in $(UNIT_WORKERS) processes and the cluster tests in $(CLUSTER_WORKERS), a test
 # file to a process, each choosing its clusters' ports from its own range (pytest-xdist); the Spark
-# tests, one at a time
+# tests, one at a time. The compose test (compose-test below) runs beside the cluster tests, from
+# their start, its output kept and printed as one block at the end; it fails `make test` when it
+# fails, and prints one "skipped" line where podman cannot run. COMPOSE_TEST=0 leaves it out.
 UNIT_WORKERS ?= 2
 CLUSTER_WORKERS ?= 2
-test: setup kafka-jars spark-kafka-jars
-	@rc=0; \
+COMPOSE_TEST ?= 1
+test: setup kafka-jars spark-kafka-jars $(if $(filter 1,$(COMPOSE_TEST)),compose-deps)
+	@rc=0; compose_pid=; compose_log=$$(mktemp /tmp/odradek-make-test-compose.XXXXXX.log); \
+	trap '[ -n "$$compose_pid" ] && kill $$compose_pid 2>/dev/null && wait $$compose_pid; rm -f "$$compose_log"' EXIT; \
+	trap 'exit 130' INT TERM; \
 	$(PY) -m pytest -q -n $(UNIT_WORKERS) $(PYTEST_ARGS) tests/unit || rc=$$?; \
+	if [ "$(COMPOSE_TEST)" = 1 ]; then \
+	  echo "compose-test: started beside the cluster tests; its output follows them"; \
+	  COMPOSE_PROJECT=odradekct$$$$ deploy/compose-test/compose-test.sh </dev/null >"$$compose_log" 2>&1 & compose_pid=$$!; \
+	fi; \
 	$(PY) -m pytest -q -n $(CLUSTER_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS) tests/integration tests/faults || rc=$$?; \
 	$(PY) -m pytest -q --durations=5 $(PYTEST_ARGS) tests/spark --ignore=tests/spark/test_spark_cluster.py || rc=$$?; \
+	if [ -n "$$compose_pid" ]; then \
+	  compose_rc=0; wait $$compose_pid || compose_rc=$$?; compose_pid=; \
+	  echo "===== compose-test (docker-compose.yml run with podman, beside the tests above) ====="; \
+	  cat "$$compose_log"; \
+	  [ $$compose_rc = 0 ] || { echo "compose-test failed (exit $$compose_rc)"; rc=1; }; \
+	fi; \
 	exit $$rc
 
 # the Spark pipeline on a Spark standalone cluster of its own (minutes on two cores: not in `make test`)
@@ -178,8 +193,9 @@ bench: setup bench-deps kafka-jars spark-kafka-jars
 # docker-compose.yml run for real: Odradek's image built with podman from a debootstrap base (no
 # registry needed), the nine services up and healthy, produce/consume, a consumer group and a broker
 # killed and back, then `down -v` (deploy/compose-test/compose-test.sh). Needs root, podman,
-# debootstrap and docker-compose, installed here from Debian's packages when missing. Its own target,
-# not part of `make test`: about 7 min with no image built yet, 3.5 min with the images cached.
+# debootstrap and docker-compose, installed here from Debian's packages when missing. `make test`
+# runs it too, beside the cluster tests. SECURE=1: the secured variant (docker-compose.secure.yml).
+SECURE ?= 0
 compose-deps:
 	@missing=""; for tool in podman debootstrap docker-compose jq; do \
 	  command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
@@ -193,7 +209,7 @@ compose-deps:
 	fi
 
 compose-test: compose-deps
-	deploy/compose-test/compose-test.sh
+	SECURE=$(SECURE) deploy/compose-test/compose-test.sh
 
 up: run-setup
 	$(VENV)/bin/odradek dev up --dir var

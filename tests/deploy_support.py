@@ -9,6 +9,8 @@
   environment a runtime gives it: compose's `environment`; Kubernetes' `envFrom` ConfigMaps, `env`
   with `fieldRef` values and `$(VAR)` expansion, HOSTNAME, and the service-link variables a pod
   gets unless `enableServiceLinks: false`.
+- `secure_overlay`: a copy of deploy/k8s with the secure overlay's CA made as its kustomization says
+  (`odradek dev certs --out ca --identity admin`), so it renders.
 - `Localizer`: the only changes made before such a pod runs on loopback: host names become
   127.0.0.1, ports become free ports (one per pod and port), ZooKeeper's connect string becomes
   the test's, paths under a volume mount move to a temporary directory. A host name that names no
@@ -18,9 +20,11 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
+import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,8 +37,10 @@ from services.devcluster.proc import free_port
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = REPO_ROOT / "Dockerfile"
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
+SECURE_COMPOSE_FILE = REPO_ROOT / "docker-compose.secure.yml"
 K8S_BASE = REPO_ROOT / "deploy" / "k8s"
 K8S_DEV = K8S_BASE / "overlays" / "dev"
+K8S_SECURE = K8S_BASE / "overlays" / "secure"
 IMAGE_NAME = "odradek"
 NAMESPACE = "odradek"
 KIND_ORDER = ("controller", "broker", "coordinator", "gateway")
@@ -114,6 +120,44 @@ def render_kustomize(directory: Path) -> list[dict]:
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
 
 
+def secure_overlay(directory: Path) -> Path:
+    """deploy/k8s copied to `directory` (without any CA of the checkout) with a new CA in the secure
+    overlay's ca/, made by `odradek dev certs` as the overlay's kustomization says; its overlay dir."""
+    shutil.copytree(K8S_BASE, directory, ignore=shutil.ignore_patterns("ca"))
+    overlay = directory / K8S_SECURE.relative_to(K8S_BASE)
+    result = subprocess.run([*console_script_argv(["odradek"]), "dev", "certs", "--out", str(overlay / "ca"),
+                             "--identity", "admin"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return overlay
+
+
+def console_script_argv(argv: list[str]) -> list[str]:
+    """`odradek-service broker` as pip's console-script wrapper runs it, with this interpreter."""
+    target = console_scripts().get(argv[0])
+    assert target, f"{argv[0]} is no console script of pyproject.toml"
+    module, _, function = target.partition(":")
+    wrapper = f"import sys; sys.argv[0] = {argv[0]!r}; from {module} import {function}; sys.exit({function}())"
+    return [sys.executable, "-c", wrapper, *argv[1:]]
+
+
+def secure_compose_config(tls_dir: Path) -> dict:
+    """docker-compose.yml with docker-compose.secure.yml over it, as `docker-compose config` merges
+    them, the certificates' directory at `tls_dir`."""
+    result = subprocess.run([docker_compose(), "-f", str(COMPOSE_FILE), "-f", str(SECURE_COMPOSE_FILE), "config"],
+                            capture_output=True, text=True, timeout=60, cwd=REPO_ROOT,
+                            env={"PATH": os.environ["PATH"], "ODRADEK_TLS_DIR": str(tls_dir)})
+    assert result.returncode == 0, result.stderr
+    return yaml.safe_load(result.stdout)
+
+
+def docker_compose() -> str:
+    path = shutil.which("docker-compose")
+    if path is None:
+        pytest.fail("docker-compose is not installed: `make system-deps` installs Debian's docker-compose",
+                    pytrace=False)
+    return path
+
+
 COMPOSE_DEFAULT = re.compile(r"\$\{\w+:-([^}]*)\}")
 
 
@@ -133,6 +177,9 @@ class Pod:
     env: dict[str, str]
     names: set[str] = field(default_factory=set)  # host names and addresses that reach it
     mounts: list[str] = field(default_factory=list)
+    # run to completion before it, in order: (argv, environment) of each Kubernetes init container
+    init: list[tuple[list[str], dict[str, str]]] = field(default_factory=list)
+    secrets: dict[str, str] = field(default_factory=dict)  # mount path -> the Secret mounted there
 
 
 def compose_pods(compose: dict, entrypoint: list[str], cmd: list[str]) -> tuple[list[Pod], set[str]]:
@@ -173,9 +220,25 @@ def k8s_pods(docs: list[dict], entrypoint: list[str]) -> tuple[list[Pod], set[st
             pod_ip = f"10.244.{len(pods) + 1}.{index + 10}"
             env = pod_environment(template["spec"], container, config_maps, services, pod_name, pod_ip)
             argv = list(container.get("command") or entrypoint) + list(container.get("args") or [])
-            mounts = [m["mountPath"] for m in container.get("volumeMounts", [])]
-            pods.append(Pod(pod_name, argv[len(entrypoint)], argv, env, {pod_name, pod_ip} | selecting, mounts))
+            init = [(list(c.get("command") or entrypoint) + list(c.get("args") or []),
+                     pod_environment(template["spec"], c, config_maps, services, pod_name, pod_ip))
+                    for c in template["spec"].get("initContainers", [])]
+            mounts = [m["mountPath"] for c in [container, *template["spec"].get("initContainers", [])]
+                      for m in c.get("volumeMounts", [])]
+            secret_volumes = {v["name"]: v["secret"]["secretName"] for v in template["spec"].get("volumes", [])
+                              if "secret" in v}
+            secrets = {m["mountPath"]: secret_volumes[m["name"]]
+                       for c in [container, *template["spec"].get("initContainers", [])]
+                       for m in c.get("volumeMounts", []) if m["name"] in secret_volumes}
+            pods.append(Pod(pod_name, argv[len(entrypoint)], argv, env, {pod_name, pod_ip} | selecting,
+                            list(dict.fromkeys(mounts)), init, secrets))
     return pods, zookeeper
+
+
+def expand_variables(argv: list[str], env: dict[str, str]) -> list[str]:
+    """`$(VAR)` in a container's command and args, as Kubernetes expands them from its environment."""
+    return [re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda m: env.get(m.group(1), m.group(0)), arg)
+            for arg in argv]
 
 
 def pod_environment(spec: dict, container: dict, config_maps: dict, services: list[dict],
@@ -196,16 +259,15 @@ def pod_environment(spec: dict, container: dict, config_maps: dict, services: li
         if "valueFrom" in variable:
             env[variable["name"]] = fields[variable["valueFrom"]["fieldRef"]["fieldPath"]]
         else:
-            env[variable["name"]] = re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
-                                           lambda m: env.get(m.group(1), m.group(0)), str(variable["value"]))
+            env[variable["name"]] = expand_variables([str(variable["value"])], env)[0]
     return env
 
 
 # ------------------------------------------------------------------------------------------- loopback
 
-_ADDRESS = r"(?:[a-zA-Z][a-zA-Z0-9+.-]*://)?(?:[A-Za-z0-9.-]*):\d+"
+_ADDRESS = r"(?:[a-zA-Z][a-zA-Z0-9+._-]*://)?(?:[A-Za-z0-9.-]*):\d+"
 _ADDRESS_LIST = re.compile(rf"{_ADDRESS}(?:,{_ADDRESS})*")
-_ADDRESS_PARTS = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)?(?P<host>[A-Za-z0-9.-]*):(?P<port>\d+)")
+_ADDRESS_PARTS = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+._-]*://)?(?P<host>[A-Za-z0-9.-]*):(?P<port>\d+)")
 _SELF_HOSTS = {"", "0.0.0.0", "localhost", "127.0.0.1"}
 
 
@@ -257,8 +319,13 @@ class Localizer:
         return ",".join(f"{part['scheme'] or ''}127.0.0.1:{self.port(target, int(part['port']))}"
                         for part, target in zip(parts, targets, strict=True))
 
-    def environment(self, pod: Pod) -> dict[str, str]:
-        return {key: self.rewrite(pod, key, value) for key, value in pod.env.items()}
+    def environment(self, pod: Pod, env: dict[str, str] | None = None) -> dict[str, str]:
+        """The pod's environment (or an init container's, `env`) rewritten for loopback."""
+        return {key: self.rewrite(pod, key, value) for key, value in (pod.env if env is None else env).items()}
+
+    def path(self, pod: Pod, mount_path: str) -> Path:
+        """Where a volume mounted at `mount_path` is for the pod on loopback."""
+        return Path(self.rewrite(pod, "", mount_path))
 
     def listen_port(self, pod: Pod) -> int:
         """The loopback port of the pod's first listener."""

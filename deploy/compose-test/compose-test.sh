@@ -3,8 +3,13 @@
 # (images.sh), writes a containers.conf for this run (CONTAINERS_CONF), starts `podman system service`
 # on a socket of the run's own for docker-compose (DOCKER_HOST), brings the topology up while running
 # each container's health check (podman runs none by itself without systemd), waits until all nine
-# services are healthy, runs checks.sh, and takes everything down with `down -v`: containers,
-# networks, volumes, the service and its socket are gone afterwards, on failure too.
+# services are healthy, runs checks.sh, then kills the containers and takes everything down with
+# `down -v`: containers, networks, volumes, the service and its socket are gone afterwards, on
+# failure too.
+#
+# SECURE=1 (`make compose-test SECURE=1`) runs the secured variant: docker-compose.secure.yml over
+# docker-compose.yml, with certificates that `odradek dev certs` writes from inside Odradek's image,
+# and the checks over mutual TLS and HTTPS.
 #
 # Exits 0 with a "skipped" line where podman cannot run containers; COMPOSE_TEST_REQUIRED=1 makes
 # that a failure.
@@ -52,6 +57,16 @@ step "images"
 socket=$run_dir/podman.sock
 export DOCKER_HOST=unix://$socket
 compose=(docker-compose --ansi never -p "$COMPOSE_PROJECT" -f "$repo/docker-compose.yml")
+if [ "${SECURE:-0}" = 1 ]; then
+  export ODRADEK_TLS_DIR=$run_dir/tls
+  compose+=(-f "$repo/docker-compose.secure.yml")
+  step "certificates: odradek dev certs in $ODRADEK_IMAGE:$ODRADEK_TAG, into $ODRADEK_TLS_DIR"
+  mkdir -p "$ODRADEK_TLS_DIR"
+  podman run --rm --user 0 --network none --volume "$ODRADEK_TLS_DIR:/out" --entrypoint odradek \
+    "$ODRADEK_IMAGE:$ODRADEK_TAG" dev certs --out /out --files-at /etc/odradek/tls 2>&1 | sed 's/^/   /'
+  # the image's user reads the keys, which only their owner may read
+  chown -R 10001:10001 "$ODRADEK_TLS_DIR"
+fi
 service_pid= health_pid=
 
 cleanup() {
@@ -68,10 +83,12 @@ cleanup() {
     done
   fi
   if [ -S "$socket" ]; then
-    step "down -v"
+    # the checks are over: SIGKILL rather than each broker's controlled shutdown, then remove it all
+    step "kill, then down -v"
     down_started=$SECONDS
+    "${compose[@]}" kill 2>&1 | sed 's/^/   /' || true
     "${compose[@]}" down -v --remove-orphans 2>&1 | sed 's/^/   /' || true
-    step "down -v took $((SECONDS - down_started)) s"
+    step "kill and down -v took $((SECONDS - down_started)) s"
   fi
   podman ps -aq --filter "name=^${COMPOSE_PROJECT}" | xargs -r podman rm -f >/dev/null 2>&1 || true
   podman volume ls -q --filter "label=com.docker.compose.project=$COMPOSE_PROJECT" | xargs -r podman volume rm -f >/dev/null 2>&1 || true
@@ -125,4 +142,4 @@ step "all ${#SERVICES[@]} services healthy, $((SECONDS - up_started)) s after up
 podman ps --filter "label=com.docker.compose.project=$COMPOSE_PROJECT" --format '   {{.Names}}  {{.Status}}' | sort
 
 step "checks"
-COMPOSE_PROJECT=$COMPOSE_PROJECT "$here/checks.sh"
+COMPOSE_PROJECT=$COMPOSE_PROJECT CHECK_TLS_DIR=${ODRADEK_TLS_DIR:-} "$here/checks.sh"

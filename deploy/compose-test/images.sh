@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Builds the images `compose-test.sh` runs, with podman and no registry: a Debian bookworm base from
-# debootstrap (built once, kept while it exists), Python images on it, ZooKeeper from Debian's
-# packages, and Odradek's image from the repository's Dockerfile with those Python images as its
-# base-image build arguments. pip inside the build reaches PyPI through the host's CA bundle and
-# pip.conf, mounted for the build only (never in an image). compose-test.sh runs it with its
+# Builds the images `compose-test.sh` runs, with podman and no registry: a Debian bookworm image from
+# `debootstrap --variant=minbase` (made once, kept while it exists); on it, two chains built at once:
+# the ZooKeeper image (Debian's zookeeper package), and the Python images (Debian's python3) followed
+# by Odradek's image from the repository's Dockerfile with those Python images as its base-image
+# build arguments. pip inside the build reaches PyPI through the host's CA bundle and uses the host's
+# pip cache, both mounted for the build only (never in an image). compose-test.sh runs it with its
 # containers.conf (CONTAINERS_CONF).
 set -euo pipefail
 
@@ -17,55 +18,64 @@ repo=$(cd "$here/../.." && pwd)
 : "${ODRADEK_TAG:=compose-test}"
 : "${DEBIAN_MIRROR:=http://deb.debian.org/debian}"
 
-# the host's CA bundle, and a pip.conf naming it, mounted for the build's RUN steps only: beside the
-# image's own /etc/ssl/certs, which its ca-certificates package writes
+work=$(mktemp -d /tmp/odradek-images.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+# the host's CA bundle, a pip.conf naming it, and the host's pip cache, mounted for the build's RUN
+# steps only: beside the image's own /etc/ssl/certs, which its ca-certificates package writes
 build_volumes=()
 host_ca=${HOST_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 if [ -f "$host_ca" ]; then
-  pip_conf=$(mktemp /tmp/odradek-build-pip.XXXXXX.conf)
-  printf '[global]\ncert = /run/odradek-build/ca-certificates.crt\n' >"$pip_conf"
-  build_volumes=(--volume "$host_ca:/run/odradek-build/ca-certificates.crt:ro"
-                 --volume "$pip_conf:/etc/pip.conf:ro")
+  printf '[global]\ncert = /run/odradek-build/ca-certificates.crt\n' >"$work/pip.conf"
+  build_volumes+=(--volume "$host_ca:/run/odradek-build/ca-certificates.crt:ro"
+                  --volume "$work/pip.conf:/etc/pip.conf:ro")
 fi
-build_log=$(mktemp /tmp/odradek-build.XXXXXX.log)
-trap 'rm -f "${pip_conf:-}" "$build_log"' EXIT
+pip_cache=${PIP_CACHE_DIR:-$HOME/.cache/pip}
+mkdir -p "$pip_cache" && build_volumes+=(--volume "$pip_cache:/root/.cache/pip")
 
 step() { printf '== %s\n' "$*"; }
+size() { podman image inspect --format '{{.Size}}' "$1" | numfmt --to=si; }
 
-# build TAG ARGS...: podman build, its output kept for a failure
+# build TAG ARGS...: podman build; its output is printed only when it fails
 build() {
-  local tag=$1 started=$SECONDS; shift
-  if ! podman build --network host --layers "${build_volumes[@]}" -t "$tag" "$@" >"$build_log" 2>&1; then
-    tail -40 "$build_log" >&2; echo "building $tag failed" >&2; return 1
+  local tag=$1 started=$SECONDS log; shift
+  log=$(mktemp "$work/build.XXXXXX.log")
+  if ! podman build --network host --layers "${build_volumes[@]}" -t "$tag" "$@" >"$log" 2>&1; then
+    tail -40 "$log" >&2; echo "building $tag failed" >&2; return 1
   fi
-  printf '   %s built in %d s (%s)\n' "$tag" $((SECONDS - started)) \
-    "$(podman image inspect --format '{{.Size}}' "$tag" | numfmt --to=si)B"
+  printf '   %s built in %d s (%sB)\n' "$tag" $((SECONDS - started)) "$(size "$tag")"
 }
 
 if podman image exists "$DEBIAN_IMAGE"; then
-  step "base image $DEBIAN_IMAGE: present, kept"
+  step "Debian image $DEBIAN_IMAGE: present, kept"
 else
-  step "base image $DEBIAN_IMAGE: debootstrap --variant=minbase bookworm"
+  step "Debian image $DEBIAN_IMAGE: debootstrap --variant=minbase bookworm"
   base_started=$SECONDS
-  rootfs=$(mktemp -d /var/tmp/odradek-rootfs.XXXXXX)
-  trap 'rm -rf "$rootfs" "${pip_conf:-}" "$build_log"' EXIT
-  debootstrap --variant=minbase bookworm "$rootfs" "$DEBIAN_MIRROR" >"$rootfs.log" 2>&1 \
-    || { tail -20 "$rootfs.log" >&2; rm -f "$rootfs.log"; exit 1; }
-  rm -f "$rootfs.log"
+  rootfs=$work/rootfs
+  mkdir "$rootfs"
+  debootstrap --variant=minbase bookworm "$rootfs" "$DEBIAN_MIRROR" >"$work/debootstrap.log" 2>&1 \
+    || { tail -20 "$work/debootstrap.log" >&2; exit 1; }
+  debootstrapped=$SECONDS
   rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
-  tar -C "$rootfs" -c . | podman import --change 'CMD ["/bin/bash"]' - "$DEBIAN_IMAGE" >"$build_log" 2>&1 \
-    || { cat "$build_log" >&2; exit 1; }
-  printf '   %s made and imported in %d s (%s)\n' "$DEBIAN_IMAGE" $((SECONDS - base_started)) "$(podman image inspect --format '{{.Size}}' "$DEBIAN_IMAGE" | numfmt --to=si)B"
+  tar -C "$rootfs" -c . | podman import --change 'CMD ["/bin/bash"]' - "$DEBIAN_IMAGE" >"$work/import.log" 2>&1 \
+    || { cat "$work/import.log" >&2; exit 1; }
+  printf '   %s: debootstrap %d s, import %d s (%sB)\n' "$DEBIAN_IMAGE" $((debootstrapped - base_started)) \
+    $((SECONDS - debootstrapped)) "$(size "$DEBIAN_IMAGE")"
   rm -rf "$rootfs"
 fi
 
-step "Python images $PYTHON_SLIM_IMAGE and $PYTHON_IMAGE (Debian's python3 in a venv on PATH)"
-build "$PYTHON_SLIM_IMAGE" --build-arg "BASE_IMAGE=$DEBIAN_IMAGE" --target slim -f "$here/python.Containerfile" "$here"
-build "$PYTHON_IMAGE" --build-arg "BASE_IMAGE=$DEBIAN_IMAGE" --target full -f "$here/python.Containerfile" "$here"
-
-step "ZooKeeper image $ZOOKEEPER_IMAGE (Debian's zookeeper package)"
-build "$ZOOKEEPER_IMAGE" --build-arg "BASE_IMAGE=$DEBIAN_IMAGE" -f "$here/zookeeper.Containerfile" "$here"
-
-step "Odradek's image $ODRADEK_IMAGE:$ODRADEK_TAG (Dockerfile, target runtime)"
-build "$ODRADEK_IMAGE:$ODRADEK_TAG" --build-arg "PYTHON_IMAGE=$PYTHON_IMAGE" \
-  --build-arg "PYTHON_SLIM_IMAGE=$PYTHON_SLIM_IMAGE" --target runtime -f "$repo/Dockerfile" "$repo"
+step "ZooKeeper image $ZOOKEEPER_IMAGE, beside the Python images and then Odradek's image $ODRADEK_IMAGE:$ODRADEK_TAG"
+build "$ZOOKEEPER_IMAGE" --build-arg "BASE_IMAGE=$DEBIAN_IMAGE" -f "$here/zookeeper.Containerfile" "$here" \
+  >"$work/zookeeper.out" 2>&1 &
+zookeeper_pid=$!
+odradek_status=0
+{
+  build "$PYTHON_SLIM_IMAGE" --build-arg "BASE_IMAGE=$DEBIAN_IMAGE" --target slim -f "$here/python.Containerfile" "$here" &&
+  build "$PYTHON_IMAGE" --build-arg "BASE_IMAGE=$DEBIAN_IMAGE" --target full -f "$here/python.Containerfile" "$here" &&
+  build "$ODRADEK_IMAGE:$ODRADEK_TAG" --build-arg "PYTHON_IMAGE=$PYTHON_IMAGE" \
+    --build-arg "PYTHON_SLIM_IMAGE=$PYTHON_SLIM_IMAGE" --target runtime -f "$repo/Dockerfile" "$repo"
+} || odradek_status=$?
+zookeeper_status=0
+wait "$zookeeper_pid" || zookeeper_status=$?
+cat "$work/zookeeper.out"
+[ "$odradek_status" = 0 ] && [ "$zookeeper_status" = 0 ]

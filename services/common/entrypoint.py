@@ -21,7 +21,9 @@ work and pass through to `python -m services.<kind>`. Before the service starts:
   * `advertised.listeners` is `<protocol>://<host name>.<ODRADEK_ADVERTISED_DOMAIN>:<port of
     listeners>` when `ODRADEK_ADVERTISED_DOMAIN` is set (a headless Service's domain).
 - The probe target (gRPC address or HTTP /health URL) is written to `PROBE_FILE` as JSON
-  `{"kind": ..., "grpc": "host:port"}` or `{"kind": ..., "http": "http://host:port/health"}`.
+  `{"kind": ..., "grpc": "host:port"}` or `{"kind": ..., "http": "http://host:port/health"}`; for
+  an SSL or SASL_SSL gRPC listener with `"keystore"` and `"truststore"` (the probe connects with
+  the service's own certificate), for an HTTPS gateway with `"cafile"`.
 
 Probing. `odradek-service health` checks the target in `PROBE_FILE` (the container HEALTHCHECK),
 or the one given: exit 0 when a gRPC health check answers SERVING or GET /health answers 200,
@@ -47,6 +49,7 @@ from pathlib import Path
 from services.common.config import ENV_PREFIX, ConfigError, env_var_name, load_properties
 from services.common.health import check_health, http_ready
 from services.common.logging_setup import LOG_LEVEL_ENV
+from services.common.security.tls import SSL_PROTOCOLS, TlsError, TlsSettings
 from services.common.service import listener_address, service_arguments
 
 ADVERTISED_DOMAIN_ENV = "ODRADEK_ADVERTISED_DOMAIN"
@@ -160,12 +163,19 @@ def advertised_listener(listeners: str, host: str) -> str:
 
 
 def probe_target(kind: ServiceKind, config) -> dict[str, str]:
-    """Where this container's service answers its health check, from its loaded config."""
+    """Where this container's service answers its health check, from its loaded config; for a TLS
+    listener also the files the probe trusts (and, for gRPC's mutual TLS, presents)."""
     if kind.name == "gateway":
         host, port = listener_address(config.listeners)
-        return {"kind": kind.name, "http": f"http://{local_host(host)}:{port}/health"}
+        scheme = "https" if config.listeners.strip().lower().startswith("https://") else "http"
+        target = {"kind": kind.name, "http": f"{scheme}://{local_host(host)}:{port}/health"}
+        cafile = config.ssl_truststore_location or config.client_ssl_truststore_location
+        return {**target, "cafile": cafile} if scheme == "https" and cafile else target
     listener = config.listener
-    return {"kind": kind.name, "grpc": f"{local_host(listener.host)}:{listener.port}"}
+    target = {"kind": kind.name, "grpc": f"{local_host(listener.host)}:{listener.port}"}
+    if listener.protocol in SSL_PROTOCOLS and config.ssl_keystore_location:
+        target.update(keystore=config.ssl_keystore_location, truststore=config.ssl_truststore_location or "")
+    return target
 
 
 def local_host(host: str) -> str:
@@ -204,6 +214,7 @@ def write_probe_file(target: dict[str, str], path: Path = PROBE_FILE) -> None:
 
 def probe(grpc_target: str | None, http_url: str | None, path: Path = PROBE_FILE) -> bool:
     """Whether the target given, or the one in the probe file, answers healthy."""
+    target: dict[str, str] = {}
     if grpc_target is None and http_url is None:
         try:
             target = json.loads(path.read_text())
@@ -211,8 +222,14 @@ def probe(grpc_target: str | None, http_url: str | None, path: Path = PROBE_FILE
             return False
         grpc_target, http_url = target.get("grpc"), target.get("http")
     if grpc_target:
-        return check_health(grpc_target, timeout_ms=PROBE_TIMEOUT_MS)
-    return bool(http_url) and http_ready(http_url, timeout_s=PROBE_TIMEOUT_MS / 1000)
+        tls = None
+        if target.get("keystore"):
+            try:
+                tls = TlsSettings.load(target["keystore"], target.get("truststore") or None)
+            except (TlsError, OSError):
+                return False
+        return check_health(grpc_target, timeout_ms=PROBE_TIMEOUT_MS, tls=tls)
+    return bool(http_url) and http_ready(http_url, timeout_s=PROBE_TIMEOUT_MS / 1000, cafile=target.get("cafile"))
 
 
 def health(argv: list[str]) -> int:

@@ -50,6 +50,9 @@ from services.devcluster.proc import log_tail
 from services.devcluster.zookeeper import running_pid as zookeeper_pid
 
 DEMO_TOPIC = "demo"
+# the Odradek services of docker-compose.yml: `odradek dev certs` issues their certificates by default
+COMPOSE_SERVICES = ("controller-1", "controller-2", "broker-1", "broker-2", "broker-3", "coordinator-1",
+                    "coordinator-2", "gateway")
 DEMO_PARTITIONS = 3
 LOG_TAIL_LINES = 40
 SERVICE_TIMEOUT_S = 60.0
@@ -59,7 +62,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser = subparsers.add_parser("dev", help="run a local development cluster",
                                    description="Run a local cluster (ZooKeeper, controllers, brokers, coordinators).")
     commands = parser.add_subparsers(dest="dev_command", required=True,
-                                     metavar="{up,down,status,add-broker,nemesis,start,stop,restart,kill,spark}")
+                                     metavar="{up,down,status,add-broker,nemesis,certs,start,stop,restart,kill,spark}")
     up = commands.add_parser("up", help="start the cluster and create the demo topic")
     up.add_argument("--brokers", type=_positive, default=3, help="number of brokers (default 3)")
     up.add_argument("--controllers", type=_positive, default=2, help="number of controllers (default 2)")
@@ -101,6 +104,22 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     nemesis.add_argument("--replay", metavar="LINE", default=None, help="a schedule's line, replayed exactly")
     nemesis.add_argument("--dry-run", action="store_true", help="print the schedule only")
     nemesis.set_defaults(run=run_nemesis)
+    certs = commands.add_parser(
+        "certs", help="write a local CA and a certificate per service, for containers",
+        description="Write a local CA (ca.pem, ca.key) and, per identity, a key and certificate "
+                    "(NAME.key, NAME.pem, both in NAME.keystore.pem) with subject CN=NAME, for the host names "
+                    "given, localhost and 127.0.0.1; existing files are kept. With the admin identity it "
+                    "also writes client.properties (Kafka clients: SASL_SSL, SCRAM-SHA-512 user admin) and "
+                    "odradek-client.properties (Odradek's tools: TLS with the admin certificate).")
+    certs.add_argument("--out", required=True, metavar="DIR", help="the directory to write")
+    certs.add_argument("--ca", metavar="DIR", default=None,
+                       help="sign with the CA in DIR (ca.pem, ca.key) instead of the one in --out")
+    certs.add_argument("--identity", action="append", default=None, metavar="NAME[=HOST,...]",
+                       help="a certificate CN=NAME for these host names (repeatable; default: the services "
+                            f"of docker-compose.yml and {secure_layout.ADMIN_USER})")
+    certs.add_argument("--files-at", metavar="PATH", default=None,
+                       help="where the directory is mounted, for the paths in the properties files (default: --out)")
+    certs.set_defaults(run=run_certs)
     services = _add_service_parsers(commands)
     spark_cli.add_parser(commands)
     for sub in (up, down, status, add_broker, nemesis, *services):
@@ -228,19 +247,48 @@ def failure_report(cluster: LocalCluster, error: BaseException) -> str:
     return f"{text}\n{cluster.dump_logs(LOG_TAIL_LINES)}"
 
 
+def run_certs(args: argparse.Namespace, out: TextIO) -> int:
+    identities: dict[str, list[str]] = {name: [name] for name in COMPOSE_SERVICES}
+    identities[secure_layout.ADMIN_USER] = []
+    if args.identity:
+        identities = {}
+        for item in args.identity:
+            name, _, hosts = item.partition("=")
+            if not name:
+                print(f"--identity {item!r}: no name", file=out)
+                return 2
+            identities[name] = [host for host in hosts.split(",") if host]
+    directory = Path(args.out)
+    try:
+        issued = secure_layout.write_certificates(directory, identities, Path(args.ca) if args.ca else None)
+    except FileNotFoundError as error:
+        print(f"odradek dev certs: {error}", file=out)
+        return 1
+    for name, hosts in identities.items():
+        state = "issued" if name in issued else "kept"
+        names = ", ".join([*hosts, "localhost", "127.0.0.1"])
+        print(f"{directory / (name + '.keystore.pem')}: CN={name} for {names} ({state})", file=out)
+    if secure_layout.ADMIN_USER in identities:
+        files_at = Path(args.files_at) if args.files_at else directory.resolve()
+        kafka_path, odradek_path = directory / "client.properties", directory / "odradek-client.properties"
+        secure_layout.write_client_properties(kafka_path, odradek_path,
+                                              secure_layout.certificate_client_settings(files_at))
+        print(f"{kafka_path}, {odradek_path}: client settings naming the files in {files_at}", file=out)
+    print(f"CA certificate: {directory / 'ca.pem'}", file=out)
+    return 0
+
+
 def odradek_client_settings(cluster: LocalCluster) -> dict[str, str]:
     """The cluster's client settings that Odradek's gRPC clients use (no SASL: they authenticate
     with their certificate)."""
-    settings = {k: v for k, v in cluster.client_settings().items() if not k.startswith("sasl.")}
-    return {**settings, "security.protocol": "SSL"} if settings else {}
+    return secure_layout.grpc_client_settings(cluster.client_settings())
 
 
 def write_client_configs(cluster: LocalCluster) -> tuple[Path, Path]:
     """`client.properties` (Kafka clients on the Kafka listeners: SASL_SSL with SCRAM) and
     `odradek-client.properties` (Odradek's tools over gRPC: TLS with the admin certificate)."""
     kafka_path, odradek_path = cluster.base_dir / "client.properties", cluster.base_dir / "odradek-client.properties"
-    kafka_path.write_text("".join(f"{k}={v}\n" for k, v in cluster.client_settings().items()))
-    odradek_path.write_text("".join(f"{k}={v}\n" for k, v in odradek_client_settings(cluster).items()))
+    secure_layout.write_client_properties(kafka_path, odradek_path, cluster.client_settings())
     return kafka_path, odradek_path
 
 

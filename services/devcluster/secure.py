@@ -14,6 +14,10 @@ ZooKeeper, unless kept in plaintext, serves only TLS with its own certificate (`
 requires clients' certificates (`zookeeper_server_tls`); every service connects to it with its own
 certificate through Kafka's `zookeeper.ssl.*` keys (`zookeeper_client_settings`), and tools with
 `--zk-tls-config-file <base_dir>/zookeeper-tls.properties`, which holds the administrator's.
+
+`write_certificates` is the same CA and certificates for containers (`odradek dev certs`): a
+directory of them for compose's secured variant and the Kubernetes secure overlay, whose services
+name the files where the directory is mounted.
 """
 
 from __future__ import annotations
@@ -52,16 +56,33 @@ def keystore_path(base_dir: Path, identity: str) -> Path:
 def make_certificates(base_dir: Path, service_hosts: dict[str, str]) -> None:
     """The CA and a certificate per service (name -> the address it binds) and for the
     administrator; existing ones are kept, so a restarted cluster keeps its trust."""
-    directory = tls_dir(base_dir)
-    ca_key, ca_certificate = directory / "ca.key", ca_path(base_dir)
+    write_certificates(tls_dir(base_dir), {**{name: [host] for name, host in service_hosts.items()},
+                                           ADMIN_USER: ["127.0.0.1"]})
+
+
+def write_certificates(directory: Path, identities: dict[str, list[str]], ca_dir: Path | None = None) -> list[str]:
+    """A certificate `CN=<name>` per identity (name -> the host names and addresses it is reached at;
+    localhost and 127.0.0.1 are added), signed by the CA in `ca_dir` (default `directory`: made there
+    when absent). Existing certificates are kept. Returns the names issued now."""
+    directory = Path(directory)
+    ca_dir = Path(ca_dir) if ca_dir is not None else directory
+    ca_key, ca_certificate = ca_dir / "ca.key", ca_dir / "ca.pem"
     if ca_key.exists() and ca_certificate.exists():
         ca = CertificateAuthority.load(ca_key, ca_certificate)
-    else:
+    elif ca_dir == directory:
         ca = CertificateAuthority.create("Odradek development CA")
         ca.write(ca_key, ca_certificate)
-    for identity, host in {**service_hosts, ADMIN_USER: "127.0.0.1"}.items():
-        if not keystore_path(base_dir, identity).exists():
-            ca.issue_files(directory, identity, [host, "localhost", "127.0.0.1"])
+    else:
+        raise FileNotFoundError(f"no CA in {ca_dir} (ca.pem and ca.key)")
+    if ca_dir != directory:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "ca.pem").write_bytes(ca.certificate_pem)
+    issued = []
+    for identity, hosts in identities.items():
+        if not (directory / f"{identity}.keystore.pem").exists():
+            ca.issue_files(directory, identity, [*hosts, "localhost", "127.0.0.1"])
+            issued.append(identity)
+    return issued
 
 
 def service_settings(base_dir: Path, name: str, service_names: list[str]) -> dict[str, str]:
@@ -88,16 +109,33 @@ def gateway_settings(base_dir: Path, name: str) -> dict[str, str]:
 def client_settings(base_dir: Path, identity: str = ADMIN_USER) -> dict[str, str]:
     """Kafka client keys that reach the secured cluster as `identity`: TLS with its certificate
     (Odradek's gRPC clients), SASL_SSL with SCRAM-SHA-512 (Kafka clients on the Kafka listeners)."""
-    directory = tls_dir(base_dir)
+    return certificate_client_settings(tls_dir(base_dir), identity)
+
+
+def certificate_client_settings(directory: Path | str, identity: str = ADMIN_USER) -> dict[str, str]:
+    """`client_settings` for the certificates of `directory` (a path as the client sees it)."""
+    directory = Path(directory)
     return {
         "security.protocol": KAFKA_SECURITY_PROTOCOL,
-        "ssl.ca.location": str(ca_path(base_dir)),
+        "ssl.ca.location": str(directory / "ca.pem"),
         "ssl.certificate.location": str(directory / f"{identity}.pem"),
         "ssl.key.location": str(directory / f"{identity}.key"),
         "sasl.mechanism": SCRAM_MECHANISM,
         "sasl.username": ADMIN_USER,
         "sasl.password": ADMIN_PASSWORD,
     }
+
+
+def grpc_client_settings(settings: dict[str, str]) -> dict[str, str]:
+    """Odradek's tools over gRPC from `client_settings`: TLS with the certificate, no SASL."""
+    tls_only = {k: v for k, v in settings.items() if not k.startswith("sasl.")}
+    return {**tls_only, "security.protocol": "SSL"} if tls_only else {}
+
+
+def write_client_properties(kafka_path: Path, odradek_path: Path, settings: dict[str, str]) -> None:
+    """`settings` as Kafka clients' properties file, and their gRPC form for Odradek's tools."""
+    kafka_path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+    odradek_path.write_text("".join(f"{k}={v}\n" for k, v in grpc_client_settings(settings).items()))
 
 
 def add_admin_scram_user(zk: OdradekZkClient) -> None:

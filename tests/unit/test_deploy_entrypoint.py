@@ -1,14 +1,19 @@
 """`odradek-service`, the image's entrypoint: misspelt variables and service names exit 2 with a
 suggestion; container defaults (broker id from the pod ordinal, ids from the host name, advertised
-listener from a domain) apply only where nothing else sets the key; the health probe."""
+listener from a domain) apply only where nothing else sets the key; the health probe, over mutual
+TLS for a secured service and HTTPS for a secured gateway."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from concurrent import futures
 
+import grpc
 import pytest
+from grpc_health.v1 import health_pb2_grpc
+from grpc_health.v1.health import HealthServicer
 
 from services.broker.config import BrokerConfig
 from services.common import entrypoint
@@ -22,8 +27,10 @@ from services.common.entrypoint import (
     host_ordinal,
     probe,
 )
+from services.common.security.tls import TlsSettings
 from services.common.service import ServiceRuntime
 from services.devcluster.proc import free_port
+from services.devcluster.secure import write_certificates
 from tests.deploy_support import REPO_ROOT, console_scripts
 
 BROKER = SERVICES["broker"]
@@ -116,3 +123,39 @@ def test_metrics_listen_on_the_grpc_listeners_interface(bind_address, metrics_ho
         assert runtime.metrics_host == metrics_host
     finally:
         runtime.shutdown(grace_s=0.1)
+
+
+def test_health_probes_a_mutual_tls_listener_with_the_services_own_certificate(tmp_path):
+    """A secured container's probe file names its key store and trust store; the probe presents
+    that certificate, as the listener requires, and fails without it."""
+    write_certificates(tmp_path, {"broker-1": ["broker-1"]})
+    keystore, truststore = str(tmp_path / "broker-1.keystore.pem"), str(tmp_path / "ca.pem")
+    tls = TlsSettings.load(keystore, truststore, client_auth="required")
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    health_pb2_grpc.add_HealthServicer_to_server(HealthServicer(), server)
+    port = server.add_secure_port("127.0.0.1:0", tls.grpc_server_credentials())
+    server.start()
+    try:
+        probe_file = tmp_path / "probe.json"
+        target = {"kind": "broker", "grpc": f"127.0.0.1:{port}"}
+        probe_file.write_text(json.dumps(target))
+        assert not probe(None, None, probe_file)  # plaintext
+        probe_file.write_text(json.dumps({**target, "keystore": keystore, "truststore": truststore}))
+        assert probe(None, None, probe_file)
+    finally:
+        server.stop(None)
+
+
+def test_the_probe_target_of_a_secured_service_names_its_tls_files():
+    config = BrokerConfig.load({"listeners": "SSL://:9092", "broker.id": "1", "zookeeper.connect": "zk:2181",
+                                "ssl.keystore.location": "/tls/broker-1.keystore.pem",
+                                "ssl.truststore.location": "/tls/ca.pem", "ssl.client.auth": "required"}, env={})
+    assert entrypoint.probe_target(BROKER, config) == {
+        "kind": "broker", "grpc": "127.0.0.1:9092", "keystore": "/tls/broker-1.keystore.pem",
+        "truststore": "/tls/ca.pem"}
+    gateway = SERVICES["gateway"]
+    config = gateway.load_config_class().load({"listeners": "https://0.0.0.0:8443", "bootstrap.servers": "b:9092",
+                                               "ssl.keystore.location": "/tls/gateway.keystore.pem",
+                                               "client.ssl.truststore.location": "/tls/ca.pem"}, env={})
+    assert entrypoint.probe_target(gateway, config) == {
+        "kind": "gateway", "http": "https://127.0.0.1:8443/health", "cafile": "/tls/ca.pem"}

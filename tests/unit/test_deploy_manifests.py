@@ -1,7 +1,7 @@
 """The deployment files, checked offline: the Dockerfile's stages and instructions; the compose file
 against the Compose specification (docker-compose 1.29's bundled schema, no engine needed) and
-its topology; every Kubernetes manifest of the base and of the dev overlay against Kubernetes'
-schemas (kubernetes-validate, strict, Kubernetes 1.30) and their shape; and every `ODRADEK_*`
+its topology; every Kubernetes manifest of the base and of the dev and secure overlays against
+Kubernetes' schemas (kubernetes-validate, strict, Kubernetes 1.30) and their shape; and every `ODRADEK_*`
 variable in any of them names a key of the service that reads it. And the wheel the image installs:
 its top-level packages (`odradek` and `services`), PySpark only as the `spark` extra, and its data files."""
 
@@ -20,10 +20,12 @@ from kubernetes_validate import ValidationError, validate
 from services.broker.config import BrokerConfig
 from services.common.entrypoint import SERVICES, check_environment
 from services.common.service import ServiceRuntime
+from services.devcluster.cli import COMPOSE_SERVICES
 from tests.deploy_support import (
     COMPOSE_FILE,
     K8S_BASE,
     K8S_DEV,
+    K8S_SECURE,
     REPO_ROOT,
     compose_config,
     compose_pods,
@@ -34,6 +36,8 @@ from tests.deploy_support import (
     k8s_pods,
     last,
     render_kustomize,
+    secure_compose_config,
+    secure_overlay,
 )
 
 KUBERNETES_VERSION = "1.30.0"
@@ -50,6 +54,12 @@ def base() -> list[dict]:
 @pytest.fixture(scope="module")
 def dev() -> list[dict]:
     return render_kustomize(K8S_DEV)
+
+
+@pytest.fixture(scope="module")
+def secure(tmp_path_factory) -> list[dict]:
+    """The secure overlay, rendered from a copy whose CA `odradek dev certs` made."""
+    return render_kustomize(secure_overlay(tmp_path_factory.mktemp("k8s") / "k8s"))
 
 
 def by_kind(docs: list[dict], kind: str) -> dict[str, dict]:
@@ -136,12 +146,31 @@ def test_every_compose_variable_names_a_key_of_its_service():
         check_environment(kind, kind.load_config_class(), pod.env)
 
 
+def test_the_secure_compose_file_secures_every_listener_with_the_services_certificates(tmp_path):
+    entrypoint, cmd = image_command()
+    pods, _ = compose_pods(secure_compose_config(tmp_path), entrypoint, cmd)
+    assert sorted(p.kind for p in pods) == sorted(["controller"] * 2 + ["broker"] * 3 + ["coordinator"] * 2
+                                                  + ["gateway"])
+    for pod in pods:
+        kind = SERVICES[pod.kind]
+        check_environment(kind, kind.load_config_class(), pod.env)
+        assert "/etc/odradek/tls" in pod.mounts
+        assert pod.env["ODRADEK_LISTENERS"].startswith("https://" if pod.kind == "gateway" else "SSL://")
+        assert pod.env["ODRADEK_SSL_KEYSTORE_LOCATION"] == f"/etc/odradek/tls/{pod.name}.keystore.pem"
+        assert pod.env.get("ODRADEK_KAFKA_LISTENERS", "SASL_SSL://").startswith("SASL_SSL://")
+        if pod.kind != "gateway":
+            assert pod.env["ODRADEK_SSL_CLIENT_AUTH"] == "required"
+            assert f"User:CN={pod.name}" in pod.env["ODRADEK_SUPER_USERS"].split(";")
+            assert pod.env["ODRADEK_ADVERTISED_LISTENERS"].startswith(f"SSL://{pod.name}:")
+    assert set(COMPOSE_SERVICES) == {pod.name for pod in pods}, "odradek dev certs issues one per service"
+
+
 # ------------------------------------------------------------------------------------------- Kubernetes
 
 
-@pytest.mark.parametrize("directory", [K8S_BASE, K8S_DEV], ids=["base", "dev"])
-def test_every_manifest_is_valid_kubernetes(directory):
-    docs = render_kustomize(directory)
+@pytest.mark.parametrize("rendered", ["base", "dev", "secure"])
+def test_every_manifest_is_valid_kubernetes(rendered, request):
+    docs = request.getfixturevalue(rendered)
     assert docs
     for doc in docs:
         try:
@@ -218,10 +247,10 @@ def test_services_have_probes_resources_metrics_and_budgets(base):
     assert "odradek-gateway" in by_kind(base, "Ingress")
 
 
-@pytest.mark.parametrize("directory", [K8S_BASE, K8S_DEV], ids=["base", "dev"])
-def test_every_pod_variable_names_a_key_of_its_service(directory):
+@pytest.mark.parametrize("rendered", ["base", "dev", "secure"])
+def test_every_pod_variable_names_a_key_of_its_service(rendered, request):
     entrypoint, _ = image_command()
-    pods, _ = k8s_pods(render_kustomize(directory), entrypoint)
+    pods, _ = k8s_pods(request.getfixturevalue(rendered), entrypoint)
     assert {p.kind for p in pods} == set(SERVICES)
     for pod in pods:
         kind = SERVICES[pod.kind]
@@ -250,6 +279,34 @@ def test_the_dev_overlay_is_one_node(dev):
     assert config["odradek-broker"]["ODRADEK_DEFAULT_REPLICATION_FACTOR"] == "1"
     assert config["odradek-coordinator"]["ODRADEK_OFFSETS_TOPIC_REPLICATION_FACTOR"] == "1"
     assert config["odradek-coordinator"]["ODRADEK_TRANSACTION_STATE_LOG_REPLICATION_FACTOR"] == "1"
+
+
+def test_the_secure_overlay_secures_every_listener_with_a_certificate_of_each_pod(secure):
+    entrypoint, _ = image_command()
+    pods, _ = k8s_pods(secure, entrypoint)
+    assert {p.kind for p in pods} == set(SERVICES)
+    for pod in pods:
+        listeners = pod.env["ODRADEK_LISTENERS"]
+        assert listeners.startswith("https://" if pod.kind == "gateway" else "SSL://"), pod.name
+        assert pod.env.get("ODRADEK_KAFKA_LISTENERS", "SASL_SSL://").startswith("SASL_SSL://"), pod.name
+        keystore = pod.env["ODRADEK_SSL_KEYSTORE_LOCATION"]
+        assert keystore.endswith(f"odradek-{pod.kind}.keystore.pem")
+        if pod.kind != "gateway":
+            assert pod.env["ODRADEK_SSL_CLIENT_AUTH"] == "required"
+            assert f"User:CN=odradek-{pod.kind}" in pod.env["ODRADEK_SUPER_USERS"].split(";")
+        (certs, _), = pod.init  # the pod's certificate, issued into the directory the keystore is in
+        assert certs[:3] == ["odradek", "dev", "certs"] and keystore.rpartition("/")[0] in pod.mounts
+        assert list(pod.secrets.values()) == [next(d for d in secure if d["kind"] == "Secret")["metadata"]["name"]]
+    for workload in [*by_kind(secure, "StatefulSet").values(), *by_kind(secure, "Deployment").values()]:
+        if workload["metadata"]["name"] == "odradek-zookeeper":
+            continue
+        container = pod_spec(workload)["containers"][0]
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            assert "grpc" not in container[probe], "the kubelet's gRPC probe speaks no TLS"
+            assert container[probe].get("httpGet", {}).get("scheme", "HTTPS") == "HTTPS"
+    secret = next(d for d in secure if d["kind"] == "Secret")
+    assert sorted(secret["data"]) == ["ca.key", "ca.pem"]
+    assert (K8S_SECURE / ".gitignore").read_text().splitlines()[-1] == "ca/", "the CA key stays out of git"
 
 
 def test_the_wheel_installs_odradek_and_services_only_and_pyspark_is_an_extra():
