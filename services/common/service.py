@@ -92,6 +92,11 @@ def listener_address(url: str) -> tuple[str, int]:
     return parts.hostname or "0.0.0.0", parts.port
 
 
+def listener_scheme(url: str) -> str:
+    """An HTTP listener's scheme: "https" for `https://host:port`, else "http"."""
+    return "https" if url.strip().lower().startswith("https://") else "http"
+
+
 def node_channel(target: str, tls: TlsSettings | None = None) -> grpc.Channel:
     """A channel from this node to another, with the same message-size bounds as the servers; over
     TLS, presenting this node's certificate, when `tls` is given."""

@@ -21,7 +21,7 @@ from starlette.concurrency import run_in_threadpool
 
 from services.clients.admin import Admin
 from services.clients.producer import Producer
-from services.common.service import listener_address
+from services.common.service import listener_address, listener_scheme
 from services.gateway import routes
 from services.gateway.config import GatewayConfig
 from services.gateway.errors import CLUSTER_UNAVAILABLE, error_responses, install_error_handlers
@@ -38,10 +38,11 @@ ALL_INTERFACES = ("0.0.0.0", "::", "")
 def advertised_url(config: GatewayConfig, port: int | None = None) -> str:
     """The base URL clients reach this process at: `advertised.listeners`, else `listeners` with
     127.0.0.1 for an all-interfaces host; `port` replaces the port (a worker's own listener)."""
-    host, listen_port = listener_address(config.advertised_listeners or config.listeners)
+    listener = config.advertised_listeners or config.listeners
+    host, listen_port = listener_address(listener)
     if host in ALL_INTERFACES:
         host = "127.0.0.1"
-    return f"http://{host}:{port or listen_port}"
+    return f"{listener_scheme(listener)}://{host}:{port or listen_port}"
 
 
 def local_url(config: GatewayConfig, port: int) -> str:
@@ -50,7 +51,8 @@ def local_url(config: GatewayConfig, port: int) -> str:
     host = listener_address(config.listeners)[0]
     if host in ALL_INTERFACES:
         host = "::1" if host == "::" else "127.0.0.1"
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    scheme = listener_scheme(config.listeners)
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
 
 
 class BodyLimitMiddleware:

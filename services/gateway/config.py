@@ -15,6 +15,7 @@ from typing import Any
 from services.common.config import REQUIRED, ConfigType, at_least, one_of, setting
 from services.common.security.authorizer import AuthorizerConfig
 from services.common.security.tls import CLIENT_AUTH_REQUESTED, CLIENT_AUTH_REQUIRED, TlsConfig
+from services.common.service import listener_scheme
 from services.common.zk.connect import ZkTlsConfig
 
 
@@ -113,9 +114,21 @@ class GatewayConfig(TlsConfig, AuthorizerConfig, ZkTlsConfig):
             settings["sasl_jaas_config"] = self.client_sasl_jaas_config
         return settings
 
+    def own_hop_verify(self) -> ssl.SSLContext | bool:
+        """httpx's `verify` for a hop from one worker to another's own port: for an https://
+        listener, TLS trusting `ssl.truststore.location` (the system's CAs without it) and presenting
+        the gateway's own certificate, the name unchecked (the hop is to this host's loopback)."""
+        if listener_scheme(self.listeners) != "https":
+            return True
+        context = ssl.create_default_context(cafile=self.ssl_truststore_location)
+        context.check_hostname = False
+        if self.ssl_keystore_location:
+            context.load_cert_chain(self.ssl_keystore_location, password=self.ssl_key_password)
+        return context
+
     def uvicorn_ssl(self) -> dict[str, Any]:
         """uvicorn's TLS arguments for an https:// listener (none for http://)."""
-        if not self.listeners.strip().lower().startswith("https://"):
+        if listener_scheme(self.listeners) != "https":
             return {}
         if not self.ssl_keystore_location:
             raise ValueError("an https:// listener needs ssl.keystore.location")

@@ -61,6 +61,7 @@ async def startup(state: GatewayState) -> None:
     if state.worker_index != SAMPLING_WORKER:
         state.extensions[SAMPLING_WORKER_KEY] = httpx.AsyncClient(
             base_url=sampling_worker_url(state.config), timeout=state.request_timeout_s,
+            verify=state.config.own_hop_verify(),
             headers={WORKER_HOP_HEADER: str(state.worker_index)})
         return
     ring = series.SampleRing(state.config.ui_sample_window_ms, state.config.ui_sample_interval_ms)

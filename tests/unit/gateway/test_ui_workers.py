@@ -10,6 +10,7 @@ import httpx
 from fastapi import FastAPI
 
 from services.devcluster.proc import free_port
+from services.gateway.app import advertised_url
 from services.gateway.config import GatewayConfig
 from services.gateway.errors import install_error_handlers
 from services.gateway.metrics import WORKER_HOP_HEADER, GatewayMetrics
@@ -84,3 +85,13 @@ def test_worker_zero_is_reached_on_its_own_port_of_the_listener_host():
     assert ui.sampling_worker_url(base) == "http://10.0.0.5:9100"
     ipv6 = GatewayConfig.load({"bootstrap.servers": "b:9092", "listeners": "http://[::]:9000"})
     assert ui.sampling_worker_url(ipv6) == "http://[::1]:9001"
+
+
+def test_an_https_gateway_names_its_own_urls_https() -> None:
+    config = GatewayConfig.load({"bootstrap.servers": "127.0.0.1:9092", "listeners": "https://0.0.0.0:8443",
+                                 "num.workers": "3"})
+    assert advertised_url(config) == "https://127.0.0.1:8443"
+    assert advertised_url(config, 8500) == "https://127.0.0.1:8500"
+    assert ui.sampling_worker_url(config).startswith("https://127.0.0.1:")
+    assert advertised_url(CONFIG) == "http://127.0.0.1:8080"
+    assert config.own_hop_verify() is not True and CONFIG.own_hop_verify() is True
