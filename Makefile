@@ -132,17 +132,18 @@ spark-kafka-jars: | $(PY)
 
 # the unit tests run in $(UNIT_WORKERS) processes and the cluster tests in $(CLUSTER_WORKERS), a test
 # file to a process, each choosing its clusters' ports from its own range (pytest-xdist); the Spark
-# tests, one at a time
+# tests, their standalone cluster's included, one at a time
 UNIT_WORKERS ?= 2
 CLUSTER_WORKERS ?= 2
 test: setup kafka-jars spark-kafka-jars
 	@rc=0; \
 	$(PY) -m pytest -q -n $(UNIT_WORKERS) $(PYTEST_ARGS) tests/unit || rc=$$?; \
 	$(PY) -m pytest -q -n $(CLUSTER_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS) tests/integration tests/faults || rc=$$?; \
-	$(PY) -m pytest -q --durations=5 $(PYTEST_ARGS) tests/spark --ignore=tests/spark/test_spark_cluster.py || rc=$$?; \
+	$(PY) -m pytest -q --durations=5 $(PYTEST_ARGS) tests/spark || rc=$$?; \
 	exit $$rc
 
-# the Spark pipeline on a Spark standalone cluster of its own (minutes on two cores: not in `make test`)
+# the Spark pipeline on a Spark standalone cluster of its own, alone (`make test` runs it with the
+# other Spark tests)
 spark-cluster-test: setup
 	$(PY) -m pytest -q --durations=5 $(PYTEST_ARGS) tests/spark/test_spark_cluster.py
 
