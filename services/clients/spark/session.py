@@ -1,8 +1,9 @@
 """SparkSessions for Odradek's jobs, tools and tests: `local_session()` builds one whose Python
 workers run the driver's interpreter (`PYSPARK_PYTHON`) and talk to the JVM over Unix domain
 sockets (a Python data source query starts its tasks about 50 ms sooner than over loopback TCP)
-and whose own logs are quiet (errors only, through `log4j2.properties` beside this module). Its
-callers register the `odradek` format (`odradek.spark.register`).
+and whose own logs are quiet (errors only, through `log4j2.properties` beside this module); its
+JVM runs from `driver_spark_home()`, so the driver's own Python workers import the installed
+PySpark. Its callers register the `odradek` format (`odradek.spark.register`).
 
 `job_session(app_name, master)` is `local_session` for a `local[...]` master; for a cluster's
 (`spark://host:port`) it also ships Odradek's Python packages to the executors: a zip of
@@ -10,7 +11,8 @@ callers register the `odradek` format (`odradek.spark.register`).
 `SparkContext.addPyFile`, so the executors' Python workers import the data source and the sinks
 from it whatever the machine they run on. Their interpreter is the driver's (`PYSPARK_PYTHON`,
 which the driver sends with every task), so that Python and its dependencies (pyarrow, grpcio,
-httpx, ...) must be at the same path on every worker: a shared install or the same image."""
+httpx, ...) must be at the same path on every worker: a shared install or the same image. A
+cluster on loopback gets the settings of `LOOPBACK_CLUSTER_CONF`."""
 
 from __future__ import annotations
 
