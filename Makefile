@@ -132,9 +132,10 @@ spark-kafka-jars: | $(PY)
 
 # the unit tests run in $(UNIT_WORKERS) processes and the cluster tests in $(CLUSTER_WORKERS), a test
 # file to a process, each choosing its clusters' ports from its own range (pytest-xdist); the Spark
-# tests, one at a time. The compose test (compose-test below) runs beside the cluster tests, from
-# their start, its output kept and printed as one block at the end; it fails `make test` when it
-# fails, and prints one "skipped" line where podman cannot run. COMPOSE_TEST=0 leaves it out.
+# tests, their standalone cluster's included, one at a time. The compose test (compose-test below)
+# runs beside the cluster tests, from their start, its output kept and printed as one block at the
+# end; it fails `make test` when it fails, and prints one "skipped" line where podman cannot run.
+# COMPOSE_TEST=0 leaves it out.
 UNIT_WORKERS ?= 2
 CLUSTER_WORKERS ?= 2
 COMPOSE_TEST ?= 1
@@ -148,7 +149,7 @@ test: setup kafka-jars spark-kafka-jars $(if $(filter 1,$(COMPOSE_TEST)),compose
 	  COMPOSE_PROJECT=odradekct$$$$ deploy/compose-test/compose-test.sh </dev/null >"$$compose_log" 2>&1 & compose_pid=$$!; \
 	fi; \
 	$(PY) -m pytest -q -n $(CLUSTER_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS) tests/integration tests/faults || rc=$$?; \
-	$(PY) -m pytest -q --durations=5 $(PYTEST_ARGS) tests/spark --ignore=tests/spark/test_spark_cluster.py || rc=$$?; \
+	$(PY) -m pytest -q --durations=5 $(PYTEST_ARGS) tests/spark || rc=$$?; \
 	if [ -n "$$compose_pid" ]; then \
 	  compose_rc=0; wait $$compose_pid || compose_rc=$$?; compose_pid=; \
 	  echo "===== compose-test (docker-compose.yml run with podman, beside the tests above) ====="; \
@@ -157,7 +158,8 @@ test: setup kafka-jars spark-kafka-jars $(if $(filter 1,$(COMPOSE_TEST)),compose
 	fi; \
 	exit $$rc
 
-# the Spark pipeline on a Spark standalone cluster of its own (minutes on two cores: not in `make test`)
+# the Spark pipeline on a Spark standalone cluster of its own, alone (`make test` runs it with the
+# other Spark tests)
 spark-cluster-test: setup
 	$(PY) -m pytest -q --durations=5 $(PYTEST_ARGS) tests/spark/test_spark_cluster.py
 

@@ -8,8 +8,8 @@ workers, each a JVM of its own (`bin/spark-class org.apache.spark.deploy.master.
     master/master.log   the master's output
     worker-N/worker.log a worker's output; worker-N/work is its work dir (executors' logs and files)
     local/              Spark's scratch space (`SPARK_LOCAL_DIRS`)
-    conf/               `SPARK_CONF_DIR`: spark-defaults.conf (no REST submission server, which
-                        would take the fixed port 6066)
+    conf/               `SPARK_CONF_DIR`: spark-defaults.conf (`DAEMON_DEFAULTS`: no REST
+                        submission server, which would take the fixed port 6066)
 
 `start()` returns once the master's JSON status (`<web UI>/json/`) lists every worker ALIVE;
 `stop()` stops every JVM by its pid (SIGTERM, then SIGKILL). A cluster left running is stopped
@@ -44,7 +44,13 @@ if TYPE_CHECKING:
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 STATE_NAME = "spark.json"
-DAEMON_DEFAULTS = {"spark.master.rest.enabled": "false", "spark.worker.cleanup.enabled": "false"}
+# no REST submission server; a worker is lost after 2 minutes without a heartbeat, not Spark's 60 s,
+# which a worker's JVM waiting for a core on a busy machine can miss
+DAEMON_DEFAULTS = {"spark.master.rest.enabled": "false", "spark.worker.cleanup.enabled": "false",
+                   "spark.worker.timeout": "120"}
+# the master and workers are small JVMs that mostly wait: C1 only and the serial collector take the
+# least CPU while they start
+DAEMON_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 ALIVE = "ALIVE"
 HOST = "127.0.0.1"
 
@@ -118,6 +124,7 @@ class SparkStandalone:
             "SPARK_LOCAL_IP": HOST,
             "SPARK_NO_DAEMONIZE": "1",
             "SPARK_DAEMON_MEMORY": "256m",
+            "SPARK_DAEMON_JAVA_OPTS": DAEMON_JAVA_OPTIONS,
             "SPARK_CONF_DIR": str(self.base_dir / "conf"),
         })
         return env

@@ -30,8 +30,8 @@ from tests.spark.test_spark_eos_sink import batch_ids
 
 REPO = Path(__file__).resolve().parents[2]
 ODRADEK = [sys.executable, "-m", "services.clients.cli"]
-CLICKSTREAM_EVENTS = 400
-EOS_RECORDS = 240
+CLICKSTREAM_EVENTS = 200
+EOS_RECORDS = 200
 RUN_TIMEOUT_S = 600
 TASK_ENDS = ("Finished task", "Exception in task", "killed task")  # an executor's log lines that end one
 
@@ -146,7 +146,7 @@ def test_a_worker_and_its_executor_killed_mid_stream_leave_the_exactly_once_outp
                     return None
                 return next((worker for worker in standalone.workers if running_tasks(worker) > 0), None)
 
-            victim = wait_until(task_running_mid_batch, RUN_TIMEOUT_S, interval_s=0.01,
+            victim = wait_until(task_running_mid_batch, RUN_TIMEOUT_S, interval_s=0.05,
                                 message="a task running in a micro-batch after the first")
             executors = standalone.executor_pids(victim)
             assert victim.pid is not None and executors, f"{victim.name} runs no executor"
@@ -162,7 +162,7 @@ def test_a_worker_and_its_executor_killed_mid_stream_leave_the_exactly_once_outp
                 committed = read_to_end(cluster, "eos-out", 2, "read_committed")
                 return sum(map(len, committed.values())) >= len(values)
 
-            wait_until(all_written, RUN_TIMEOUT_S, interval_s=0.5,
+            wait_until(all_written, RUN_TIMEOUT_S, interval_s=1.0,
                        message=lambda: f"every record in eos-out (commits {batch_ids(checkpoint / 'commits')})")
             assert batch_ids(checkpoint / "commits")[-1] > killed_at
             lost = [line for line in driver.log.read_text(errors="replace").splitlines() if "Lost executor" in line]

@@ -51,6 +51,9 @@ def test_a_cluster_session_ships_odradek_and_answers_from_loopback(tmp_path) -> 
     assert is_local_master("local[2]") and is_local_master("local") and not is_local_master("spark://h:7077")
     assert cluster_conf("spark://127.0.0.1:7077")["spark.driver.host"] == "127.0.0.1"
     assert "spark.driver.host" not in cluster_conf("spark://spark-master:7077")
+    # a cluster on loopback shares the driver's cores: its executors and timeouts are set for that
+    assert cluster_conf("spark://127.0.0.1:7077")["spark.network.timeout"] == "600s"
+    assert cluster_conf("spark://spark-master:7077") == {"spark.executor.extraJavaOptions": ""}
     import zipfile
 
     names = zipfile.ZipFile(package_zip(directory=tmp_path)).namelist()
