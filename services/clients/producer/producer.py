@@ -283,7 +283,10 @@ class Producer:
                 raise KafkaError(str(refused), error=refused.error)
             if deadline.expired:
                 if info is None:
-                    raise KafkaTimeoutError(f"Topic {topic} not present in metadata after {max_wait_ms:g} ms.")
+                    last_error = self._metadata.last_error  # e.g. a TLS handshake the servers refused
+                    raise KafkaTimeoutError(f"Topic {topic} not present in metadata after {max_wait_ms:g} ms."
+                                            + (f" The last metadata request failed: {last_error}" if last_error
+                                               else ""))
                 raise KafkaTimeoutError(f"Partition {partition} of topic {topic} with partition count "
                                         f"{info.num_partitions} is not present in metadata after {max_wait_ms:g} ms.")
             if self._closed:
