@@ -198,6 +198,19 @@ def test_client_settings_refuse_what_cannot_authenticate(settings, complaint):
         config.sasl_credentials()
 
 
+def assert_health_check(config: CommonClientConfig, target: str, works: bool) -> None:
+    """A health check through a pool of `config`: served, or refused SASL_AUTHENTICATION_FAILED."""
+    with ChannelPool.from_config(config) as pool:
+        stub = health_pb2_grpc.HealthStub(pool.channel(target))
+        if works:
+            assert stub.Check(health_pb2.HealthCheckRequest(), timeout=5).status == \
+                health_pb2.HealthCheckResponse.SERVING
+        else:
+            with pytest.raises(grpc.RpcError) as failure:
+                stub.Check(health_pb2.HealthCheckRequest(), timeout=5)
+            assert error_from_rpc(failure.value).error is Errors.SASL_AUTHENTICATION_FAILED
+
+
 def test_sasl_plaintext_pool_sends_the_credentials_with_every_call(runtime):
     users = Users()
     users.set("alice", "SCRAM-SHA-256", "s3cret")
@@ -206,15 +219,7 @@ def test_sasl_plaintext_pool_sends_the_credentials_with_every_call(runtime):
     for password, works in (("s3cret", True), ("wrong", False)):
         config = _config(**{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
                             "sasl.username": "alice", "sasl.password": password})
-        with ChannelPool.from_config(config) as pool:
-            stub = health_pb2_grpc.HealthStub(pool.channel(target))
-            if works:
-                assert stub.Check(health_pb2.HealthCheckRequest(), timeout=5).status == \
-                    health_pb2.HealthCheckResponse.SERVING
-            else:
-                with pytest.raises(grpc.RpcError) as failure:
-                    stub.Check(health_pb2.HealthCheckRequest(), timeout=5)
-                assert error_from_rpc(failure.value).error is Errors.SASL_AUTHENTICATION_FAILED
+        assert_health_check(config, target, works)
 
 
 def test_sasl_ssl_pool_sends_the_credentials_as_call_credentials_over_tls(tmp_path):
@@ -233,15 +238,7 @@ def test_sasl_ssl_pool_sends_the_credentials_as_call_credentials_over_tls(tmp_pa
             config = _config(**{"security.protocol": "SASL_SSL", "ssl.ca.location": str(ca_path),
                                 "sasl.mechanism": "SCRAM-SHA-512", "sasl.jaas.config":
                                     SCRAM_JAAS.replace("s3cret", password)})
-            with ChannelPool.from_config(config) as pool:
-                stub = health_pb2_grpc.HealthStub(pool.channel(target))
-                if works:
-                    assert stub.Check(health_pb2.HealthCheckRequest(), timeout=5).status == \
-                        health_pb2.HealthCheckResponse.SERVING
-                else:
-                    with pytest.raises(grpc.RpcError) as failure:
-                        stub.Check(health_pb2.HealthCheckRequest(), timeout=5)
-                    assert error_from_rpc(failure.value).error is Errors.SASL_AUTHENTICATION_FAILED
+            assert_health_check(config, target, works)
     finally:
         runtime.shutdown(grace_s=0.1)
 
