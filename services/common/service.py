@@ -4,7 +4,10 @@
 `GRPC_MAX_MESSAGE_BYTES`), the standard gRPC health service, the Prometheus metrics endpoint,
 SIGTERM/SIGINT handling and the ordered shutdown hooks. The metrics endpoint listens on the gRPC
 listener's interface unless told otherwise. A service's `__main__` builds its core,
-registers its servicers here, calls `start()` and then `run_until_stopped()`.
+registers its servicers here, calls `start()` and then `run_until_stopped()`, which first moves
+everything the start-up left alive out of the garbage collector's reach (`freeze_started_heap`): the
+modules, stubs and descriptors of a started service would otherwise be walked by every full
+collection, a pause of tens of milliseconds on the event loop each time.
 
 The server is `grpc.aio`'s, on an event loop thread of its own. A servicer method written
 `async def` runs on that loop, so a request that waits (a long-poll fetch, an acks=all produce, a
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import signal
 import sys
@@ -226,6 +230,15 @@ class RequestLimit:
         return f"{self.held} requests are already held (parked.max.requests={self.limit})"
 
 
+def freeze_started_heap() -> int:
+    """Collects the start-up's garbage, then freezes what is left (`gc.freeze`): full collections
+    walk only objects made since, and the frozen ones, alive for the process's life, are never
+    freed anyway. Returns how many objects were frozen."""
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()
+
+
 class ServiceRuntime:
     """grpc.aio server on its own event loop thread + health + metrics + signal-driven graceful
     shutdown for one service."""
@@ -345,6 +358,7 @@ class ServiceRuntime:
     def run_until_stopped(self, grace_s: float = 5.0) -> None:
         """Blocks until SIGTERM/SIGINT (or request_stop), then shuts down in order."""
         self.install_signal_handlers()
+        freeze_started_heap()
         self._stop.wait()
         self.shutdown(grace_s)
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import gc
 import socket
 import sys
+import weakref
 
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from services.common.service import ServiceRuntime, node_channel, parse_listener, run_service
+from services.common.service import ServiceRuntime, freeze_started_heap, node_channel, parse_listener, run_service
 from services.common.zk.errors import DuplicateRegistrationError
 from services.devcluster.proc import (
     free_port,
@@ -87,6 +89,22 @@ def test_parse_listener(text, expected):
 def test_parse_listener_needs_a_port():
     with pytest.raises(ValueError):
         parse_listener("PLAINTEXT://host")
+
+
+def test_the_started_heap_is_frozen_after_its_garbage_is_collected():
+    class Cycle:
+        def __init__(self):
+            self.me = self
+
+    try:
+        survivor, garbage = Cycle(), Cycle()
+        garbage_ref = weakref.ref(garbage)
+        del garbage
+        assert freeze_started_heap() == gc.get_freeze_count() > 0
+        assert garbage_ref() is None  # collected before the freeze
+        assert not any(obj is survivor for obj in gc.get_objects())  # frozen: no generation holds it
+    finally:
+        gc.unfreeze()
 
 
 def test_runtime_serves_health_and_runs_shutdown_hooks_in_order():
