@@ -1,7 +1,7 @@
 """Benchmark: Odradek's Producer and Consumer beside Redis Streams, the same workload in one run.
 
-Starts ZooKeeper, one controller and one broker (the `LocalCluster` launcher, log.dirs on disk, in a
-temp dir) and a `redis-server` (Debian package) on a free port with `appendonly yes` and
+Starts ZooKeeper, one controller and three brokers (one with `--no-rf3`; the `LocalCluster` launcher,
+log.dirs on disk, in a temp dir) and a `redis-server` (Debian package) on a free port with `appendonly yes` and
 `appendfsync everysec`, then for 100-byte records, one partition / one stream, one producer and one
 consumer, measures:
 
@@ -17,14 +17,20 @@ consumer, measures:
   clock both processes share), so latency is send -> poll. Redis: XADD each record as it is due,
   XREAD BLOCK on the other side.
 
+With `--rf3` (the default) the cluster has three brokers, every topic is led by broker 1, and
+the end-to-end run is repeated on an RF=3 topic (acks=all waits for both followers). Beside the
+latencies each Odradek run prints its Produce and Fetch requests a second and the CPU per record of
+the sender process, the polling process and each broker (/proc/<pid>/stat).
+
 Rounds alternate which system goes first. redis-py uses the hiredis parser when it is installed.
 
-    python bench/peers.py [--records 200000] [--batch 1000] [--rounds 2] [--rate 10000]
+    python bench/peers.py [--records 200000] [--batch 1000] [--rounds 2] [--rate 10000] [--no-rf3]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import struct
@@ -94,7 +100,10 @@ def odradek_consume(bootstrap: str, topic: str, start_offset: int, count: int, b
         return got / (time.perf_counter() - start)
 
 
-def odradek_latency(bootstrap: str, topic: str, rate: int, seconds: float, base: Path) -> list[float]:
+def odradek_latency(bootstrap: str, topic: str, rate: int, seconds: float, base: Path,
+                    brokers: dict[str, int]) -> tuple[list[float], dict[str, float]]:
+    """Latencies (ms) of one paced run, and what it cost: requests and CPU per record of the sender
+    process, this polling process and each broker (`brokers`: name -> pid)."""
     tp = TopicPartition(topic, 0)
     total = int(rate * seconds)
     latencies: list[float] = []
@@ -102,15 +111,45 @@ def odradek_latency(bootstrap: str, topic: str, rate: int, seconds: float, base:
         consumer.assign([tp])
         consumer.seek_to_end(tp)
         consumer.position(tp)
+        before = consumer.metrics()
+        cpu_before = {name: process_cpu_s(pid) for name, pid in {**brokers, "consumer": os.getpid()}.items()}
         sender = start_sender(base, "odradek", bootstrap, topic, rate, seconds)
         try:
             deadline = time.perf_counter() + seconds + 60
             while len(latencies) < total and time.perf_counter() < deadline:
                 for record in consumer.poll(timeout_ms=100):
                     latencies.append((time.perf_counter_ns() - STAMP.unpack_from(record.value)[0]) / 1e6)
+            cpu_after = {name: process_cpu_s(pid) for name, pid in {**brokers, "consumer": os.getpid()}.items()}
+            after = consumer.metrics()
+            sender.wait(timeout=60)
         finally:
             stop_process(sender)
-    return latencies
+    cost = sender_report(base / "sender-odradek.log")
+    records = max(len(latencies), 1)
+    fetches = after["fetch-total"] - before["fetch-total"]
+    cost["fetch_per_s"] = fetches / seconds
+    cost["fetch_ms"] = ((after["fetch-latency-avg"] * after["fetch-total"] - before["fetch-latency-avg"]
+                         * before["fetch-total"]) / max(fetches, 1))
+    cost["records_per_fetch"] = len(latencies) / max(fetches, 1)
+    for name in cpu_before:
+        cost[f"{name}_us"] = (cpu_after[name] - cpu_before[name]) * 1e6 / records
+    return latencies, cost
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far (/proc/<pid>/stat)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+SENDER_REPORT = "sender report: "
+
+
+def sender_report(log: Path) -> dict[str, float]:
+    """The last report line the sender process wrote to its log (see `run_sender`)."""
+    lines = [line for line in log.read_text().splitlines() if line.startswith(SENDER_REPORT)]
+    return json.loads(lines[-1][len(SENDER_REPORT):]) if lines else {}
 
 
 def start_sender(base: Path, system: str, target: str, name: str, rate: int, seconds: float):
@@ -124,8 +163,16 @@ def run_sender(system: str, target: str, name: str, rate: int, seconds: float) -
     if system == "odradek":
         with Producer(bootstrap_servers=target) as producer:
             producer.send(name, b"\0" * RECORD_SIZE, partition=1).get(timeout=30)  # connected and ready
+            requests_before = producer.metrics()["request-total"]
+            cpu_before = sum(os.times()[:2])
             paced(lambda value: producer.send(name, value, partition=0), rate, total)
             producer.flush()
+            metrics = producer.metrics()
+            requests = metrics["request-total"] - requests_before
+            report = {"produce_per_s": requests / seconds, "records_per_produce": total / max(requests, 1),
+                      "produce_ms": metrics["request-latency-avg"],
+                      "sender_us": (sum(os.times()[:2]) - cpu_before) * 1e6 / total}
+            print(SENDER_REPORT + json.dumps(report), flush=True)
     else:
         import redis
 
@@ -225,6 +272,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--rate", type=int, default=10000, help="records/s of the end-to-end latency run")
     parser.add_argument("--latency-seconds", type=float, default=5.0)
+    parser.add_argument("--rf3", action=argparse.BooleanOptionalAction, default=True,
+                        help="three brokers, and the end-to-end run on an RF=3 topic (acks=all) too")
     parser.add_argument("--latency-sender", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.latency_sender:
@@ -242,28 +291,47 @@ def main() -> int:
     rows: dict[str, list[tuple[float, float]]] = {"produce": [], "consume": []}
     with tempfile.TemporaryDirectory(prefix="odradek-peers-") as tmp:
         base = Path(tmp)
-        cluster = LocalCluster(base / "cluster", brokers=1, controllers=1, free_ports=True,
+        brokers = 3 if args.rf3 else 1
+        cluster = LocalCluster(base / "cluster", brokers=brokers, controllers=1, free_ports=True,
                                broker_config={"log.segment.bytes": 1 << 30})
         redis_process, redis_port = start_redis(base)
         try:
             cluster.start()
             bootstrap = cluster.bootstrap_servers
+            topics = [NewTopic("peers", replica_assignment={0: [1]}),
+                      NewTopic("latency", replica_assignment={0: [1], 1: [1]})]
+            if args.rf3:  # led by broker 1 too, its followers the other two
+                topics.append(NewTopic("latency-rf3", replica_assignment={0: [1, 2, 3], 1: [1, 2, 3]}))
             with Admin(bootstrap_servers=bootstrap) as admin:
-                admin.create_topics([NewTopic("peers", 1, 1), NewTopic("latency", 2, 1)])
+                admin.create_topics(topics)
+            pids = {name: int(cluster.pid_path(name).read_text()) for name in cluster.broker_names}
             client = redis_client(redis_port)
             version = client.info("server")["redis_version"]
             print(f"{args.records} records of {RECORD_SIZE} B, one partition / stream, batch {args.batch}; "
                   f"redis-server {version} (appendonly, everysec), redis-py {redis.__version__} "
-                  f"with the {parser_name} parser; Odradek: 1 broker, Producer defaults (acks=all, idempotent)")
-            ours_latency = odradek_latency(bootstrap, "latency", args.rate, args.latency_seconds, base)
-            peer_latency = redis_latency(client, redis_port, "latency", args.rate, args.latency_seconds, base)
+                  f"with the {parser_name} parser; Odradek: {brokers} broker(s), Producer defaults "
+                  f"(acks=all, idempotent, linger.ms 0)")
+            runs = [("odradek RF=1", odradek_latency(bootstrap, "latency", args.rate, args.latency_seconds, base,
+                                                     pids))]
+            if args.rf3:
+                runs.append(("odradek RF=3", odradek_latency(bootstrap, "latency-rf3", args.rate,
+                                                             args.latency_seconds, base, pids)))
+            runs.append(("redis", (redis_latency(client, redis_port, "latency", args.rate, args.latency_seconds,
+                                                 base), {})))
             print(f"end to end at {args.rate} records/s for {args.latency_seconds:g} s (send -> poll), ms:")
-            print(f"{'system':<10}{'records':>9}{'p50':>8}{'p99':>8}{'p99.9':>8}{'max':>8}{'mean':>8}")
-            for name, found in (("odradek", ours_latency), ("redis", peer_latency)):
-                print(f"{name:<10}{len(found):>9}{percentile(found, 0.5):>8.2f}{percentile(found, 0.99):>8.2f}"
+            print(f"{'system':<14}{'records':>9}{'p50':>8}{'p99':>8}{'p99.9':>8}{'max':>8}{'mean':>8}")
+            for name, (found, _) in runs:
+                print(f"{name:<14}{len(found):>9}{percentile(found, 0.5):>8.2f}{percentile(found, 0.99):>8.2f}"
                       f"{percentile(found, 0.999):>8.2f}{max(found, default=float('nan')):>8.2f}"
                       f"{statistics.fmean(found) if found else float('nan'):>8.2f}")
-            print("target: odradek p99 <= 25 ms")
+            print("target: odradek RF=1 p99 <= 5 ms (RF=3 acks=all beside it)")
+            for name, (_, cost) in runs:
+                if cost:
+                    print(f"{name}: {cost.get('produce_per_s', 0):,.0f} Produce/s "
+                          f"({cost.get('records_per_produce', 0):.1f} records each, {cost.get('produce_ms', 0):.1f} ms "
+                          f"mean), {cost['fetch_per_s']:,.0f} Fetch/s ({cost['records_per_fetch']:.1f} records each, "
+                          f"{cost['fetch_ms']:.1f} ms mean); CPU per record, us: "
+                          + ", ".join(f"{key[:-3]} {value:.1f}" for key, value in cost.items() if key.endswith("_us")))
             offset = 1  # the warm-up record
             for round_index in range(args.rounds):
                 stream = f"s{round_index}"
