@@ -87,6 +87,19 @@ def test_an_idle_incremental_fetch_answers_nothing_and_parks_on_its_session(mana
     assert [r.value for r in iter_records(box[("t", PARTITIONS - 1)].records)] == [b"last"]
 
 
+def test_a_consumers_parked_session_fetch_is_answered_within_the_append_that_satisfies_it(manager):
+    solo = TopicPartition("solo", 0)  # one replica: the append moves the high watermark itself
+    manager.become_leader_or_follower(1001, 1, [PartitionStateInfo(solo, 1, 1, 0, (1,), 0, (1,), is_new=True)])
+    first = (FetchPartition("solo", 0, 0, 1 << 20, 0),)
+    context = manager.fetch_sessions.new_context(-1, 0, INITIAL_EPOCH, first, [], False, 0)
+    fetch(manager, FetchParams(-1, 0, 1, 1 << 20, first, session=context.session))
+    done, box = incremental(manager, context.session)
+    assert not done.is_set()
+    manager.append_records(1, 1000, {solo: build_batch([b"now"])}, lambda results: None)
+    assert done.is_set()  # within the append call itself: no purgatory tick, no other thread
+    assert [r.value for r in iter_records(box[solo].records)] == [b"now"]
+
+
 def test_an_incremental_fetch_reads_only_changed_partitions(manager, monkeypatch):
     session = open_session(manager)
     append(manager, 3, b"x")
