@@ -232,8 +232,9 @@ class RequestLimit:
 
 def freeze_started_heap() -> int:
     """Collects the start-up's garbage, then freezes what is left (`gc.freeze`): full collections
-    walk only objects made since, and the frozen ones, alive for the process's life, are never
-    freed anyway. Returns how many objects were frozen."""
+    walk only objects made since. A frozen object is still freed when its last reference goes; one
+    left in a reference cycle is not, so what can stay behind is bounded by the start-up heap.
+    Returns how many objects were frozen."""
     gc.collect()
     gc.freeze()
     return gc.get_freeze_count()
