@@ -15,7 +15,8 @@ consumer, measures:
   would disturb whichever system is measured then): a producer process sends `--rate` records/s
   for `--latency-seconds` while this one polls; each value carries its send time (the monotonic
   clock both processes share), so latency is send -> poll. Redis: XADD each record as it is due,
-  XREAD BLOCK on the other side.
+  XREAD BLOCK on the other side. Each sender process reports the CPU it used while sending (and
+  flushing), as a share of the time that took.
 
 Rounds alternate which system goes first. redis-py uses the hiredis parser when it is installed.
 
@@ -109,8 +110,26 @@ def odradek_latency(bootstrap: str, topic: str, rate: int, seconds: float, base:
                 for record in consumer.poll(timeout_ms=100):
                     latencies.append((time.perf_counter_ns() - STAMP.unpack_from(record.value)[0]) / 1e6)
         finally:
-            stop_process(sender)
+            finish_sender(sender)
     return latencies
+
+
+def finish_sender(sender, timeout_s: float = 30.0) -> None:
+    """Lets the sender finish (so it reports its CPU), then stops it if it has not."""
+    try:
+        sender.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        pass
+    stop_process(sender)
+
+
+def sender_cpu(base: Path, system: str) -> str:
+    """What the sender of `system` reported of its CPU, or why there is nothing."""
+    lines = [line for line in (base / f"sender-{system}.log").read_text().splitlines() if line.startswith("cpu ")]
+    if not lines:
+        return "not reported"
+    cpu_s, wall_s = (float(word) for word in lines[-1].split()[1:3])
+    return f"{cpu_s:.2f} s CPU over {wall_s:.2f} s sending ({100 * cpu_s / wall_s:.0f}%)"
 
 
 def start_sender(base: Path, system: str, target: str, name: str, rate: int, seconds: float):
@@ -124,13 +143,18 @@ def run_sender(system: str, target: str, name: str, rate: int, seconds: float) -
     if system == "odradek":
         with Producer(bootstrap_servers=target) as producer:
             producer.send(name, b"\0" * RECORD_SIZE, partition=1).get(timeout=30)  # connected and ready
+            cpu_s, wall_s = time.process_time(), time.perf_counter()
             paced(lambda value: producer.send(name, value, partition=0), rate, total)
             producer.flush()
+            print(f"cpu {time.process_time() - cpu_s:.3f} {time.perf_counter() - wall_s:.3f}", flush=True)
     else:
         import redis
 
         writer = redis.Redis(host="127.0.0.1", port=int(target))
+        writer.ping()
+        cpu_s, wall_s = time.process_time(), time.perf_counter()
         paced(lambda value: writer.xadd(name, {"v": value}), rate, total)
+        print(f"cpu {time.process_time() - cpu_s:.3f} {time.perf_counter() - wall_s:.3f}", flush=True)
         writer.close()
 
 
@@ -202,7 +226,7 @@ def redis_latency(client, port: int, stream: str, rate: int, seconds: float, bas
                 latencies.append((time.perf_counter_ns() - STAMP.unpack_from(fields[b"v"])[0]) / 1e6)
                 last = entry_id
     finally:
-        stop_process(sender)
+        finish_sender(sender)
     return latencies
 
 
@@ -264,6 +288,8 @@ def main() -> int:
                       f"{percentile(found, 0.999):>8.2f}{max(found, default=float('nan')):>8.2f}"
                       f"{statistics.fmean(found) if found else float('nan'):>8.2f}")
             print("target: odradek p99 <= 25 ms")
+            for system in ("odradek", "redis"):
+                print(f"{system} sender process: {sender_cpu(base, system)}")
             offset = 1  # the warm-up record
             for round_index in range(args.rounds):
                 stream = f"s{round_index}"
