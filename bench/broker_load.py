@@ -198,8 +198,8 @@ def serve_consumers(bootstrap: str, count: int) -> None:
         except Exception as exc:  # reported at the end
             errors.append(repr(exc))
 
-    def fetches() -> int:
-        return sum(int(consumer.metrics()["fetch-total"]) for consumer in consumers)
+    def fetches() -> int:  # read while they poll: their counters, not metrics(), which is the poller's
+        return sum(consumer._metrics.fetch_total for consumer in consumers)
 
     threads = [threading.Thread(target=poll, args=(n,), daemon=True) for n in range(count)]
     for thread in threads:
@@ -245,7 +245,12 @@ def measure(client: LowLevelClient, bootstrap: str, pollers: int, log_dir: Path,
     answered = 0
     reports = []
     for log in logs:
-        report = json.loads(log.read_text().splitlines()[-1])
+        lines = log.read_text().splitlines()
+        try:
+            report = json.loads(lines[-1])
+        except (IndexError, ValueError):
+            tail = "\n".join(lines[-30:])
+            raise RuntimeError(f"a pollers' process reported nothing; its log ends:\n{tail}") from None
         if report["errors"]:
             raise RuntimeError(f"{len(report['errors'])} polls failed, first: {report['errors'][0]}")
         answered += report["answered"]
