@@ -57,6 +57,7 @@ REPLICATED = "acks-all-rf3"
 RATIO_TARGET = 2.0
 FETCH_CALL_MARGIN_S = 30.0
 PRODUCE_TIMEOUT_MS = 30000
+STOP_MARGIN_S = 90.0  # a process of 100 consumers closes them one after another
 
 
 class LongPollers:
@@ -209,12 +210,15 @@ def serve_consumers(bootstrap: str, count: int) -> None:
     stop.wait()
     cpu_s, wall_s = time.process_time() - cpu_before_s, time.perf_counter() - started_s
     fetched = fetches() - fetches_before
+    stopping_s = time.perf_counter()
     for thread in threads:
         thread.join(10)
+    joined_s = time.perf_counter()
     for consumer in consumers:
         consumer.close()
     print(json.dumps({"answered": sum(polls), "errors": errors, "cpu_s": cpu_s, "wall_s": wall_s,
-                      "fetches": fetched}), flush=True)
+                      "fetches": fetched, "join_s": joined_s - stopping_s,
+                      "close_s": time.perf_counter() - joined_s}), flush=True)
 
 
 def measure(client: LowLevelClient, bootstrap: str, pollers: int, log_dir: Path,
@@ -241,7 +245,7 @@ def measure(client: LowLevelClient, bootstrap: str, pollers: int, log_dir: Path,
         latencies = produce_latencies_ms(client, args.seconds)
     finally:
         for process in processes:
-            stop_process(process, timeout_s=args.max_wait_ms / 1000 + FETCH_CALL_MARGIN_S)
+            stop_process(process, timeout_s=args.max_wait_ms / 1000 + FETCH_CALL_MARGIN_S + STOP_MARGIN_S)
     answered = 0
     reports = []
     for log in logs:
@@ -265,7 +269,8 @@ def consumer_cpu(reports: list[dict]) -> str:
     wall_s = max(report["wall_s"] for report in reports)
     return (f"consumer processes: {fetches} fetches in {wall_s:.1f} s ({fetches / wall_s:.0f}/s), "
             f"{cpu_s:.2f} s CPU ({100 * cpu_s / wall_s / len(reports):.1f}% per process), "
-            f"{1e6 * cpu_s / max(fetches, 1):.0f} us CPU per fetch")
+            f"{1e6 * cpu_s / max(fetches, 1):.0f} us CPU per fetch; stopping took "
+            f"{max(report['join_s'] + report['close_s'] for report in reports):.1f} s")
 
 
 def main() -> None:
