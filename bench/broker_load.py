@@ -161,6 +161,13 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
+def wait_for_sigterm(stop: threading.Event) -> None:
+    """Waits until the SIGTERM handler sets `stop`. Wakes twice a second: a signal the kernel hands
+    to another thread is handled only once the main thread runs again."""
+    while not stop.wait(0.5):
+        pass
+
+
 def serve_pollers(bootstrap: str, count: int, max_wait_ms: int) -> None:
     """The pollers' process: long-polls until SIGTERM, then prints what was answered as JSON."""
     stop = threading.Event()
@@ -170,7 +177,7 @@ def serve_pollers(bootstrap: str, count: int, max_wait_ms: int) -> None:
         polling.start(spread_s=max_wait_ms / 1000)
         polling.started.wait()
         print("started", flush=True)
-        stop.wait()
+        wait_for_sigterm(stop)
         polling.stop(max_wait_ms / 1000 + FETCH_CALL_MARGIN_S)
         print(json.dumps({"answered": polling.completed, "errors": polling.errors}), flush=True)
 
@@ -207,7 +214,7 @@ def serve_consumers(bootstrap: str, count: int) -> None:
         thread.start()
     fetches_before, cpu_before_s, started_s = fetches(), time.process_time(), time.perf_counter()
     print("started", flush=True)
-    stop.wait()
+    wait_for_sigterm(stop)
     cpu_s, wall_s = time.process_time() - cpu_before_s, time.perf_counter() - started_s
     fetched = fetches() - fetches_before
     stopping_s = time.perf_counter()
