@@ -22,10 +22,10 @@ asynchronous call at a time (a consumer's fetch) would start a thread per call. 
 on a channel opens an anchor call there (`ANCHOR_METHOD`: a stream that every Odradek service holds
 open, carrying no message, until it stops), and the channel's thread lives as long as it does. (A
 health Watch stream would not do: gRPC reports a stream's end only once its messages are read,
-which takes a blocked thread.) An anchor the server ends (it stopped, restarted) is reopened by a later `send`,
-not sooner than `reconnect.backoff.ms` after it ended, backing off exponentially up to
-`reconnect.backoff.max.ms` while anchors keep ending young; a server without the anchor method is
-not asked again. `close()` cancels the anchors.
+which takes a blocked thread.) An anchor the server ends (it stopped, restarted) is reopened by a
+later `send`, not sooner than `reconnect.backoff.ms` after it ended, backing off exponentially up
+to `reconnect.backoff.max.ms` while anchors keep ending young; a server without the anchor method
+is not asked again. `close()` cancels the anchors.
 
 Failed calls become `KafkaError`s (see `error_from_rpc`): a Kafka error a server attached as
 `odradek-error-bin` trailing metadata is raised as itself; otherwise UNAVAILABLE and CANCELLED
@@ -159,7 +159,7 @@ class _Anchor:
     __slots__ = ("call", "opened_ms", "reopen_at_ms", "young_endings", "abandoned")
 
     def __init__(self) -> None:
-        self.call: grpc.Future | None = None
+        self.call: grpc.Call | None = None
         self.opened_ms = 0
         self.reopen_at_ms = 0
         self.young_endings = 0  # how many anchors in a row ended within reconnect.backoff.max.ms
@@ -320,8 +320,8 @@ class ChannelPool:
             anchor.opened_ms = now_ms
         call.add_done_callback(lambda _call: self._anchor_ended(anchor, call))
 
-    def _anchor_ended(self, anchor: _Anchor, call: grpc.Future) -> None:  # on a gRPC thread
-        code = call.code() if callable(getattr(call, "code", None)) else None
+    def _anchor_ended(self, anchor: _Anchor, call: grpc.Call) -> None:  # on a gRPC thread
+        code = call.code()
         now_ms = self._clock.monotonic_ms()
         with self._lock:
             if anchor.call is not call:
@@ -387,7 +387,7 @@ class ChannelPool:
         """Starts one unary call and returns at once; raises RuntimeError when the pool is closed."""
         rpc = getattr(self.stub(target, service), method)
         anchor = self._anchors.get(target)
-        if anchor is None or anchor.call is None:
+        if anchor is None or (anchor.call is None and not anchor.abandoned):
             self._anchor(target)
         self._begin(target)
         try:
