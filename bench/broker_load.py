@@ -16,7 +16,9 @@ threads.
 
 With `--consumers 0,400` the idle consumers are real `Consumer`s instead (their defaults:
 fetch.max.wait.ms 500, one fetch session per broker), each assigned one idle partition at its end
-and polling in a thread of its own, spread over `--consumer-processes` processes (default 4).
+and polling in a thread of its own, spread over `--consumer-processes` processes (default 4). Each
+such process reports the CPU it used from the moment all its consumers poll until it is stopped,
+and the fetches they made meanwhile; the bench prints their sum as CPU per fetch and per second.
 
     python bench/broker_load.py [--pollers 0,100,500] [--seconds 10] [--max-wait-ms 3000]
     python bench/broker_load.py --consumers 0,400 [--consumer-processes 4]
@@ -55,6 +57,7 @@ REPLICATED = "acks-all-rf3"
 RATIO_TARGET = 2.0
 FETCH_CALL_MARGIN_S = 30.0
 PRODUCE_TIMEOUT_MS = 30000
+STOP_MARGIN_S = 90.0  # a process of 100 consumers closes them one after another
 
 
 class LongPollers:
@@ -158,6 +161,13 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
+def wait_for_sigterm(stop: threading.Event) -> None:
+    """Waits until the SIGTERM handler sets `stop`. Wakes twice a second: a signal the kernel hands
+    to another thread is handled only once the main thread runs again."""
+    while not stop.wait(0.5):
+        pass
+
+
 def serve_pollers(bootstrap: str, count: int, max_wait_ms: int) -> None:
     """The pollers' process: long-polls until SIGTERM, then prints what was answered as JSON."""
     stop = threading.Event()
@@ -167,7 +177,7 @@ def serve_pollers(bootstrap: str, count: int, max_wait_ms: int) -> None:
         polling.start(spread_s=max_wait_ms / 1000)
         polling.started.wait()
         print("started", flush=True)
-        stop.wait()
+        wait_for_sigterm(stop)
         polling.stop(max_wait_ms / 1000 + FETCH_CALL_MARGIN_S)
         print(json.dumps({"answered": polling.completed, "errors": polling.errors}), flush=True)
 
@@ -196,22 +206,33 @@ def serve_consumers(bootstrap: str, count: int) -> None:
         except Exception as exc:  # reported at the end
             errors.append(repr(exc))
 
+    def fetches() -> int:  # read while they poll: their counters, not metrics(), which is the poller's
+        return sum(consumer._metrics.fetch_total for consumer in consumers)
+
     threads = [threading.Thread(target=poll, args=(n,), daemon=True) for n in range(count)]
     for thread in threads:
         thread.start()
+    fetches_before, cpu_before_s, started_s = fetches(), time.process_time(), time.perf_counter()
     print("started", flush=True)
-    stop.wait()
+    wait_for_sigterm(stop)
+    cpu_s, wall_s = time.process_time() - cpu_before_s, time.perf_counter() - started_s
+    fetched = fetches() - fetches_before
+    stopping_s = time.perf_counter()
     for thread in threads:
         thread.join(10)
+    joined_s = time.perf_counter()
     for consumer in consumers:
         consumer.close()
-    print(json.dumps({"answered": sum(polls), "errors": errors}), flush=True)
+    print(json.dumps({"answered": sum(polls), "errors": errors, "cpu_s": cpu_s, "wall_s": wall_s,
+                      "fetches": fetched, "join_s": joined_s - stopping_s,
+                      "close_s": time.perf_counter() - joined_s}), flush=True)
 
 
 def measure(client: LowLevelClient, bootstrap: str, pollers: int, log_dir: Path,
-            args) -> tuple[int, float, float, int]:
-    """(produces, p50 ms, p99 ms, polls answered) with `pollers` idle long polls, or idle Consumers
-    in `args.consumer_processes` processes when `args.consumers` is given."""
+            args) -> tuple[int, float, float, int, list[dict]]:
+    """(produces, p50 ms, p99 ms, polls answered, the pollers' processes' reports) with `pollers`
+    idle long polls, or idle Consumers in `args.consumer_processes` processes when `args.consumers`
+    is given."""
     if args.consumers and pollers:
         share = [pollers // args.consumer_processes + (i < pollers % args.consumer_processes)
                  for i in range(args.consumer_processes)]
@@ -231,14 +252,32 @@ def measure(client: LowLevelClient, bootstrap: str, pollers: int, log_dir: Path,
         latencies = produce_latencies_ms(client, args.seconds)
     finally:
         for process in processes:
-            stop_process(process, timeout_s=args.max_wait_ms / 1000 + FETCH_CALL_MARGIN_S)
+            stop_process(process, timeout_s=args.max_wait_ms / 1000 + FETCH_CALL_MARGIN_S + STOP_MARGIN_S)
     answered = 0
+    reports = []
     for log in logs:
-        report = json.loads(log.read_text().splitlines()[-1])
+        lines = log.read_text().splitlines()
+        try:
+            report = json.loads(lines[-1])
+        except (IndexError, ValueError):
+            tail = "\n".join(lines[-30:])
+            raise RuntimeError(f"a pollers' process reported nothing; its log ends:\n{tail}") from None
         if report["errors"]:
             raise RuntimeError(f"{len(report['errors'])} polls failed, first: {report['errors'][0]}")
         answered += report["answered"]
-    return len(latencies), statistics.median(latencies), percentile(latencies, 0.99), answered
+        reports.append(report)
+    return len(latencies), statistics.median(latencies), percentile(latencies, 0.99), answered, reports
+
+
+def consumer_cpu(reports: list[dict]) -> str:
+    """The consumer processes' CPU per fetch and per second, summed over the processes."""
+    cpu_s = sum(report["cpu_s"] for report in reports)
+    fetches = sum(report["fetches"] for report in reports)
+    wall_s = max(report["wall_s"] for report in reports)
+    return (f"consumer processes: {fetches} fetches in {wall_s:.1f} s ({fetches / wall_s:.0f}/s), "
+            f"{cpu_s:.2f} s CPU ({100 * cpu_s / wall_s / len(reports):.1f}% per process), "
+            f"{1e6 * cpu_s / max(fetches, 1):.0f} us CPU per fetch; stopping took "
+            f"{max(report['join_s'] + report['close_s'] for report in reports):.1f} s")
 
 
 def main() -> None:
@@ -283,9 +322,11 @@ def main() -> None:
                 print(f"{'pollers':>8}{'produces':>10}{'p50 ms':>9}{'p99 ms':>9}{'long polls answered':>21}")
                 p99 = {}
                 for pollers in args.consumers or args.pollers:
-                    count, p50, p99[pollers], answered = measure(client, cluster.bootstrap_servers, pollers,
-                                                                 Path(tmp), args)
+                    count, p50, p99[pollers], answered, reports = measure(
+                        client, cluster.bootstrap_servers, pollers, Path(tmp), args)
                     print(f"{pollers:>8}{count:>10}{p50:>9.2f}{p99[pollers]:>9.2f}{answered:>21}")
+                    if args.consumers and reports:
+                        print(f"{'':>8}{consumer_cpu(reports)}")
                 least, most = min(p99), max(p99)
                 ratio = p99[most] / p99[least]
                 verdict = "meets" if ratio <= RATIO_TARGET else "MISSES"

@@ -15,7 +15,8 @@ consumer, measures:
   would disturb whichever system is measured then): a producer process sends `--rate` records/s
   for `--latency-seconds` while this one polls; each value carries its send time (the monotonic
   clock both processes share), so latency is send -> poll. Redis: XADD each record as it is due,
-  XREAD BLOCK on the other side.
+  XREAD BLOCK on the other side. Each sender process reports the CPU it used while sending (and
+  flushing), as a share of the time that took.
 
 With `--rf3` (the default) the cluster has three brokers, every topic is led by broker 1, and
 the end-to-end run is repeated on an RF=3 topic (acks=all waits for both followers). Beside the
@@ -154,6 +155,24 @@ def sender_report(log: Path) -> dict[str, float]:
     return json.loads(lines[-1][len(SENDER_REPORT):]) if lines else {}
 
 
+def finish_sender(sender, timeout_s: float = 30.0) -> None:
+    """Lets the sender finish (so it reports its CPU), then stops it if it has not."""
+    try:
+        sender.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        pass
+    stop_process(sender)
+
+
+def sender_cpu(base: Path, system: str) -> str:
+    """What the sender of `system` reported of its CPU, or why there is nothing."""
+    lines = [line for line in (base / f"sender-{system}.log").read_text().splitlines() if line.startswith("cpu ")]
+    if not lines:
+        return "not reported"
+    cpu_s, wall_s = (float(word) for word in lines[-1].split()[1:3])
+    return f"{cpu_s:.2f} s CPU over {wall_s:.2f} s sending ({100 * cpu_s / wall_s:.0f}%)"
+
+
 def start_sender(base: Path, system: str, target: str, name: str, rate: int, seconds: float):
     """The paced sender of a latency run, in a process of its own as a real producer would be."""
     return start_process([sys.executable, os.path.abspath(__file__), "--latency-sender", system, target, name,
@@ -179,7 +198,10 @@ def run_sender(system: str, target: str, name: str, rate: int, seconds: float) -
         import redis
 
         writer = redis.Redis(host="127.0.0.1", port=int(target))
+        writer.ping()
+        cpu_s, wall_s = time.process_time(), time.perf_counter()
         paced(lambda value: writer.xadd(name, {"v": value}), rate, total)
+        print(f"cpu {time.process_time() - cpu_s:.3f} {time.perf_counter() - wall_s:.3f}", flush=True)
         writer.close()
 
 
@@ -252,7 +274,7 @@ def redis_latency(client, port: int, stream: str, rate: int, seconds: float, bas
                 latencies.append((sent_ns, (time.perf_counter_ns() - sent_ns) / 1e6))
                 last = entry_id
     finally:
-        stop_process(sender)
+        finish_sender(sender)
     return latencies
 
 
@@ -349,6 +371,7 @@ def main() -> int:
                           f"mean), {cost['fetch_per_s']:,.0f} Fetch/s ({cost['records_per_fetch']:.1f} records each, "
                           f"{cost['fetch_ms']:.1f} ms mean); CPU per record, us: "
                           + ", ".join(f"{key[:-3]} {value:.1f}" for key, value in cost.items() if key.endswith("_us")))
+            print(f"redis sender process: {sender_cpu(base, 'redis')}")
             offset = 1  # the warm-up record
             for round_index in range(args.rounds):
                 stream = f"s{round_index}"

@@ -1,9 +1,9 @@
 """The process runtime every Odradek gRPC service shares.
 
 `ServiceRuntime` owns one service process's plumbing: the gRPC server (message sizes bounded by
-`GRPC_MAX_MESSAGE_BYTES`), the standard gRPC health service, the Prometheus metrics endpoint,
-SIGTERM/SIGINT handling and the ordered shutdown hooks. The metrics endpoint listens on the gRPC
-listener's interface unless told otherwise. A service's `__main__` builds its core,
+`GRPC_MAX_MESSAGE_BYTES`), the standard gRPC health service, the anchor method, the Prometheus
+metrics endpoint, SIGTERM/SIGINT handling and the ordered shutdown hooks. The metrics endpoint
+listens on the gRPC listener's interface unless told otherwise. A service's `__main__` builds its core,
 registers its servicers here, calls `start()` and then `run_until_stopped()`, which first moves
 everything the start-up left alive out of the garbage collector's reach (`freeze_started_heap`): the
 modules, stubs and descriptors of a started service would otherwise be walked by every full
@@ -17,6 +17,11 @@ whichever thread completes it. A plain `def` method runs in the runtime's execut
 timed per API (`request_metrics`). `RequestLimit` bounds how many
 requests a service holds at once (`parked.max.requests`: Kafka bounds its request queue with
 `queued.max.requests`, but a parked request here is only a future, so the bound is set by memory).
+
+The anchor method (`ANCHOR_METHOD`, a stream of raw bytes that never carries a message) ends only
+when the service stops: a client holds one such call open on every channel it makes asynchronous
+calls on, so that gRPC keeps that channel's completion thread instead of starting one per call. The
+service ends them all as it begins to stop, and later ones at once, so they do not hold its stop.
 
 Listener strings are Kafka's: `PLAINTEXT://host:port` (`listeners`, `advertised.listeners`); an
 empty host means all interfaces. An `SSL://` listener serves gRPC over TLS with the node's `ssl.*`
@@ -59,6 +64,7 @@ logger = logging.getLogger(__name__)
 
 GRPC_MAX_MESSAGE_BYTES = 128 * 1024 * 1024
 LOOP_CALL_TIMEOUT_S = 30.0
+ANCHOR_METHOD = "/odradek.common.v1.Anchor/Hold"
 GRPC_OPTIONS = [
     ("grpc.max_send_message_length", GRPC_MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", GRPC_MAX_MESSAGE_BYTES),
@@ -240,6 +246,29 @@ def freeze_started_heap() -> int:
     return gc.get_freeze_count()
 
 
+class _Anchors:
+    """The anchor method's calls, ended when `release` is called (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._released = asyncio.Event()
+        self.held = 0  # calls open
+
+    async def hold(self, _request: bytes, _context: grpc.aio.ServicerContext) -> None:
+        self.held += 1
+        try:
+            await self._released.wait()
+        finally:
+            self.held -= 1
+
+    async def release(self) -> None:
+        self._released.set()
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        service, _, method = ANCHOR_METHOD.lstrip("/").partition("/")
+        return grpc.method_handlers_generic_handler(
+            service, {method: grpc.unary_stream_rpc_method_handler(self.hold)})
+
+
 class ServiceRuntime:
     """grpc.aio server on its own event loop thread + health + metrics + signal-driven graceful
     shutdown for one service."""
@@ -264,6 +293,9 @@ class ServiceRuntime:
         self.server = self.call_on_loop(self._build_server())
         self.health = health_aio.HealthServicer()
         self.add_servicer(health_pb2_grpc.add_HealthServicer_to_server, self.health)
+        self._anchors = _Anchors()
+        self.add_servicer(lambda anchors, server: server.add_generic_rpc_handlers((anchors.handler(),)),
+                          self._anchors)
         self.bound_port = 0
         self._stop = threading.Event()
         self._shutdown_hooks: list[tuple[str, Callable[[], None]]] = []
@@ -371,8 +403,13 @@ class ServiceRuntime:
                 hook()
             except Exception:
                 logger.exception("%s: shutdown step %s failed", self.name, name)
+
+        async def stop() -> None:
+            await self._anchors.release()
+            await self.server.stop(grace_s)
+
         try:
-            self.call_on_loop(self.server.stop(grace_s), grace_s + 1)
+            self.call_on_loop(stop(), grace_s + 1)
         except Exception:
             logger.exception("%s: stopping the gRPC server failed", self.name)
         self.loop.call_soon_threadsafe(self.loop.stop)

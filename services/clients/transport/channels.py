@@ -16,6 +16,17 @@ done-callbacks run on a gRPC thread). The pool counts calls in flight per target
 picks the least-loaded node) and remembers when a target last failed to connect, whichever way
 the call was made. `check_health` asks a service's gRPC health service whether it is serving.
 
+gRPC's synchronous channel completes asynchronous calls on a thread it starts whenever the channel
+goes from no such call in flight to one, and which exits when none is left: a channel carrying one
+asynchronous call at a time (a consumer's fetch) would start a thread per call. So the first `send`
+on a channel opens an anchor call there (`ANCHOR_METHOD`: a stream that every Odradek service holds
+open, carrying no message, until it stops), and the channel's thread lives as long as it does. (A
+health Watch stream would not do: gRPC reports a stream's end only once its messages are read,
+which takes a blocked thread.) An anchor the server ends (it stopped, restarted) is reopened by a
+later `send`, not sooner than `reconnect.backoff.ms` after it ended, backing off exponentially up
+to `reconnect.backoff.max.ms` while anchors keep ending young; a server without the anchor method
+is not asked again. `close()` cancels the anchors.
+
 Failed calls become `KafkaError`s (see `error_from_rpc`): a Kafka error a server attached as
 `odradek-error-bin` trailing metadata is raised as itself; otherwise UNAVAILABLE and CANCELLED
 become NETWORK_EXCEPTION and DEADLINE_EXCEEDED becomes REQUEST_TIMED_OUT (both retriable), and
@@ -40,7 +51,7 @@ from services.common.pb.odradek.controller.v1 import controller_pb2_grpc
 from services.common.pb.odradek.coordinator.v1 import coordinator_pb2_grpc
 from services.common.security.grpc_credentials import AUTHORIZATION_KEY, basic_authorization
 from services.common.security.tls import TlsSettings
-from services.common.service import GRPC_OPTIONS
+from services.common.service import ANCHOR_METHOD, GRPC_OPTIONS
 
 BROKER = "broker"
 CONTROLLER = "controller"
@@ -142,6 +153,19 @@ class PendingCall:
         return response
 
 
+class _Anchor:
+    """A channel's anchor call (see the module docstring) and when it may be reopened."""
+
+    __slots__ = ("call", "opened_ms", "reopen_at_ms", "young_endings", "abandoned")
+
+    def __init__(self) -> None:
+        self.call: grpc.Call | None = None
+        self.opened_ms = 0
+        self.reopen_at_ms = 0
+        self.young_endings = 0  # how many anchors in a row ended within reconnect.backoff.max.ms
+        self.abandoned = False  # the server has no anchor method
+
+
 class _BasicAuthPlugin(grpc.AuthMetadataPlugin):
     """Call credentials of a SASL user on a TLS channel."""
 
@@ -202,6 +226,7 @@ class ChannelPool:
             else:
                 self._interceptor = _CallMetadataInterceptor(authorization)
         self.reconnect_backoff_ms = reconnect_backoff_ms
+        self.reconnect_backoff_max_ms = max(reconnect_backoff_max_ms, reconnect_backoff_ms)
         self._options = GRPC_OPTIONS + [
             ("grpc.initial_reconnect_backoff_ms", max(1, reconnect_backoff_ms)),
             ("grpc.max_reconnect_backoff_ms", max(1, reconnect_backoff_max_ms, reconnect_backoff_ms)),
@@ -212,6 +237,7 @@ class ChannelPool:
         self._stubs: dict[tuple[str, str], Any] = {}
         self._in_flight: dict[str, int] = {}
         self._failed_at_ms: dict[str, int] = {}
+        self._anchors: dict[str, _Anchor] = {}
         self._closed = False
 
     @classmethod
@@ -257,6 +283,10 @@ class ChannelPool:
             self._closed = True
             channels, self._channels = self._channels, {}
             self._stubs.clear()
+            anchors, self._anchors = self._anchors, {}
+        for anchor in anchors.values():
+            if anchor.call is not None:
+                anchor.call.cancel()
         for channel in channels.values():
             channel.close()
 
@@ -265,6 +295,47 @@ class ChannelPool:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    # ------------------------------------------------------------------ anchor calls
+
+    def anchored(self, target: str) -> bool:
+        """Whether the channel to `target` has an anchor call open."""
+        anchor = self._anchors.get(target)
+        return anchor is not None and anchor.call is not None
+
+    def _anchor(self, target: str) -> None:
+        """Opens the channel's anchor call unless it is open, backing off or abandoned."""
+        now_ms = self._clock.monotonic_ms()
+        with self._lock:
+            channel = self._channels.get(target)
+            if self._closed or channel is None:
+                return
+            anchor = self._anchors.get(target)
+            if anchor is None:
+                anchor = self._anchors[target] = _Anchor()
+            elif anchor.call is not None or anchor.abandoned or now_ms < anchor.reopen_at_ms:
+                return
+            call = channel.unary_stream(ANCHOR_METHOD)(b"")
+            anchor.call = call
+            anchor.opened_ms = now_ms
+        call.add_done_callback(lambda _call: self._anchor_ended(anchor, call))
+
+    def _anchor_ended(self, anchor: _Anchor, call: grpc.Call) -> None:  # on a gRPC thread
+        code = call.code()
+        now_ms = self._clock.monotonic_ms()
+        with self._lock:
+            if anchor.call is not call:
+                return
+            anchor.call = None
+            if code == grpc.StatusCode.UNIMPLEMENTED:
+                anchor.abandoned = True
+                return
+            if now_ms - anchor.opened_ms >= self.reconnect_backoff_max_ms:
+                anchor.young_endings = 0
+            backoff_ms = min(self.reconnect_backoff_ms * 2 ** min(anchor.young_endings, 30),
+                             self.reconnect_backoff_max_ms)
+            anchor.young_endings += 1
+            anchor.reopen_at_ms = now_ms + backoff_ms
 
     # ------------------------------------------------------------------ load and failures
 
@@ -315,6 +386,9 @@ class ChannelPool:
              timeout_ms: float | None = None) -> PendingCall:
         """Starts one unary call and returns at once; raises RuntimeError when the pool is closed."""
         rpc = getattr(self.stub(target, service), method)
+        anchor = self._anchors.get(target)
+        if anchor is None or (anchor.call is None and not anchor.abandoned):
+            self._anchor(target)
         self._begin(target)
         try:
             future = rpc.future(request, timeout=self.timeout_s(timeout_ms))
