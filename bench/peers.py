@@ -21,11 +21,15 @@ consumer, measures:
 With `--rf3` (the default) the cluster has three brokers, every topic is led by broker 1, and
 the end-to-end run is repeated on an RF=3 topic (acks=all waits for both followers). Beside the
 latencies each Odradek run prints its Produce and Fetch requests a second and the CPU per record of
-the sender process, the polling process and each broker (/proc/<pid>/stat).
+the sender process, the polling process and each broker (/proc/<pid>/stat). `--linger-ms` gives
+the Producer's `linger.ms` values to run the end-to-end rows with: 0, the default of Kafka 3.x's
+producer and Odradek's, and 5, the default since Kafka 4.0 (KIP-1030), whose fuller requests cost
+the sender and the broker less CPU per record.
 
 Rounds alternate which system goes first. redis-py uses the hiredis parser when it is installed.
 
     python bench/peers.py [--records 200000] [--batch 1000] [--rounds 2] [--rate 10000] [--no-rf3]
+        [--linger-ms 0,5]
 """
 
 from __future__ import annotations
@@ -102,7 +106,7 @@ def odradek_consume(bootstrap: str, topic: str, start_offset: int, count: int, b
 
 
 def odradek_latency(bootstrap: str, topic: str, rate: int, seconds: float, base: Path,
-                    brokers: dict[str, int]) -> tuple[list[tuple[int, float]], dict[str, float]]:
+                    brokers: dict[str, int], linger_ms: int = 0) -> tuple[list[tuple[int, float]], dict[str, float]]:
     """(send time ns, latency ms) of each record of one paced run, and what it cost: requests and
     CPU per record of the sender process, this polling process and each broker (`brokers`: name ->
     pid)."""
@@ -115,7 +119,7 @@ def odradek_latency(bootstrap: str, topic: str, rate: int, seconds: float, base:
         consumer.position(tp)
         before = consumer.metrics()
         cpu_before = {name: process_cpu_s(pid) for name, pid in {**brokers, "consumer": os.getpid()}.items()}
-        sender = start_sender(base, "odradek", bootstrap, topic, rate, seconds)
+        sender = start_sender(base, "odradek", bootstrap, topic, rate, seconds, linger_ms)
         try:
             deadline = time.perf_counter() + seconds + 60
             while len(latencies) < total and time.perf_counter() < deadline:
@@ -173,16 +177,16 @@ def sender_cpu(base: Path, system: str) -> str:
     return f"{cpu_s:.2f} s CPU over {wall_s:.2f} s sending ({100 * cpu_s / wall_s:.0f}%)"
 
 
-def start_sender(base: Path, system: str, target: str, name: str, rate: int, seconds: float):
+def start_sender(base: Path, system: str, target: str, name: str, rate: int, seconds: float, linger_ms: int = 0):
     """The paced sender of a latency run, in a process of its own as a real producer would be."""
     return start_process([sys.executable, os.path.abspath(__file__), "--latency-sender", system, target, name,
-                          str(rate), str(seconds)], base / f"sender-{system}.log")
+                          str(rate), str(seconds), str(linger_ms)], base / f"sender-{system}.log")
 
 
-def run_sender(system: str, target: str, name: str, rate: int, seconds: float) -> None:
+def run_sender(system: str, target: str, name: str, rate: int, seconds: float, linger_ms: int = 0) -> None:
     total = int(rate * seconds)
     if system == "odradek":
-        with Producer(bootstrap_servers=target) as producer:
+        with Producer(bootstrap_servers=target, linger_ms=linger_ms) as producer:
             producer.send(name, b"\0" * RECORD_SIZE, partition=1).get(timeout=30)  # connected and ready
             requests_before = producer.metrics()["request-total"]
             cpu_before = sum(os.times()[:2])
@@ -308,11 +312,13 @@ def main() -> int:
     parser.add_argument("--latency-seconds", type=float, default=5.0)
     parser.add_argument("--rf3", action=argparse.BooleanOptionalAction, default=True,
                         help="three brokers, and the end-to-end run on an RF=3 topic (acks=all) too")
-    parser.add_argument("--latency-sender", nargs=5, help=argparse.SUPPRESS)
+    parser.add_argument("--linger-ms", default="0,5",
+                        help="comma-separated linger.ms values of the end-to-end runs' Producer")
+    parser.add_argument("--latency-sender", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.latency_sender:
-        system, target, name, rate, seconds = args.latency_sender
-        run_sender(system, target, name, int(rate), float(seconds))
+        system, target, name, rate, seconds, linger_ms = args.latency_sender
+        run_sender(system, target, name, int(rate), float(seconds), int(linger_ms))
         return 0
     import redis
 
@@ -344,22 +350,25 @@ def main() -> int:
             print(f"{args.records} records of {RECORD_SIZE} B, one partition / stream, batch {args.batch}; "
                   f"redis-server {version} (appendonly, everysec), redis-py {redis.__version__} "
                   f"with the {parser_name} parser; Odradek: {brokers} broker(s), Producer defaults "
-                  f"(acks=all, idempotent, linger.ms 0)")
-            runs = [("odradek RF=1", odradek_latency(bootstrap, "latency", args.rate, args.latency_seconds, base,
-                                                     pids))]
-            if args.rf3:
-                runs.append(("odradek RF=3", odradek_latency(bootstrap, "latency-rf3", args.rate,
-                                                             args.latency_seconds, base, pids)))
+                  f"(acks=all, idempotent) with linger.ms {args.linger_ms}")
+            runs = []
+            for linger_ms in (int(value) for value in args.linger_ms.split(",")):
+                runs.append((f"odradek RF=1 L{linger_ms}", odradek_latency(
+                    bootstrap, "latency", args.rate, args.latency_seconds, base, pids, linger_ms)))
+                if args.rf3:
+                    runs.append((f"odradek RF=3 L{linger_ms}", odradek_latency(
+                        bootstrap, "latency-rf3", args.rate, args.latency_seconds, base, pids, linger_ms)))
             runs.append(("redis", (redis_latency(client, redis_port, "latency", args.rate, args.latency_seconds,
                                                  base), {})))
             print(f"end to end at {args.rate} records/s for {args.latency_seconds:g} s (send -> poll), ms; "
                   f"'1s+': the records sent after the run's first second")
-            print(f"{'system':<14}{'records':>9}{'p50':>8}{'p99':>8}{'p99.9':>8}{'max':>8}{'mean':>8}"
+            print("'L5': the Producer's linger.ms 5")
+            print(f"{'system':<18}{'records':>9}{'p50':>8}{'p99':>8}{'p99.9':>8}{'max':>8}{'mean':>8}"
                   f"{'p50 1s+':>9}{'p99 1s+':>9}")
             for name, (timed, _) in runs:
                 found = [ms for _, ms in timed]
                 later = after_first_second(timed)
-                print(f"{name:<14}{len(found):>9}{percentile(found, 0.5):>8.2f}{percentile(found, 0.99):>8.2f}"
+                print(f"{name:<18}{len(found):>9}{percentile(found, 0.5):>8.2f}{percentile(found, 0.99):>8.2f}"
                       f"{percentile(found, 0.999):>8.2f}{max(found, default=float('nan')):>8.2f}"
                       f"{statistics.fmean(found) if found else float('nan'):>8.2f}"
                       f"{percentile(later, 0.5):>9.2f}{percentile(later, 0.99):>9.2f}")
