@@ -66,6 +66,7 @@ from services.broker.log.files import (
     parse_topic_partition_name,
     unlink_if_exists,
 )
+from services.broker.log.local_log import HighWatermarkChanges
 from services.broker.log.log import Log
 from services.broker.log.log_dir_failure import LogDirFailureChannel, is_storage_error
 from services.broker.log.log_dirs import create_and_validate_log_dirs, lock_log_dir
@@ -95,6 +96,7 @@ class LogManager:
         self.log_dirs = [d for d in dict.fromkeys(os.path.abspath(d) for d in config.log_dirs)]
         self._dir_locks = {d: lock_log_dir(d) for d in usable}
         self._logs: dict[TopicPartition, Log] = {}
+        self.high_watermark_changes = HighWatermarkChanges()  # of every log managed here
         self._logs_per_dir: collections.Counter[str] = collections.Counter()  # where new logs go
         self._creating: dict[TopicPartition, threading.Event] = {}  # logs being created, by partition
         self._lock = threading.RLock()
@@ -214,8 +216,11 @@ class LogManager:
                                    scheduler=self.scheduler, had_clean_shutdown=clean))
 
     def _reporting(self, log: Log) -> Log:
-        """The log, its background tasks' disk errors reported to the failure channel."""
+        """The log, its background tasks' disk errors reported to the failure channel, its high
+        watermark's changes counted with the other logs'."""
         log.on_storage_error = lambda error, log_dir=log.parent_dir: self._report_storage_error(log_dir, error)
+        log.high_watermark_changes = self.high_watermark_changes
+        self.high_watermark_changes.changed()
         return log
 
     def shutdown(self) -> None:
