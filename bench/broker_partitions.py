@@ -267,7 +267,7 @@ def measure_rounds(cluster: LocalCluster, admin: Admin, args, label: str) -> tup
     """`--rounds` rounds of the quiet topic's acks=all p99 and producer loop; returns both lists."""
     p99s, rates = [], []
     for round_number in range(1, args.rounds + 1):
-        text = f"{label}, round {round_number} of {args.rounds}"
+        text = f"{label}, round {round_number} of {args.rounds}, load average {os.getloadavg()[0]:.2f}"
         p99s.append(measure_produce(cluster, admin, QUIET_TOPIC, args.produce_requests, text)[1])
         rates.append(measure_producer_loop(cluster, QUIET_TOPIC, args.loop_records, text))
     return p99s, rates
