@@ -14,17 +14,22 @@ ports, a temp dir), creates `--partitions` partitions with replication factor 3 
    and threads, and the RSS once more after the idle window;
 3. p50/p99 latency of `--produce-requests` sequential acks=all produces of one small batch to one
    partition, the others idle;
-   and, before and after the partitions are created, to a one-partition topic "quiet" (RF=3): the
-   p50/p99 of such produces and the records/s of a plain `Producer` loop (`--loop-records` records
-   of 100 B, then flush), with the ratios after / before (targets: p99 at most 1.5x, the loop at
-   least 0.8x), and the idle CPU per broker before and after (target: at most 2%);
+   and, on a one-partition topic "quiet" (RF=3), `--rounds` rounds each of the p50/p99 of such
+   produces and of the records/s of a plain `Producer` loop (`--loop-records` records of 100 B,
+   then flush): before the partitions are created ("without"), beside them ("with"), and once more
+   after they are deleted and gone from every broker's disk ("deleted"). It prints every round, the
+   medians of each set, and the ratios of the medians, with against without and with against
+   deleted (targets: p99 at most 1.5x, the loop at least 0.8x); and each broker's idle CPU over
+   windows of the same length without, with, with later on (after the produces below, past the
+   one-time work the creation leaves) and after deletion (target: at most 2%);
 4. a broker restart: SIGTERM (controlled shutdown) and start again, timed until the broker exits,
    until it serves again, and until every one of its replicas is back in its ISR; then the same
    after kill -9 (where the controller notices the death by the ZooKeeper session timeout, and the
    broker recovers its logs without a clean-shutdown marker).
 
     python bench/broker_partitions.py [--partitions 4000] [--topic-partitions 4000]
-        [--idle-seconds 30] [--settle-seconds 10] [--produce-requests 300] [--loop-records 200000] [--no-restarts]
+        [--idle-seconds 30] [--settle-seconds 10] [--produce-requests 300] [--loop-records 200000]
+        [--rounds 3] [--no-restarts]
 """
 
 from __future__ import annotations
@@ -186,9 +191,9 @@ def wait_applied(cluster: LocalCluster, marks: dict[str, int], replicas_per_brok
     return f"every broker applied LeaderAndIsr for all its replicas after {time.monotonic() - start:.2f} s"
 
 
-def measure_idle(cluster: LocalCluster, args, label: str) -> float:
+def measure_idle(cluster: LocalCluster, args, label: str) -> dict[str, float]:
     """Prints each broker's figures over an idle window that starts `--settle-seconds` after the
-    last change; returns the largest CPU%."""
+    last change; returns each broker's CPU%."""
     time.sleep(args.settle_seconds)
     pids = {name: cluster.running_pid(name) for name in cluster.broker_names}
     before = {name: (cpu_seconds(pid), status_fields(pid)) for name, pid in pids.items()}
@@ -196,19 +201,18 @@ def measure_idle(cluster: LocalCluster, args, label: str) -> float:
     time.sleep(args.idle_seconds)
     elapsed = time.monotonic() - start
     print(f"idle ({label}): {elapsed:.1f} s with every partition idle, from {args.settle_seconds:g} s "
-          f"after the last change")
-    busiest = 0.0
+          f"after the last change; load average {os.getloadavg()[0]:.2f}")
+    cpus = {}
     for name, pid in pids.items():
         cpu_before, status_before = before[name]
-        cpu = (cpu_seconds(pid) - cpu_before) / elapsed * 100
-        busiest = max(busiest, cpu)
+        cpus[name] = cpu = (cpu_seconds(pid) - cpu_before) / elapsed * 100
         status = status_fields(pid)
-        print(f"  {name}: CPU {cpu:5.1f}%  RSS {status['VmRSS'] / MIB:6.1f} MiB "
+        print(f"  {name}: CPU {cpu:5.2f}%  RSS {status['VmRSS'] / MIB:6.1f} MiB "
               f"(anon {status['RssAnon'] / MIB:.1f}, file {status['RssFile'] / MIB:.1f}; "
               f"{status_before['VmRSS'] / MIB:.1f} at the start of the window)  "
               f"virtual {status['VmSize'] / MIB / 1024:.1f} GiB  fds {open_fds(pid)} (limit {fd_limit(pid)})  "
               f"threads {status['Threads']}")
-    return busiest
+    return cpus
 
 
 def measure_produce(cluster: LocalCluster, admin: Admin, topic: str, requests: int,
@@ -260,6 +264,54 @@ def measure_producer_loop(cluster: LocalCluster, topic: str, records: int, label
     return rate
 
 
+def measure_rounds(cluster: LocalCluster, admin: Admin, args, label: str) -> tuple[list[float], list[float]]:
+    """`--rounds` rounds of the quiet topic's acks=all p99 and producer loop; returns both lists."""
+    p99s, rates = [], []
+    for round_number in range(1, args.rounds + 1):
+        text = f"{label}, round {round_number} of {args.rounds}, load average {os.getloadavg()[0]:.2f}"
+        p99s.append(measure_produce(cluster, admin, QUIET_TOPIC, args.produce_requests, text)[1])
+        rates.append(measure_producer_loop(cluster, QUIET_TOPIC, args.loop_records, text))
+    return p99s, rates
+
+
+def delete(cluster: LocalCluster, admin: Admin, topics: list[str], timeout_s: float) -> None:
+    """Deletes the topics and waits until no broker holds a directory of theirs (deleted logs are
+    renamed, then removed `file.delete.delay.ms` later)."""
+    start = time.monotonic()
+    admin.delete_topics(topics)
+
+    def left() -> int:
+        prefixes = tuple(f"{topic}-" for topic in topics)
+        return sum(1 for name in cluster.broker_names for entry in os.listdir(cluster.data_dir(name))
+                   if entry.startswith(prefixes))
+
+    wait_until(lambda: left() == 0, timeout_s, 1.0, message=lambda: f"the deleted topics' logs gone ({left()} left)")
+    print(f"delete: {len(topics)} topics deleted and their logs gone from every broker after "
+          f"{time.monotonic() - start:.1f} s")
+
+
+def summarize(sets: dict[str, tuple[list[float], list[float]]], idle: dict[str, dict[str, float]]) -> None:
+    """Every round, the medians of each set, the ratios of the medians, each broker's idle CPU."""
+    sets = dict(sets)
+    if "without" in sets and "deleted" in sets:  # both sets without the partitions, pooled
+        sets["both"] = (sets["without"][0] + sets["deleted"][0], sets["without"][1] + sets["deleted"][1])
+    medians = {label: (statistics.median(p99s), statistics.median(rates)) for label, (p99s, rates) in sets.items()}
+    print("summary: the quiet topic's acks=all p99 (ms) and producer loop (records/s), every round and the median")
+    for label, (p99s, rates) in sets.items():
+        p99_median, rate_median = medians[label]
+        print(f"  {label:>8}: p99 {', '.join(f'{v:.2f}' for v in p99s)} (median {p99_median:.2f}); "
+              f"loop {', '.join(f'{v:,.0f}' for v in rates)} (median {rate_median:,.0f})")
+    with_p99, with_rate = medians["with"]
+    for baseline in (label for label in medians if label != "with"):
+        p99, rate = medians[baseline]
+        print(f"  with / {baseline}: acks=all p99 {with_p99 / p99:.2f}x (target <= 1.5x), "
+              f"producer loop {with_rate / rate:.2f}x (target >= 0.8x)")
+    print("summary: idle CPU% per broker, windows of the same length")
+    for label, cpus in idle.items():
+        print(f"  {label:>8}: " + "  ".join(f"{name} {cpu:.2f}%" for name, cpu in cpus.items())
+              + f"  (busiest {max(cpus.values()):.2f}%, target <= 2%)")
+
+
 def measure_restart(cluster: LocalCluster, admin: Admin, topics: list[str], total: int, broker_id: int,
                     how: str, timeout_s: float) -> None:
     name = cluster.broker_name(broker_id)
@@ -306,6 +358,8 @@ def main() -> None:
                         help="wait this long after the last change before an idle window starts")
     parser.add_argument("--produce-requests", type=int, default=300)
     parser.add_argument("--loop-records", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds of the quiet topic's produces and loop in each of the three sets")
     parser.add_argument("--no-restarts", action="store_true", help="skip the restart measurements")
     parser.add_argument("--timeout", type=float, default=600.0, help="patience of each wait, seconds")
     parser.add_argument("--keep", help="lay the cluster out in this directory and leave it there")
@@ -322,23 +376,21 @@ def main() -> None:
             with Admin(bootstrap_servers=cluster.bootstrap_servers, **CLIENT_CONFIG) as admin:
                 admin.create_topics([NewTopic(QUIET_TOPIC, 1, REPLICATION_FACTOR)])
                 wait_all_full(admin, [QUIET_TOPIC], 1, args.timeout)
-                idle_before = measure_idle(cluster, args, "before creation")
-                _, quiet_p99 = measure_produce(cluster, admin, QUIET_TOPIC, args.produce_requests, "no other topic")
-                quiet_rate = measure_producer_loop(cluster, QUIET_TOPIC, args.loop_records, "no other topic")
+                idle = {"without": measure_idle(cluster, args, "before creation")}
+                sets = {"without": measure_rounds(cluster, admin, args, "no other topic")}
                 topics = create(cluster, admin, args)
-                idle_after = measure_idle(cluster, args, "after creation")
-                label = f"beside {args.partitions} idle partitions"
-                _, beside_p99 = measure_produce(cluster, admin, QUIET_TOPIC, args.produce_requests, label)
-                beside_rate = measure_producer_loop(cluster, QUIET_TOPIC, args.loop_records, label)
-                print(f"idle partitions' cost: acks=all p99 {beside_p99 / quiet_p99:.2f}x the quiet cluster's "
-                      f"(target <= 1.5x); producer loop {beside_rate / quiet_rate:.2f}x (target >= 0.8x); "
-                      f"busiest broker's idle CPU {idle_after:.1f}% (target <= 2%), {idle_before:.1f}% before")
+                idle["with"] = measure_idle(cluster, args, "after creation")
+                sets["with"] = measure_rounds(cluster, admin, args, f"beside {args.partitions} idle partitions")
                 measure_produce(cluster, admin, topics[0], args.produce_requests)
-                measure_idle(cluster, args, "after the produces")
+                idle["later"] = measure_idle(cluster, args, "after the produces")
                 if not args.no_restarts:
                     measure_restart(cluster, admin, topics, args.partitions, 3, "SIGTERM", args.timeout)
                     measure_restart(cluster, admin, topics, args.partitions, 3, "SIGKILL", args.timeout)
                     measure_idle(cluster, args, "after the restarts")
+                delete(cluster, admin, topics, args.timeout)
+                idle["deleted"] = measure_idle(cluster, args, "after deletion")
+                sets["deleted"] = measure_rounds(cluster, admin, args, "the other topics deleted")
+                summarize(sets, idle)
         finally:
             cluster.stop()
 

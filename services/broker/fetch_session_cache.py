@@ -106,6 +106,7 @@ class FetchSessionCache:
         self._lock = threading.Lock()
         self._sessions: dict[int, FetchSession] = {}
         self._holders: dict[tuple[str, int], set[FetchSession]] = {}  # partition -> sessions
+        self.releases = 0  # times a session stopped holding a partition (closed, evicted, forgot it)
         self.evictions = 0
         self.full_fetches = 0
         self.incremental_fetches = 0
@@ -203,6 +204,11 @@ class FetchSessionCache:
                 return 0
             return max((s.last_used_ms for s in holders if s.replica_id == replica_id), default=0)
 
+    def followers_fetched_since(self, since_ms: int) -> frozenset[int]:
+        """Ids of the followers' sessions used at or after `since_ms`."""
+        with self._lock:
+            return frozenset(s.id for s in self._sessions.values() if s.privileged and s.last_used_ms >= since_ms)
+
     # ------------------------------------------------------------------ slots
 
     def _try_create(self, replica_id: int, read_committed: bool, named: Iterable, now_ms: int
@@ -259,6 +265,7 @@ class FetchSessionCache:
             self._unhold(key, session)
 
     def _unhold(self, key: tuple[str, int], session: FetchSession) -> None:
+        self.releases += 1
         holders = self._holders.get(key)
         if holders is not None:
             holders.discard(session)

@@ -192,19 +192,35 @@ class Partition:
         `session_fetch_ms(replica, key)`: when the replica's fetch session last fetched this
         partition without naming it, i.e. at the offset it last named; a follower whose offset is
         the log end was caught up then."""
-        with self.lock:
-            lagging = {r for r in self.isr if r != self.local_broker_id and r in self.followers
-                       and now_ms - self._last_caught_up_ms(r, session_fetch_ms) > lag_max_ms}
-            if not lagging:
-                return None
-            return tuple(r for r in self.isr if r not in lagging)
+        return self.isr_shrink_check(now_ms, lag_max_ms, session_fetch_ms)[0]
 
-    def _last_caught_up_ms(self, replica_id: int, session_fetch_ms) -> int:
-        follower = self.followers[replica_id]
-        caught_up_ms = follower.last_caught_up_ms
-        if session_fetch_ms is not None and follower.log_end_offset >= self.log.log_end_offset:
-            caught_up_ms = max(caught_up_ms, session_fetch_ms(replica_id, self.key))
-        return caught_up_ms
+    def isr_shrink_check(self, now_ms: int, lag_max_ms: int,
+                         session_fetch_ms: Callable[[int, TopicPartition], int] | None = None
+                         ) -> tuple[tuple[int, ...] | None, bool]:
+        """`isr_to_shrink`, and whether the partition is *settled*: every replica is in the ISR
+        and every follower is at the log end and held in a fetch session that fetched within
+        `lag_max_ms`. A settled partition cannot shrink until its log end, ISR, followers or
+        their sessions change, or one of those sessions stops fetching for `lag_max_ms`."""
+        with self.lock:
+            lagging = set()
+            settled = all(r in self.isr for r in self.replicas)
+            end = self.log.log_end_offset
+            for r in self.isr:
+                follower = self.followers.get(r) if r != self.local_broker_id else None
+                if follower is None:
+                    continue
+                caught_up_ms = follower.last_caught_up_ms
+                session_ms = 0
+                if session_fetch_ms is not None and follower.log_end_offset >= end:
+                    session_ms = session_fetch_ms(r, self.key)
+                    caught_up_ms = max(caught_up_ms, session_ms)
+                if now_ms - caught_up_ms > lag_max_ms:
+                    lagging.add(r)
+                if not session_ms or now_ms - session_ms > lag_max_ms:
+                    settled = False
+            if not lagging:
+                return None, settled
+            return tuple(r for r in self.isr if r not in lagging), False
 
     def apply_isr(self, isr: tuple[int, ...], zk_version: int) -> None:
         """The leader's own ISR change, once written to ZooKeeper."""

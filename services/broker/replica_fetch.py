@@ -128,9 +128,12 @@ class ReplicaFetches:
         self._fetchables_changed([key])
 
     def _fetchables_changed(self, keys: list[TopicPartition]) -> None:
-        """What a fetch of `keys` would return may have changed: the sessions holding them mark
-        them, a new `fetch_generation`, then the fetches watching the keys or those sessions are
-        tried. (Marked first: a parked fetch that sees the new generation sees the marks too.)"""
+        """What a fetch of `keys` would return may have changed: the ISR check looks at them next,
+        the sessions holding them mark them, a new `fetch_generation`, then the fetches watching
+        the keys or those sessions are tried. (Marked first: a parked fetch that sees the new
+        generation sees the marks too.)"""
+        if self.isr_manager is not None:
+            self.isr_manager.touch(keys)
         sessions: dict = {}  # wake keys, in order
         for key in keys:
             for session in self.fetch_sessions.mark_changed(key):
@@ -170,14 +173,18 @@ class ReplicaFetches:
             for key in isr_manager.outside_isr(replica_id):
                 if key in held:
                     isr_manager.request_expand(key)
+        named = []
         for request in params.partitions:
             partition = hosted.get((request.topic, request.partition))
             if partition is None or partition.leader_id != broker_id:
                 continue
+            named.append(partition.key)
             if partition.update_follower_fetch_state(replica_id, request.fetch_offset, now):
                 self.high_watermark_maybe_moved(partition.key)
             if isr_manager is not None and replica_id not in partition.isr:
                 isr_manager.request_expand(partition.key)
+        if isr_manager is not None and named:
+            isr_manager.touch(named)
 
     def high_watermark_maybe_moved(self, key: TopicPartition) -> None:
         """Acks=all produces and consumer fetches waiting on `key` may complete now."""

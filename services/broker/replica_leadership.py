@@ -121,6 +121,7 @@ class ReplicaLeadership:
                     removed.append(key)
                 if delete:
                     self._partitions.pop(key, None)
+                    self._partition_set_changes += 1
                     self._checkpointed_hw.pop(key, None)
                     deleted.append(key)
                 errors[key] = Errors.NONE
@@ -184,6 +185,7 @@ class ReplicaLeadership:
                 log.update_high_watermark(min(max(checkpointed, log.log_start_offset), log.log_end_offset))
             partition = Partition(topic, index, self.broker_id, log)
             self._partitions[key] = partition
+            self._partition_set_changes += 1
         return partition
 
     def partition(self, topic: str, index: int) -> Partition | None:
@@ -327,7 +329,13 @@ class ReplicaLeadership:
 
     def checkpoint_high_watermarks(self) -> None:
         """Writes `replication-offset-checkpoint` in every log dir (Kafka's offset checkpoint format),
-        unless it would write what the dir's file already holds (the idle case)."""
+        unless it would write what the dir's file already holds (the idle case). While no high
+        watermark was set and no partition came or went since the last write, it reads no log."""
+        changes = getattr(self.log_manager, "high_watermark_changes", None)
+        seen = (changes.token if changes is not None else None, self._partition_set_changes)
+        if seen[0] is not None and seen == self._hw_seen:
+            return
+        written = True
         by_dir: dict[str, dict] = {d: {} for d in self._hw_checkpoints}
         for partition in list(self._partitions.values()):
             log = partition.log
@@ -343,7 +351,10 @@ class ReplicaLeadership:
                 checkpoint.write(offsets)
                 self._hw_written[log_dir] = offsets
             except OSError as exc:
+                written = False
                 if channel is not None:
                     channel.maybe_add_offline_log_dir(log_dir, exc)
                 else:
                     logger.exception("writing %s failed", checkpoint)
+        if written:
+            self._hw_seen = seen

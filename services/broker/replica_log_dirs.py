@@ -50,6 +50,7 @@ class ReplicaLogDirs:
             lost = [p.key for p in self._partitions.values() if p.log.parent_dir == log_dir]
             for key in lost:
                 partition = self._partitions.pop(key)
+                self._partition_set_changes += 1
                 partition.stop_leading()
                 self._checkpointed_hw.pop(key, None)
             self._offline_partitions.update(lost)

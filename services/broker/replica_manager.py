@@ -84,6 +84,8 @@ class ReplicaManager(ReplicaLeadership, ReplicaAppends, ReplicaFetches, ReplicaL
                                 for d in getattr(log_manager, "log_dirs", [])}
         self._checkpointed_hw: dict[TopicPartition, int] = {}
         self._hw_written: dict[str, dict] = {}  # log dir -> the high watermarks last written there
+        self._partition_set_changes = 0  # partitions added or removed, ever
+        self._hw_seen = None  # (high watermark changes token, partition set changes) at the last write
         for checkpoint in self._hw_checkpoints.values():
             try:
                 self._checkpointed_hw.update({tuple(tp): offset for tp, offset in checkpoint.read().items()})

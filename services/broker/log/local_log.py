@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import errno
+import itertools
 import logging
 import os
 
@@ -43,6 +44,22 @@ _EMPTY = b""
 _new_tuple = tuple.__new__
 
 
+class HighWatermarkChanges:
+    """Changes whenever the high watermark of one of the logs that share it is set: a checkpoint
+    writer that finds the `token` it saw before its last write has nothing new to write, without
+    reading every log. Each change takes a token never taken before, so no race among writers
+    can bring back one a reader saw."""
+
+    __slots__ = ("token",)
+    _tokens = itertools.count(1)
+
+    def __init__(self) -> None:
+        self.token = 0
+
+    def changed(self) -> None:
+        self.token = next(self._tokens)
+
+
 class LocalLog(LogMaintenance):
     """The segments of one partition; `Log` sets the attributes in its constructor."""
 
@@ -50,6 +67,17 @@ class LocalLog(LogMaintenance):
     # takes the log dir offline); writes' errors reach their callers as KafkaStorageError, and the
     # replica manager reports them
     on_storage_error = None
+    # the log manager's, shared by its logs, once it manages this one
+    high_watermark_changes = HighWatermarkChanges()
+
+    @property
+    def _high_watermark(self) -> int:
+        return self._hw
+
+    @_high_watermark.setter
+    def _high_watermark(self, offset: int) -> None:
+        self._hw = offset
+        self.high_watermark_changes.changed()
 
     def _on_roll(self, new_offset: int) -> None:
         """Called under the lock when a new segment starts at `new_offset`."""

@@ -150,7 +150,7 @@ class Log(LocalLog):
 
     @property
     def high_watermark(self) -> int:
-        return self._high_watermark
+        return self._hw
 
     @property
     def producer_state(self) -> ProducerStateManager:

@@ -66,6 +66,7 @@ from services.broker.log.files import (
     parse_topic_partition_name,
     unlink_if_exists,
 )
+from services.broker.log.local_log import HighWatermarkChanges
 from services.broker.log.log import Log
 from services.broker.log.log_dir_failure import LogDirFailureChannel, is_storage_error
 from services.broker.log.log_dirs import create_and_validate_log_dirs, lock_log_dir
@@ -95,6 +96,8 @@ class LogManager:
         self.log_dirs = [d for d in dict.fromkeys(os.path.abspath(d) for d in config.log_dirs)]
         self._dir_locks = {d: lock_log_dir(d) for d in usable}
         self._logs: dict[TopicPartition, Log] = {}
+        self.high_watermark_changes = HighWatermarkChanges()  # of every log managed here
+        self._checkpoints_written: dict[str, dict] = {}  # checkpoint file -> the offsets last written to it
         self._logs_per_dir: collections.Counter[str] = collections.Counter()  # where new logs go
         self._creating: dict[TopicPartition, threading.Event] = {}  # logs being created, by partition
         self._lock = threading.RLock()
@@ -214,8 +217,11 @@ class LogManager:
                                    scheduler=self.scheduler, had_clean_shutdown=clean))
 
     def _reporting(self, log: Log) -> Log:
-        """The log, its background tasks' disk errors reported to the failure channel."""
+        """The log, its background tasks' disk errors reported to the failure channel, its high
+        watermark's changes counted with the other logs'."""
         log.on_storage_error = lambda error, log_dir=log.parent_dir: self._report_storage_error(log_dir, error)
+        log.high_watermark_changes = self.high_watermark_changes
+        self.high_watermark_changes.changed()
         return log
 
     def shutdown(self) -> None:
@@ -562,12 +568,21 @@ class LogManager:
             self._report_storage_error(log_dir, e)
 
     def _write_recovery_points(self, log_dir: str, logs: Mapping[TopicPartition, Log]) -> None:
-        self._recovery_checkpoints[log_dir].write({tp: log.recovery_point for tp, log in logs.items()})
+        self._write_if_changed(self._recovery_checkpoints[log_dir],
+                               {tp: log.recovery_point for tp, log in logs.items()})
 
     def _write_log_start_offsets(self, log_dir: str, logs: Mapping[TopicPartition, Log]) -> None:
-        self._start_offset_checkpoints[log_dir].write(
-            {tp: log.log_start_offset for tp, log in logs.items()
-             if log.log_start_offset > log.segments[0].base_offset})
+        self._write_if_changed(self._start_offset_checkpoints[log_dir],
+                               {tp: log.log_start_offset for tp, log in logs.items()
+                                if log.log_start_offset > log.segments[0].base_offset})
+
+    def _write_if_changed(self, checkpoint: OffsetCheckpointFile, offsets: dict[TopicPartition, int]) -> None:
+        """Writes the checkpoint unless this manager last wrote it with the same offsets (idle
+        logs: no rewrite and fsync of an unchanged file every interval)."""
+        if self._checkpoints_written.get(checkpoint.path) == offsets:
+            return
+        checkpoint.write(offsets)
+        self._checkpoints_written[checkpoint.path] = offsets
 
 
 def _flush_and_close(log: Log) -> None:

@@ -6,6 +6,10 @@
     advance_clock(timeout_ms)          expire due operations, then purge if needed (the reaper's loop
                                        body; tests with `reaper_enabled=False` call it themselves)
 
+The reaper sleeps until the earliest timer bucket falls due (or an earlier one is added), so an
+idle purgatory wakes it once every `REAPER_IDLE_TIMEOUT_MS`, not five times a second; on a clock
+that is not the system's, whose time moves without notice, it looks every `REAPER_TIMEOUT_MS`.
+
 Watch keys are any hashable values, e.g. `(topic, partition)`. Watch lists live in `SHARDS` shards,
 each a dict of key -> `Watchers` under its own lock, as Kafka shards them to cut contention.
 
@@ -29,11 +33,13 @@ from typing import Generic, TypeVar
 from services.broker.purgatory.delayed_operation import DelayedOperation
 from services.broker.purgatory.system_timer import SystemTimer
 from services.broker.purgatory.watchers import Watchers
+from services.common.clock import SYSTEM_CLOCK
 
 log = logging.getLogger(__name__)
 
 SHARDS = 16
 REAPER_TIMEOUT_MS = 200
+REAPER_IDLE_TIMEOUT_MS = 10_000
 DEFAULT_PURGE_INTERVAL = 1000
 REAPER_JOIN_TIMEOUT_S = 5.0
 
@@ -172,9 +178,10 @@ class DelayedOperationPurgatory(Generic[Op]):
             reaper.join(REAPER_JOIN_TIMEOUT_S)
 
     def _reap(self) -> None:
+        timeout_ms = REAPER_IDLE_TIMEOUT_MS if self._timer.clock is SYSTEM_CLOCK else REAPER_TIMEOUT_MS
         while not self._stopping.is_set() and not self._timer.is_shut_down:
             try:
-                self.advance_clock(REAPER_TIMEOUT_MS)
+                self.advance_clock(timeout_ms)
             except Exception:
                 log.exception("expiration reaper of purgatory %s failed", self.name)
                 self._stopping.wait(REAPER_TIMEOUT_MS / 1000)

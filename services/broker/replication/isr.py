@@ -4,6 +4,13 @@ each change to the partition state znode conditionally on its version (a lost ra
 controller's next LeaderAndIsr carries the truth), and announce changed partitions to the
 controller through `/isr_change_notification` in batches (every 2.5 s, as Kafka does).
 
+A check looks only at partitions that could shrink: those touched since the last check (an append,
+a high watermark or leadership change, a follower's fetch naming them, an ISR change) and those
+not *settled* at it (see `Partition.isr_shrink_check`: a full ISR of followers at the log end, held
+in fetch sessions that fetched within the lag bound). A settled partition cannot shrink until it is
+touched, or a fetch session it counts on stops fetching or lets go of a partition; then every
+led partition is checked. Thousands of idle partitions cost nothing per check.
+
 The changes found in one pass are written `ISR_WRITE_CONCURRENCY` at a time: a broker that comes
 back rejoins the ISR of thousands of partitions at once, and one ZooKeeper write after another
 would take a round trip (and a ZooKeeper fsync) each."""
@@ -45,6 +52,10 @@ class IsrManager:
         self._expand_requests: set[TopicPartition] = set()
         self.lagging: dict[int, set[TopicPartition]] = {}  # replica -> led partitions it is out of the ISR of
         self._changed: set[TopicPartition] = set()
+        self._touched: set[TopicPartition] = set()  # since the last check
+        self._unsettled: set[TopicPartition] = set()  # led partitions not settled at the last check
+        self._sessions_seen: tuple[int, frozenset[int]] | None = None  # releases, fresh followers' sessions
+        self.checked = 0  # partitions looked at by the shrink checks (for tests and profiles)
         self._wakeup = threading.Event()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="isr-manager", daemon=True)
@@ -66,6 +77,11 @@ class IsrManager:
         with self._lock:
             self._expand_requests.add(tp)
         self._wakeup.set()
+
+    def touch(self, keys) -> None:
+        """Something that decides whether `keys` can shrink changed: the next check looks at them."""
+        with self._lock:
+            self._touched.update(keys)
 
     # ------------------------------------------------------------------ loop
 
@@ -126,23 +142,42 @@ class IsrManager:
         return alive or None
 
     def maybe_shrink_isr(self, now_ms: int) -> None:
+        replica_manager = self.replica_manager
+        sessions = replica_manager.fetch_sessions
+        seen = sessions.releases, sessions.followers_fetched_since(now_ms - self.lag_max_ms)
+        with self._lock:
+            touched, self._touched = self._touched, set()
+        last_seen, self._sessions_seen = self._sessions_seen, seen
+        # a session let go of a partition, or one fresh at the last check no longer is
+        everything = last_seen is None or seen[0] != last_seen[0] or not last_seen[1] <= seen[1]
+        if everything:
+            partitions = replica_manager.partitions()
+            lagging: dict[int, set[TopicPartition]] = {}
+        else:
+            keys = touched | self._unsettled
+            partitions = [p for p in (replica_manager.partition(*key) for key in keys) if p is not None]
+            lagging = {replica: keys_out - keys for replica, keys_out in self.lagging.items()}
         changes = []
-        lagging: dict[int, set[TopicPartition]] = {}
-        for partition in self.replica_manager.partitions():
+        unsettled = set()
+        for partition in partitions:
             if not partition.is_leader:
                 continue
-            new_isr = partition.isr_to_shrink(now_ms, self.lag_max_ms, self.replica_manager.session_fetch_ms)
+            self.checked += 1
+            new_isr, settled = partition.isr_shrink_check(now_ms, self.lag_max_ms, replica_manager.session_fetch_ms)
             if new_isr is not None:
                 changes.append((partition, new_isr))
+            if not settled:
+                unsettled.add(partition.key)
             for replica in partition.replicas:
                 if replica not in partition.isr and replica != partition.local_broker_id:
                     lagging.setdefault(replica, set()).add(partition.key)
+        self._unsettled = unsettled
         for partition, new_isr in self._write_all(changes):
             self.shrinks += 1
             for replica in set(partition.replicas) - set(new_isr):
                 lagging.setdefault(replica, set()).add(partition.key)
             logger.info("%s-%d: ISR shrunk to %s", partition.topic, partition.partition, list(new_isr))
-        self.lagging = lagging
+        self.lagging = {replica: keys for replica, keys in lagging.items() if keys}
 
     def outside_isr(self, replica_id: int) -> set[TopicPartition]:
         """Partitions led here whose ISR lacked `replica_id` at the last check: a follower's session
@@ -166,6 +201,7 @@ class IsrManager:
         self.replica_manager.high_watermark_maybe_moved(partition.key)
         with self._lock:
             self._changed.add(partition.key)
+            self._touched.add(partition.key)
         return True
 
     def _propagate(self) -> None:

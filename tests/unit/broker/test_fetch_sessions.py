@@ -200,7 +200,8 @@ def test_a_session_fetch_offers_idle_partitions_its_follower_is_out_of_the_isr_o
     session = open_session(manager)
     requested = []
     manager.isr_manager = SimpleNamespace(outside_isr=lambda replica: {("t", 4), ("t", 999)} if replica == FOLLOWER
-                                          else set(), request_expand=requested.append)
+                                          else set(), request_expand=requested.append,
+                                          touch=lambda keys: None)
     try:
         incremental(manager, session, max_wait_ms=0)
     finally:

@@ -322,3 +322,26 @@ def test_manager_truncation_writes_the_recovery_point(tmp_path):
     logs.truncate_fully_and_start_at(TP0, 40)
     assert checkpoint.read() == {TP0: 2} and log.log_end_offset == 40
     logs.shutdown()
+
+
+def test_unchanged_recovery_and_start_offset_checkpoints_are_not_rewritten(tmp_path, monkeypatch):
+    logs, _ = manager(tmp_path)
+    log = logs.get_or_create_log(TP0)
+    log.append_as_leader(batch(2), 0)
+    writes = []
+    original = OffsetCheckpointFile.write
+    monkeypatch.setattr(OffsetCheckpointFile, "write",
+                        lambda self, offsets: (writes.append(os.path.basename(self.path)), original(self, offsets)))
+    for _ in range(2):
+        logs.checkpoint_log_recovery_offsets()
+        logs.checkpoint_log_start_offsets()
+    assert sorted(writes) == ["log-start-offset-checkpoint", "recovery-point-offset-checkpoint"]
+    log.flush()
+    log.update_high_watermark(2)
+    log.maybe_increment_log_start_offset(1)
+    logs.checkpoint_log_recovery_offsets()
+    logs.checkpoint_log_start_offsets()
+    assert len(writes) == 4
+    recovery = OffsetCheckpointFile(os.fspath(tmp_path / "d1" / "recovery-point-offset-checkpoint"))
+    assert {tuple(tp): offset for tp, offset in recovery.read().items()} == {TP0: 2}
+    logs.shutdown()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -231,3 +232,27 @@ def test_shutdown_leaves_pending_operations_alone(clock, purgatory) -> None:
     purgatory.shutdown()
     expire_until(clock, purgatory, 1_000)
     assert op.completions == 0
+
+
+def test_an_idle_reaper_on_the_system_clock_sleeps_until_an_operation_falls_due() -> None:
+    expired = threading.Event()
+
+    class Noted(MockOperation):
+        def on_expiration(self) -> None:
+            super().on_expiration()
+            expired.set()
+
+    purgatory = DelayedOperationPurgatory("Idle")
+    timer = purgatory.timer
+    wakes = []
+    original = timer.advance_clock
+    timer.advance_clock = lambda timeout_ms: (wakes.append(timeout_ms), original(timeout_ms))[1]
+    try:
+        time.sleep(0.6)  # three of Kafka's 200 ms reaper polls; here none (the first wait began before)
+        assert len(wakes) <= 1
+        started = time.monotonic()
+        purgatory.try_complete_else_watch(Noted(100), ["key"])
+        assert expired.wait(5.0)  # well before the idle wait's end: the new bucket woke the reaper
+        assert time.monotonic() - started >= 0.09
+    finally:
+        purgatory.shutdown()
