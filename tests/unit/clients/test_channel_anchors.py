@@ -17,12 +17,12 @@ from services.clients.transport import BROKER, ChannelPool
 from services.common.clock import ManualClock
 from services.common.errors import KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2
-from services.common.security.certs import CertificateAuthority
 from services.common.security.grpc_credentials import PasswordVerifier
 from services.common.security.sasl import make_scram_credential
 from services.common.security.tls import TlsSettings
 from services.common.service import ServiceRuntime
 from services.devcluster.proc import wait_until
+from tests.tls_support import tls_runtime
 
 WAIT_S = 10.0
 REQUEST = broker_pb2.MetadataRequest()
@@ -145,25 +145,16 @@ def test_a_server_without_the_anchor_method_is_not_asked_again(fake_nodes):
 
 
 def test_anchors_are_served_over_tls_to_sasl_users(tmp_path):
-    ca = CertificateAuthority.create()
-    ca_path = ca.write(tmp_path / "ca.key", tmp_path / "ca.pem").certificate_path
-    server = ca.issue_files(tmp_path, "broker-1")
-    runtime = ServiceRuntime("anchor-tls-test", "127.0.0.1:0", max_workers=2,
-                             tls=TlsSettings.load(str(server.keystore_path), str(ca_path)))
-    runtime.password_verifier = PasswordVerifier(
-        lambda user: {"SCRAM-SHA-512": make_scram_credential("SCRAM-SHA-512", "s3cret").encode()}
-        if user == "alice" else {})
-    target = f"localhost:{runtime.start()}"
-    runtime.set_serving(True)
-    try:
+    alice = {"SCRAM-SHA-512": make_scram_credential("SCRAM-SHA-512", "s3cret").encode()}
+    verifier = PasswordVerifier(lambda user: alice if user == "alice" else {})
+    with tls_runtime(tmp_path, "anchor-tls-test", verifier) as served:
         for protocol, extra in (("SSL", {}), ("SASL_SSL", {"sasl.mechanism": "SCRAM-SHA-512",
                                                          "sasl.username": "alice", "sasl.password": "s3cret"})):
-            config = CommonClientConfig.load({"bootstrap.servers": target, "security.protocol": protocol,
-                                             "ssl.ca.location": str(ca_path), **extra}, env={})
+            config = CommonClientConfig.load({"bootstrap.servers": served.target, "security.protocol": protocol,
+                                             "ssl.ca.location": served.ca_path, **extra}, env={})
             with ChannelPool.from_config(config) as pool:
-                assert len(set(completing_threads(pool, target, 5))) == 1
-                wait_until(lambda: held_anchors(runtime) == 1, WAIT_S, 0.01, message=f"the {protocol} anchor")
-                assert pool.anchored(target)
-            wait_until(lambda: held_anchors(runtime) == 0, WAIT_S, 0.01, message="the anchor to be cancelled")
-    finally:
-        runtime.shutdown(grace_s=0.1)
+                assert len(set(completing_threads(pool, served.target, 5))) == 1
+                wait_until(lambda: held_anchors(served.runtime) == 1, WAIT_S, 0.01,
+                           message=f"the {protocol} anchor")
+                assert pool.anchored(served.target)
+            wait_until(lambda: held_anchors(served.runtime) == 0, WAIT_S, 0.01, message="the anchor to be cancelled")

@@ -15,7 +15,6 @@ from services.common.clock import ManualClock
 from services.common.config import ConfigError
 from services.common.errors import Errors
 from services.common.security import grpc_credentials
-from services.common.security.certs import CertificateAuthority
 from services.common.security.grpc_credentials import (
     CREDENTIAL_RECHECK_MS,
     MalformedCredentials,
@@ -24,8 +23,8 @@ from services.common.security.grpc_credentials import (
     basic_credentials,
 )
 from services.common.security.sasl import client_jaas_login, make_scram_credential
-from services.common.security.tls import TlsSettings
 from services.common.service import ServiceRuntime
+from tests.tls_support import tls_runtime
 
 SCRAM_JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="s3cret";'
 PLAIN_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="bob" password="pw";'
@@ -223,24 +222,14 @@ def test_sasl_plaintext_pool_sends_the_credentials_with_every_call(runtime):
 
 
 def test_sasl_ssl_pool_sends_the_credentials_as_call_credentials_over_tls(tmp_path):
-    ca = CertificateAuthority.create()
-    ca_path = ca.write(tmp_path / "ca.key", tmp_path / "ca.pem").certificate_path
-    server = ca.issue_files(tmp_path, "broker-1")
-    runtime = ServiceRuntime("credentials-tls-test", "127.0.0.1:0", max_workers=2,
-                             tls=TlsSettings.load(str(server.keystore_path), str(ca_path)))
     users = Users()
     users.set("alice", "SCRAM-SHA-512", "s3cret")
-    runtime.password_verifier = PasswordVerifier(users)
-    target = f"localhost:{runtime.start()}"
-    runtime.set_serving(True)
-    try:
+    with tls_runtime(tmp_path, "credentials-tls-test", PasswordVerifier(users)) as served:
         for password, works in (("s3cret", True), ("wrong", False)):
-            config = _config(**{"security.protocol": "SASL_SSL", "ssl.ca.location": str(ca_path),
+            config = _config(**{"security.protocol": "SASL_SSL", "ssl.ca.location": served.ca_path,
                                 "sasl.mechanism": "SCRAM-SHA-512", "sasl.jaas.config":
                                     SCRAM_JAAS.replace("s3cret", password)})
-            assert_health_check(config, target, works)
-    finally:
-        runtime.shutdown(grace_s=0.1)
+            assert_health_check(config, served.target, works)
 
 
 def test_gateway_clients_take_rest_proxy_client_sasl_settings():
