@@ -1,7 +1,8 @@
 """The channel pool's anchor calls (see services.clients.transport.channels): opened by the first
 asynchronous call on a channel, keeping one completion thread for every later call, ended by the
 server's stop without holding it, reopened after a restart within the reconnect back-off, cancelled
-by `close()`, over TLS and with SASL credentials, against a real `ServiceRuntime` (a grpc.aio server
+by `close()`, over TLS and with SASL credentials (refused when they do not verify), against a real
+`ServiceRuntime` (a grpc.aio server
 with the anchor method)."""
 
 from __future__ import annotations
@@ -9,18 +10,21 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from pathlib import Path
 
+import grpc
 import pytest
 
 from services.clients.client_config import CommonClientConfig
 from services.clients.transport import BROKER, ChannelPool
+from services.clients.transport.channels import error_from_rpc
 from services.common.clock import ManualClock
-from services.common.errors import KafkaError
+from services.common.errors import Errors, KafkaError
 from services.common.pb.odradek.broker.v1 import broker_pb2
-from services.common.security.grpc_credentials import PasswordVerifier
+from services.common.security.grpc_credentials import PasswordVerifier, basic_authorization
 from services.common.security.sasl import make_scram_credential
 from services.common.security.tls import TlsSettings
-from services.common.service import ServiceRuntime
+from services.common.service import ANCHOR_METHOD, ServiceRuntime
 from services.devcluster.proc import wait_until
 from tests.tls_support import tls_runtime
 
@@ -158,3 +162,17 @@ def test_anchors_are_served_over_tls_to_sasl_users(tmp_path):
                            message=f"the {protocol} anchor")
                 assert pool.anchored(served.target)
             wait_until(lambda: held_anchors(served.runtime) == 0, WAIT_S, 0.01, message="the anchor to be cancelled")
+
+
+def test_an_anchor_with_credentials_that_do_not_verify_is_refused(tmp_path):
+    alice = {"SCRAM-SHA-512": make_scram_credential("SCRAM-SHA-512", "s3cret").encode()}
+    with tls_runtime(tmp_path, "anchor-refused-test", PasswordVerifier(lambda user: alice if user == "alice" else {})
+                     ) as served:
+        credentials = grpc.ssl_channel_credentials(Path(served.ca_path).read_bytes())
+        with grpc.secure_channel(served.target, credentials) as channel:
+            call = channel.unary_stream(ANCHOR_METHOD)(
+                b"", metadata=[("authorization", basic_authorization("alice", "wrong"))], timeout=WAIT_S)
+            with pytest.raises(grpc.RpcError) as refused:
+                next(call)
+        assert error_from_rpc(refused.value).error is Errors.SASL_AUTHENTICATION_FAILED
+        assert held_anchors(served.runtime) == 0
