@@ -2,8 +2,7 @@
 asynchronous call on a channel, keeping one completion thread for every later call, ended by the
 server's stop without holding it, reopened after a restart within the reconnect back-off, cancelled
 by `close()`, over TLS and with SASL credentials (refused when they do not verify), against a real
-`ServiceRuntime` (a grpc.aio server
-with the anchor method)."""
+`ServiceRuntime` (a grpc.aio server with the anchor method)."""
 
 from __future__ import annotations
 
