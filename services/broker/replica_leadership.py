@@ -49,7 +49,12 @@ class ReplicaLeadership:
             new_here = [state.partition for state in hosted if state.partition not in self._partitions
                         and state.partition not in self._offline_partitions]
             new_logs = [tp for tp in new_here if self.log_manager.get_log(tp) is None]
-            self._configure_new_topics({tp.topic for tp in new_logs}, {tp.topic for tp in new_here})
+            unconfigured = self._configure_new_topics({tp.topic for tp in new_logs}, {tp.topic for tp in new_here})
+            if unconfigured:  # no log is made with the broker's defaults in place of a topic's overrides
+                for state in hosted:
+                    if state.partition in new_logs and state.partition.topic in unconfigured:
+                        errors[state.partition] = Errors.INVALID_CONFIG
+                hosted = [state for state in hosted if state.partition not in errors]
             now = self.clock.monotonic_ms()
             # opening thousands of new logs is file creation (and a leader epoch checkpoint per
             # leader): done several partitions at a time, each under its own partition's lock
@@ -141,14 +146,23 @@ class ReplicaLeadership:
         for topic in {topic for topic, _ in deleted} - hosted:
             self.topic_stats.remove(topic)
 
-    def _configure_new_topics(self, topics: set[str], newly_hosted: set[str] = frozenset()) -> None:
+    def _configure_new_topics(self, topics: set[str], newly_hosted: set[str] = frozenset()) -> set[str]:
         """Reads the config of each topic with a log to create (and of each with a partition new
-        here, for its replication throttles), once per request, before any log is created."""
+        here, for its replication throttles), once per request, before any log is created.
+        Returns the topics whose config could not be read (a malformed znode): their logs are
+        not created."""
+        unreadable = set()
         for topic in sorted(topics | newly_hosted):
-            overrides = self.topic_config(topic)
+            try:
+                overrides = self.topic_config(topic)
+            except Exception as exc:
+                logger.error("the config of topic %s cannot be read: %s", topic, exc)
+                unreadable.add(topic)
+                continue
             if overrides and topic in topics:
                 self.log_manager.update_topic_config(topic, overrides)
             self.update_replication_throttles(topic, overrides)
+        return unreadable
 
     def _apply_leader_and_isr(self, state: PartitionStateInfo, now_ms: int) -> int:
         """One partition's part of LeaderAndIsr: 0 when applied, else its error code

@@ -361,8 +361,7 @@ class BrokerServer:
         self.replica_manager.update_replication_throttles(topic, config)
 
     def _topic_config(self, topic: str) -> dict[str, str]:
-        try:
-            return dict(self.zk.get_topic_config(topic) or {})
-        except Exception:
-            logger.exception("reading the config of topic %s failed", topic)
-            return {}
+        """A topic's overrides, read again after each ZooKeeper connection loss: a log is never
+        made, nor left, with the broker's defaults because a read failed (a compacted topic would
+        be deleted by retention). A malformed config raises."""
+        return dict(self.zk.until_connected(self.zk.get_topic_config, topic) or {})

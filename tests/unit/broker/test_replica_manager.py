@@ -260,6 +260,28 @@ def test_one_leader_and_isr_reads_each_topic_config_once(tmp_path):
     logs.shutdown()
 
 
+def test_a_topic_whose_config_cannot_be_read_gets_no_log_with_the_defaults(tmp_path):
+    logs = LogManager(LogManagerConfig(log_dirs=(str(tmp_path / "logs"),)), LogConfig())
+    logs.startup()
+    readable = False
+
+    def topic_config(topic):
+        if topic == "compacted" and not readable:
+            raise ValueError("malformed config znode")
+        return {"cleanup.policy": "compact"} if topic == "compacted" else {}
+
+    rm = ReplicaManager(1, logs, MetadataCache(), topic_config=topic_config)
+    states = [PartitionStateInfo(TopicPartition(topic, 0), 1, 1, 0, (1,), 0, (1,), is_new=True)
+              for topic in ("compacted", "plain")]
+    assert rm.become_leader_or_follower(1001, 1, states) == {("compacted", 0): Errors.INVALID_CONFIG, ("plain", 0): 0}
+    assert logs.get_log(TopicPartition("compacted", 0)) is None
+    readable = True  # the config fixed, the next LeaderAndIsr makes the log
+    assert rm.become_leader_or_follower(1001, 1, states) == {("compacted", 0): 0, ("plain", 0): 0}
+    assert rm.partition("compacted", 0).log.config.compact
+    rm.shutdown()
+    logs.shutdown()
+
+
 def test_delete_records_moves_the_log_start_offset_of_leaders_and_followers(manager):
     lead(manager)
     lead(manager, topic="compacted")
