@@ -11,6 +11,7 @@ producer loses and repeats nothing while its partition's leader is killed five t
 from __future__ import annotations
 
 import json
+import logging
 import queue
 import subprocess
 import sys
@@ -326,8 +327,29 @@ def test_a_worker_killed_four_times_transforms_its_input_exactly_once(cluster: L
                     worker.kill()
 
 
+def group_log(path: Path) -> logging.Logger:
+    """A logger for a librdkafka consumer's group and topic debug lines, to `path`."""
+    log = logging.getLogger(f"rdkafka-member-{path.name}")
+    log.setLevel(logging.DEBUG)
+    log.propagate = False
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(created).3f %(message)s"))
+    log.addHandler(handler)
+    return log
+
+
+# what a group member's librdkafka log says of where it reads from, when a check fails
+GROUP_EVENTS = ("REJOIN", "OFFSETFETCH", "offset reset", "JoinGroup response", "SyncGroup response",
+                "returned: Broker", "Heartbeat failed", "COORDSET", "lost")
+
+
+def group_events(path: Path) -> str:
+    lines = [line.rstrip() for line in path.read_text().splitlines() if any(e in line for e in GROUP_EVENTS)]
+    return "\n".join(lines[-60:])
+
+
 def test_an_idempotent_producer_and_a_group_member_through_five_leader_kills_lose_and_repeat_nothing(
-        cluster: LocalCluster, admin: Admin):
+        cluster: LocalCluster, admin: Admin, tmp_path: Path):
     topic = create_topic(admin, "kafka-idempotent-chaos", partitions=1, replication=3,
                          configs={"min.insync.replicas": "2"})
     producer = confluent_kafka.Producer({
@@ -368,10 +390,11 @@ def test_an_idempotent_producer_and_a_group_member_through_five_leader_kills_los
             kills_done.set()
 
     # a group member reads along through the kills, committing as it goes
+    member_log = tmp_path / "member.log"
     member = confluent_kafka.Consumer({
         "bootstrap.servers": cluster.kafka_bootstrap_servers, "group.id": "kafka-idempotent-chaos-readers",
         "auto.offset.reset": "earliest", "auto.commit.interval.ms": 500, "session.timeout.ms": 30000,
-        "topic.metadata.refresh.interval.ms": 1000})
+        "topic.metadata.refresh.interval.ms": 1000, "debug": "cgrp,topic", "logger": group_log(member_log)})
     member.subscribe([topic])
     consumed: list[bytes] = []
     consumer_errors: list[str] = []
@@ -420,7 +443,9 @@ def test_an_idempotent_producer_and_a_group_member_through_five_leader_kills_los
     assert read == sorted(read, key=int), "records out of order"
     assert set(acknowledged) <= set(read)
     assert not consumer_errors, consumer_errors
-    assert len(consumed) == len(set(consumed)), "the group member read a record twice"
+    assert len(consumed) == len(set(consumed)), (
+        f"the group member read a record twice; it reported {sorted(set(reported))}; kills {phases}; its "
+        f"group log:\n{group_events(member_log)}")
     assert consumed == sorted(consumed, key=int), "the group member read records out of order"
     assert set(acknowledged) <= set(consumed)
     print(f"sent {sent}, acknowledged {len(acknowledged)}, failed {len(failed)}, read {len(read)}, "
