@@ -328,7 +328,7 @@ def test_a_worker_killed_four_times_transforms_its_input_exactly_once(cluster: L
 
 
 def group_log(path: Path) -> logging.Logger:
-    """A logger for a librdkafka consumer's group and topic debug lines, to `path`."""
+    """A logger for a librdkafka consumer's group, topic and fetch debug lines, to `path`."""
     log = logging.getLogger(f"rdkafka-member-{path.name}")
     log.setLevel(logging.DEBUG)
     log.propagate = False
@@ -340,12 +340,12 @@ def group_log(path: Path) -> logging.Logger:
 
 # what a group member's librdkafka log says of where it reads from, when a check fails
 GROUP_EVENTS = ("REJOIN", "OFFSETFETCH", "offset reset", "JoinGroup response", "SyncGroup response",
-                "returned: Broker", "Heartbeat failed", "COORDSET", "lost")
+                "returned: Broker", "Heartbeat failed", "COORDSET", "lost", "OFFSETVALID", "truncation", "SEEK")
 
 
 def group_events(path: Path) -> str:
     lines = [line.rstrip() for line in path.read_text().splitlines() if any(e in line for e in GROUP_EVENTS)]
-    return "\n".join(lines[-60:])
+    return "\n".join(lines[-80:])
 
 
 def test_an_idempotent_producer_and_a_group_member_through_five_leader_kills_lose_and_repeat_nothing(
@@ -394,7 +394,7 @@ def test_an_idempotent_producer_and_a_group_member_through_five_leader_kills_los
     member = confluent_kafka.Consumer({
         "bootstrap.servers": cluster.kafka_bootstrap_servers, "group.id": "kafka-idempotent-chaos-readers",
         "auto.offset.reset": "earliest", "auto.commit.interval.ms": 500, "session.timeout.ms": 30000,
-        "topic.metadata.refresh.interval.ms": 1000, "debug": "cgrp,topic", "logger": group_log(member_log)})
+        "topic.metadata.refresh.interval.ms": 1000, "debug": "cgrp,topic,fetch", "logger": group_log(member_log)})
     member.subscribe([topic])
     consumed: list[bytes] = []
     consumer_errors: list[str] = []
