@@ -36,7 +36,7 @@ from tests.integration.conftest import create_topic, gateway_module_cluster, pro
 V2 = "application/vnd.kafka.v2+json"
 BINARY = "application/vnd.kafka.binary.v2+json"
 JSON_EMBEDDED = "application/vnd.kafka.json.v2+json"
-EXPIRY_MS = 4000
+EXPIRY_MS = 8000  # long enough for the two-worker test's requests to each instance on a loaded machine
 READ_WAIT_MS = 3000
 EAGER_WAIT_MS = 30000  # a read past fetch.min.bytes answers long before this
 
@@ -347,6 +347,8 @@ def test_two_workers_reach_each_instance_by_base_uri_and_by_redirect(two_workers
         # on the front port a request lands on either worker: served by the owner, else redirected to it
         answers = {httpx.get(f"{front}{path}/assignments").status_code for _ in range(40)}
         assert answers == {200, 307}, answers
+        for each in instances[position + 1:]:  # the next instance kept alive through those requests
+            assert httpx.get(f"{each['base_uri']}/assignments").status_code == 200
         redirect = httpx.get(f"{workers[1 - index]}{path}/assignments")
         assert (redirect.status_code, redirect.headers["location"]) == (307, f"{instance['base_uri']}/assignments")
         assert httpx.get(f"{front}{path}/assignments", follow_redirects=True).status_code == 200
