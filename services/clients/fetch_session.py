@@ -6,7 +6,9 @@ session, and each later fetch (epoch 1, 2, ... wrapping from 2**31-1 to 1) names
 partitions added or whose fetch offset, leader epoch or partition_max_bytes changed since the
 last request, and the partitions to forget; the leader fetches the others from where its session
 has them. An idle partition costs nothing per fetch: `set_partition` and `remove_partition` note
-the partitions that changed and `build()` visits only those.
+the partitions that changed and `build()` visits only those. A partition removed and set again
+between two requests (a follower's only partition backing off after an error) is named in the next
+one even if unchanged: the leader may not have served it in the session yet.
 
 Whenever what the leader holds is in doubt (an error answer, a failed call whose request may or
 may not have been applied) the next fetch is full: with the session id and epoch 0 (close it and
@@ -68,6 +70,10 @@ class FetchSessionHandler:
         self._wanted: dict[tuple[str, int], PartitionFetch] = {}
         self._sent: dict[tuple[str, int], PartitionFetch] = {}  # the leader's session as the last request left it
         self._changed: dict[tuple[str, int], None] = {}  # partitions whose wanted may differ from sent
+        # partitions removed since the last request: one set again before it is named in it even
+        # when unchanged, so the leader fetches it once more (it may not have served it yet: an
+        # error answered, then its backoff with no request between)
+        self._left: set[tuple[str, int]] = set()
 
     @property
     def has_partitions(self) -> bool:
@@ -96,6 +102,7 @@ class FetchSessionHandler:
     def remove_partition(self, tp: tuple[str, int]) -> None:
         if self._wanted.pop(tp, None) is not None:
             self._changed[tp] = None
+            self._left.add(tp)
 
     def build_from(self, wanted: Mapping[tuple[str, int], PartitionFetch]) -> SessionFetch:
         """`build()` for a fetcher that states every partition it wants each time: the partitions
@@ -112,6 +119,7 @@ class FetchSessionHandler:
         """The next request: full, or the partitions changed since the last request."""
         self._sent_epoch = epoch = self._epoch
         changed, self._changed = self._changed, {}
+        left, self._left = self._left, set()
         if epoch <= FULL_EPOCH:
             self._sent = dict(self._wanted)
             return SessionFetch(self.session_id, epoch, self._sent, [])
@@ -123,7 +131,7 @@ class FetchSessionHandler:
             if value is None:
                 if sent.pop(tp, None) is not None:
                     forgotten.append(tp)
-            elif sent.get(tp) != value:
+            elif sent.get(tp) != value or tp in left:
                 sent[tp] = named[tp] = value
         return SessionFetch(self.session_id, epoch, named, forgotten)
 

@@ -65,14 +65,18 @@ def test_removed_partitions_are_forgotten_once_and_added_ones_named():
     assert session.build().forgotten == []
 
 
-def test_a_partition_removed_and_added_back_before_the_next_fetch_is_sent_only_if_it_changed():
+def test_a_partition_removed_and_added_back_before_the_next_fetch_is_named_again():
+    # a follower's only partition answered an error, backed off with no fetch between, came back:
+    # the leader may never have served it in the session, so it is named once more, even unchanged
     session = opened()
     session.remove_partition(("t", 0))
     session.set_partition(("t", 0), 0, 5, 1024)
     session.remove_partition(("t", 1))
     session.set_partition(("t", 1), 2, 5, 1024)
     fetch = session.build()
-    assert fetch.partitions == {("t", 1): (2, 5, 1024)} and fetch.forgotten == []
+    assert fetch.partitions == {("t", 0): (0, 5, 1024), ("t", 1): (2, 5, 1024)} and fetch.forgotten == []
+    assert session.handle_response(answer(7))
+    assert session.build().partitions == {}  # named once
 
 
 def test_build_from_forgets_what_is_missing_and_sends_what_changed():
